@@ -1,0 +1,131 @@
+"""The exceptions sessionstore raises, as one tree you can catch at any level.
+
+```
+SessionStoreError
+├── ConfigurationError           bad URL, unsupported dialect
+│   └── MissingDependencyError   a driver extra is not installed (also an ImportError)
+├── NotFoundError
+│   ├── SessionNotFoundError     unknown session, or one of another tenant
+│   ├── LoopNotFoundError        unknown loop, or one of another session
+│   └── BlockNotFoundError       no compaction block for that loop and overlay
+├── ConflictError                a client id reused with different content
+│   ├── SessionExistsError       a session id that is already taken
+│   └── StaleWriteError          a concurrent writer won (version check failed)
+├── InvalidBlockError            a block that does not fit its loop (turn range, provenance)
+├── FormatError                  a conversation that cannot be imported or exported
+├── SchemaError                  the database is not at the expected migration head
+└── StorageError                 any other database failure (original chained)
+```
+
+Bad arguments (a negative limit, a wrong type) raise `ValueError` / `TypeError`, and
+messages that fail validation raise `pydantic.ValidationError`, which names the field.
+This tree is for outcomes and state.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BlockNotFoundError",
+    "ConfigurationError",
+    "ConflictError",
+    "FormatError",
+    "InvalidBlockError",
+    "LoopNotFoundError",
+    "MissingDependencyError",
+    "NotFoundError",
+    "SchemaError",
+    "SessionExistsError",
+    "SessionNotFoundError",
+    "SessionStoreError",
+    "StaleWriteError",
+    "StorageError",
+]
+
+
+class SessionStoreError(Exception):
+    """Base class of every error sessionstore raises on purpose."""
+
+
+class ConfigurationError(SessionStoreError):
+    """The store was configured wrongly: a bad URL or an unsupported dialect."""
+
+
+class MissingDependencyError(ConfigurationError, ImportError):
+    """A database driver is not installed; the message names the extra to install."""
+
+
+class NotFoundError(SessionStoreError):
+    """Something that was asked for does not exist (or is not visible to this handle)."""
+
+
+class SessionNotFoundError(NotFoundError):
+    """No such session, or it belongs to another tenant.
+
+    The two cases are deliberately indistinguishable, so a tenant-scoped handle cannot
+    learn whether another tenant's session exists.
+    """
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"session {session_id!r} not found")
+        self.session_id = session_id
+
+
+class LoopNotFoundError(NotFoundError):
+    """No such loop in this session."""
+
+    def __init__(self, loop_id: int, *, session_id: str | None = None) -> None:
+        where = f" in session {session_id!r}" if session_id is not None else ""
+        super().__init__(f"loop {loop_id} not found{where}")
+        self.loop_id = loop_id
+        self.session_id = session_id
+
+
+class BlockNotFoundError(NotFoundError):
+    """No compaction block matches the request."""
+
+
+class ConflictError(SessionStoreError):
+    """The write conflicts with what is stored (for example a reused client id)."""
+
+
+class SessionExistsError(ConflictError):
+    """A session with this id already exists."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"session {session_id!r} already exists")
+        self.session_id = session_id
+
+
+class StaleWriteError(ConflictError):
+    """The write was based on a session version that another writer has moved past.
+
+    Re-read the session (its `version`) and retry the write if it still makes sense.
+    """
+
+    def __init__(self, session_id: str, *, expected: int, actual: int) -> None:
+        super().__init__(
+            f"session {session_id!r} is at version {actual}, not {expected}: "
+            "another writer changed it; re-read the session and retry"
+        )
+        self.session_id = session_id
+        self.expected = expected
+        self.actual = actual
+
+
+class InvalidBlockError(SessionStoreError):
+    """A compaction block does not fit its loop (turn range out of bounds, foreign ids)."""
+
+
+class FormatError(SessionStoreError):
+    """A conversation in an external format cannot be imported or exported."""
+
+
+class SchemaError(SessionStoreError):
+    """The database schema is not at the migration head this version of sessionstore needs.
+
+    Run `sessionstore db upgrade` (or `sessionstore.migrate.upgrade(url)`).
+    """
+
+
+class StorageError(SessionStoreError):
+    """Any other database failure; the driver's exception is chained as `__cause__`."""
