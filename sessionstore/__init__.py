@@ -1,0 +1,1 @@
+"""sessionstore: durable SQL history for long-lived LLM agents."""

@@ -1,0 +1,1262 @@
+"""`SessionStore`: the async store of sessions, loops, messages and compaction blocks.
+
+This is the only module that opens transactions: one public call is one transaction.
+Every write starts by bumping the session's `version` with an `UPDATE ... RETURNING`,
+which takes the session's write lock (a row lock on PostgreSQL, the database write
+lock on SQLite), so concurrent writers to one session queue up instead of
+interleaving, and positions stay contiguous.
+
+>>> async def main():
+...     async with SessionStore.from_url("sqlite+aiosqlite:///sessionstore.db") as store:
+...         session = await store.create_session(app_name="demo", user_id="ada")
+...         await store.append_messages(session.id, [UserMessage(content="hi")])
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Self, TypeVar
+
+from sqlalchemy import Connection, Row, String, and_, func, insert, literal, or_, select, update
+from sqlalchemy import type_coerce as _as
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from sessionstore import migrate
+from sessionstore.engine import DEFAULT_URL, TransactionRunner, make_engine
+from sessionstore.errors import (
+    ConflictError,
+    InvalidBlockError,
+    LoopNotFoundError,
+    SessionExistsError,
+    SessionNotFoundError,
+    StaleWriteError,
+    StorageError,
+)
+from sessionstore.models import (
+    MESSAGE_ADAPTER,
+    CompactedSection,
+    CompactionBlock,
+    CompactionEvent,
+    LoopRecord,
+    Message,
+    Page,
+    ReplacementMessage,
+    Session,
+    StoredMessage,
+    ToolResultMessage,
+    TurnRange,
+    content_hash,
+    message_payload,
+)
+from sessionstore.tables import (
+    BlockRow,
+    CompactionEventRow,
+    LoopRow,
+    MessageRow,
+    SectionMessageRow,
+    SectionRow,
+    SessionRow,
+    table_of,
+)
+from sessionstore.tokens import HeuristicTokenCounter, TokenCounter
+from sessionstore.turns import TurnAssigner, TurnMap
+
+__all__ = ["SessionStore"]
+
+_T = TypeVar("_T")
+
+SESSIONS = table_of(SessionRow)
+LOOPS = table_of(LoopRow)
+S = SESSIONS.c
+L = LOOPS.c
+M = table_of(MessageRow).c
+B = table_of(BlockRow).c
+SEC = table_of(SectionRow).c
+SM = table_of(SectionMessageRow).c
+EV = table_of(CompactionEventRow).c
+
+_LOOP_COLUMNS = (
+    L.id,
+    L.session_id,
+    L.parent_loop_id,
+    L.sequence,
+    L.depth,
+    L.created_at,
+    L.closed_at,
+    L.message_count,
+    L.token_total,
+    L.turn_count,
+)
+_MESSAGE_COLUMNS = (
+    M.id,
+    M.loop_id,
+    M.position,
+    M.turn_index,
+    M.token_count,
+    M.content_hash,
+    M.client_id,
+    M.created_at,
+    # Read as text: pydantic-core parses and validates it in one step, faster than
+    # the driver's json.loads followed by validation.
+    _as(M.payload, String).label("payload"),
+)
+_SESSION_ID_MAX = 128
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class _Rollback(Exception):
+    """Ends a write transaction without writing, carrying the call's result."""
+
+    def __init__(self, result: Any) -> None:
+        self.result = result
+
+
+@dataclass(frozen=True, slots=True)
+class _Locked:
+    """What the version-bumping UPDATE of a session returns."""
+
+    version: int
+    active_loop_id: int | None
+    loop_count: int
+
+
+class SessionStore:
+    """The async store: sessions, their loops, messages and compaction blocks.
+
+    Build it with `SessionStore.from_url(url)` (it then owns and disposes its engine) or
+    `SessionStore(engine)` (the caller keeps the engine). `for_tenant(app_name, user_id)`
+    returns a handle that sees only that tenant's sessions and shares the engine.
+
+    Args:
+        engine: An engine from `sessionstore.engine.make_engine` (or configured the same way).
+        token_counter: Counts each message's tokens once, when it is appended.
+    """
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        token_counter: TokenCounter | None = None,
+        _owns_engine: bool = False,
+        _tenant: tuple[str, str] | None = None,
+        _runner: TransactionRunner | None = None,
+    ) -> None:
+        self._engine = engine
+        self._counter: TokenCounter = token_counter or HeuristicTokenCounter()
+        self._owns_engine = _owns_engine
+        self._tenant = _tenant
+        self._runner = _runner or TransactionRunner(engine)
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str | URL = DEFAULT_URL,
+        *,
+        token_counter: TokenCounter | None = None,
+        **engine_kwargs: Any,
+    ) -> SessionStore:
+        """Open a store on a database URL (default: `sessionstore.db` in the working directory).
+
+        The schema must exist: run `await sessionstore.migrate.upgrade(url)` or
+        `sessionstore db upgrade` first, or call `await store.upgrade()`.
+        """
+        engine = make_engine(url, **engine_kwargs)
+        return cls(engine, token_counter=token_counter, _owns_engine=True)
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The engine this store uses."""
+        return self._engine
+
+    @property
+    def tenant(self) -> tuple[str, str] | None:
+        """The `(app_name, user_id)` this handle is scoped to, or None for an unscoped handle."""
+        return self._tenant
+
+    def for_tenant(self, app_name: str, user_id: str) -> SessionStore:
+        """Return a handle that sees only the sessions of one tenant, sharing this engine."""
+        if not app_name or not user_id:
+            raise ValueError("app_name and user_id must be non-empty")
+        return SessionStore(
+            self._engine,
+            token_counter=self._counter,
+            _tenant=(app_name, user_id),
+            _runner=self._runner,
+        )
+
+    async def close(self) -> None:
+        """Release the store's worker threads, and dispose of the engine if it created it.
+
+        A tenant handle from `for_tenant` shares its parent's resources: close the parent.
+        """
+        if self._tenant is not None:
+            return
+        await self._runner.dispose()
+        if self._owns_engine:
+            await self._engine.dispose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def upgrade(self) -> None:
+        """Bring the schema to the newest migration (see `sessionstore.migrate`)."""
+        await migrate.upgrade(self._engine)
+
+    async def check_schema(self) -> str:
+        """Return the schema revision; raise `SchemaError` if it is not the newest."""
+        return await migrate.check(self._engine)
+
+    # ── transactions ────────────────────────────────────────────────────────────
+
+    async def _read(self, work: Callable[[Connection], _T]) -> _T:
+        return await self._runner.run(work)
+
+    async def _write(self, work: Callable[[Connection], _T]) -> _T:
+        return await self._runner.run(work, write=True)
+
+    def _tenant_filter(self) -> list[Any]:
+        if self._tenant is None:
+            return []
+        return [S.app_name == self._tenant[0], S.user_id == self._tenant[1]]
+
+    def _lock_session(
+        self, db: Connection, session_id: str, now: datetime, **values: Any
+    ) -> _Locked:
+        """Bump the session's version (taking its write lock) and return its state."""
+        stmt = (
+            update(SessionRow)
+            .where(S.id == session_id, *self._tenant_filter())
+            .values(version=S.version + 1, updated_at=now, **values)
+            .returning(S.version, S.active_loop_id, S.loop_count)
+        )
+        row = (db.execute(stmt)).first()
+        if row is None:
+            raise SessionNotFoundError(session_id)
+        return _Locked(row.version, row.active_loop_id, row.loop_count)
+
+    @staticmethod
+    def _check_version(session_id: str, locked: _Locked, expected: int | None) -> None:
+        # The lock has already bumped the version: the stored one was one less.
+        if expected is not None and locked.version - 1 != expected:
+            raise StaleWriteError(session_id, expected=expected, actual=locked.version - 1)
+
+    def _visible_session(self, db: Connection, session_id: str) -> Row[Any]:
+        stmt = select(SessionRow).where(S.id == session_id, *self._tenant_filter())
+        row = (db.execute(stmt)).first()
+        if row is None:
+            raise SessionNotFoundError(session_id)
+        return row
+
+    def _resolve_loop(self, db: Connection, session_id: str, loop_id: int | None) -> int | None:
+        """Return `loop_id` (checked to be in the session) or the session's active loop."""
+        session = self._visible_session(db, session_id)
+        if loop_id is None:
+            return session.active_loop_id  # type: ignore[no-any-return]  # a nullable int column
+        self._loop_row(db, session_id, loop_id)
+        return loop_id
+
+    def _loop_row(self, db: Connection, session_id: str, loop_id: int) -> Row[Any]:
+        stmt = select(LoopRow).where(L.id == loop_id, L.session_id == session_id)
+        row = (db.execute(stmt)).first()
+        if row is None:
+            raise LoopNotFoundError(loop_id, session_id=session_id)
+        return row
+
+    # ── sessions ────────────────────────────────────────────────────────────────
+
+    async def create_session(
+        self,
+        *,
+        session_id: str | None = None,
+        app_name: str | None = None,
+        user_id: str | None = None,
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Session:
+        """Create a session, owned by this handle's tenant or by `app_name` / `user_id`.
+
+        Args:
+            session_id: The id to use (1 to 128 characters); a random one by default.
+                Ids are unique across tenants, so prefer the generated ones.
+            app_name: The owning application (taken from the handle when it is scoped).
+            user_id: The owning user (taken from the handle when it is scoped).
+            title: A human-readable title.
+            metadata: Free-form JSON data.
+
+        Raises:
+            SessionExistsError: `session_id` is already taken.
+        """
+        app_name, user_id = self._owner(app_name, user_id)
+        if session_id is None:
+            session_id = uuid.uuid4().hex
+        elif not 0 < len(session_id) <= _SESSION_ID_MAX:
+            raise ValueError(f"session_id must be 1 to {_SESSION_ID_MAX} characters")
+        now = _now()
+        values = {
+            "id": session_id,
+            "app_name": app_name,
+            "user_id": user_id,
+            "title": title,
+            "metadata": dict(metadata or {}),
+            "active_loop_id": None,
+            "version": 1,
+            "loop_count": 0,
+            "created_at": now,
+            "updated_at": now,
+        }
+        try:
+            await self._write(lambda db: db.execute(insert(SESSIONS), values))
+        except StorageError as exc:
+            if isinstance(exc.__cause__, IntegrityError):
+                raise SessionExistsError(session_id) from exc.__cause__
+            raise
+        return _session_model(values)
+
+    def _owner(self, app_name: str | None, user_id: str | None) -> tuple[str, str]:
+        if self._tenant is not None:
+            if (app_name or self._tenant[0], user_id or self._tenant[1]) != self._tenant:
+                raise ValueError("a tenant-scoped handle creates sessions for its own tenant only")
+            return self._tenant
+        if not app_name or not user_id:
+            raise ValueError("app_name and user_id are required on an unscoped store")
+        return app_name, user_id
+
+    async def get_session(self, session_id: str) -> Session:
+        """Return one session.
+
+        Raises:
+            SessionNotFoundError: no such session, or it belongs to another tenant.
+        """
+        row = await self._read(lambda db: self._visible_session(db, session_id))
+        return _session_model(row._mapping)
+
+    async def list_sessions(
+        self,
+        *,
+        limit: int = 50,
+        cursor: str | None = None,
+        app_name: str | None = None,
+        user_id: str | None = None,
+    ) -> Page:
+        """List sessions, newest first, one page at a time.
+
+        A scoped handle lists its tenant's sessions; an unscoped one lists all, or those
+        of `app_name` (and `user_id`) when given.
+
+        Args:
+            limit: Page size, 1 to 1000.
+            cursor: The `next_cursor` of the previous page.
+            app_name: Filter for an unscoped handle.
+            user_id: Filter for an unscoped handle (with `app_name`).
+        """
+        if not 1 <= limit <= 1000:
+            raise ValueError("limit must be between 1 and 1000")
+        filters = self._tenant_filter()
+        if self._tenant is None:
+            if user_id is not None and app_name is None:
+                raise ValueError("filtering by user_id needs app_name too")
+            if app_name is not None:
+                filters.append(S.app_name == app_name)
+            if user_id is not None:
+                filters.append(S.user_id == user_id)
+        if cursor is not None:
+            created_at, last_id = _decode_cursor(cursor)
+            filters.append(
+                or_(S.created_at < created_at, and_(S.created_at == created_at, S.id < last_id))
+            )
+        stmt = (
+            select(SessionRow)
+            .where(*filters)
+            .order_by(S.created_at.desc(), S.id.desc())
+            .limit(limit + 1)
+        )
+        rows = await self._read(lambda db: db.execute(stmt).all())
+        items = [_session_model(row._mapping) for row in rows[:limit]]
+        next_cursor = _encode_cursor(items[-1]) if len(rows) > limit else None
+        return Page(items=items, next_cursor=next_cursor)
+
+    async def delete_session(self, session_id: str) -> None:
+        """Delete a session with all its loops, messages and blocks.
+
+        This is the only way raw messages ever go away (retention, erasure requests).
+
+        Raises:
+            SessionNotFoundError: no such session, or it belongs to another tenant.
+        """
+
+        def work(db: Connection) -> None:
+            self._lock_session(db, session_id, _now())
+            db.execute(SESSIONS.delete().where(S.id == session_id))
+
+        await self._write(work)
+
+    # ── loops ───────────────────────────────────────────────────────────────────
+
+    async def start_loop(
+        self,
+        session_id: str,
+        *,
+        parent_loop_id: int | None = None,
+        expected_version: int | None = None,
+    ) -> LoopRecord:
+        """Start a loop and make it the session's active loop.
+
+        Without `parent_loop_id` the loop continues the active chain: its parent is the
+        active loop (none for the first loop), which is closed. With `parent_loop_id` the
+        loop starts a branch from that loop; the previously active loop stays open, and
+        `switch_loop` can return to it.
+
+        Raises:
+            SessionNotFoundError: no such session (or another tenant's).
+            LoopNotFoundError: `parent_loop_id` is not a loop of this session.
+            StaleWriteError: `expected_version` is not the session's version.
+        """
+        now = _now()
+
+        def work(db: Connection) -> LoopRecord:
+            locked = self._lock_session(db, session_id, now, loop_count=S.loop_count + 1)
+            self._check_version(session_id, locked, expected_version)
+            parent = parent_loop_id if parent_loop_id is not None else locked.active_loop_id
+            loop = self._insert_loop(db, session_id, parent, locked.loop_count - 1, now)
+            db.execute(update(SessionRow).where(S.id == session_id).values(active_loop_id=loop.id))
+            return loop
+
+        return await self._write(work)
+
+    def _insert_loop(
+        self,
+        db: Connection,
+        session_id: str,
+        parent_loop_id: int | None,
+        sequence: int,
+        now: datetime,
+    ) -> LoopRecord:
+        depth = 0
+        if parent_loop_id is not None:
+            parent = self._loop_row(db, session_id, parent_loop_id)
+            depth = parent.depth + 1
+            if parent.closed_at is None:
+                db.execute(
+                    update(LoopRow)
+                    .where(L.id == parent_loop_id, L.session_id == session_id)
+                    .values(closed_at=now)
+                )
+        values: dict[str, Any] = {
+            "session_id": session_id,
+            "parent_loop_id": parent_loop_id,
+            "sequence": sequence,
+            "depth": depth,
+            "created_at": now,
+            "closed_at": None,
+            "message_count": 0,
+            "token_total": 0,
+            "turn_count": 0,
+            "open_tool_call_ids": [],
+        }
+        row = (db.execute(insert(LoopRow).returning(*_LOOP_COLUMNS), values)).one()
+        return _loop_model(row)
+
+    async def close_loop(self, session_id: str, loop_id: int) -> LoopRecord:
+        """Close a loop: no more messages can be appended to it. Closing twice is harmless."""
+        now = _now()
+
+        def work(db: Connection) -> Row[Any]:
+            self._lock_session(db, session_id, now)
+            self._loop_row(db, session_id, loop_id)
+            db.execute(
+                update(LoopRow)
+                .where(L.id == loop_id, L.session_id == session_id, L.closed_at.is_(None))
+                .values(closed_at=now)
+            )
+            return self._loop_row(db, session_id, loop_id)
+
+        return _loop_model(await self._write(work))
+
+    async def switch_loop(
+        self, session_id: str, loop_id: int, *, expected_version: int | None = None
+    ) -> Session:
+        """Make `loop_id` the session's active loop (for example to return to a branch)."""
+
+        def work(db: Connection) -> Row[Any]:
+            locked = self._lock_session(db, session_id, _now(), active_loop_id=loop_id)
+            self._check_version(session_id, locked, expected_version)
+            self._loop_row(db, session_id, loop_id)
+            return self._visible_session(db, session_id)
+
+        return _session_model((await self._write(work))._mapping)
+
+    async def get_loop(self, session_id: str, loop_id: int) -> LoopRecord:
+        """Return one loop of a session."""
+
+        def work(db: Connection) -> Row[Any]:
+            self._visible_session(db, session_id)
+            return self._loop_row(db, session_id, loop_id)
+
+        return _loop_model(await self._read(work))
+
+    async def list_loops(self, session_id: str) -> list[LoopRecord]:
+        """Return every loop of a session (all branches), in order of creation."""
+        stmt = select(*_LOOP_COLUMNS).where(L.session_id == session_id).order_by(L.sequence)
+
+        def work(db: Connection) -> Sequence[Any]:
+            self._visible_session(db, session_id)
+            return db.execute(stmt).all()
+
+        return [_loop_model(row) for row in await self._read(work)]
+
+    async def active_chain(
+        self, session_id: str, *, loop_id: int | None = None, limit: int | None = None
+    ) -> list[LoopRecord]:
+        """Return the chain of loops ending at `loop_id` (default: the active loop), root first.
+
+        Args:
+            session_id: The session.
+            loop_id: The loop the chain ends at; the active loop by default.
+            limit: Return only the last `limit` loops of the chain (the newest ones).
+        """
+        if limit is not None and limit < 1:
+            raise ValueError("limit must be at least 1")
+
+        def work(db: Connection) -> list[LoopRecord]:
+            head = self._resolve_loop(db, session_id, loop_id)
+            return [] if head is None else self._chain(db, session_id, head, limit)
+
+        return await self._read(work)
+
+    def _chain(
+        self, db: Connection, session_id: str, head: int, limit: int | None
+    ) -> list[LoopRecord]:
+        chain = (
+            select(L.id, L.parent_loop_id, literal(1).label("hops"))
+            .where(L.id == head, L.session_id == session_id)
+            .cte("chain", recursive=True)
+        )
+        parent = LOOPS.alias("parent")
+        step = select(parent.c.id, parent.c.parent_loop_id, chain.c.hops + 1).where(
+            parent.c.id == chain.c.parent_loop_id, parent.c.session_id == session_id
+        )
+        if limit is not None:
+            step = step.where(chain.c.hops < limit)
+        chain = chain.union_all(step)
+        stmt = select(*_LOOP_COLUMNS).join(chain, chain.c.id == L.id).order_by(L.depth)
+        return [_loop_model(row) for row in (db.execute(stmt)).all()]
+
+    # ── messages ────────────────────────────────────────────────────────────────
+
+    async def append_messages(
+        self,
+        session_id: str,
+        messages: Sequence[Message],
+        *,
+        loop_id: int | None = None,
+        expected_version: int | None = None,
+    ) -> list[StoredMessage]:
+        """Append messages to a loop in one transaction and return them as stored.
+
+        Positions continue the loop's; turn indices follow the turn rules (see
+        `sessionstore.turns.TurnAssigner`); token counts come from the store's counter.
+        A message whose `client_id` is already stored with the same content is not
+        written again: the stored one is returned in its place (a safe retry).
+
+        Args:
+            session_id: The session.
+            messages: The messages, in order. Dicts are validated into messages.
+            loop_id: The loop to append to; the active loop by default (a first loop is
+                started when the session has none).
+            expected_version: Fail with `StaleWriteError` unless the session is at this version.
+
+        Raises:
+            pydantic.ValidationError: a message is malformed (nothing is written).
+            SessionNotFoundError: no such session (or another tenant's).
+            LoopNotFoundError: `loop_id` is not a loop of this session.
+            ConflictError: a `client_id` is stored with different content, or the loop is closed.
+            StaleWriteError: `expected_version` is not the session's version.
+        """
+        batch = [_validated(message) for message in messages]
+        if not batch:
+            return []
+        payloads = [message_payload(message) for message in batch]
+        hashes = [content_hash(payload) for payload in payloads]
+        tokens = [self._counter.count_message(message) for message in batch]
+        now = _now()
+
+        def work(db: Connection) -> list[StoredMessage]:
+            locked = self._lock_session(db, session_id, now)
+            known = self._known_client_ids(db, session_id, batch, hashes)
+            # Write each message once: skip stored client ids and in-batch repeats.
+            first_of: dict[str, int] = {}
+            fresh = []
+            for i, message in enumerate(batch):
+                cid = message.client_id
+                if cid is None or (cid not in known and first_of.setdefault(cid, i) == i):
+                    fresh.append(i)
+            if not fresh:
+                # A pure retry: answer with what is stored and leave the version alone.
+                raise _Rollback([known[m.client_id] for m in batch])  # type: ignore[index]  # all known
+            self._check_version(session_id, locked, expected_version)
+            target = loop_id if loop_id is not None else locked.active_loop_id
+            if target is None:
+                loop = self._insert_loop(db, session_id, None, locked.loop_count, now)
+                db.execute(
+                    update(SessionRow)
+                    .where(S.id == session_id)
+                    .values(active_loop_id=loop.id, loop_count=S.loop_count + 1)
+                )
+                target = loop.id
+            items = [(batch[i], payloads[i], hashes[i], tokens[i]) for i in fresh]
+            inserted = self._insert_messages(db, session_id, target, items, now)
+            by_index = dict(zip(fresh, inserted, strict=True))
+            for cid, i in first_of.items():
+                known.setdefault(cid, by_index[i])
+            return [
+                by_index[i] if i in by_index else known[m.client_id]  # type: ignore[index]  # not written => known
+                for i, m in enumerate(batch)
+            ]
+
+        try:
+            return await self._write(work)
+        except _Rollback as done:
+            result: list[StoredMessage] = done.result
+            return result
+
+    async def append_message(
+        self,
+        session_id: str,
+        message: Message,
+        *,
+        loop_id: int | None = None,
+        expected_version: int | None = None,
+    ) -> StoredMessage:
+        """Append one message; see `append_messages`."""
+        (stored,) = await self.append_messages(
+            session_id, [message], loop_id=loop_id, expected_version=expected_version
+        )
+        return stored
+
+    def _known_client_ids(
+        self,
+        db: Connection,
+        session_id: str,
+        batch: Sequence[Message],
+        hashes: Sequence[str],
+    ) -> dict[str, StoredMessage]:
+        """Return the stored messages of the batch's client ids; refuse changed content."""
+        wanted: dict[str, str] = {}
+        for message, digest in zip(batch, hashes, strict=True):
+            if message.client_id is None:
+                continue
+            if wanted.setdefault(message.client_id, digest) != digest:
+                raise ConflictError(
+                    f"client_id {message.client_id!r} is used twice in one batch "
+                    "with different content"
+                )
+        if not wanted:
+            return {}
+        stmt = select(*_MESSAGE_COLUMNS).where(
+            M.session_id == session_id, M.client_id.in_(list(wanted))
+        )
+        known = {row.client_id: _stored_model(row, session_id) for row in db.execute(stmt).all()}
+        for client_id, stored in known.items():
+            if stored.content_hash != wanted[client_id]:
+                raise ConflictError(
+                    f"client_id {client_id!r} is already stored with different content "
+                    f"(message {stored.id}); a retry must send the same message"
+                )
+        return known
+
+    def _insert_messages(
+        self,
+        db: Connection,
+        session_id: str,
+        loop_id: int,
+        items: Sequence[tuple[Message, dict[str, Any], str, int]],
+        now: datetime,
+    ) -> list[StoredMessage]:
+        stmt = select(
+            L.message_count, L.token_total, L.turn_count, L.open_tool_call_ids, L.closed_at
+        ).where(L.id == loop_id, L.session_id == session_id)
+        loop = (db.execute(stmt)).first()
+        if loop is None:
+            raise LoopNotFoundError(loop_id, session_id=session_id)
+        if loop.closed_at is not None:
+            raise ConflictError(
+                f"loop {loop_id} is closed: append to the active loop or start a new one"
+            )
+        assigner = TurnAssigner(loop.turn_count, frozenset(loop.open_tool_call_ids))
+        rows = []
+        for offset, (message, payload, digest, token_count) in enumerate(items):
+            is_tool = isinstance(message, ToolResultMessage)
+            rows.append(
+                {
+                    "session_id": session_id,
+                    "loop_id": loop_id,
+                    "position": loop.message_count + offset,
+                    "turn_index": assigner.assign(message),
+                    "kind": message.kind,
+                    "tool_call_id": message.tool_call_id if is_tool else None,  # type: ignore[union-attr]  # is_tool narrows it
+                    "tool_name": message.tool_name if is_tool else None,  # type: ignore[union-attr]  # is_tool narrows it
+                    "payload": payload,
+                    "token_count": token_count,
+                    "content_hash": digest,
+                    "client_id": message.client_id,
+                    "created_at": now,
+                }
+            )
+        ids = self._insert_returning_ids(db, MessageRow, rows)
+        db.execute(
+            update(LoopRow)
+            .where(L.id == loop_id, L.session_id == session_id)
+            .values(
+                message_count=L.message_count + len(rows),
+                token_total=L.token_total + sum(row["token_count"] for row in rows),
+                turn_count=assigner.next_turn,
+                open_tool_call_ids=sorted(assigner.open_call_ids),
+            )
+        )
+        stored = [
+            StoredMessage.model_construct(
+                id=message_id,
+                session_id=session_id,
+                loop_id=loop_id,
+                position=row["position"],
+                turn_index=row["turn_index"],
+                token_count=row["token_count"],
+                content_hash=row["content_hash"],
+                created_at=now,
+                message=item[0],
+            )
+            for message_id, row, item in zip(ids, rows, items, strict=True)
+        ]
+        return stored
+
+    @staticmethod
+    def _insert_returning_ids(
+        db: Connection, row_class: type[Any], rows: Sequence[Mapping[str, Any]]
+    ) -> list[int]:
+        table = table_of(row_class)
+        if len(rows) == 1:
+            result = db.execute(insert(table).returning(table.c.id), rows[0])
+            return [result.scalar_one()]
+        stmt = insert(table).returning(table.c.id, sort_by_parameter_order=True)
+        return list((db.execute(stmt, list(rows))).scalars())
+
+    async def get_messages(
+        self,
+        session_id: str,
+        loop_id: int | None = None,
+        *,
+        last: int | None = None,
+    ) -> list[StoredMessage]:
+        """Return a loop's messages in order (the active loop by default).
+
+        Args:
+            session_id: The session.
+            loop_id: The loop; the active loop by default.
+            last: Only the newest `last` messages (still returned oldest first).
+        """
+        if last is not None and last < 0:
+            raise ValueError("last must not be negative")
+
+        def work(db: Connection) -> list[StoredMessage]:
+            target = self._resolve_loop(db, session_id, loop_id)
+            if target is None or last == 0:
+                return []
+            stmt = select(*_MESSAGE_COLUMNS).where(M.session_id == session_id, M.loop_id == target)
+            if last is None:
+                rows = db.execute(stmt.order_by(M.position)).all()
+            else:
+                rows = db.execute(stmt.order_by(M.position.desc()).limit(last)).all()[::-1]
+            return _stored_models(rows, session_id)
+
+        return await self._read(work)
+
+    async def get_turns(
+        self, session_id: str, loop_id: int, turns: TurnRange
+    ) -> list[StoredMessage]:
+        """Return the messages of an inclusive turn range of a loop, in order.
+
+        Raises:
+            InvalidBlockError: the range ends past the loop's last turn.
+        """
+
+        def work(db: Connection) -> list[StoredMessage]:
+            self._visible_session(db, session_id)
+            loop = self._loop_row(db, session_id, loop_id)
+            if turns.end_turn >= loop.turn_count:
+                raise InvalidBlockError(
+                    f"turn range {turns.start_turn}..{turns.end_turn} is out of bounds: "
+                    f"loop {loop_id} has {loop.turn_count} turns"
+                )
+            stmt = (
+                select(*_MESSAGE_COLUMNS)
+                .where(
+                    M.session_id == session_id,
+                    M.loop_id == loop_id,
+                    M.turn_index.between(turns.start_turn, turns.end_turn),
+                )
+                .order_by(M.position)
+            )
+            return _stored_models(db.execute(stmt).all(), session_id)
+
+        return await self._read(work)
+
+    async def get_turn_map(self, session_id: str, loop_id: int | None = None) -> TurnMap:
+        """Return the loop's `TurnMap`: turn index → range of positions, from the index."""
+
+        def work(db: Connection) -> TurnMap:
+            target = self._resolve_loop(db, session_id, loop_id)
+            if target is None:
+                return TurnMap(())
+            stmt = (
+                select(func.min(M.position), func.max(M.position))
+                .where(M.session_id == session_id, M.loop_id == target)
+                .group_by(M.turn_index)
+                .order_by(M.turn_index)
+            )
+            return TurnMap.from_bounds((first, last) for first, last in db.execute(stmt).all())
+
+        return await self._read(work)
+
+    async def get_history(
+        self, session_id: str, *, loop_id: int | None = None
+    ) -> list[StoredMessage]:
+        """Return every raw message of the chain ending at `loop_id` (default: active), in order."""
+
+        def work(db: Connection) -> list[StoredMessage]:
+            head = self._resolve_loop(db, session_id, loop_id)
+            if head is None:
+                return []
+            depth = {loop.id: loop.depth for loop in self._chain(db, session_id, head, None)}
+            stmt = select(*_MESSAGE_COLUMNS).where(
+                M.session_id == session_id, M.loop_id.in_(list(depth))
+            )
+            rows = sorted(db.execute(stmt).all(), key=lambda r: (depth[r.loop_id], r.position))
+            return _stored_models(rows, session_id)
+
+        return await self._read(work)
+
+    async def get_messages_by_id(
+        self, session_id: str, message_ids: Iterable[int]
+    ) -> list[StoredMessage]:
+        """Return the raw messages with these ids, in loop and position order."""
+        ids = sorted(set(message_ids))
+        wanted = set(ids)
+
+        def work(db: Connection) -> list[StoredMessage]:
+            self._visible_session(db, session_id)
+            if not ids:
+                return []
+            stmt = (
+                select(*_MESSAGE_COLUMNS)
+                .where(M.session_id == session_id, M.id.between(ids[0], ids[-1]))
+                .order_by(M.id)
+            )
+            rows = [row for row in db.execute(stmt).all() if row.id in wanted]
+            return _stored_models(rows, session_id)
+
+        return await self._read(work)
+
+    # ── compaction blocks ───────────────────────────────────────────────────────
+
+    async def write_block(
+        self,
+        session_id: str,
+        loop_id: int,
+        block: CompactionBlock,
+        *,
+        expected_version: int | None = None,
+    ) -> CompactionBlock:
+        """Write a compaction block for a loop, atomically, and return it as stored.
+
+        The block becomes the loop's current block for its overlay name (generation
+        = previous + 1); earlier generations stay for audit and time travel.
+
+        Raises:
+            InvalidBlockError: a turn range is out of the loop's bounds, or a replacement
+                message covers messages that are not in its section's turns of this loop.
+            SessionNotFoundError: no such session (or another tenant's).
+            LoopNotFoundError: `loop_id` is not a loop of this session.
+            StaleWriteError: `expected_version` is not the session's version.
+        """
+        now = _now()
+
+        def work(db: Connection) -> tuple[int, int, dict[str, CompactedSection]]:
+            locked = self._lock_session(db, session_id, now)
+            self._check_version(session_id, locked, expected_version)
+            loop = self._loop_row(db, session_id, loop_id)
+            self._validate_block(db, session_id, loop_id, loop.turn_count, block)
+            stmt = select(func.max(B.generation)).where(
+                B.session_id == session_id, B.loop_id == loop_id, B.overlay == block.overlay
+            )
+            generation = ((db.execute(stmt)).scalar() or 0) + 1
+            block_values = {
+                "session_id": session_id,
+                "loop_id": loop_id,
+                "overlay": block.overlay,
+                "generation": generation,
+                "keep_first_start": block.keep_first.start_turn if block.keep_first else None,
+                "keep_first_end": block.keep_first.end_turn if block.keep_first else None,
+                "strategy": block.strategy,
+                "config": block.config,
+                "tokens_before": block.tokens_before,
+                "tokens_after": block.tokens_after,
+                "created_at": now,
+            }
+            (block_id,) = self._insert_returning_ids(db, BlockRow, [block_values])
+            sections: dict[str, CompactedSection] = {}
+            for kind, section in block.sections():
+                (section_id,) = self._insert_returning_ids(
+                    db,
+                    SectionRow,
+                    [
+                        {
+                            "session_id": session_id,
+                            "block_id": block_id,
+                            "kind": kind,
+                            "start_turn": section.range.start_turn,
+                            "end_turn": section.range.end_turn,
+                        }
+                    ],
+                )
+                sections[kind] = self._insert_section_messages(db, session_id, section_id, section)
+            return block_id, generation, sections
+
+        block_id, generation, sections = await self._write(work)
+        return block.model_copy(
+            update={
+                "id": block_id,
+                "session_id": session_id,
+                "loop_id": loop_id,
+                "generation": generation,
+                "created_at": now,
+                "keep_compacted": sections.get("compacted"),
+                "keep_recent": sections.get("recent"),
+            }
+        )
+
+    def _insert_section_messages(
+        self, db: Connection, session_id: str, section_id: int, section: CompactedSection
+    ) -> CompactedSection:
+        if not section.messages:
+            return section
+        rows = []
+        for position, replacement in enumerate(section.messages):
+            token_count = replacement.token_count
+            if token_count is None:
+                token_count = self._counter.count_message(replacement.message)
+            rows.append(
+                {
+                    "session_id": session_id,
+                    "section_id": section_id,
+                    "position": position,
+                    "kind": replacement.message.kind,
+                    "payload": replacement.message.model_dump(mode="json"),
+                    "token_count": token_count,
+                    "covers": sorted(set(replacement.covers)),
+                }
+            )
+        ids = self._insert_returning_ids(db, SectionMessageRow, rows)
+        stored = [
+            ReplacementMessage(
+                message=replacement.message,
+                covers=row["covers"],
+                token_count=row["token_count"],
+                id=message_id,
+            )
+            for replacement, row, message_id in zip(section.messages, rows, ids, strict=True)
+        ]
+        return section.model_copy(update={"messages": stored})
+
+    def _validate_block(
+        self,
+        db: Connection,
+        session_id: str,
+        loop_id: int,
+        turn_count: int,
+        block: CompactionBlock,
+    ) -> None:
+        ranges = [("keep_first", block.keep_first)] + [
+            (f"keep_{kind}", section.range) for kind, section in block.sections()
+        ]
+        for name, turns in ranges:
+            if turns is not None and turns.end_turn >= turn_count:
+                raise InvalidBlockError(
+                    f"{name} turn range {turns.start_turn}..{turns.end_turn} is out of bounds: "
+                    f"loop {loop_id} has {turn_count} turns"
+                )
+        covered = {i for _, s in block.sections() for r in s.messages for i in r.covers}
+        if not covered:
+            return
+        stmt = select(M.id, M.turn_index).where(
+            M.session_id == session_id,
+            M.loop_id == loop_id,
+            M.id.between(min(covered), max(covered)),
+        )
+        turn_of = {row.id: row.turn_index for row in (db.execute(stmt)).all()}
+        foreign = sorted(covered - turn_of.keys())
+        if foreign:
+            shown = ", ".join(map(str, foreign[:10])) + (" ..." if len(foreign) > 10 else "")
+            raise InvalidBlockError(
+                f"the block's provenance names messages that are not in loop {loop_id}: {shown}"
+            )
+        for kind, section in block.sections():
+            for replacement in section.messages:
+                outside = [i for i in replacement.covers if turn_of[i] not in section.range]
+                if outside:
+                    raise InvalidBlockError(
+                        f"a keep_{kind} replacement covers messages {outside[:10]} outside its "
+                        f"turn range {section.range.start_turn}..{section.range.end_turn}"
+                    )
+
+    async def get_block(
+        self,
+        session_id: str,
+        loop_id: int,
+        *,
+        overlay: str = "default",
+        generation: int | None = None,
+        as_of: datetime | None = None,
+    ) -> CompactionBlock | None:
+        """Return the loop's current block for `overlay`, or None if it has none.
+
+        Args:
+            session_id: The session.
+            loop_id: The loop.
+            overlay: The overlay name.
+            generation: Return this generation instead of the newest.
+            as_of: Return the newest block written at or before this time.
+        """
+        if as_of is not None and as_of.tzinfo is None:
+            raise ValueError("as_of must be an aware datetime")
+        stmt = select(BlockRow).where(
+            B.session_id == session_id, B.loop_id == loop_id, B.overlay == overlay
+        )
+        if generation is not None:
+            stmt = stmt.where(B.generation == generation)
+        if as_of is not None:
+            stmt = stmt.where(B.created_at <= as_of)
+
+        def work(db: Connection) -> CompactionBlock | None:
+            self._visible_session(db, session_id)
+            self._loop_row(db, session_id, loop_id)
+            row = db.execute(stmt.order_by(B.generation.desc()).limit(1)).first()
+            return None if row is None else self._load_blocks(db, session_id, [row])[0]
+
+        return await self._read(work)
+
+    async def block_history(
+        self, session_id: str, loop_id: int, *, overlay: str | None = None
+    ) -> list[CompactionBlock]:
+        """Return every block of a loop (of one overlay, or all), oldest first."""
+        stmt = select(BlockRow).where(B.session_id == session_id, B.loop_id == loop_id)
+        if overlay is not None:
+            stmt = stmt.where(B.overlay == overlay)
+
+        def work(db: Connection) -> list[CompactionBlock]:
+            self._visible_session(db, session_id)
+            self._loop_row(db, session_id, loop_id)
+            return self._load_blocks(db, session_id, db.execute(stmt.order_by(B.id)).all())
+
+        return await self._read(work)
+
+    def _load_blocks(
+        self, db: Connection, session_id: str, rows: Sequence[Row[Any]]
+    ) -> list[CompactionBlock]:
+        if not rows:
+            return []
+        block_ids = [row.id for row in rows]
+        sections = (
+            db.execute(
+                select(SectionRow).where(SEC.session_id == session_id, SEC.block_id.in_(block_ids))
+            )
+        ).all()
+        messages: dict[int, list[ReplacementMessage]] = {s.id: [] for s in sections}
+        if sections:
+            stmt = (
+                select(SM.id, SM.section_id, SM.payload, SM.token_count, SM.covers)
+                .where(SM.session_id == session_id, SM.section_id.in_(list(messages)))
+                .order_by(SM.section_id, SM.position)
+            )
+            for m in (db.execute(stmt)).all():
+                messages[m.section_id].append(
+                    ReplacementMessage(
+                        message=MESSAGE_ADAPTER.validate_python(m.payload),
+                        covers=m.covers,
+                        token_count=m.token_count,
+                        id=m.id,
+                    )
+                )
+        by_block: dict[int, dict[str, CompactedSection]] = {}
+        for s in sections:
+            by_block.setdefault(s.block_id, {})[s.kind] = CompactedSection(
+                range=TurnRange(start_turn=s.start_turn, end_turn=s.end_turn),
+                messages=messages[s.id],
+            )
+        blocks = []
+        for row in rows:
+            found = by_block.get(row.id, {})
+            keep_first = None
+            if row.keep_first_start is not None:
+                keep_first = TurnRange(start_turn=row.keep_first_start, end_turn=row.keep_first_end)
+            blocks.append(
+                CompactionBlock(
+                    id=row.id,
+                    session_id=row.session_id,
+                    loop_id=row.loop_id,
+                    overlay=row.overlay,
+                    generation=row.generation,
+                    keep_first=keep_first,
+                    keep_compacted=found.get("compacted"),
+                    keep_recent=found.get("recent"),
+                    strategy=row.strategy,
+                    config=row.config,
+                    tokens_before=row.tokens_before,
+                    tokens_after=row.tokens_after,
+                    created_at=row.created_at,
+                )
+            )
+        return blocks
+
+    # ── compaction events ───────────────────────────────────────────────────────
+
+    async def record_compaction_event(
+        self,
+        session_id: str,
+        *,
+        event: str,
+        tokens_before: int,
+        loop_id: int | None = None,
+        block_id: int | None = None,
+        tokens_after: int | None = None,
+        duration_ms: float | None = None,
+        details: Mapping[str, Any] | None = None,
+    ) -> CompactionEvent:
+        """Persist a `started` or `ended` compaction event of a session."""
+        if event not in ("started", "ended"):
+            raise ValueError("event must be 'started' or 'ended'")
+        now = _now()
+        values = {
+            "session_id": session_id,
+            "loop_id": loop_id,
+            "block_id": block_id,
+            "event": event,
+            "tokens_before": tokens_before,
+            "tokens_after": tokens_after,
+            "duration_ms": duration_ms,
+            "details": dict(details or {}),
+            "created_at": now,
+        }
+
+        def work(db: Connection) -> list[int]:
+            self._lock_session(db, session_id, now)
+            if loop_id is not None:
+                self._loop_row(db, session_id, loop_id)
+            return self._insert_returning_ids(db, CompactionEventRow, [values])
+
+        (event_id,) = await self._write(work)
+        return CompactionEvent.model_validate({**values, "id": event_id})
+
+    async def list_compaction_events(self, session_id: str) -> list[CompactionEvent]:
+        """Return a session's compaction events, oldest first."""
+        stmt = select(CompactionEventRow).where(EV.session_id == session_id).order_by(EV.id)
+
+        def work(db: Connection) -> Sequence[Row[Any]]:
+            self._visible_session(db, session_id)
+            return db.execute(stmt).all()
+
+        rows = await self._read(work)
+        return [CompactionEvent.model_validate(dict(row._mapping)) for row in rows]
+
+
+# ── row ↔ model ────────────────────────────────────────────────────────────────
+
+
+def _validated(message: Any) -> Message:
+    if isinstance(message, Mapping):
+        return MESSAGE_ADAPTER.validate_python(message)
+    if not hasattr(message, "kind") or not hasattr(message, "client_id"):
+        raise TypeError(f"not a message: {type(message).__name__}")
+    return message  # type: ignore[no-any-return]  # a model of the Message union
+
+
+def _session_model(values: Any) -> Session:
+    return Session(
+        id=values["id"],
+        app_name=values["app_name"],
+        user_id=values["user_id"],
+        title=values["title"],
+        metadata=values["metadata"],
+        active_loop_id=values["active_loop_id"],
+        version=values["version"],
+        created_at=values["created_at"],
+        updated_at=values["updated_at"],
+    )
+
+
+def _loop_model(row: Any) -> LoopRecord:
+    return LoopRecord(
+        id=row.id,
+        session_id=row.session_id,
+        parent_loop_id=row.parent_loop_id,
+        sequence=row.sequence,
+        depth=row.depth,
+        created_at=row.created_at,
+        closed_at=row.closed_at,
+        message_count=row.message_count,
+        token_total=row.token_total,
+        turn_count=row.turn_count,
+    )
+
+
+def _stored_model(row: Row[Any], session_id: str) -> StoredMessage:
+    payload = row.payload
+    if isinstance(payload, str):
+        message = MESSAGE_ADAPTER.validate_json(payload)
+    else:  # asyncpg decodes JSONB itself
+        message = MESSAGE_ADAPTER.validate_python(payload)
+    if row.client_id is not None:
+        message = message.model_copy(update={"client_id": row.client_id})
+    return StoredMessage(
+        id=row.id,
+        session_id=session_id,
+        loop_id=row.loop_id,
+        position=row.position,
+        turn_index=row.turn_index,
+        token_count=row.token_count,
+        content_hash=row.content_hash,
+        created_at=row.created_at,
+        message=message,
+    )
+
+
+def _stored_models(rows: Iterable[Row[Any]], session_id: str) -> list[StoredMessage]:
+    return [_stored_model(row, session_id) for row in rows]
+
+
+def _encode_cursor(session: Session) -> str:
+    raw = json.dumps([session.created_at.isoformat(), session.id]).encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        created_at, session_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        return datetime.fromisoformat(created_at), str(session_id)
+    except (binascii.Error, ValueError, TypeError) as exc:
+        raise ValueError(
+            f"invalid cursor {cursor!r}: pass a next_cursor from list_sessions"
+        ) from exc

@@ -1,0 +1,259 @@
+"""The SQL schema as SQLAlchemy 2 typed rows, and the conversions between rows and models.
+
+Every table carries `session_id` and every query the store makes is scoped by it, so the
+schema can be distributed by session. The schema itself is created only by the alembic
+migrations in `migrations/`; this module describes it for queries and for the test
+that compares the two.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, ClassVar, cast
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.ext.asyncio import AsyncAttrs
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+__all__ = [
+    "Base",
+    "BlockRow",
+    "CompactionEventRow",
+    "LoopRow",
+    "MessageRow",
+    "SectionMessageRow",
+    "SectionRow",
+    "SessionRow",
+    "UTCDateTime",
+    "table_of",
+]
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_N_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+JSONPayload = JSON().with_variant(JSONB(), "postgresql")
+# SQLite only auto-increments an INTEGER PRIMARY KEY, which is 64-bit there anyway.
+Id = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """An aware UTC datetime that survives SQLite, which stores no time zone.
+
+    Naive datetimes are refused on the way in; values read back are always aware UTC.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Refuse naive datetimes; store UTC (without an offset on SQLite)."""
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime: sessionstore stores aware UTC datetimes only")
+        value = value.astimezone(UTC)
+        # SQLite compares the stored text, so every value is written in one offset-free form.
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Return an aware UTC datetime."""
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Base(AsyncAttrs, DeclarativeBase):
+    """Declarative base with stable constraint names, for alembic."""
+
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        datetime: UTCDateTime(),
+        dict[str, Any]: JSONPayload,
+    }
+
+
+def _session_fk() -> Any:
+    return ForeignKey("sessionstore_sessions.id", ondelete="CASCADE")
+
+
+class SessionRow(Base):
+    """One agent session, owned by a tenant."""
+
+    __tablename__ = "sessionstore_sessions"
+    __table_args__ = (
+        Index("ix_sessionstore_sessions_tenant", "app_name", "user_id", "created_at", "id"),
+        Index("ix_sessionstore_sessions_created", "created_at", "id"),
+    )
+
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    app_name: Mapped[str] = mapped_column(String(128))
+    user_id: Mapped[str] = mapped_column(String(128))
+    title: Mapped[str | None] = mapped_column(String(512))
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata")
+    # No foreign key: sessions and loops would reference each other; the store keeps it valid.
+    active_loop_id: Mapped[int | None] = mapped_column(Id)
+    version: Mapped[int] = mapped_column(Integer)
+    loop_count: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+
+class LoopRow(Base):
+    """One agent run (LoopRecord), chained to its parent."""
+
+    __tablename__ = "sessionstore_loops"
+    __table_args__ = (
+        UniqueConstraint("session_id", "sequence"),
+        Index("ix_sessionstore_loops_parent", "session_id", "parent_loop_id"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(String(128), _session_fk())
+    parent_loop_id: Mapped[int | None] = mapped_column(
+        Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE")
+    )
+    sequence: Mapped[int] = mapped_column(Integer)
+    depth: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime]
+    closed_at: Mapped[datetime | None]
+    message_count: Mapped[int] = mapped_column(Integer)
+    token_total: Mapped[int] = mapped_column(BigInteger)
+    turn_count: Mapped[int] = mapped_column(Integer)
+    # The call ids of the assistant message that opened the last turn, so a tool result
+    # appended in a later batch can join that turn without re-reading the message.
+    open_tool_call_ids: Mapped[list[str]] = mapped_column(JSONPayload)
+
+
+class MessageRow(Base):
+    """One raw message. Immutable: a trigger refuses every UPDATE."""
+
+    __tablename__ = "sessionstore_messages"
+    __table_args__ = (
+        UniqueConstraint("session_id", "loop_id", "position"),
+        UniqueConstraint("session_id", "client_id"),
+        Index("ix_sessionstore_messages_turn", "session_id", "loop_id", "turn_index"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(String(128), _session_fk())
+    loop_id: Mapped[int] = mapped_column(
+        Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE")
+    )
+    position: Mapped[int] = mapped_column(Integer)
+    turn_index: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(32))
+    tool_call_id: Mapped[str | None] = mapped_column(String(255))
+    tool_name: Mapped[str | None] = mapped_column(String(255))
+    payload: Mapped[dict[str, Any]]
+    token_count: Mapped[int] = mapped_column(Integer)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    client_id: Mapped[str | None] = mapped_column(String(255))
+    created_at: Mapped[datetime]
+
+
+class BlockRow(Base):
+    """A compaction block: an overlay on one loop. Immutable once written."""
+
+    __tablename__ = "sessionstore_blocks"
+    __table_args__ = (
+        UniqueConstraint("session_id", "loop_id", "overlay", "generation"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(String(128), _session_fk())
+    loop_id: Mapped[int] = mapped_column(
+        Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE")
+    )
+    overlay: Mapped[str] = mapped_column(String(64))
+    generation: Mapped[int] = mapped_column(Integer)
+    keep_first_start: Mapped[int | None] = mapped_column(Integer)
+    keep_first_end: Mapped[int | None] = mapped_column(Integer)
+    strategy: Mapped[str] = mapped_column(String(128))
+    config: Mapped[dict[str, Any]]
+    tokens_before: Mapped[int] = mapped_column(BigInteger)
+    tokens_after: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime]
+
+
+class SectionRow(Base):
+    """A section of a block (`compacted` or `recent`) and the turn range it stands for."""
+
+    __tablename__ = "sessionstore_block_sections"
+    __table_args__ = (UniqueConstraint("session_id", "block_id", "kind"),)
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(String(128), _session_fk())
+    block_id: Mapped[int] = mapped_column(
+        Id, ForeignKey("sessionstore_blocks.id", ondelete="CASCADE")
+    )
+    kind: Mapped[str] = mapped_column(String(16))
+    start_turn: Mapped[int] = mapped_column(Integer)
+    end_turn: Mapped[int] = mapped_column(Integer)
+
+
+class SectionMessageRow(Base):
+    """A replacement message of a section, with the ids of the raw messages it covers."""
+
+    __tablename__ = "sessionstore_section_messages"
+    __table_args__ = (UniqueConstraint("session_id", "section_id", "position"),)
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(String(128), _session_fk())
+    section_id: Mapped[int] = mapped_column(
+        Id, ForeignKey("sessionstore_block_sections.id", ondelete="CASCADE")
+    )
+    position: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(32))
+    payload: Mapped[dict[str, Any]]
+    token_count: Mapped[int] = mapped_column(Integer)
+    covers: Mapped[list[int]] = mapped_column(JSONPayload)
+
+
+class CompactionEventRow(Base):
+    """A compaction started or ended, with token estimates and duration."""
+
+    __tablename__ = "sessionstore_compaction_events"
+    __table_args__ = (Index("ix_sessionstore_compaction_events_session", "session_id", "id"),)
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(String(128), _session_fk())
+    loop_id: Mapped[int | None] = mapped_column(
+        Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE")
+    )
+    block_id: Mapped[int | None] = mapped_column(
+        Id, ForeignKey("sessionstore_blocks.id", ondelete="CASCADE")
+    )
+    event: Mapped[str] = mapped_column(String(16))
+    tokens_before: Mapped[int] = mapped_column(BigInteger)
+    tokens_after: Mapped[int | None] = mapped_column(BigInteger)
+    duration_ms: Mapped[float | None] = mapped_column(Float)
+    details: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime]
+
+
+def table_of(row_class: type[Base]) -> Table:
+    """Return the `Table` behind a row class, typed as one."""
+    return cast(Table, row_class.__table__)
