@@ -1,1 +1,6 @@
 """Import and export of external conversation formats (OpenAI, Anthropic)."""
+
+from sessionstore.formats.anthropic import from_anthropic, to_anthropic
+from sessionstore.formats.openai import from_openai, to_openai
+
+__all__ = ["from_anthropic", "from_openai", "to_anthropic", "to_openai"]
