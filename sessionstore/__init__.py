@@ -1,1 +1,101 @@
-"""sessionstore: durable SQL history for long-lived LLM agents."""
+"""sessionstore: durable SQL history for long-lived LLM agents.
+
+Keep every message of an agent's sessions in SQLite or PostgreSQL, append-only, and
+rebuild the context the model should see from non-destructive compaction overlays.
+"""
+
+from sessionstore.errors import (
+    ConfigurationError,
+    ConflictError,
+    FormatError,
+    InvalidBlockError,
+    LoopNotFoundError,
+    MissingDependencyError,
+    NotFoundError,
+    SchemaError,
+    SessionExistsError,
+    SessionNotFoundError,
+    SessionStoreError,
+    StaleWriteError,
+    StorageError,
+)
+from sessionstore.formats import from_anthropic, from_openai, to_anthropic, to_openai
+from sessionstore.models import (
+    AssistantMessage,
+    BashExecutionMessage,
+    BranchSummaryMessage,
+    CompactedSection,
+    CompactionBlock,
+    CompactionEvent,
+    CompactionSummaryMessage,
+    CustomMessage,
+    ImageContent,
+    LoopRecord,
+    Message,
+    Page,
+    ReplacementMessage,
+    Session,
+    StoredMessage,
+    SystemMessage,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    TurnRange,
+    Usage,
+    UserMessage,
+)
+from sessionstore.store import SessionStore
+from sessionstore.tokens import HeuristicTokenCounter, TokenCounter, estimate_tokens
+from sessionstore.turns import TurnMap
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AssistantMessage",
+    "BashExecutionMessage",
+    "BranchSummaryMessage",
+    "CompactedSection",
+    "CompactionBlock",
+    "CompactionEvent",
+    "CompactionSummaryMessage",
+    "ConfigurationError",
+    "ConflictError",
+    "CustomMessage",
+    "FormatError",
+    "HeuristicTokenCounter",
+    "ImageContent",
+    "InvalidBlockError",
+    "LoopNotFoundError",
+    "LoopRecord",
+    "Message",
+    "MissingDependencyError",
+    "NotFoundError",
+    "Page",
+    "ReplacementMessage",
+    "SchemaError",
+    "Session",
+    "SessionExistsError",
+    "SessionNotFoundError",
+    "SessionStore",
+    "SessionStoreError",
+    "StaleWriteError",
+    "StorageError",
+    "StoredMessage",
+    "SystemMessage",
+    "TextContent",
+    "ThinkingContent",
+    "TokenCounter",
+    "ToolCall",
+    "ToolResultMessage",
+    "TurnMap",
+    "TurnRange",
+    "Usage",
+    "UserMessage",
+    "__version__",
+    "estimate_tokens",
+    "from_anthropic",
+    "from_openai",
+    "to_anthropic",
+    "to_openai",
+]

@@ -6,8 +6,7 @@ SessionStoreError
 │   └── MissingDependencyError   a driver extra is not installed (also an ImportError)
 ├── NotFoundError
 │   ├── SessionNotFoundError     unknown session, or one of another tenant
-│   ├── LoopNotFoundError        unknown loop, or one of another session
-│   └── BlockNotFoundError       no compaction block for that loop and overlay
+│   └── LoopNotFoundError        unknown loop, or one of another session
 ├── ConflictError                a client id reused with different content
 │   ├── SessionExistsError       a session id that is already taken
 │   └── StaleWriteError          a concurrent writer won (version check failed)
@@ -25,7 +24,6 @@ This tree is for outcomes and state.
 from __future__ import annotations
 
 __all__ = [
-    "BlockNotFoundError",
     "ConfigurationError",
     "ConflictError",
     "FormatError",
@@ -78,10 +76,6 @@ class LoopNotFoundError(NotFoundError):
         super().__init__(f"loop {loop_id} not found{where}")
         self.loop_id = loop_id
         self.session_id = session_id
-
-
-class BlockNotFoundError(NotFoundError):
-    """No compaction block matches the request."""
 
 
 class ConflictError(SessionStoreError):

@@ -1,0 +1,94 @@
+"""Migrations: upgrade an empty database, compare with the ORM metadata, downgrade, upgrade."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import inspect
+
+from sessionstore import migrate
+from sessionstore.engine import make_engine
+from sessionstore.errors import SchemaError
+from sessionstore.tables import Base
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def _inspect(url: str, fn: Any) -> Any:
+    engine = make_engine(url)
+    try:
+        async with engine.connect() as conn:
+            return await conn.run_sync(fn)
+    finally:
+        await engine.dispose()
+
+
+def _diff(connection: Any) -> list[Any]:
+    context = MigrationContext.configure(
+        connection, opts={"compare_type": True, "version_table": migrate.VERSION_TABLE}
+    )
+    return list(compare_metadata(context, Base.metadata))
+
+
+def _tables(connection: Any) -> set[str]:
+    return set(inspect(connection).get_table_names())
+
+
+async def test_upgrade_matches_metadata_and_downgrade_cleans_up(empty_db_url: str) -> None:
+    url = empty_db_url
+    assert await migrate.current(url) is None
+    with pytest.raises(SchemaError, match="not initialised"):
+        await migrate.check(url)
+    await migrate.upgrade(url)
+    assert await migrate.current(url) == migrate.head() == "0001_initial"
+    assert await migrate.check(url) == "0001_initial"
+    assert await _inspect(url, _diff) == []
+    tables = await _inspect(url, _tables)
+    assert {t.name for t in Base.metadata.sorted_tables} <= tables
+    await migrate.downgrade(url, "base")
+    assert await _inspect(url, _tables) <= {migrate.VERSION_TABLE}
+    assert await migrate.current(url) is None
+    await migrate.upgrade(url)
+    assert await _inspect(url, _diff) == []
+    assert await migrate.check(url) == "0001_initial"
+
+
+async def test_upgrade_twice_is_a_no_op(empty_db_url: str) -> None:
+    await migrate.upgrade(empty_db_url)
+    await migrate.upgrade(empty_db_url)
+    assert await migrate.current(empty_db_url) == migrate.head()
+
+
+async def test_migrate_accepts_an_engine(empty_db_url: str) -> None:
+    engine = make_engine(empty_db_url)
+    try:
+        await migrate.upgrade(engine)
+        assert await migrate.check(engine) == migrate.head()
+    finally:
+        await engine.dispose()
+
+
+def test_alembic_upgrade_head_works_from_a_checkout(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'checkout.db'}"
+    env = {**os.environ, "SESSIONSTORE_URL": url}
+    alembic = [sys.executable, "-m", "alembic", "-c", str(ROOT / "alembic.ini")]
+    result = subprocess.run(
+        [*alembic, "upgrade", "head"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    check = subprocess.run(
+        [*alembic, "current"], cwd=tmp_path, env=env, capture_output=True, text=True, check=False
+    )
+    assert "0001_initial (head)" in check.stdout

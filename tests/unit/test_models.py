@@ -1,0 +1,128 @@
+"""Message validation and lossless JSON round trips."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from sessionstore.models import (
+    AssistantMessage,
+    CustomMessage,
+    ImageContent,
+    SystemMessage,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+    TurnRange,
+    UserMessage,
+    content_hash,
+    message_from_json,
+    message_payload,
+)
+
+
+def test_string_content_becomes_one_text_block() -> None:
+    assert UserMessage(content="hi").content == [TextContent(text="hi")]
+    assert SystemMessage(content="s").text == "s"
+
+
+def test_tool_call_arguments_accept_a_dict_and_keep_text_verbatim() -> None:
+    call = ToolCall(id="c", name="bash", arguments={"command": "ls"})
+    assert call.parsed_arguments() == {"command": "ls"}
+    odd = ToolCall(id="c", name="bash", arguments='{"a":1,   "b" : 2}')
+    assert odd.arguments == '{"a":1,   "b" : 2}'
+    broken = ToolCall(id="c", name="bash", arguments="{oops")
+    with pytest.raises(ValueError, match="Expecting"):
+        broken.parsed_arguments()
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        ({"kind": "tool_result", "tool_call_id": ""}, "tool_call_id"),
+        ({"kind": "assistant", "content": [{"type": "tool_call", "id": "x", "name": ""}]}, "name"),
+        ({"kind": "user", "content": [{"type": "video"}]}, "content"),
+        ({"kind": "user", "content": "x", "colour": "red"}, "colour"),
+        ({"kind": "custom", "data": 1}, "custom_type"),
+        ({"kind": "nope"}, "kind"),
+    ],
+)
+def test_validation_errors_name_the_field(payload: dict[str, object], field: str) -> None:
+    from sessionstore.models import MESSAGE_ADAPTER
+
+    with pytest.raises(ValidationError) as info:
+        MESSAGE_ADAPTER.validate_python(payload)
+    assert field in str(info.value)
+
+
+def test_image_needs_exactly_one_valid_source() -> None:
+    with pytest.raises(ValidationError, match="exactly one"):
+        ImageContent()
+    with pytest.raises(ValidationError, match="exactly one"):
+        ImageContent(data="aGk=", url="https://x")
+    with pytest.raises(ValidationError, match="base64"):
+        ImageContent(data="not base64!")
+    assert ImageContent(data="aGVsbG8=").decoded_size() == 5
+    assert ImageContent(data="aGk=").decoded_size() == 2
+    assert ImageContent(url="https://x").decoded_size() == 0
+
+
+def test_messages_are_immutable() -> None:
+    message = UserMessage(content="x")
+    with pytest.raises(ValidationError, match="frozen"):
+        message.name = "y"  # type: ignore[misc]
+
+
+def test_turn_range_is_ordered_and_inclusive() -> None:
+    turns = TurnRange(start_turn=2, end_turn=4)
+    assert len(turns) == 3
+    assert 2 in turns and 4 in turns and 5 not in turns
+    with pytest.raises(ValidationError, match="before start_turn"):
+        TurnRange(start_turn=3, end_turn=1)
+
+
+def test_hash_ignores_client_id_but_not_content() -> None:
+    a = message_payload(UserMessage(content="x", client_id="1"))
+    b = message_payload(UserMessage(content="x", client_id="2"))
+    c = message_payload(UserMessage(content="y"))
+    assert content_hash(a) == content_hash(b) != content_hash(c)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+texts = st.text(max_size=200)
+messages = st.one_of(
+    st.builds(UserMessage, content=st.lists(st.builds(TextContent, text=texts), max_size=3)),
+    st.builds(
+        AssistantMessage,
+        content=st.lists(
+            st.one_of(
+                st.builds(TextContent, text=texts),
+                st.builds(
+                    ToolCall, id=st.text(min_size=1), name=st.text(min_size=1), arguments=texts
+                ),
+            ),
+            max_size=4,
+        ),
+    ),
+    st.builds(
+        ToolResultMessage,
+        tool_call_id=st.text(min_size=1),
+        tool_name=texts,
+        content=texts,
+        is_error=st.booleans(),
+    ),
+    st.builds(CustomMessage, custom_type=st.text(min_size=1), data=json_values),
+)
+
+
+@settings(max_examples=200, derandomize=True)
+@given(messages)
+def test_every_message_survives_json(message: object) -> None:
+    restored = message_from_json(message.model_dump_json())  # type: ignore[attr-defined]
+    assert restored == message
