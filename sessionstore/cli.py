@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -32,9 +31,15 @@ from rich.text import Text
 
 from sessionstore import migrate
 from sessionstore.engine import DEFAULT_URL, make_engine
-from sessionstore.errors import SchemaError, SessionExistsError, SessionStoreError
-from sessionstore.formats.openai import from_openai, to_openai
-from sessionstore.models import LoopRecord, Message, Page, Session, SystemMessage, UserMessage
+from sessionstore.errors import (
+    SchemaError,
+    SessionExistsError,
+    SessionStoreError,
+    describe_validation_error,
+)
+from sessionstore.formats.jsonl import parse_conversation_line
+from sessionstore.formats.openai import to_openai
+from sessionstore.models import LoopRecord, Page, Session
 from sessionstore.store import SessionStore
 
 __all__ = ["main"]
@@ -42,10 +47,6 @@ __all__ = ["main"]
 _T = TypeVar("_T")
 
 _URL_ENVVAR = "SESSIONSTORE_URL"
-_SESSION_ID_MAX = 128
-"""The longest session id the store accepts; longer line ids get a derived id."""
-_METADATA_KEYS = ("source", "license", "meta")
-"""Top-level keys of a dataset line that are kept in the session's metadata."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,17 +67,9 @@ def _run(work: Coroutine[Any, Any, _T]) -> _T:
     try:
         return asyncio.run(work)
     except ValidationError as exc:  # before ValueError, which it subclasses
-        raise click.ClickException(_describe_validation_error(exc)) from exc
+        raise click.ClickException(describe_validation_error(exc)) from exc
     except (SessionStoreError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
-
-
-def _describe_validation_error(exc: ValidationError) -> str:
-    problems = []
-    for error in exc.errors(include_url=False):
-        location = ".".join(str(part) for part in error["loc"])
-        problems.append(f"{location}: {error['msg']}" if location else error["msg"])
-    return f"invalid {exc.title}: " + "; ".join(problems)
 
 
 @contextlib.asynccontextmanager
@@ -242,24 +235,10 @@ def db_check(settings: _Settings, as_json: bool) -> None:
 # ── import ─────────────────────────────────────────────────────────────────────
 
 
-@dataclass(frozen=True, slots=True)
-class _Conversation:
-    """One parsed line of a JSONL file, split into loops."""
-
-    session_id: str
-    title: str | None
-    metadata: dict[str, Any]
-    loops: list[list[Message]]
-
-
 @dataclass(slots=True)
 class _ImportReport:
     imported: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
-
-
-class _InvalidLine(Exception):
-    """A line that is not a conversation (bad JSON, or not the expected object)."""
 
 
 class _BadLine(Exception):
@@ -277,88 +256,6 @@ class _BadLine(Exception):
         )
 
 
-def _parse_line(line: bytes) -> _Conversation:
-    """Parse one JSONL line: `{"id", "source", "license", "meta", "messages"}`.
-
-    The `title` and `metadata` keys that `sessionstore export` writes are read too, so an
-    export imports back into the same session.
-
-    Raises:
-        _InvalidLine: the line is not a conversation object.
-        FormatError: a message of the conversation is malformed.
-    """
-    try:
-        data = json.loads(line)
-    except ValueError as exc:  # JSONDecodeError, or UnicodeDecodeError for bad UTF-8
-        raise _InvalidLine(f"invalid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise _InvalidLine(f"expected a JSON object, got {type(data).__name__}")
-    if "messages" not in data:
-        raise _InvalidLine("the object has no 'messages' list")
-    line_id = data.get("id")
-    if line_id is not None and not isinstance(line_id, str):
-        raise _InvalidLine(f"'id' must be a string, not {type(line_id).__name__}")
-    title = data.get("title", line_id)
-    if title is not None and not isinstance(title, str):
-        raise _InvalidLine(f"'title' must be a string, not {type(title).__name__}")
-    metadata = data.get("metadata", {})
-    if not isinstance(metadata, dict):
-        raise _InvalidLine(f"'metadata' must be an object, not {type(metadata).__name__}")
-    metadata = {**metadata, **{key: data[key] for key in _METADATA_KEYS if key in data}}
-    if line_id and len(line_id) <= _SESSION_ID_MAX:
-        session_id = line_id
-    else:
-        # Derived from the content, not random, so that importing the line again skips it.
-        session_id = hashlib.sha256(line.strip()).hexdigest()[:32]
-    loops = _split_loops(from_openai(data["messages"]))
-    return _Conversation(session_id, title, metadata, loops)
-
-
-def _split_loops(messages: Sequence[Message]) -> list[list[Message]]:
-    """Split a conversation into loops, one per user request.
-
-    Every user message starts a loop; what comes before the first one (typically the
-    system prompt) belongs to the first loop.
-    """
-    loops: list[list[Message]] = []
-    for message in messages:
-        if not loops or (
-            isinstance(message, UserMessage)
-            and not all(isinstance(earlier, SystemMessage) for earlier in loops[-1])
-        ):
-            loops.append([])
-        loops[-1].append(message)
-    return loops
-
-
-async def _import_conversation(
-    store: SessionStore, conversation: _Conversation, *, app_name: str, user_id: str
-) -> bool:
-    """Write one conversation as a session; return False if the session already exists."""
-    session_id = conversation.session_id
-    try:
-        await store.create_session(
-            session_id=session_id,
-            app_name=app_name,
-            user_id=user_id,
-            title=conversation.title,
-            metadata=conversation.metadata,
-        )
-    except SessionExistsError:
-        return False
-    try:
-        for messages in conversation.loops:
-            loop = await store.start_loop(session_id)
-            await store.append_messages(session_id, messages, loop_id=loop.id)
-    except BaseException:
-        # The store writes a session and each of its loops in separate transactions:
-        # remove a half-written session, or importing again would skip it as present.
-        with contextlib.suppress(SessionStoreError):
-            await store.delete_session(session_id)
-        raise
-    return True
-
-
 async def _import_lines(
     url: str,
     lines: Iterable[tuple[int, bytes]],
@@ -373,15 +270,23 @@ async def _import_lines(
             if not line.strip():
                 continue
             try:
-                conversation = _parse_line(line)
-                is_new = await _import_conversation(
-                    store, conversation, app_name=app_name, user_id=user_id
+                conversation = parse_conversation_line(line)
+                await store.import_session(
+                    conversation.loops,
+                    session_id=conversation.session_id,
+                    app_name=app_name,
+                    user_id=user_id,
+                    title=conversation.title,
+                    metadata=conversation.metadata,
                 )
+                is_new = True
+            except SessionExistsError:
+                is_new = False
             except ValidationError as exc:
                 raise _BadLine(
-                    number, _describe_validation_error(exc), len(report.imported)
+                    number, describe_validation_error(exc), len(report.imported)
                 ) from exc
-            except (_InvalidLine, SessionStoreError, ValueError) as exc:
+            except (SessionStoreError, ValueError) as exc:
                 raise _BadLine(number, str(exc), len(report.imported)) from exc
             target = report.imported if is_new else report.skipped
             target.append(conversation.session_id)

@@ -23,6 +23,8 @@ This tree is for outcomes and state.
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 __all__ = [
     "ConfigurationError",
     "ConflictError",
@@ -37,6 +39,7 @@ __all__ = [
     "SessionStoreError",
     "StaleWriteError",
     "StorageError",
+    "describe_validation_error",
 ]
 
 
@@ -123,3 +126,12 @@ class SchemaError(SessionStoreError):
 
 class StorageError(SessionStoreError):
     """Any other database failure; the driver's exception is chained as `__cause__`."""
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """Return a one-line description of a pydantic `ValidationError`, naming each field."""
+    problems = []
+    for error in exc.errors(include_url=False):
+        location = ".".join(str(part) for part in error["loc"])
+        problems.append(f"{location}: {error['msg']}" if location else error["msg"])
+    return f"invalid {exc.title}: " + "; ".join(problems)

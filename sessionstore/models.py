@@ -31,6 +31,7 @@ from pydantic import (
 
 __all__ = [
     "MESSAGE_ADAPTER",
+    "SESSION_ID_MAX_LENGTH",
     "AssistantContent",
     "AssistantMessage",
     "BashExecutionMessage",
@@ -64,6 +65,9 @@ __all__ = [
 ]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+SESSION_ID_MAX_LENGTH = 128
+"""The longest session id the store accepts."""
 
 
 # ── content blocks ─────────────────────────────────────────────────────────────
@@ -401,6 +405,8 @@ class Session(_Record):
     """Free-form application data."""
     active_loop_id: int | None = None
     """The head of the active chain, or None before the first loop."""
+    loop_count: int = 0
+    """How many loops the session has, on every branch."""
     version: int
     """Bumped by every write; pass it back as `expected_version` for optimistic concurrency."""
     created_at: datetime

@@ -57,6 +57,7 @@ from sessionstore.errors import (
 )
 from sessionstore.models import (
     MESSAGE_ADAPTER,
+    SESSION_ID_MAX_LENGTH,
     CompactedSection,
     CompactionBlock,
     CompactionEvent,
@@ -123,7 +124,6 @@ _MESSAGE_COLUMNS = (
     # the driver's json.loads followed by validation.
     _as(M.payload, String).label("payload"),
 )
-_SESSION_ID_MAX = 128
 
 
 def _now() -> datetime:
@@ -364,13 +364,70 @@ class SessionStore:
         Raises:
             SessionExistsError: `session_id` is already taken.
         """
+        values = self._new_session_values(session_id, app_name, user_id, title, metadata)
+        await self._insert_session(values, lambda db: None)
+        return _session_model(values)
+
+    async def import_session(
+        self,
+        loops: Sequence[Sequence[Message]],
+        *,
+        session_id: str | None = None,
+        app_name: str | None = None,
+        user_id: str | None = None,
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Session:
+        """Create a session with its whole history in one transaction.
+
+        Each entry of `loops` becomes a loop continuing the one before it (the last one
+        is active), with its messages appended as by `append_messages`. Either all of it
+        is written or none of it.
+
+        Raises:
+            pydantic.ValidationError: a message is malformed.
+            SessionExistsError: `session_id` is already taken.
+            ConflictError: a `client_id` appears twice.
+        """
+        batches = [[_validated(message) for message in loop] for loop in loops]
+        client_ids = [m.client_id for batch in batches for m in batch if m.client_id]
+        if len(client_ids) != len(set(client_ids)):
+            raise ConflictError("a client_id appears twice in the imported history")
+        prepared = [[self._prepare(message) for message in batch] for batch in batches]
+        values = self._new_session_values(session_id, app_name, user_id, title, metadata)
+        now = values["created_at"]
+        sid = values["id"]
+
+        def write_history(db: Connection) -> None:
+            parent: int | None = None
+            for sequence, items in enumerate(prepared):
+                loop = self._insert_loop(db, sid, parent, sequence, now)
+                self._insert_messages(db, sid, loop.id, items, now)
+                parent = loop.id
+            db.execute(
+                update(SESSIONS)
+                .where(S.id == sid)
+                .values(active_loop_id=parent, loop_count=len(prepared))
+            )
+
+        await self._insert_session(values, write_history)
+        return await self.get_session(sid)
+
+    def _new_session_values(
+        self,
+        session_id: str | None,
+        app_name: str | None,
+        user_id: str | None,
+        title: str | None,
+        metadata: Mapping[str, Any] | None,
+    ) -> dict[str, Any]:
         app_name, user_id = self._owner(app_name, user_id)
         if session_id is None:
             session_id = uuid.uuid4().hex
-        elif not 0 < len(session_id) <= _SESSION_ID_MAX:
-            raise ValueError(f"session_id must be 1 to {_SESSION_ID_MAX} characters")
+        elif not 0 < len(session_id) <= SESSION_ID_MAX_LENGTH:
+            raise ValueError(f"session_id must be 1 to {SESSION_ID_MAX_LENGTH} characters")
         now = _now()
-        values = {
+        return {
             "id": session_id,
             "app_name": app_name,
             "user_id": user_id,
@@ -382,13 +439,24 @@ class SessionStore:
             "created_at": now,
             "updated_at": now,
         }
+
+    async def _insert_session(
+        self, values: Mapping[str, Any], then: Callable[[Connection], None]
+    ) -> None:
+        """Insert a session row, then run `then` in the same transaction."""
+
+        def work(db: Connection) -> None:
+            db.execute(insert(SESSIONS), values)
+            then(db)
+
         try:
-            await self._write(lambda db: db.execute(insert(SESSIONS), values))
+            await self._write(work)
         except StorageError as exc:
-            if isinstance(exc.__cause__, IntegrityError):
-                raise SessionExistsError(session_id) from exc.__cause__
+            cause = exc.__cause__
+            # SQLite names the column (sessionstore_sessions.id), PostgreSQL the primary key.
+            if isinstance(cause, IntegrityError) and "sessionstore_sessions" in str(cause):
+                raise SessionExistsError(values["id"]) from cause
             raise
-        return _session_model(values)
 
     def _owner(self, app_name: str | None, user_id: str | None) -> tuple[str, str]:
         if self._tenant is not None:
@@ -653,9 +721,8 @@ class SessionStore:
         batch = [_validated(message) for message in messages]
         if not batch:
             return []
-        payloads = [message_payload(message) for message in batch]
-        hashes = [content_hash(payload) for payload in payloads]
-        tokens = [self._counter.count_message(message) for message in batch]
+        prepared = [self._prepare(message) for message in batch]
+        hashes = [item[2] for item in prepared]
         now = _now()
 
         def work(db: Connection) -> list[StoredMessage]:
@@ -681,7 +748,7 @@ class SessionStore:
                     .values(active_loop_id=loop.id, loop_count=S.loop_count + 1)
                 )
                 target = loop.id
-            items = [(batch[i], payloads[i], hashes[i], tokens[i]) for i in fresh]
+            items = [prepared[i] for i in fresh]
             inserted = self._insert_messages(db, session_id, target, items, now)
             by_index = dict(zip(fresh, inserted, strict=True))
             for cid, i in first_of.items():
@@ -696,6 +763,11 @@ class SessionStore:
         except _Rollback as done:
             result: list[StoredMessage] = done.result
             return result
+
+    def _prepare(self, message: Message) -> tuple[Message, dict[str, Any], str, int]:
+        """Return what a message row needs: the message, payload, hash and token count."""
+        payload = message_payload(message)
+        return message, payload, content_hash(payload), self._counter.count_message(message)
 
     async def append_message(
         self,
@@ -1261,6 +1333,7 @@ def _session_model(values: Any) -> Session:
         title=values["title"],
         metadata=values["metadata"],
         active_loop_id=values["active_loop_id"],
+        loop_count=values["loop_count"],
         version=values["version"],
         created_at=values["created_at"],
         updated_at=values["updated_at"],

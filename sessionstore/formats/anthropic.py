@@ -49,13 +49,12 @@ from typing import Any, TypeAlias
 
 from pydantic import JsonValue, ValidationError
 
-from sessionstore.errors import FormatError
+from sessionstore.errors import FormatError, describe_validation_error
 
 # Private helpers shared by the format modules; they live in the OpenAI module, which
 # needs them first.
 from sessionstore.formats.openai import (
     _check_is_message,
-    _describe_validation_error,
     _format_hints,
     _render_as_text,
     _Rendered,
@@ -126,7 +125,7 @@ def from_anthropic(
         except _Invalid as exc:
             raise FormatError(f"message {index}: {exc}") from None
         except ValidationError as exc:
-            raise FormatError(f"message {index}: {_describe_validation_error(exc)}") from exc
+            raise FormatError(f"message {index}: {describe_validation_error(exc)}") from exc
     return result
 
 

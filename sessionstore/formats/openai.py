@@ -56,7 +56,7 @@ from typing import Any, TypeAlias
 
 from pydantic import JsonValue, ValidationError
 
-from sessionstore.errors import FormatError
+from sessionstore.errors import FormatError, describe_validation_error
 from sessionstore.models import (
     AssistantMessage,
     BashExecutionMessage,
@@ -137,7 +137,7 @@ def from_openai(messages: Sequence[Mapping[str, Any]]) -> list[Message]:
         except _Invalid as exc:
             raise FormatError(f"message {index}: {exc}") from None
         except ValidationError as exc:
-            raise FormatError(f"message {index}: {_describe_validation_error(exc)}") from exc
+            raise FormatError(f"message {index}: {describe_validation_error(exc)}") from exc
         result.append(message)
     return result
 
@@ -375,15 +375,6 @@ def _extra(hints: dict[str, JsonValue], fields: dict[str, Any]) -> dict[str, Jso
 
 def _role_list() -> str:
     return ", ".join(sorted(_MESSAGE_KEYS))
-
-
-def _describe_validation_error(exc: ValidationError) -> str:
-    """Return a one-line description of a pydantic `ValidationError`."""
-    problems = []
-    for error in exc.errors(include_url=False):
-        location = ".".join(str(part) for part in error["loc"])
-        problems.append(f"{location}: {error['msg']}" if location else error["msg"])
-    return f"invalid {exc.title}: " + "; ".join(problems)
 
 
 # ── export ─────────────────────────────────────────────────────────────────────

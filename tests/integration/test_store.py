@@ -630,3 +630,45 @@ async def test_factories_build_valid_conversations(store: SessionStore) -> None:
         session_id, conversation(3, calls=2) + [AssistantMessageFactory.build(calls=0)]
     )
     assert stored[-1].turn_index == stored[-2].turn_index + 1
+
+
+# ── import_session ─────────────────────────────────────────────────────────────
+
+
+async def test_import_session_writes_chained_loops_in_one_go(store: SessionStore) -> None:
+    loops = [conversation(2), conversation(1), [UserMessage(content="last")]]
+    session = await store.import_session(
+        loops, session_id="imported", app_name="app", user_id="ada", title="t", metadata={"k": 1}
+    )
+    assert (session.id, session.title, session.metadata, session.loop_count) == (
+        "imported",
+        "t",
+        {"k": 1},
+        3,
+    )
+    chain = await store.active_chain(session.id)
+    assert [loop.message_count for loop in chain] == [len(loop) for loop in loops]
+    assert [loop.closed_at is None for loop in chain] == [False, False, True]
+    assert chain[-1].id == session.active_loop_id
+    history = await store.get_history(session.id)
+    assert [m.message for m in history] == [m for loop in loops for m in loop]
+    # The session continues like any other.
+    await store.append_messages(session.id, [AssistantMessageFactory.build(calls=0)])
+    assert (await store.start_loop(session.id)).sequence == 3
+
+
+async def test_import_session_is_all_or_nothing(store: SessionStore) -> None:
+    bad = [conversation(1), [UserMessage(content="ok"), {"kind": "tool_result"}]]
+    with pytest.raises(ValidationError):
+        await store.import_session(bad, session_id="half", app_name="app", user_id="ada")  # type: ignore[list-item]
+    with pytest.raises(SessionNotFoundError):
+        await store.get_session("half")
+    dup = [[UserMessage(content="a", client_id="x")], [UserMessage(content="b", client_id="x")]]
+    with pytest.raises(ConflictError, match="twice"):
+        await store.import_session(dup, session_id="dup", app_name="app", user_id="ada")
+    await store.import_session([conversation(1)], session_id="taken", app_name="app", user_id="ada")
+    with pytest.raises(SessionExistsError):
+        await store.import_session(
+            [conversation(1)], session_id="taken", app_name="app", user_id="ada"
+        )
+    assert (await store.get_session("taken")).loop_count == 1
