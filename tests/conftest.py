@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import factory.random
@@ -64,13 +64,11 @@ async def _prepare(backend: str, sqlite_url: str, migrated: dict[str, str]) -> s
 
 
 @pytest.fixture(params=BACKENDS)
-async def db_url(
-    request: pytest.FixtureRequest, sqlite_url: str, _migrated: dict[str, str]
-) -> AsyncIterator[str]:
+async def db_url(request: pytest.FixtureRequest, sqlite_url: str, _migrated: dict[str, str]) -> str:
     """A migrated, empty database URL on each backend."""
     url = await _prepare(request.param, sqlite_url, _migrated)
     await _truncate(url)
-    yield url
+    return url
 
 
 @pytest.fixture
@@ -110,9 +108,9 @@ async def empty_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncI
 
 
 @pytest.fixture
-def dataset_dir() -> Iterator[Path]:
+def dataset_dir() -> Path:
     """The shared real-transcripts dataset (skips when the checkout has no shared/ beside it)."""
     path = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "real-transcripts"
     if not path.is_dir():
         pytest.skip("the shared real-transcripts dataset is not beside this checkout")
-    yield path
+    return path

@@ -45,13 +45,7 @@ class ToolCallFactory(factory.Factory):
 
     id = factory.Sequence(lambda n: f"call_{n:04d}")
     name = factory.Faker("random_element", elements=["bash", "read_file", "search", "edit"])
-    arguments = factory.LazyAttribute(
-        lambda _: json.dumps(
-            {
-                "command": f"ls -la {factory.Faker('file_path').evaluate(None, None, {'locale': None})}"
-            }
-        )
-    )
+    arguments = factory.Sequence(lambda n: json.dumps({"command": f"cat src/module_{n}.py"}))
 
 
 class AssistantMessageFactory(factory.Factory):

@@ -52,7 +52,10 @@ from tests.factories import (
     tool_turn,
 )
 
-PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+PNG_1PX = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAA"
+    "AABJRU5ErkJggg=="
+)
 
 
 async def new_session(store: SessionStore, **kwargs: object) -> str:
@@ -559,7 +562,8 @@ async def test_new_block_supersedes_and_history_keeps_the_old(store: SessionStor
     assert await store.get_block(session_id, loop_id) == two
     assert await store.get_block(session_id, loop_id, generation=1) == one
     assert await store.get_block(session_id, loop_id, overlay="cheap") == cheap
-    assert one.created_at is not None and two.created_at is not None
+    assert one.created_at is not None
+    assert two.created_at is not None
     assert await store.get_block(session_id, loop_id, as_of=one.created_at) == one
     before = one.created_at - timedelta(seconds=1)
     assert await store.get_block(session_id, loop_id, as_of=before) is None
@@ -627,7 +631,7 @@ async def test_json_payload_survives_unicode_and_nesting(store: SessionStore) ->
 async def test_factories_build_valid_conversations(store: SessionStore) -> None:
     session_id = await new_session(store)
     stored = await store.append_messages(
-        session_id, conversation(3, calls=2) + [AssistantMessageFactory.build(calls=0)]
+        session_id, [*conversation(3, calls=2), AssistantMessageFactory.build(calls=0)]
     )
     assert stored[-1].turn_index == stored[-2].turn_index + 1
 

@@ -78,7 +78,9 @@ def test_messages_are_immutable() -> None:
 def test_turn_range_is_ordered_and_inclusive() -> None:
     turns = TurnRange(start_turn=2, end_turn=4)
     assert len(turns) == 3
-    assert 2 in turns and 4 in turns and 5 not in turns
+    assert 2 in turns
+    assert 4 in turns
+    assert 5 not in turns
     with pytest.raises(ValidationError, match="before start_turn"):
         TurnRange(start_turn=3, end_turn=1)
 
