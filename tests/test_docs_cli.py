@@ -86,3 +86,12 @@ def test_examples_name_real_commands_and_options(path):
             assert result.exit_code == 0, f"{example}: {result.output}"
             named = [word for word in words if word in {p[-1] for p in COMMANDS if p}]
             assert result.stdout.startswith(f"Usage: sessionstore {' '.join(named)}".rstrip())
+
+
+def test_every_command_is_in_the_cli_guide() -> None:
+    from pathlib import Path
+
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "guides" / "cli.md").read_text()
+    for path in COMMANDS:
+        if path:
+            assert f"sessionstore {' '.join(path)}" in guide, path
