@@ -498,21 +498,26 @@ def sessions_list(
     if not page.items:
         click.echo("No sessions.")
         return
-    table = Table(
-        Column("ID", overflow="fold"),
-        Column("Title", overflow="fold"),
-        "Tenant",
+    # A title that only repeats the id (as after an import) is not shown twice.
+    has_titles = any(s.title and s.title != s.id for s in page.items)
+    columns = [Column("ID", overflow="fold", ratio=3)]
+    if has_titles:
+        columns.append(Column("Title", overflow="fold", ratio=2))
+    columns += [
+        Column("Tenant", overflow="fold", ratio=1),
+        Column("Loops", justify="right", no_wrap=True),
         Column("Created", no_wrap=True),
-        Column("Version", justify="right"),
-    )
+    ]
+    table = Table(*columns)
     for session in page.items:
+        title = [session.title if session.title != session.id else ""] if has_titles else []
         table.add_row(
             *_cells(
                 session.id,
-                session.title,
+                *title,
                 f"{session.app_name}/{session.user_id}",
+                session.loop_count,
                 _when(session.created_at),
-                session.version,
             )
         )
     _stdout().print(table)
