@@ -53,12 +53,8 @@ from sessionstore.errors import FormatError, describe_validation_error
 
 # Private helpers shared by the format modules; they live in the OpenAI module, which
 # needs them first.
-from sessionstore.formats.openai import (
-    _check_is_message,
-    _format_hints,
-    _render_as_text,
-    _Rendered,
-)
+from sessionstore.formats._messages import Rendered, check_is_message, format_hints
+from sessionstore.formats.text import render_as_text
 from sessionstore.models import (
     AssistantMessage,
     ImageContent,
@@ -148,7 +144,7 @@ def to_anthropic(
     system_messages: list[SystemMessage] = []
     turns: list[_Turn] = []
     for index, message in enumerate(messages):
-        _check_is_message(index, message)
+        check_is_message(index, message)
         if isinstance(message, SystemMessage):
             system_messages.append(message)
             continue
@@ -421,9 +417,9 @@ class _Turn:
 
 
 def _export_message(
-    message: AssistantMessage | UserMessage | ToolResultMessage | _Rendered,
+    message: AssistantMessage | UserMessage | ToolResultMessage | Rendered,
 ) -> _Turn | None:
-    hints = _format_hints(message, _FORMAT)
+    hints = format_hints(message, _FORMAT)
     fields = hints.get("fields")
     turn: _Turn
     if isinstance(message, AssistantMessage):
@@ -435,7 +431,7 @@ def _export_message(
     elif isinstance(message, ToolResultMessage):
         turn = _Turn("user", [_export_tool_result(message, hints)], as_string=False)
     else:
-        text = _render_as_text(message)
+        text = render_as_text(message)
         if text is None:
             return None
         turn = _Turn("user", [{"type": "text", "text": text}], as_string=True)
@@ -505,7 +501,7 @@ def _export_system(messages: Sequence[SystemMessage]) -> str | list[dict[str, An
     if not messages:
         return None
     if len(messages) == 1 and _is_plain_text(
-        messages[0].content, _format_hints(messages[0], _FORMAT)
+        messages[0].content, format_hints(messages[0], _FORMAT)
     ):
         return messages[0].content[0].text
     return [{"type": "text", "text": b.text} for m in messages for b in m.content]

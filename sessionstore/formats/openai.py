@@ -49,7 +49,6 @@ skipped).
 from __future__ import annotations
 
 import copy
-import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias
@@ -57,12 +56,10 @@ from typing import Any, TypeAlias
 from pydantic import JsonValue, ValidationError
 
 from sessionstore.errors import FormatError, describe_validation_error
+from sessionstore.formats._messages import check_is_message, format_hints
+from sessionstore.formats.text import render_as_text
 from sessionstore.models import (
     AssistantMessage,
-    BashExecutionMessage,
-    BranchSummaryMessage,
-    CompactionSummaryMessage,
-    CustomMessage,
     ImageContent,
     Message,
     SystemMessage,
@@ -87,22 +84,7 @@ _REASONING_KEYS = ("reasoning_content", "reasoning")
 _DATA_URL = re.compile(r"data:([^;,]+);base64,(.*)", re.DOTALL)
 _IGNORED_PART_KEYS = frozenset({"cache_control"})
 
-_MESSAGE_TYPES = (
-    AssistantMessage,
-    BashExecutionMessage,
-    BranchSummaryMessage,
-    CompactionSummaryMessage,
-    CustomMessage,
-    SystemMessage,
-    ToolResultMessage,
-    UserMessage,
-)
-
 _Block: TypeAlias = TextContent | ImageContent
-_Rendered: TypeAlias = (
-    BashExecutionMessage | BranchSummaryMessage | CompactionSummaryMessage | CustomMessage
-)
-"""The kinds that provider formats have no role for, exported as rendered user text."""
 
 
 class _Invalid(Exception):
@@ -154,7 +136,7 @@ def to_openai(messages: Sequence[Message]) -> list[dict[str, Any]]:
     """
     result: list[dict[str, Any]] = []
     for index, message in enumerate(messages):
-        _check_is_message(index, message)
+        check_is_message(index, message)
         try:
             item = _export_message(message)
         except _Invalid as exc:
@@ -162,13 +144,6 @@ def to_openai(messages: Sequence[Message]) -> list[dict[str, Any]]:
         if item is not None:
             result.append(item)
     return result
-
-
-def _check_is_message(index: int, message: object) -> None:
-    if not isinstance(message, _MESSAGE_TYPES):
-        raise FormatError(
-            f"message {index}: expected a sessionstore message, got {type(message).__name__}"
-        )
 
 
 # ── import ─────────────────────────────────────────────────────────────────────
@@ -381,7 +356,7 @@ def _role_list() -> str:
 
 
 def _export_message(message: Message) -> dict[str, Any] | None:
-    hints = _format_hints(message, _FORMAT)
+    hints = format_hints(message, _FORMAT)
     item: dict[str, Any]
     if isinstance(message, SystemMessage):
         role = "developer" if hints.get("role") == "developer" else "system"
@@ -400,7 +375,7 @@ def _export_message(message: Message) -> dict[str, Any] | None:
         if hints.get("name") is True:
             item["name"] = message.tool_name
     else:
-        text = _render_as_text(message)
+        text = render_as_text(message)
         return None if text is None else {"role": "user", "content": text}
     fields = hints.get("fields")
     if isinstance(fields, dict):
@@ -470,62 +445,3 @@ def _export_part(block: _Block) -> dict[str, Any]:
 def _export_name(item: dict[str, Any], name: str | None) -> None:
     if name is not None:
         item["name"] = name
-
-
-def _format_hints(message: Message, key: str) -> dict[str, JsonValue]:
-    """Return `message.extra[key]`, the hints a format module stored, or `{}`."""
-    hints = message.extra.get(key)
-    return hints if isinstance(hints, dict) else {}
-
-
-def _render_as_text(message: _Rendered) -> str | None:
-    """Render a message of a kind provider formats have no role for as readable text.
-
-    Shell commands show the command, the output in a code fence and the exit code;
-    summaries get a prefix that says what they stand for; custom messages show their
-    type and data. Returns None for a custom message with `display=False`, which a
-    provider should not see.
-    """
-    if isinstance(message, BashExecutionMessage):
-        return _render_bash(message)
-    if isinstance(message, CompactionSummaryMessage):
-        return f"[Summary of earlier conversation]\n{message.summary}"
-    if isinstance(message, BranchSummaryMessage):
-        return f"[Summary of another branch of this conversation]\n{message.summary}"
-    if not message.display:
-        return None
-    if message.data is None:
-        return f"[{message.custom_type}]"
-    data = (
-        message.data
-        if isinstance(message.data, str)
-        else json.dumps(message.data, ensure_ascii=False, indent=2)
-    )
-    return f"[{message.custom_type}]\n{data}"
-
-
-def _render_bash(message: BashExecutionMessage) -> str:
-    command = message.command
-    if "\n" in command or "`" in command:
-        fence = _fence(command)
-        lines = [f"Ran\n{fence}\n{command}\n{fence}"]
-    else:
-        lines = [f"Ran `{command}`"]
-    if message.output:
-        fence = _fence(message.output)
-        lines.append(f"{fence}\n{message.output}\n{fence}")
-    else:
-        lines.append("(no output)")
-    if message.truncated:
-        lines.append("(output truncated)")
-    if message.cancelled:
-        lines.append("(cancelled by the user)")
-    if message.exit_code is not None:
-        lines.append(f"Exit code: {message.exit_code}")
-    return "\n".join(lines)
-
-
-def _fence(text: str) -> str:
-    """Return a code fence longer than any run of backticks in `text`."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    return "`" * max(3, longest + 1)

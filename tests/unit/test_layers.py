@@ -7,6 +7,9 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "sessionstore"
 PURE = [
+    "formats/jsonl.py",
+    "formats/text.py",
+    "formats/_messages.py",
     "models.py",
     "tokens.py",
     "turns.py",
