@@ -92,3 +92,33 @@ def test_alembic_upgrade_head_works_from_a_checkout(tmp_path: Path) -> None:
         [*alembic, "current"], cwd=tmp_path, env=env, capture_output=True, text=True, check=False
     )
     assert "0001_initial (head)" in check.stdout
+
+
+@pytest.mark.slow
+def test_the_wheel_ships_the_migrations(tmp_path: Path) -> None:
+    """`sessionstore db upgrade` after `pip install` needs the scripts inside the package."""
+    import zipfile
+
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    (wheel,) = tmp_path.glob("sessionstore-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    versions = {p.name for p in (ROOT / "migrations" / "versions").glob("*.py")}
+    assert {f"sessionstore/_migrations/versions/{v}" for v in versions} <= names
+    assert {"sessionstore/_migrations/env.py", "sessionstore/py.typed"} <= names
