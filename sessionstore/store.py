@@ -284,26 +284,10 @@ class SessionStore:
     async def _write(self, work: Callable[[Connection], _T]) -> _T:
         return await self._runner.run(work, write=True)
 
-    def _tenant_filter(self) -> list[Any]:
-        if self._tenant is None:
-            return []
-        return [S.app_name == self._tenant[0], S.user_id == self._tenant[1]]
-
-    def _lock_session(
-        self, db: Connection, session_id: str, now: datetime, **values: Any
-    ) -> _Locked:
+    def _lock_session(self, db: Connection, session_id: str, now: datetime) -> _Locked:
         """Bump the session's version (taking its write lock) and return its state."""
-        if values:
-            stmt = (
-                update(SESSIONS)
-                .where(S.id == session_id, *self._tenant_filter())
-                .values(version=S.version + 1, updated_at=now, **values)
-                .returning(S.version, S.active_loop_id, S.loop_count)
-            )
-            row = db.execute(stmt).first()
-        else:
-            params = {"sid": session_id, "now": now, **self._tenant_params()}
-            row = db.execute(_lock_stmt(self._tenant is not None), params).first()
+        params = {"sid": session_id, "now": now, **self._tenant_params()}
+        row = db.execute(_lock_stmt(self._tenant is not None), params).first()
         if row is None:
             raise SessionNotFoundError(session_id)
         return _Locked(row.version, row.active_loop_id, row.loop_count)
@@ -401,14 +385,8 @@ class SessionStore:
         def write_history(db: Connection) -> None:
             parent: int | None = None
             for sequence, items in enumerate(prepared):
-                loop = self._insert_loop(db, sid, parent, sequence, now)
-                self._insert_messages(db, sid, loop.id, items, now)
-                parent = loop.id
-            db.execute(
-                update(SESSIONS)
-                .where(S.id == sid)
-                .values(active_loop_id=parent, loop_count=len(prepared))
-            )
+                parent = self._start_loop(db, sid, parent, sequence, now).id
+                self._insert_messages(db, sid, parent, items, now)
 
         await self._insert_session(values, write_history)
         return await self.get_session(sid)
@@ -497,7 +475,7 @@ class SessionStore:
         """
         if not 1 <= limit <= 1000:
             raise ValueError("limit must be between 1 and 1000")
-        filters = self._tenant_filter()
+        filters: list[Any] = list(_TENANT) if self._tenant is not None else []
         if self._tenant is None:
             if user_id is not None and app_name is None:
                 raise ValueError("filtering by user_id needs app_name too")
@@ -511,12 +489,13 @@ class SessionStore:
                 or_(S.created_at < created_at, and_(S.created_at == created_at, S.id < last_id))
             )
         stmt = (
-            select(SessionRow)
+            select(SESSIONS)
             .where(*filters)
             .order_by(S.created_at.desc(), S.id.desc())
             .limit(limit + 1)
         )
-        rows = await self._read(lambda db: db.execute(stmt).all())
+        params = self._tenant_params()
+        rows = await self._read(lambda db: db.execute(stmt, params).all())
         items = [_session_model(row._mapping) for row in rows[:limit]]
         next_cursor = _encode_cursor(items[-1]) if len(rows) > limit else None
         return Page(items=items, next_cursor=next_cursor)
@@ -560,16 +539,14 @@ class SessionStore:
         now = _now()
 
         def work(db: Connection) -> LoopRecord:
-            locked = self._lock_session(db, session_id, now, loop_count=S.loop_count + 1)
+            locked = self._lock_session(db, session_id, now)
             self._check_version(session_id, locked, expected_version)
             parent = parent_loop_id if parent_loop_id is not None else locked.active_loop_id
-            loop = self._insert_loop(db, session_id, parent, locked.loop_count - 1, now)
-            db.execute(update(SessionRow).where(S.id == session_id).values(active_loop_id=loop.id))
-            return loop
+            return self._start_loop(db, session_id, parent, locked.loop_count, now)
 
         return await self._write(work)
 
-    def _insert_loop(
+    def _start_loop(
         self,
         db: Connection,
         session_id: str,
@@ -577,13 +554,17 @@ class SessionStore:
         sequence: int,
         now: datetime,
     ) -> LoopRecord:
+        """Insert loop number `sequence` after `parent_loop_id` and make it the active loop.
+
+        The parent is closed. The caller holds the session's lock (`_lock_session`).
+        """
         depth = 0
         if parent_loop_id is not None:
             parent = self._loop_row(db, session_id, parent_loop_id)
             depth = parent.depth + 1
             if parent.closed_at is None:
                 db.execute(
-                    update(LoopRow)
+                    update(LOOPS)
                     .where(L.id == parent_loop_id, L.session_id == session_id)
                     .values(closed_at=now)
                 )
@@ -599,7 +580,12 @@ class SessionStore:
             "turn_count": 0,
             "open_tool_call_ids": [],
         }
-        row = (db.execute(insert(LoopRow).returning(*_LOOP_COLUMNS), values)).one()
+        row = db.execute(insert(LOOPS).returning(*_LOOP_COLUMNS), values).one()
+        db.execute(
+            update(SESSIONS)
+            .where(S.id == session_id)
+            .values(active_loop_id=row.id, loop_count=sequence + 1)
+        )
         return _loop_model(row)
 
     async def close_loop(self, session_id: str, loop_id: int) -> LoopRecord:
@@ -610,7 +596,7 @@ class SessionStore:
             self._lock_session(db, session_id, now)
             self._loop_row(db, session_id, loop_id)
             db.execute(
-                update(LoopRow)
+                update(LOOPS)
                 .where(L.id == loop_id, L.session_id == session_id, L.closed_at.is_(None))
                 .values(closed_at=now)
             )
@@ -624,9 +610,10 @@ class SessionStore:
         """Make `loop_id` the session's active loop (for example to return to a branch)."""
 
         def work(db: Connection) -> Row[Any]:
-            locked = self._lock_session(db, session_id, _now(), active_loop_id=loop_id)
+            locked = self._lock_session(db, session_id, _now())
             self._check_version(session_id, locked, expected_version)
             self._loop_row(db, session_id, loop_id)
+            db.execute(update(SESSIONS).where(S.id == session_id).values(active_loop_id=loop_id))
             return self._visible_session(db, session_id)
 
         return _session_model((await self._write(work))._mapping)
@@ -741,13 +728,7 @@ class SessionStore:
             self._check_version(session_id, locked, expected_version)
             target = loop_id if loop_id is not None else locked.active_loop_id
             if target is None:
-                loop = self._insert_loop(db, session_id, None, locked.loop_count, now)
-                db.execute(
-                    update(SessionRow)
-                    .where(S.id == session_id)
-                    .values(active_loop_id=loop.id, loop_count=S.loop_count + 1)
-                )
-                target = loop.id
+                target = self._start_loop(db, session_id, None, locked.loop_count, now).id
             items = [prepared[i] for i in fresh]
             inserted = self._insert_messages(db, session_id, target, items, now)
             by_index = dict(zip(fresh, inserted, strict=True))
