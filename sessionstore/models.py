@@ -166,6 +166,11 @@ AssistantContent: TypeAlias = Annotated[
 ]
 
 
+def _joined_text(blocks: Sequence[object]) -> str:
+    """Return the text blocks among `blocks` joined by newlines."""
+    return "\n".join(b.text for b in blocks if isinstance(b, TextContent))
+
+
 def _text_to_blocks(value: Any) -> Any:
     if isinstance(value, str):
         return [{"type": "text", "text": value}]
@@ -206,7 +211,7 @@ class UserMessage(_MessageBase):
     @property
     def text(self) -> str:
         """The text blocks joined by newlines."""
-        return "\n".join(b.text for b in self.content if isinstance(b, TextContent))
+        return _joined_text(self.content)
 
 
 class Usage(BaseModel):
@@ -244,7 +249,7 @@ class AssistantMessage(_MessageBase):
     @property
     def text(self) -> str:
         """The text blocks joined by newlines."""
-        return "\n".join(b.text for b in self.content if isinstance(b, TextContent))
+        return _joined_text(self.content)
 
 
 class ToolResultMessage(_MessageBase):
@@ -265,7 +270,7 @@ class ToolResultMessage(_MessageBase):
     @property
     def text(self) -> str:
         """The text blocks joined by newlines."""
-        return "\n".join(b.text for b in self.content if isinstance(b, TextContent))
+        return _joined_text(self.content)
 
 
 class BashExecutionMessage(_MessageBase):
@@ -330,7 +335,7 @@ class SystemMessage(_MessageBase):
     @property
     def text(self) -> str:
         """The text blocks joined by newlines."""
-        return "\n".join(b.text for b in self.content)
+        return _joined_text(self.content)
 
 
 Message: TypeAlias = Annotated[
