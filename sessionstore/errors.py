@@ -2,15 +2,17 @@
 
 ```
 SessionStoreError
-├── ConfigurationError           bad URL, unsupported dialect
+├── ConfigurationError           bad URL, unsupported dialect, invalid compaction config
 │   └── MissingDependencyError   a driver extra is not installed (also an ImportError)
 ├── NotFoundError
 │   ├── SessionNotFoundError     unknown session, or one of another tenant
-│   └── LoopNotFoundError        unknown loop, or one of another session
+│   ├── LoopNotFoundError        unknown loop, or one of another session
+│   └── BlockNotFoundError       no block of that generation (time travel)
 ├── ConflictError                a client id reused with different content
 │   ├── SessionExistsError       a session id that is already taken
 │   └── StaleWriteError          a concurrent writer won (version check failed)
 ├── InvalidBlockError            a block that does not fit its loop (turn range, provenance)
+├── ContextOverflowError         even the smallest valid context does not fit the budget
 ├── FormatError                  a conversation that cannot be imported or exported
 ├── SchemaError                  the database is not at the expected migration head
 └── StorageError                 any other database failure (original chained)
@@ -26,8 +28,10 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 __all__ = [
+    "BlockNotFoundError",
     "ConfigurationError",
     "ConflictError",
+    "ContextOverflowError",
     "FormatError",
     "InvalidBlockError",
     "LoopNotFoundError",
@@ -81,6 +85,10 @@ class LoopNotFoundError(NotFoundError):
         self.session_id = session_id
 
 
+class BlockNotFoundError(NotFoundError):
+    """A loop has no compaction block of the generation asked for."""
+
+
 class ConflictError(SessionStoreError):
     """The write conflicts with what is stored (for example a reused client id)."""
 
@@ -111,6 +119,20 @@ class StaleWriteError(ConflictError):
 
 class InvalidBlockError(SessionStoreError):
     """A compaction block does not fit its loop (turn range out of bounds, foreign ids)."""
+
+
+class ContextOverflowError(SessionStoreError):
+    """Even the smallest valid context does not fit the token budget.
+
+    The smallest valid context is the latest user request and the turns that must stay
+    with it. `needed` is what that takes and `available` what the budget leaves
+    (`max_context_tokens - system_prompt_tokens`).
+    """
+
+    def __init__(self, message: str, *, needed: int, available: int) -> None:
+        super().__init__(message)
+        self.needed = needed
+        self.available = available
 
 
 class FormatError(SessionStoreError):

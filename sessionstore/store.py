@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
+from itertools import pairwise
 from typing import Any, Self, TypeVar
 
 from sqlalchemy import (
@@ -36,6 +37,7 @@ from sqlalchemy import (
     func,
     insert,
     literal,
+    literal_column,
     or_,
     select,
     update,
@@ -47,6 +49,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sessionstore import migrate
 from sessionstore.engine import DEFAULT_URL, TransactionRunner, make_engine
 from sessionstore.errors import (
+    BlockNotFoundError,
     ConflictError,
     InvalidBlockError,
     LoopNotFoundError,
@@ -72,6 +75,7 @@ from sessionstore.models import (
     content_hash,
     message_payload,
 )
+from sessionstore.overlay import ContextSources, LoopSource, segments
 from sessionstore.tables import (
     BlockRow,
     CompactionEventRow,
@@ -126,6 +130,11 @@ _MESSAGE_COLUMNS = (
 )
 
 
+def _check_aware(moment: datetime | None) -> None:
+    if moment is not None and moment.tzinfo is None:
+        raise ValueError("as_of must be an aware datetime")
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -150,6 +159,32 @@ def _session_stmt(tenant: bool) -> Any:
     return select(SESSIONS).where(S.id == bindparam("sid"), *(_TENANT if tenant else ()))
 
 
+_RAW_TURNS_WHERE = (
+    M.session_id == bindparam("sid"),
+    M.loop_id == bindparam("lid"),
+    M.turn_index.between(bindparam("a"), bindparam("b")),
+)
+_RAW_TURNS_STMT = select(*_MESSAGE_COLUMNS).where(*_RAW_TURNS_WHERE).order_by(M.position)
+_RAW_TURNS_AS_OF_STMT = (
+    select(*_MESSAGE_COLUMNS)
+    .where(*_RAW_TURNS_WHERE, M.created_at <= bindparam("t"))
+    .order_by(M.position)
+)
+# Matches the partial index ix_sessionstore_messages_user (kind = 'user').
+_USER_WHERE = (
+    M.session_id == bindparam("sid"),
+    M.loop_id == bindparam("lid"),
+    M.kind == literal_column("'user'"),
+)
+_LATEST_USER_STMT = (
+    select(*_MESSAGE_COLUMNS).where(*_USER_WHERE).order_by(M.position.desc()).limit(1)
+)
+_LATEST_USER_AS_OF_STMT = (
+    select(*_MESSAGE_COLUMNS)
+    .where(*_USER_WHERE, M.created_at <= bindparam("t"))
+    .order_by(M.position.desc())
+    .limit(1)
+)
 _LOOP_STMT = select(LOOPS).where(L.id == bindparam("lid"), L.session_id == bindparam("sid"))
 _LOOP_STATE_STMT = select(
     L.message_count, L.token_total, L.turn_count, L.open_tool_call_ids, L.closed_at
@@ -999,67 +1034,128 @@ class SessionStore:
         = previous + 1); earlier generations stay for audit and time travel.
 
         Raises:
-            InvalidBlockError: a turn range is out of the loop's bounds, or a replacement
-                message covers messages that are not in its section's turns of this loop.
+            InvalidBlockError: a turn range is out of the loop's bounds, ranges overlap,
+                or a replacement message covers messages that are not in its section's
+                turns of this loop.
             SessionNotFoundError: no such session (or another tenant's).
             LoopNotFoundError: `loop_id` is not a loop of this session.
             StaleWriteError: `expected_version` is not the session's version.
         """
+        (written,) = await self.write_blocks(
+            session_id, [(loop_id, block)], expected_version=expected_version
+        )
+        return written
+
+    async def write_blocks(
+        self,
+        session_id: str,
+        blocks: Sequence[tuple[int, CompactionBlock]],
+        *,
+        events: Sequence[Mapping[str, Any]] = (),
+        expected_version: int | None = None,
+    ) -> list[CompactionBlock]:
+        """Write blocks for several loops and their compaction events in one transaction.
+
+        Every block is validated before anything is written; if one is refused, none
+        is written. An event is a mapping with the keys of `record_compaction_event`;
+        an event whose `loop_id` gets a block here is linked to that block.
+
+        Raises:
+            The errors of `write_block`; `ValueError` for an event that is not
+            `started` or `ended`, or the same loop and overlay twice.
+        """
+        keys = [(loop_id, block.overlay) for loop_id, block in blocks]
+        if len(set(keys)) != len(keys):
+            raise ValueError("write_blocks got the same loop and overlay twice")
+        for event in events:
+            if event.get("event") not in ("started", "ended"):
+                raise ValueError("event must be 'started' or 'ended'")
         now = _now()
 
-        def work(db: Connection) -> tuple[int, int, dict[str, CompactedSection]]:
+        def work(db: Connection) -> list[tuple[int, int, dict[str, CompactedSection]]]:
             locked = self._lock_session(db, session_id, now)
             self._check_version(session_id, locked, expected_version)
-            loop = self._loop_row(db, session_id, loop_id)
-            self._validate_block(db, session_id, loop_id, loop.turn_count, block)
-            stmt = select(func.max(B.generation)).where(
-                B.session_id == session_id, B.loop_id == loop_id, B.overlay == block.overlay
-            )
-            generation = ((db.execute(stmt)).scalar() or 0) + 1
-            block_values = {
-                "session_id": session_id,
-                "loop_id": loop_id,
-                "overlay": block.overlay,
-                "generation": generation,
-                "keep_first_start": block.keep_first.start_turn if block.keep_first else None,
-                "keep_first_end": block.keep_first.end_turn if block.keep_first else None,
-                "strategy": block.strategy,
-                "config": block.config,
-                "tokens_before": block.tokens_before,
-                "tokens_after": block.tokens_after,
-                "created_at": now,
+            for loop_id, block in blocks:
+                loop = self._loop_row(db, session_id, loop_id)
+                self._validate_block(db, session_id, loop_id, loop.turn_count, block)
+            written = [self._insert_block(db, session_id, lid, b, now) for lid, b in blocks]
+            block_of: dict[Any, int] = {
+                loop_id: w[0] for (loop_id, _), w in zip(blocks, written, strict=True)
             }
-            (block_id,) = self._insert_returning_ids(db, BlockRow, [block_values])
-            sections: dict[str, CompactedSection] = {}
-            for kind, section in block.sections():
-                (section_id,) = self._insert_returning_ids(
-                    db,
-                    SectionRow,
-                    [
-                        {
-                            "session_id": session_id,
-                            "block_id": block_id,
-                            "kind": kind,
-                            "start_turn": section.range.start_turn,
-                            "end_turn": section.range.end_turn,
-                        }
-                    ],
-                )
-                sections[kind] = self._insert_section_messages(db, session_id, section_id, section)
-            return block_id, generation, sections
+            rows = [
+                {
+                    "session_id": session_id,
+                    "loop_id": event.get("loop_id"),
+                    "block_id": event.get("block_id") or block_of.get(event.get("loop_id")),
+                    "event": event["event"],
+                    "tokens_before": event.get("tokens_before", 0),
+                    "tokens_after": event.get("tokens_after"),
+                    "duration_ms": event.get("duration_ms"),
+                    "details": dict(event.get("details") or {}),
+                    "created_at": now,
+                }
+                for event in events
+            ]
+            if rows:
+                self._insert_returning_ids(db, CompactionEventRow, rows)
+            return written
 
-        block_id, generation, sections = await self._write(work)
-        return block.model_copy(
-            update={
-                "id": block_id,
-                "session_id": session_id,
-                "loop_id": loop_id,
-                "generation": generation,
-                "created_at": now,
-                "keep_compacted": sections.get("compacted"),
-                "keep_recent": sections.get("recent"),
-            }
+        written = await self._write(work)
+        return [
+            block.model_copy(
+                update={
+                    "id": block_id,
+                    "session_id": session_id,
+                    "loop_id": loop_id,
+                    "generation": generation,
+                    "created_at": now,
+                    "keep_compacted": sections.get("compacted"),
+                    "keep_recent": sections.get("recent"),
+                }
+            )
+            for (loop_id, block), (block_id, generation, sections) in zip(
+                blocks, written, strict=True
+            )
+        ]
+
+    def _insert_block(
+        self, db: Connection, session_id: str, loop_id: int, block: CompactionBlock, now: datetime
+    ) -> tuple[int, int, dict[str, CompactedSection]]:
+        stmt = select(func.max(B.generation)).where(
+            B.session_id == session_id, B.loop_id == loop_id, B.overlay == block.overlay
         )
+        generation = ((db.execute(stmt)).scalar() or 0) + 1
+        block_values = {
+            "session_id": session_id,
+            "loop_id": loop_id,
+            "overlay": block.overlay,
+            "generation": generation,
+            "keep_first_start": block.keep_first.start_turn if block.keep_first else None,
+            "keep_first_end": block.keep_first.end_turn if block.keep_first else None,
+            "strategy": block.strategy,
+            "config": block.config,
+            "tokens_before": block.tokens_before,
+            "tokens_after": block.tokens_after,
+            "created_at": now,
+        }
+        (block_id,) = self._insert_returning_ids(db, BlockRow, [block_values])
+        sections: dict[str, CompactedSection] = {}
+        for kind, section in block.sections():
+            (section_id,) = self._insert_returning_ids(
+                db,
+                SectionRow,
+                [
+                    {
+                        "session_id": session_id,
+                        "block_id": block_id,
+                        "kind": kind,
+                        "start_turn": section.range.start_turn,
+                        "end_turn": section.range.end_turn,
+                    }
+                ],
+            )
+            sections[kind] = self._insert_section_messages(db, session_id, section_id, section)
+        return block_id, generation, sections
 
     def _insert_section_messages(
         self, db: Connection, session_id: str, section_id: int, section: CompactedSection
@@ -1111,6 +1207,16 @@ class SessionStore:
                     f"{name} turn range {turns.start_turn}..{turns.end_turn} is out of bounds: "
                     f"loop {loop_id} has {turn_count} turns"
                 )
+        present = sorted(
+            ((turns, name) for name, turns in ranges if turns is not None),
+            key=lambda pair: pair[0].start_turn,
+        )
+        for (before, first), (after, second) in pairwise(present):
+            if after.start_turn <= before.end_turn:
+                raise InvalidBlockError(
+                    f"{first} ({before.start_turn}..{before.end_turn}) and {second} "
+                    f"({after.start_turn}..{after.end_turn}) overlap: a turn is shown once"
+                )
         covered = {i for _, s in block.sections() for r in s.messages for i in r.covers}
         if not covered:
             return
@@ -1153,8 +1259,7 @@ class SessionStore:
             generation: Return this generation instead of the newest.
             as_of: Return the newest block written at or before this time.
         """
-        if as_of is not None and as_of.tzinfo is None:
-            raise ValueError("as_of must be an aware datetime")
+        _check_aware(as_of)
         stmt = select(BlockRow).where(
             B.session_id == session_id, B.loop_id == loop_id, B.overlay == overlay
         )
@@ -1186,8 +1291,233 @@ class SessionStore:
 
         return await self._read(work)
 
+    async def chain_blocks(
+        self,
+        session_id: str,
+        *,
+        loop_id: int | None = None,
+        overlay: str = "default",
+        as_of: datetime | None = None,
+        limit: int | None = None,
+    ) -> list[tuple[LoopRecord, CompactionBlock | None]]:
+        """Return the chain ending at `loop_id` (default: active), root first, with blocks.
+
+        Each loop comes with its current block for `overlay` (None when it has none).
+
+        Args:
+            session_id: The session.
+            loop_id: The loop the chain ends at; the active loop by default.
+            overlay: The overlay name.
+            as_of: Only loops and blocks created at or before this time.
+            limit: Only the newest `limit` loops of the chain.
+        """
+        if limit is not None and limit < 1:
+            raise ValueError("limit must be at least 1")
+        _check_aware(as_of)
+
+        def work(db: Connection) -> list[tuple[LoopRecord, CompactionBlock | None]]:
+            head = self._resolve_loop(db, session_id, loop_id)
+            if head is None:
+                return []
+            chain, _ = self._chain_as_of(db, session_id, head, limit, as_of)
+            blocks = self._current_blocks(db, session_id, chain, overlay, as_of, messages=True)
+            return [(loop, blocks.get(loop.id)) for loop in chain]
+
+        return await self._read(work)
+
+    async def read_context(
+        self,
+        session_id: str,
+        *,
+        choose_scope: Callable[[Sequence[tuple[LoopRecord, CompactionBlock | None]]], int],
+        window: int,
+        loop_id: int | None = None,
+        overlay: str = "default",
+        as_of: datetime | int | None = None,
+    ) -> ContextSources:
+        """Read, in one transaction, what the loader needs to build a loop's context.
+
+        The chain ending at `loop_id` is read newest first, `window` loops at a time;
+        `choose_scope` gets `(loop, current block header)` pairs, newest first (the
+        sections' ranges without their messages), and returns how many loops before the
+        newest take part. Only the loops in scope are read further: their blocks'
+        replacement messages and the raw messages of the turns their blocks do not
+        replace. The latest raw user message of the chain is found through an index.
+
+        Args:
+            session_id: The session.
+            choose_scope: Picks the number of earlier loops in scope (see above).
+            window: How many loops of the chain to read at first.
+            loop_id: The loop whose context it is; the active loop by default.
+            overlay: The overlay name.
+            as_of: A time, or a generation of the newest loop's block for `overlay`
+                (read as the time that block was written): rebuild what the loader
+                saw then; loops, messages and blocks written later are left out.
+
+        Raises:
+            BlockNotFoundError: `as_of` is a generation the newest loop does not have.
+        """
+        if window < 1:
+            raise ValueError("window must be at least 1")
+        if isinstance(as_of, datetime):
+            _check_aware(as_of)
+
+        def work(db: Connection) -> ContextSources:
+            head = self._resolve_loop(db, session_id, loop_id)
+            if head is None:
+                return ContextSources([], None, None, 0)
+            moment = self._as_of_time(db, session_id, head, overlay, as_of)
+            size = window
+            while True:
+                chain, complete = self._chain_as_of(db, session_id, head, size, moment)
+                if not chain:
+                    return ContextSources([], None, moment, 0)
+                headers = self._current_blocks(
+                    db, session_id, chain, overlay, moment, messages=False
+                )
+                newest_first = [(loop, headers.get(loop.id)) for loop in reversed(chain)]
+                earlier = choose_scope(newest_first)
+                if not 0 <= earlier < len(chain):
+                    raise ValueError(f"choose_scope returned {earlier} for {len(chain)} loops")
+                if earlier < len(chain) - 1 or complete:
+                    break
+                size *= 4
+            scope = chain[len(chain) - earlier - 1 :]
+            blocks = self._current_blocks(db, session_id, scope, overlay, moment, messages=True)
+            sources = []
+            for loop in scope:
+                block = blocks.get(loop.id)
+                raw: list[Row[Any]] = []
+                for turns, kind in segments(loop.turn_count, block):
+                    if kind == "raw":
+                        raw.extend(self._raw_turns(db, session_id, loop.id, turns, moment))
+                sources.append(LoopSource(loop, block, _stored_models(raw, session_id)))
+            newest = [loop.id for loop in reversed(chain)]
+            latest = self._latest_user(db, session_id, newest, moment)
+            if latest is None and not complete:
+                full, _ = self._chain_as_of(db, session_id, head, None, moment)
+                known = {loop.id for loop in chain}
+                older = [loop.id for loop in reversed(full) if loop.id not in known]
+                latest = self._latest_user(db, session_id, older, moment)
+            return ContextSources(sources, latest, moment, len(chain))
+
+        return await self._read(work)
+
+    def _as_of_time(
+        self,
+        db: Connection,
+        session_id: str,
+        head: int,
+        overlay: str,
+        as_of: datetime | int | None,
+    ) -> datetime | None:
+        if as_of is None or isinstance(as_of, datetime):
+            return as_of
+        row = db.execute(
+            select(B.created_at).where(
+                B.session_id == session_id,
+                B.loop_id == head,
+                B.overlay == overlay,
+                B.generation == as_of,
+            )
+        ).first()
+        if row is None:
+            raise BlockNotFoundError(
+                f"loop {head} has no generation {as_of} of overlay {overlay!r}"
+            )
+        return row.created_at  # type: ignore[no-any-return]
+
+    def _chain_as_of(
+        self,
+        db: Connection,
+        session_id: str,
+        head: int,
+        limit: int | None,
+        as_of: datetime | None,
+    ) -> tuple[list[LoopRecord], bool]:
+        """Return the newest `limit` loops of the chain (root first) and whether that is all.
+
+        With `as_of`, loops created later are skipped, so the chain ends at the newest
+        ancestor of `head` that existed then.
+        """
+        fetch = None if limit is None else limit + 1
+        while True:
+            chain = self._chain(db, session_id, head, fetch)
+            complete = fetch is None or len(chain) < fetch or chain[0].parent_loop_id is None
+            if as_of is not None:
+                chain = [loop for loop in chain if loop.created_at <= as_of]
+            if limit is None or len(chain) > limit or complete:
+                break
+            fetch = None if fetch is None else fetch * 4
+        if limit is not None and len(chain) > limit:
+            return chain[len(chain) - limit :], False
+        return chain, True
+
+    def _current_blocks(
+        self,
+        db: Connection,
+        session_id: str,
+        loops: Sequence[LoopRecord],
+        overlay: str,
+        as_of: datetime | None,
+        *,
+        messages: bool,
+    ) -> dict[int, CompactionBlock]:
+        """Return the newest block of each loop for `overlay` (written by `as_of`)."""
+        if not loops:
+            return {}
+        stmt = select(BlockRow).where(
+            B.session_id == session_id,
+            B.loop_id.in_([loop.id for loop in loops]),
+            B.overlay == overlay,
+        )
+        if as_of is not None:
+            stmt = stmt.where(B.created_at <= as_of)
+        newest: dict[int, Row[Any]] = {}
+        for row in db.execute(stmt).all():
+            if row.loop_id not in newest or row.generation > newest[row.loop_id].generation:
+                newest[row.loop_id] = row
+        blocks = self._load_blocks(db, session_id, list(newest.values()), messages=messages)
+        return {block.loop_id: block for block in blocks if block.loop_id is not None}
+
+    def _raw_turns(
+        self,
+        db: Connection,
+        session_id: str,
+        loop_id: int,
+        turns: TurnRange,
+        as_of: datetime | None,
+    ) -> list[Row[Any]]:
+        params = {"sid": session_id, "lid": loop_id, "a": turns.start_turn, "b": turns.end_turn}
+        if as_of is None:
+            return list(db.execute(_RAW_TURNS_STMT, params).all())
+        return list(db.execute(_RAW_TURNS_AS_OF_STMT, {**params, "t": as_of}).all())
+
+    def _latest_user(
+        self,
+        db: Connection,
+        session_id: str,
+        loop_ids: Sequence[int],
+        as_of: datetime | None,
+    ) -> StoredMessage | None:
+        """Return the newest raw user message of these loops (newest loop first)."""
+        for loop_id in loop_ids:
+            params: dict[str, Any] = {"sid": session_id, "lid": loop_id}
+            if as_of is None:
+                row = db.execute(_LATEST_USER_STMT, params).first()
+            else:
+                row = db.execute(_LATEST_USER_AS_OF_STMT, {**params, "t": as_of}).first()
+            if row is not None:
+                return _stored_model(row, session_id)
+        return None
+
     def _load_blocks(
-        self, db: Connection, session_id: str, rows: Sequence[Row[Any]]
+        self,
+        db: Connection,
+        session_id: str,
+        rows: Sequence[Row[Any]],
+        *,
+        messages: bool = True,
     ) -> list[CompactionBlock]:
         if not rows:
             return []
@@ -1197,15 +1527,15 @@ class SessionStore:
                 select(SectionRow).where(SEC.session_id == session_id, SEC.block_id.in_(block_ids))
             )
         ).all()
-        messages: dict[int, list[ReplacementMessage]] = {s.id: [] for s in sections}
-        if sections:
+        replacements: dict[int, list[ReplacementMessage]] = {s.id: [] for s in sections}
+        if sections and messages:
             stmt = (
                 select(SM.id, SM.section_id, SM.payload, SM.token_count, SM.covers)
-                .where(SM.session_id == session_id, SM.section_id.in_(list(messages)))
+                .where(SM.session_id == session_id, SM.section_id.in_(list(replacements)))
                 .order_by(SM.section_id, SM.position)
             )
             for m in (db.execute(stmt)).all():
-                messages[m.section_id].append(
+                replacements[m.section_id].append(
                     ReplacementMessage(
                         message=MESSAGE_ADAPTER.validate_python(m.payload),
                         covers=m.covers,
@@ -1217,7 +1547,7 @@ class SessionStore:
         for s in sections:
             by_block.setdefault(s.block_id, {})[s.kind] = CompactedSection(
                 range=TurnRange(start_turn=s.start_turn, end_turn=s.end_turn),
-                messages=messages[s.id],
+                messages=replacements[s.id],
             )
         blocks = []
         for row in rows:

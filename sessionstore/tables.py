@@ -24,6 +24,7 @@ from sqlalchemy import (
     String,
     Table,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncAttrs
@@ -153,6 +154,14 @@ class MessageRow(Base):
         UniqueConstraint("session_id", "loop_id", "position"),
         UniqueConstraint("session_id", "client_id"),
         Index("ix_sessionstore_messages_turn", "session_id", "loop_id", "turn_index"),
+        Index(
+            "ix_sessionstore_messages_user",
+            "session_id",
+            "loop_id",
+            "position",
+            sqlite_where=text("kind = 'user'"),
+            postgresql_where=text("kind = 'user'"),
+        ),
         {"sqlite_autoincrement": True},
     )
 

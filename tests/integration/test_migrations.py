@@ -13,7 +13,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 
-from sessionstore import migrate
+from sessionstore import SessionStore, UserMessage, migrate
 from sessionstore.engine import make_engine
 from sessionstore.errors import SchemaError
 from sessionstore.tables import Base
@@ -37,6 +37,9 @@ def _diff(connection: Any) -> list[Any]:
     return list(compare_metadata(context, Base.metadata))
 
 
+HEAD = "0002_user_message_index"
+
+
 def _tables(connection: Any) -> set[str]:
     return set(inspect(connection).get_table_names())
 
@@ -47,8 +50,8 @@ async def test_upgrade_matches_metadata_and_downgrade_cleans_up(empty_db_url: st
     with pytest.raises(SchemaError, match="not initialised"):
         await migrate.check(url)
     await migrate.upgrade(url)
-    assert await migrate.current(url) == migrate.head() == "0001_initial"
-    assert await migrate.check(url) == "0001_initial"
+    assert await migrate.current(url) == migrate.head() == HEAD
+    assert await migrate.check(url) == HEAD
     assert await _inspect(url, _diff) == []
     tables = await _inspect(url, _tables)
     assert {t.name for t in Base.metadata.sorted_tables} <= tables
@@ -57,7 +60,27 @@ async def test_upgrade_matches_metadata_and_downgrade_cleans_up(empty_db_url: st
     assert await migrate.current(url) is None
     await migrate.upgrade(url)
     assert await _inspect(url, _diff) == []
-    assert await migrate.check(url) == "0001_initial"
+    assert await migrate.check(url) == HEAD
+
+
+async def test_upgrade_from_0001_keeps_rows_and_adds_the_user_index(empty_db_url: str) -> None:
+    await migrate.upgrade(empty_db_url, "0001_initial")
+    async with SessionStore.from_url(empty_db_url) as store:
+        await store.create_session(session_id="s1", app_name="app", user_id="u")
+        await store.append_messages("s1", [UserMessage(content="hello")])
+
+        def user_indexes(connection: Any) -> list[str]:
+            found = inspect(connection).get_indexes("sessionstore_messages")
+            return [ix["name"] for ix in found if ix["name"] == "ix_sessionstore_messages_user"]
+
+        assert await _inspect(empty_db_url, user_indexes) == []
+        await migrate.upgrade(empty_db_url)
+        assert await _inspect(empty_db_url, user_indexes) == ["ix_sessionstore_messages_user"]
+        assert [m.message.text for m in await store.get_messages("s1")] == ["hello"]
+        await migrate.downgrade(empty_db_url, "0001_initial")
+        assert await _inspect(empty_db_url, user_indexes) == []
+        with pytest.raises(SchemaError):
+            await store.check_schema()
 
 
 async def test_upgrade_twice_is_a_no_op(empty_db_url: str) -> None:
@@ -91,7 +114,7 @@ def test_alembic_upgrade_head_works_from_a_checkout(tmp_path: Path) -> None:
     check = subprocess.run(
         [*alembic, "current"], cwd=tmp_path, env=env, capture_output=True, text=True, check=False
     )
-    assert "0001_initial (head)" in check.stdout
+    assert f"{HEAD} (head)" in check.stdout
 
 
 @pytest.mark.slow

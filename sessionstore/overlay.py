@@ -1,0 +1,429 @@
+"""Building the model's context from overlays: the loading logic and the three guarantees.
+
+Pure code: the orchestration reads the inputs through the store (`LoopSource` per loop in
+scope, oldest first) and this module turns them into a `BuiltContext`:
+
+1. **Load.** Every turn of a loop is shown exactly once: the turns of the loop's block
+   `keep_first` range as raw messages, each section's turns by the section's replacement
+   messages, and every turn the block does not cover (turns appended after the block
+   was written, or a loop with no block) as raw messages.
+2. **Pair.** A tool result must answer a call of the assistant message right before it;
+   one that does not (an orphan) is left out and reported. A call with no result (an
+   interrupted run) gets a synthetic error result saying so, and is reported.
+3. **Fit.** When the context is over the budget, whole units (a message, or an assistant
+   message with its tool results) are dropped oldest first, a marker says how many
+   messages were left out, and the latest user request is always kept. If even that
+   cannot fit, `ContextOverflowError` says what was needed and what was available.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Literal
+
+from sessionstore.errors import ConfigurationError, ContextOverflowError
+from sessionstore.models import (
+    AssistantMessage,
+    CompactionBlock,
+    CompactionSummaryMessage,
+    LoopRecord,
+    Message,
+    StoredMessage,
+    TextContent,
+    ToolResultMessage,
+    TurnRange,
+)
+from sessionstore.tokens import message_tokens
+
+__all__ = [
+    "BuiltContext",
+    "ContextItem",
+    "ContextSources",
+    "InterruptedCall",
+    "LoopSource",
+    "assemble",
+    "build",
+    "fit_to_budget",
+    "pair_tool_calls",
+    "segments",
+]
+
+Source = Literal["raw", "compacted", "recent", "synthetic", "marker"]
+
+INTERRUPTED_RESULT = "[interrupted: no result was recorded for this tool call]"
+"""The text of the synthetic result given to a tool call that has none."""
+
+
+@dataclass(frozen=True, slots=True)
+class ContextItem:
+    """One message of a built context, with where it came from."""
+
+    message: Message
+    tokens: int
+    """Its cached token count."""
+    source: Source
+    """`raw` (a raw message, verbatim), `compacted` / `recent` (a replacement message of
+    that block section), `synthetic` (added by the loader), `marker` (a trim marker)."""
+    loop_id: int | None = None
+    message_id: int | None = None
+    """The raw message's id, for `raw` items."""
+    replacement_id: int | None = None
+    """The replacement message's id, for `compacted` and `recent` items."""
+    covers: tuple[int, ...] = ()
+    """The ids of the raw messages this item stands for."""
+    pinned: bool = False
+    """True for the latest user request, which trimming never drops."""
+
+
+@dataclass(frozen=True, slots=True)
+class InterruptedCall:
+    """A tool call with no result; the context holds a synthetic result for it."""
+
+    loop_id: int | None
+    message_id: int | None
+    """The raw assistant message that made the call, when the call is raw."""
+    call_id: str
+    tool_name: str
+    at_end: bool
+    """True when the call is the last thing its loop holds (an interrupted run)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LoopSource:
+    """What the loader needs of one loop: its record, block and raw messages.
+
+    `raw` holds the messages of every turn the block does not replace (all of them
+    when there is no block).
+    """
+
+    loop: LoopRecord
+    block: CompactionBlock | None
+    raw: Sequence[StoredMessage]
+    """Raw messages in position order: `keep_first` turns and uncovered turns."""
+
+
+@dataclass(frozen=True, slots=True)
+class ContextSources:
+    """What the store reads for the loader: the loops in scope and the pinned request."""
+
+    loops: list[LoopSource]
+    """The loops in scope, oldest first."""
+    latest_user: StoredMessage | None
+    """The chain's latest raw user message (the latest user request)."""
+    as_of: datetime | None
+    """The time the sources were read as of, or None for now."""
+    chain_loops_read: int
+    """How many loops of the chain were read to choose the scope."""
+
+
+@dataclass(slots=True)
+class BuiltContext:
+    """What `build_context` returns: the messages for the model and how they were chosen."""
+
+    items: list[ContextItem]
+    budget: int
+    """The tokens the messages could use (`max_context_tokens - system_prompt_tokens`)."""
+    tokens: int
+    """The tokens the messages use (cached counts, times `token_scale`, rounded up)."""
+    loop_ids: list[int] = field(default_factory=list)
+    """The loops in scope, oldest first."""
+    interrupted_calls: list[InterruptedCall] = field(default_factory=list)
+    orphan_results: list[int] = field(default_factory=list)
+    """Raw ids of tool results left out because no call in the context answers to them."""
+    trimmed_messages: int = 0
+    """Messages left out to fit the budget (a marker in the context says so)."""
+    loaded_tokens: int = 0
+    """The tokens of everything loaded, before trimming (scaled like `tokens`)."""
+    overlay: str = "default"
+    as_of: object | None = None
+    """The generation or time the context was rebuilt as of, or None for now."""
+
+    @property
+    def messages(self) -> list[Message]:
+        """The messages to send to the model, in order."""
+        return [item.message for item in self.items]
+
+
+def segments(
+    turn_count: int, block: CompactionBlock | None
+) -> list[tuple[TurnRange, Literal["raw", "compacted", "recent"]]]:
+    """Split a loop's turns into what shows them: raw turns or a block section.
+
+    `keep_first` and the turns no section covers are `raw`. Sections are ordered by
+    their start turn. Turns past `turn_count` (none, normally) are not returned.
+    """
+    if turn_count <= 0:
+        return []
+    if block is None:
+        return [(TurnRange(start_turn=0, end_turn=turn_count - 1), "raw")]
+    sections: list[tuple[TurnRange, Literal["raw", "compacted", "recent"]]] = [
+        (section.range, kind)  # type: ignore[misc]
+        for kind, section in block.sections()
+    ]
+    sections.sort(key=lambda pair: pair[0].start_turn)
+    result: list[tuple[TurnRange, Literal["raw", "compacted", "recent"]]] = []
+    next_turn = 0
+    for turns, kind in sections:
+        if turns.start_turn >= turn_count:
+            break
+        if turns.start_turn > next_turn:
+            result.append((TurnRange(start_turn=next_turn, end_turn=turns.start_turn - 1), "raw"))
+        result.append((turns, kind))
+        next_turn = max(next_turn, turns.end_turn + 1)
+    if next_turn < turn_count:
+        result.append((TurnRange(start_turn=next_turn, end_turn=turn_count - 1), "raw"))
+    return result
+
+
+def _raw_item(stored: StoredMessage, *, pinned: bool = False) -> ContextItem:
+    return ContextItem(
+        message=stored.message,
+        tokens=stored.token_count,
+        source="raw",
+        loop_id=stored.loop_id,
+        message_id=stored.id,
+        covers=(stored.id,),
+        pinned=pinned,
+    )
+
+
+def assemble(
+    loops: Sequence[LoopSource], latest_user: StoredMessage | None = None
+) -> list[ContextItem]:
+    """Return the loaded items of `loops` (oldest first), before pairing and fitting.
+
+    When `latest_user` (the chain's latest raw user message) is not shown raw, it is
+    put back: right after the section that replaced it, or first when its loop is out
+    of scope.
+    """
+    items: list[ContextItem] = []
+    pinned_placed = latest_user is None
+    for source in loops:
+        raw_by_turn: dict[int, list[StoredMessage]] = {}
+        for stored in source.raw:
+            raw_by_turn.setdefault(stored.turn_index, []).append(stored)
+        turn_count = max(source.loop.turn_count, max(raw_by_turn, default=-1) + 1)
+        block = source.block
+        for turns, kind in segments(turn_count, block):
+            if kind == "raw":
+                for turn in range(turns.start_turn, turns.end_turn + 1):
+                    for stored in raw_by_turn.get(turn, ()):
+                        pinned = latest_user is not None and stored.id == latest_user.id
+                        pinned_placed = pinned_placed or pinned
+                        items.append(_raw_item(stored, pinned=pinned))
+                continue
+            assert block is not None
+            section = block.keep_compacted if kind == "compacted" else block.keep_recent
+            assert section is not None
+            for replacement in section.messages:
+                items.append(
+                    ContextItem(
+                        message=replacement.message,
+                        tokens=replacement.token_count or message_tokens(replacement.message),
+                        source=kind,
+                        loop_id=source.loop.id,
+                        replacement_id=replacement.id,
+                        covers=tuple(replacement.covers),
+                    )
+                )
+            if (
+                not pinned_placed
+                and latest_user is not None
+                and latest_user.loop_id == source.loop.id
+                and latest_user.turn_index in turns
+            ):
+                shown = [
+                    index
+                    for index in range(len(items) - len(section.messages), len(items))
+                    if latest_user.id in items[index].covers
+                    and items[index].message == latest_user.message
+                ]
+                if shown:
+                    items[shown[0]] = replace(items[shown[0]], pinned=True)
+                else:
+                    items.append(_raw_item(latest_user, pinned=True))
+                pinned_placed = True
+    if not pinned_placed and latest_user is not None:
+        items.insert(0, _raw_item(latest_user, pinned=True))
+    return items
+
+
+def _synthetic_result(call_id: str, tool_name: str) -> ContextItem:
+    message = ToolResultMessage(
+        tool_call_id=call_id,
+        tool_name=tool_name,
+        content=[TextContent(text=INTERRUPTED_RESULT)],
+        is_error=True,
+    )
+    return ContextItem(message=message, tokens=message_tokens(message), source="synthetic")
+
+
+def pair_tool_calls(
+    items: Sequence[ContextItem],
+) -> tuple[list[ContextItem], list[InterruptedCall], list[int]]:
+    """Make every tool call and result pair up, as provider APIs require.
+
+    A tool result is kept only when it answers a call of the assistant message just
+    before it (only tool results in between). A call left without a result gets a
+    synthetic error result right after its group. Returns the items, the interrupted
+    calls and the raw ids of the orphan results left out.
+    """
+    result: list[ContextItem] = []
+    interrupted: list[InterruptedCall] = []
+    orphans: list[int] = []
+    open_calls: dict[str, str] = {}
+    owner: ContextItem | None = None
+
+    def close_group(next_item: ContextItem | None) -> None:
+        if owner is None:
+            return
+        at_end = next_item is None or next_item.loop_id != owner.loop_id
+        for call_id, tool_name in open_calls.items():
+            result.append(_synthetic_result(call_id, tool_name))
+            interrupted.append(
+                InterruptedCall(owner.loop_id, owner.message_id, call_id, tool_name, at_end)
+            )
+        open_calls.clear()
+
+    for item in items:
+        message = item.message
+        if isinstance(message, ToolResultMessage):
+            if message.tool_call_id in open_calls:
+                del open_calls[message.tool_call_id]
+                result.append(item)
+            else:
+                orphans.extend(item.covers)
+            continue
+        close_group(item)
+        owner = None
+        result.append(item)
+        if isinstance(message, AssistantMessage):
+            calls = message.tool_calls
+            if calls:
+                owner = item
+                open_calls.update((call.id, call.name) for call in calls)
+    close_group(None)
+    return result, interrupted, orphans
+
+
+def _units(items: Sequence[ContextItem]) -> list[list[ContextItem]]:
+    """Group items into units that must stay together: an assistant with its results."""
+    units: list[list[ContextItem]] = []
+    for item in items:
+        if isinstance(item.message, ToolResultMessage) and units:
+            units[-1].append(item)
+        else:
+            units.append([item])
+    return units
+
+
+def _marker(removed: int) -> ContextItem:
+    message = CompactionSummaryMessage(
+        summary=f"[Context compacted: {removed} messages removed to fit the token budget]"
+    )
+    return ContextItem(message=message, tokens=message_tokens(message), source="marker")
+
+
+def fit_to_budget(
+    items: Sequence[ContextItem], budget: int, *, token_scale: float = 1.0
+) -> tuple[list[ContextItem], int]:
+    """Drop whole units, oldest first, until the items fit `budget`; keep the pinned one.
+
+    Like the seed's `keep_within_budget`: keep the newest units that fit, stop at the
+    first that does not, and say how many messages were left out with a marker (one
+    per gap). The unit holding the pinned item (the latest user request) is always
+    kept. Returns the items and the number of messages left out.
+
+    Raises:
+        ContextOverflowError: the pinned unit and a marker alone exceed the budget.
+    """
+
+    def cost(tokens: int) -> int:
+        return math.ceil(tokens * token_scale)
+
+    total = sum(item.tokens for item in items)
+    if cost(total) <= budget:
+        return list(items), 0
+    units = _units(items)
+    pinned = next((i for i, unit in enumerate(units) if any(x.pinned for x in unit)), None)
+    sizes = [sum(item.tokens for item in unit) for unit in units]
+    pinned_size = sizes[pinned] if pinned is not None else 0
+    marker_size = _marker(sum(len(unit) for unit in units)).tokens
+    # Markers: at most two gaps (before the pinned unit, and between it and the kept tail).
+    reserve = pinned_size + 2 * marker_size
+    if cost(pinned_size + marker_size) > budget:
+        needed = cost(pinned_size + marker_size)
+        raise ContextOverflowError(
+            f"the latest user request needs {needed} tokens with a trim marker, "
+            f"but the budget leaves {budget}",
+            needed=needed,
+            available=budget,
+        )
+    kept_from = len(units)
+    used = reserve
+    for index in range(len(units) - 1, -1, -1):
+        if index == pinned:
+            continue
+        if cost(used + sizes[index]) > budget:
+            break
+        used += sizes[index]
+        kept_from = index
+    keep = set(range(kept_from, len(units)))
+    if pinned is not None:
+        keep.add(pinned)
+    result: list[ContextItem] = []
+    removed_total = 0
+    gap = 0
+    for index, unit in enumerate(units):
+        if index in keep:
+            if gap:
+                result.append(_marker(gap))
+                removed_total += gap
+                gap = 0
+            result.extend(unit)
+        else:
+            gap += len(unit)
+    if gap:
+        result.append(_marker(gap))
+        removed_total += gap
+    return result, removed_total
+
+
+def build(
+    loops: Sequence[LoopSource],
+    *,
+    budget: int,
+    latest_user: StoredMessage | None = None,
+    token_scale: float = 1.0,
+    overlay: str = "default",
+    as_of: object | None = None,
+) -> BuiltContext:
+    """Load, pair and fit: the whole of what the model sees, from `loops` (oldest first).
+
+    Raises:
+        ConfigurationError: `budget` is not positive or `token_scale` is not positive.
+        ContextOverflowError: even the latest user request cannot fit.
+    """
+    if budget <= 0:
+        raise ConfigurationError(f"the token budget must be positive, got {budget}")
+    if not token_scale > 0:
+        raise ConfigurationError(f"token_scale must be positive, got {token_scale}")
+    items = assemble(loops, latest_user)
+    items, interrupted, orphans = pair_tool_calls(items)
+    loaded = math.ceil(sum(item.tokens for item in items) * token_scale)
+    items, trimmed = fit_to_budget(items, budget, token_scale=token_scale)
+    return BuiltContext(
+        items=items,
+        budget=budget,
+        tokens=math.ceil(sum(item.tokens for item in items) * token_scale),
+        loop_ids=[source.loop.id for source in loops],
+        interrupted_calls=interrupted,
+        orphan_results=orphans,
+        trimmed_messages=trimmed,
+        loaded_tokens=loaded,
+        overlay=overlay,
+        as_of=as_of,
+    )
