@@ -13,7 +13,7 @@ Every model is frozen and validated: a zero or negative budget, a percentage out
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -141,7 +141,10 @@ class CompactionConfig(_Config):
         return data
 
 
-def validated_config(config: Any, kind: type[_Config]) -> Any:
+_C = TypeVar("_C", bound=_Config)
+
+
+def validated_config(config: object, kind: type[_C]) -> _C:
     """Return `config` if it is a `kind`, or `kind(**config)` for a mapping; refuse the rest."""
     if config is None:
         return kind()

@@ -178,9 +178,9 @@ async def build_context_from_session(
         ContextOverflowError: even the latest user request does not fit.
         SessionNotFoundError, LoopNotFoundError, BlockNotFoundError: nothing to build from.
     """
-    config = validated_config(config, CompactionConfig)
+    policy = validated_config(config, CompactionConfig)
     budget = _budget(max_context_tokens, system_prompt_tokens)
-    scope = config.compaction_scope
+    scope = policy.compaction_scope
 
     def choose(newest_first: Sequence[ChainEntry]) -> int:
         return resolve_scope(list(reversed(newest_first)), scope, budget)
@@ -371,21 +371,21 @@ async def compact_session_loops(
         InvalidBlockError: the strategy built a block that does not fit its loop.
         SessionNotFoundError, LoopNotFoundError: nothing to compact.
     """
-    config = validated_config(config, CompactionConfig)
+    policy = validated_config(config, CompactionConfig)
     _budget(max_context_tokens, 0)
-    chosen = get_block_strategy(strategy if strategy is not None else config.block_strategy)
+    chosen = get_block_strategy(strategy if strategy is not None else policy.block_strategy)
     name = getattr(chosen, "name", type(chosen).__name__)
-    snapshot = config.snapshot()
+    snapshot = policy.snapshot()
 
     def projected(loop: LoopRecord, block: CompactionBlock | None) -> int:
-        return min(loop_context_tokens(loop, block), config.max_summary_tokens)
+        return min(loop_context_tokens(loop, block), policy.max_summary_tokens)
 
     chain, earlier = await _chain_for_scope(
         store,
         session_id,
         current_loop_id,
         overlay,
-        config.compaction_scope,
+        policy.compaction_scope,
         projected,
         max_context_tokens,
     )
@@ -419,7 +419,7 @@ async def compact_session_loops(
         for loop, most_recent in todo:
             messages = await store.get_messages(session_id, loop.id)
             built = await _run_strategy(
-                chosen, name, LoopView.of(loop, messages), config, most_recent
+                chosen, name, LoopView.of(loop, messages), policy, most_recent
             )
             blocks.append((loop.id, built.model_copy(update={"overlay": overlay})))
         new = dict(blocks)
@@ -508,25 +508,25 @@ async def maybe_compact(
     The context is measured as `build_context` loads it, before any trimming, plus
     `system_prompt_tokens`.
     """
-    config = validated_config(config, CompactionConfig)
+    policy = validated_config(config, CompactionConfig)
     context = await build_context_from_session(
         store,
         session_id,
         max_context_tokens=max_context_tokens,
         loop_id=loop_id,
-        config=config,
+        config=policy,
         system_prompt_tokens=system_prompt_tokens,
         overlay=overlay,
     )
     loaded = context.loaded_tokens + system_prompt_tokens
-    if not should_compact(loaded, max_context_tokens, config):
+    if not should_compact(loaded, max_context_tokens, policy):
         return None
     return await compact_session_loops(
         store,
         session_id,
         loop_id,
         None,
-        config,
+        policy,
         max_context_tokens,
         overlay=overlay,
         callbacks=callbacks,

@@ -1291,6 +1291,34 @@ class SessionStore:
 
         return await self._read(work)
 
+    async def get_replacement_message(
+        self, session_id: str, replacement_id: int
+    ) -> ReplacementMessage:
+        """Return one replacement message of a block of this session, by id.
+
+        Raises:
+            BlockNotFoundError: no replacement message with this id in the session.
+        """
+        stmt = select(SM.id, SM.payload, SM.token_count, SM.covers).where(
+            SM.session_id == session_id, SM.id == replacement_id
+        )
+
+        def work(db: Connection) -> Any:
+            self._visible_session(db, session_id)
+            return db.execute(stmt).first()
+
+        row = await self._read(work)
+        if row is None:
+            raise BlockNotFoundError(
+                f"session {session_id!r} has no replacement message {replacement_id}"
+            )
+        return ReplacementMessage(
+            message=MESSAGE_ADAPTER.validate_python(row.payload),
+            covers=row.covers,
+            token_count=row.token_count,
+            id=row.id,
+        )
+
     async def chain_blocks(
         self,
         session_id: str,

@@ -1,0 +1,287 @@
+"""Audit: turn by turn, what happened (raw messages) against what the model sees (the overlay).
+
+For every raw message of a loop, the loop's current block says what became of it:
+
+| action       | meaning                                                              |
+|--------------|----------------------------------------------------------------------|
+| `kept`       | shown verbatim (raw, or a `keep_recent` copy identical to it)        |
+| `truncated`  | shown as a `keep_recent` copy with its tool output cut               |
+| `summarised` | stood for by a `keep_compacted` summary (`replacement_id` says which)|
+| `omitted`    | stood for by a marker that says turns were left out of the summary   |
+| `dropped`    | inside a section's range, but no replacement message covers it      |
+
+A loop outside the scope of the context is flagged `in_scope=False`: the model sees
+none of it, whatever its block says. `expand` returns the raw messages a replacement
+message stands for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from sessionstore.config import CompactionConfig, validated_config
+from sessionstore.models import (
+    CompactionBlock,
+    LoopRecord,
+    ReplacementMessage,
+    StoredMessage,
+    TurnRange,
+)
+from sessionstore.orchestration import resolve_scope
+from sessionstore.overlay import segments
+from sessionstore.store import SessionStore
+
+__all__ = [
+    "Action",
+    "AuditedMessage",
+    "AuditedTurn",
+    "LoopAudit",
+    "SessionAudit",
+    "audit_loop",
+    "audit_session",
+    "expand",
+]
+
+Action = Literal["kept", "truncated", "summarised", "omitted", "dropped"]
+
+
+@dataclass(frozen=True, slots=True)
+class AuditedMessage:
+    """One raw message and what the overlay did with it."""
+
+    message: StoredMessage
+    action: Action
+    replacement_id: int | None = None
+    """The replacement message that stands for it, when there is one."""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditedTurn:
+    """One turn: its raw messages, what stands for them, and the tokens of both."""
+
+    loop_id: int
+    turn_index: int
+    messages: list[AuditedMessage]
+    replacements: list[ReplacementMessage]
+    """The replacement messages first shown for this turn (a summary covering several
+    turns is listed, and counted, with the first of them)."""
+    raw_tokens: int
+    context_tokens: int
+    """Tokens the overlay shows for this turn: raw messages kept and its replacements."""
+
+    @property
+    def action(self) -> Action | Literal["mixed"]:
+        """The action of all its messages, or `mixed`."""
+        actions = {m.action for m in self.messages}
+        return actions.pop() if len(actions) == 1 else "mixed"
+
+
+@dataclass(frozen=True, slots=True)
+class LoopAudit:
+    """One loop's audit under its current block."""
+
+    loop: LoopRecord
+    block: CompactionBlock | None
+    turns: list[AuditedTurn]
+    in_scope: bool = True
+    """False when the loop is outside the scope of the context: the model sees none of it."""
+
+    @property
+    def raw_tokens(self) -> int:
+        """The cached tokens of the loop's raw messages."""
+        return sum(turn.raw_tokens for turn in self.turns)
+
+    @property
+    def context_tokens(self) -> int:
+        """The tokens the overlay shows for the loop (0 out of scope)."""
+        return sum(turn.context_tokens for turn in self.turns) if self.in_scope else 0
+
+
+@dataclass(frozen=True, slots=True)
+class SessionAudit:
+    """A session's audit: every loop of the active chain, root first, with totals."""
+
+    session_id: str
+    overlay: str
+    loops: list[LoopAudit] = field(default_factory=list)
+
+    @property
+    def raw_tokens(self) -> int:
+        """The cached tokens of every raw message audited."""
+        return sum(loop.raw_tokens for loop in self.loops)
+
+    @property
+    def context_tokens(self) -> int:
+        """The tokens the overlays show for the loops in scope (before any budget trim)."""
+        return sum(loop.context_tokens for loop in self.loops)
+
+    @property
+    def ratio(self) -> float:
+        """`context_tokens / raw_tokens` (0 for an empty session)."""
+        return self.context_tokens / self.raw_tokens if self.raw_tokens else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-able summary (the CLI's `--json`)."""
+        return {
+            "session_id": self.session_id,
+            "overlay": self.overlay,
+            "raw_tokens": self.raw_tokens,
+            "context_tokens": self.context_tokens,
+            "ratio": round(self.ratio, 4),
+            "loops": [
+                {
+                    "loop_id": loop.loop.id,
+                    "in_scope": loop.in_scope,
+                    "block_id": loop.block.id if loop.block else None,
+                    "generation": loop.block.generation if loop.block else None,
+                    "raw_tokens": loop.raw_tokens,
+                    "context_tokens": loop.context_tokens,
+                    "turns": [
+                        {
+                            "turn": turn.turn_index,
+                            "action": turn.action,
+                            "raw_tokens": turn.raw_tokens,
+                            "context_tokens": turn.context_tokens,
+                            "messages": [
+                                {
+                                    "id": m.message.id,
+                                    "kind": m.message.message.kind,
+                                    "tokens": m.message.token_count,
+                                    "action": m.action,
+                                    "replacement_id": m.replacement_id,
+                                }
+                                for m in turn.messages
+                            ],
+                            "replacements": [
+                                {"id": r.id, "covers": r.covers, "tokens": r.token_count}
+                                for r in turn.replacements
+                            ],
+                        }
+                        for turn in loop.turns
+                    ],
+                }
+                for loop in self.loops
+            ],
+        }
+
+
+def _is_omission_marker(replacement: ReplacementMessage) -> bool:
+    marker = replacement.message.extra.get("sessionstore")
+    return isinstance(marker, dict) and "omitted_turns" in marker
+
+
+def audit_loop(
+    loop: LoopRecord,
+    block: CompactionBlock | None,
+    messages: Sequence[StoredMessage],
+    *,
+    in_scope: bool = True,
+) -> LoopAudit:
+    """Audit one loop's raw messages (all of them, in order) against its block. Pure."""
+    by_turn: dict[int, list[StoredMessage]] = {}
+    for stored in messages:
+        by_turn.setdefault(stored.turn_index, []).append(stored)
+    turn_count = max(loop.turn_count, max(by_turn, default=-1) + 1)
+    turns: list[AuditedTurn] = []
+    for turn_range, kind in segments(turn_count, block):
+        section = None
+        if block is not None and kind != "raw":
+            section = block.keep_compacted if kind == "compacted" else block.keep_recent
+        covering: dict[int, ReplacementMessage] = {}
+        first_turn_of: dict[int, int] = {}
+        if section is not None:
+            turn_of = {m.id: t for t in _turns(turn_range) for m in by_turn.get(t, ())}
+            for replacement in section.messages:
+                for raw_id in replacement.covers:
+                    covering.setdefault(raw_id, replacement)
+                shown_at = min(
+                    (turn_of[i] for i in replacement.covers if i in turn_of), default=None
+                )
+                if replacement.id is not None:
+                    first_turn_of[replacement.id] = (
+                        shown_at if shown_at is not None else turn_range.start_turn
+                    )
+        for turn in _turns(turn_range):
+            raw = by_turn.get(turn, [])
+            audited = [_audit_message(stored, kind, covering.get(stored.id)) for stored in raw]
+            replacements = [
+                r
+                for r in (section.messages if section is not None else [])
+                if r.id is not None and first_turn_of.get(r.id) == turn
+            ]
+            kept_raw = sum(m.message.token_count for m in audited if kind == "raw")
+            turns.append(
+                AuditedTurn(
+                    loop_id=loop.id,
+                    turn_index=turn,
+                    messages=audited,
+                    replacements=replacements,
+                    raw_tokens=sum(stored.token_count for stored in raw),
+                    context_tokens=kept_raw + sum(r.token_count or 0 for r in replacements),
+                )
+            )
+    return LoopAudit(loop=loop, block=block, turns=turns, in_scope=in_scope)
+
+
+def _turns(turns: TurnRange) -> range:
+    return range(turns.start_turn, turns.end_turn + 1)
+
+
+def _audit_message(
+    stored: StoredMessage, kind: str, replacement: ReplacementMessage | None
+) -> AuditedMessage:
+    if kind == "raw":
+        return AuditedMessage(stored, "kept")
+    if replacement is None:
+        return AuditedMessage(stored, "dropped")
+    if _is_omission_marker(replacement):
+        return AuditedMessage(stored, "omitted", replacement.id)
+    if kind == "recent":
+        same = replacement.message == stored.message
+        return AuditedMessage(stored, "kept" if same else "truncated", replacement.id)
+    return AuditedMessage(stored, "summarised", replacement.id)
+
+
+async def audit_session(
+    store: SessionStore,
+    session_id: str,
+    *,
+    loop_id: int | None = None,
+    overlay: str = "default",
+    config: CompactionConfig | dict[str, Any] | None = None,
+    max_context_tokens: int = 100_000,
+    as_of: datetime | None = None,
+    only_loop: bool = False,
+) -> SessionAudit:
+    """Audit the active chain ending at `loop_id` (default: the active loop), root first.
+
+    Loops outside the scope `config.compaction_scope` resolves to are flagged
+    `in_scope=False`. With `only_loop`, only the loop `loop_id` is audited. With
+    `as_of`, blocks and messages written later are left out.
+    """
+    policy = validated_config(config, CompactionConfig)
+    chain = await store.chain_blocks(session_id, loop_id=loop_id, overlay=overlay, as_of=as_of)
+    earlier = resolve_scope(chain, policy.compaction_scope, max_context_tokens)
+    first_in_scope = len(chain) - earlier - 1
+    audits = []
+    for index, (loop, block) in enumerate(chain):
+        if only_loop and index != len(chain) - 1:
+            continue
+        messages = await store.get_messages(session_id, loop.id)
+        if as_of is not None:
+            messages = [m for m in messages if m.created_at <= as_of]
+        audits.append(audit_loop(loop, block, messages, in_scope=index >= first_in_scope))
+    return SessionAudit(session_id=session_id, overlay=overlay, loops=audits)
+
+
+async def expand(store: SessionStore, session_id: str, replacement_id: int) -> list[StoredMessage]:
+    """Return the raw messages a replacement message stands for, in order.
+
+    Raises:
+        BlockNotFoundError: no replacement message with this id in the session.
+    """
+    replacement = await store.get_replacement_message(session_id, replacement_id)
+    return await store.get_messages_by_id(session_id, replacement.covers)

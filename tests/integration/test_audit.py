@@ -1,0 +1,98 @@
+"""Audit on SQLite and PostgreSQL: per turn, raw messages against what the overlay shows."""
+
+from __future__ import annotations
+
+import pytest
+
+from sessionstore import SessionStore
+from sessionstore.audit import audit_session, expand
+from sessionstore.config import CompactionConfig
+from sessionstore.errors import BlockNotFoundError
+from sessionstore.models import AssistantMessage, ToolResultMessage, UserMessage
+from sessionstore.orchestration import build_context, compact_session_loops
+from tests.factories import conversation
+
+CONFIG = CompactionConfig(
+    keep_first_turns=1, keep_recent_turns=3, max_summary_tokens=400, tool_output_max_lines=6
+)
+
+
+async def _compacted_session(store: SessionStore, loops: int = 5) -> str:
+    session = await store.create_session(app_name="app", user_id="u")
+    for index in range(loops):
+        if index:
+            await store.start_loop(session.id)
+        await store.append_messages(session.id, conversation(turns=8))
+    await compact_session_loops(store, session.id, config=CONFIG)
+    return session.id
+
+
+async def test_audit_says_what_became_of_every_turn(store: SessionStore) -> None:
+    session_id = await _compacted_session(store)
+    audit = await audit_session(store, session_id, config=CONFIG)
+    assert [loop.in_scope for loop in audit.loops] == [False, True, True, True, True]
+    assert audit.loops[0].context_tokens == 0 and audit.loops[0].raw_tokens > 0
+    current = audit.loops[-1]
+    assert current.turns[0].action == "kept"  # keep_first
+    middle = current.turns[1 : len(current.turns) - 3]
+    assert middle and all(turn.action in ("summarised", "omitted") for turn in middle)
+    recent = current.turns[-3:]
+    tool_results = [
+        m
+        for turn in recent
+        for m in turn.messages
+        if isinstance(m.message.message, ToolResultMessage)
+    ]
+    assert tool_results and {m.action for m in tool_results} == {"truncated"}
+    others = [m for turn in recent for m in turn.messages if m not in tool_results]
+    assert {m.action for m in others} == {"kept"}
+    for loop in audit.loops[1:-1]:
+        assert {turn.action for turn in loop.turns} <= {"summarised", "omitted"}
+    # Totals: each loop in scope counts what its overlay shows; the ratio says how much.
+    assert audit.raw_tokens == sum(loop.raw_tokens for loop in audit.loops)
+    assert 0 < audit.ratio < 1
+    context = await build_context(store, session_id, max_context_tokens=10**6, config=CONFIG)
+    assert audit.context_tokens == context.tokens
+    data = audit.to_dict()
+    assert data["raw_tokens"] == audit.raw_tokens
+    assert data["loops"][-1]["turns"][0]["action"] == "kept"
+
+
+async def test_expand_returns_the_raw_messages_a_summary_stands_for(store: SessionStore) -> None:
+    session_id = await _compacted_session(store, loops=2)
+    audit = await audit_session(store, session_id, config=CONFIG)
+    turn = next(t for t in audit.loops[-1].turns if t.action == "summarised")
+    (replacement,) = turn.replacements
+    assert replacement.id is not None
+    raw = await expand(store, session_id, replacement.id)
+    assert [m.id for m in raw] == [m.message.id for m in turn.messages]
+    assert isinstance(raw[0].message, AssistantMessage)
+    with pytest.raises(BlockNotFoundError):
+        await expand(store, session_id, 10**9)
+
+
+async def test_turns_appended_after_a_compaction_are_kept(store: SessionStore) -> None:
+    session_id = await _compacted_session(store, loops=1)
+    await store.append_messages(session_id, [UserMessage(content="and also this")])
+    audit = await audit_session(store, session_id, config=CONFIG)
+    last = audit.loops[-1].turns[-1]
+    assert last.action == "kept"
+    assert last.context_tokens == last.raw_tokens
+
+
+async def test_a_tight_summary_budget_shows_omitted_turns(store: SessionStore) -> None:
+    session = await store.create_session(app_name="app", user_id="u")
+    await store.append_messages(session.id, conversation(turns=30))
+    tight = CompactionConfig(keep_first_turns=1, keep_recent_turns=2, max_summary_tokens=120)
+    await compact_session_loops(store, session.id, config=tight)
+    audit = await audit_session(store, session.id, config=tight)
+    actions = [turn.action for turn in audit.loops[0].turns]
+    assert "summarised" in actions and "omitted" in actions
+    assert actions.index("summarised") < actions.index("omitted")  # the oldest are summarised
+
+
+async def test_audit_of_one_loop(store: SessionStore) -> None:
+    session_id = await _compacted_session(store, loops=3)
+    chain = await store.active_chain(session_id)
+    audit = await audit_session(store, session_id, loop_id=chain[1].id, only_loop=True)
+    assert [loop.loop.id for loop in audit.loops] == [chain[1].id]
