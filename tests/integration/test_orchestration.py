@@ -100,9 +100,7 @@ async def test_context_loads_overlays_for_the_scope_and_raw_tail(store: SessionS
     session_id = await _session(store)
     raw_context = await build_context(store, session_id, max_context_tokens=1_000_000)
     await compact_session_loops(store, session_id, config=SMALL)
-    context = await build_context(
-        store, session_id, max_context_tokens=1_000_000, config=SMALL
-    )
+    context = await build_context(store, session_id, max_context_tokens=1_000_000, config=SMALL)
     check_valid(context)
     chain = await store.active_chain(session_id)
     assert context.loop_ids == [loop.id for loop in chain[-4:]]
@@ -137,9 +135,7 @@ async def test_recompaction_supersedes_and_time_travel_rebuilds_the_past(
     assert first.blocks[0].id == history[0].id
     now = await build_context(store, session_id, max_context_tokens=50_000, config=SMALL)
     assert now.messages != then.messages
-    past = await build_context(
-        store, session_id, max_context_tokens=50_000, config=SMALL, as_of=1
-    )
+    past = await build_context(store, session_id, max_context_tokens=50_000, config=SMALL, as_of=1)
     assert past.messages == then.messages
     created = history[0].created_at
     assert created is not None
