@@ -17,6 +17,14 @@ PURE = [
     "formats/openai.py",
     "formats/anthropic.py",
     "formats/__init__.py",
+    "config.py",
+    "overlay.py",
+    "summarizers.py",
+    "synthetic.py",
+    "strategies/__init__.py",
+    "strategies/block.py",
+    "strategies/default.py",
+    "strategies/legacy.py",
 ]
 FORBIDDEN = (
     "sqlalchemy",

@@ -1,0 +1,150 @@
+"""Compaction strategies, and the registry that resolves a strategy's name to an object.
+
+Two kinds coexist:
+
+- a `CompactionStrategy` shortens a list of messages in memory (the legacy, stateless
+  path; `DefaultCompaction` runs `compact_messages`);
+- a `BlockCompactionStrategy` builds a non-destructive `CompactionBlock` for one loop
+  (`DefaultBlockCompaction`).
+
+`CompactionConfig.in_memory_strategy` and `CompactionConfig.block_strategy` name one
+(`"default"` or a registered name) or hold the object itself;
+`get_compaction_strategy` and `get_block_strategy` resolve them:
+
+>>> get_block_strategy("default").name
+'default'
+>>> get_compaction_strategy(DefaultCompaction(safe_tool_pairs=True))
+DefaultCompaction(safe_tool_pairs=True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from sessionstore.errors import ConfigurationError
+from sessionstore.strategies.block import (
+    BlockCompactionStrategy,
+    LoopView,
+    SectionLayout,
+    section_layout,
+)
+from sessionstore.strategies.default import DefaultBlockCompaction
+from sessionstore.strategies.legacy import (
+    CompactionStrategy,
+    DefaultCompaction,
+    compact_messages,
+    keep_within_budget,
+    level1_truncate_tool_outputs,
+    level2_summarize_old_turns,
+    level3_drop_middle,
+    total_tokens,
+    truncate_head_tail,
+    truncate_tool_result,
+)
+
+__all__ = [
+    "BlockCompactionStrategy",
+    "CompactionStrategy",
+    "DefaultBlockCompaction",
+    "DefaultCompaction",
+    "LoopView",
+    "SectionLayout",
+    "compact_messages",
+    "get_block_strategy",
+    "get_compaction_strategy",
+    "keep_within_budget",
+    "level1_truncate_tool_outputs",
+    "level2_summarize_old_turns",
+    "level3_drop_middle",
+    "register_block_strategy",
+    "register_compaction_strategy",
+    "section_layout",
+    "total_tokens",
+    "truncate_head_tail",
+    "truncate_tool_result",
+]
+
+_S = TypeVar("_S")
+
+_BLOCK_STRATEGIES: dict[str, Callable[[], BlockCompactionStrategy]] = {
+    "default": DefaultBlockCompaction,
+}
+_COMPACTION_STRATEGIES: dict[str, Callable[[], CompactionStrategy]] = {
+    "default": DefaultCompaction,
+}
+
+
+def register_block_strategy(
+    name: str, factory: Callable[[], BlockCompactionStrategy], *, replace: bool = False
+) -> None:
+    """Make `name` resolve to `factory()` in `get_block_strategy` and `CompactionConfig`.
+
+    Raises:
+        ValueError: `name` is empty, or already registered and `replace` is False.
+    """
+    _register(_BLOCK_STRATEGIES, "block strategy", name, factory, replace=replace)
+
+
+def register_compaction_strategy(
+    name: str, factory: Callable[[], CompactionStrategy], *, replace: bool = False
+) -> None:
+    """Make `name` resolve to `factory()` in `get_compaction_strategy` and `CompactionConfig`.
+
+    Raises:
+        ValueError: `name` is empty, or already registered and `replace` is False.
+    """
+    _register(_COMPACTION_STRATEGIES, "compaction strategy", name, factory, replace=replace)
+
+
+def get_block_strategy(name_or_object: str | BlockCompactionStrategy) -> BlockCompactionStrategy:
+    """Return the block strategy a name stands for (a new one), or the object itself.
+
+    Raises:
+        ConfigurationError: no strategy is registered under the name.
+        TypeError: the object has no `compact` method.
+    """
+    return _resolve(_BLOCK_STRATEGIES, "block strategy", name_or_object)
+
+
+def get_compaction_strategy(name_or_object: str | CompactionStrategy) -> CompactionStrategy:
+    """Return the legacy strategy a name stands for (a new one), or the object itself.
+
+    Raises:
+        ConfigurationError: no strategy is registered under the name.
+        TypeError: the object has no `compact` method.
+    """
+    return _resolve(_COMPACTION_STRATEGIES, "compaction strategy", name_or_object)
+
+
+def _register(
+    registry: dict[str, Callable[[], _S]],
+    kind: str,
+    name: str,
+    factory: Callable[[], _S],
+    *,
+    replace: bool,
+) -> None:
+    if not name:
+        raise ValueError(f"a {kind} needs a non-empty name")
+    if name in registry and not replace:
+        raise ValueError(f"a {kind} named {name!r} is already registered; pass replace=True")
+    registry[name] = factory
+
+
+def _resolve(registry: dict[str, Callable[[], _S]], kind: str, name_or_object: str | _S) -> _S:
+    if isinstance(name_or_object, str):
+        factory = registry.get(name_or_object)
+        if factory is None:
+            known = ", ".join(repr(name) for name in sorted(registry))
+            raise ConfigurationError(
+                f"unknown {kind} {name_or_object!r}; known names: {known} "
+                f"(register others with register_{kind.replace(' ', '_')})"
+            )
+        return factory()
+    if not callable(getattr(name_or_object, "compact", None)):
+        raise TypeError(
+            f"a {kind} is a registered name or an object with a compact() method, "
+            f"not {type(name_or_object).__name__}"
+        )
+    return name_or_object

@@ -1,0 +1,167 @@
+r"""Summarizers: the injectable call a strategy makes to turn history into short text.
+
+`Summarizer` is the extension point; a model-backed summarizer implements it.
+`OneLineSummarizer`, the default, runs offline and is deterministic: the same turn
+always gives the same line.
+
+>>> from sessionstore.models import UserMessage
+>>> OneLineSummarizer().summarize_turn([UserMessage(content="Fix the   failing\ntest")])
+'User: Fix the failing test'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from sessionstore.models import (
+    AssistantMessage,
+    BashExecutionMessage,
+    BranchSummaryMessage,
+    CompactionSummaryMessage,
+    CustomMessage,
+    ImageContent,
+    Message,
+    SystemMessage,
+    TextContent,
+    ToolResultMessage,
+    UserMessage,
+)
+
+__all__ = ["OneLineSummarizer", "Summarizer"]
+
+SHORT_TEXT_CHARS = 200
+"""An assistant text of at most this many characters is kept in its turn's summary."""
+
+ELLIPSIS = "…"
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """Summarises history for a compaction strategy."""
+
+    def summarize_turn(self, messages: Sequence[Message]) -> str:
+        """Return a one-line summary of one turn: its messages, in order.
+
+        A turn is a user message alone, an assistant message followed by the results of
+        its tool calls, or any other single message.
+        """
+        ...
+
+
+class OneLineSummarizer:
+    """The default summarizer: one deterministic line per turn, no model call.
+
+    | turn | summary |
+    |---|---|
+    | user | `User: <text>`, whitespace collapsed |
+    | assistant, texts and calls | `<short texts> [used N tool(s): a, b]` |
+    | assistant, calls only | `[Assistant used N tool(s): a, b]` |
+    | assistant, texts only | its short texts |
+    | assistant, neither | `[Assistant response]` |
+    | failed tool results | `(1 error)`, `(2 errors)` inside the tool bracket |
+    | bash execution | ``Ran `cmd` (exit N)`` |
+    | custom | `[custom: <custom_type>]` |
+    | branch or compaction summary | the summary |
+    | system | `System: <text>` |
+    | tool result with no call | `[Tool result: <name>]` |
+
+    "Short" texts are those of at most 200 characters, as in the legacy level 2; tool
+    names are listed once each, in the order of the calls. Every line is at most
+    `max_chars` characters: the variable part (text, command, names) is cut with `…`
+    so that the fixed part stays readable.
+
+    Args:
+        max_chars: the longest line returned.
+
+    Raises:
+        ValueError: `max_chars` is less than 1.
+    """
+
+    def __init__(self, max_chars: int = 200) -> None:
+        if max_chars < 1:
+            raise ValueError(f"max_chars must be at least 1, got {max_chars}")
+        self.max_chars = max_chars
+
+    def __repr__(self) -> str:
+        return f"OneLineSummarizer(max_chars={self.max_chars})"
+
+    def summarize_turn(self, messages: Sequence[Message]) -> str:
+        """Return the one-line summary of a turn.
+
+        Raises:
+            ValueError: `messages` is empty.
+        """
+        if not messages:
+            raise ValueError("a turn has at least one message")
+        lead = messages[0]
+        if isinstance(lead, AssistantMessage):
+            return self._assistant(lead, messages[1:])
+        if isinstance(lead, UserMessage):
+            text = self._collapse(lead.text)
+            images = sum(isinstance(block, ImageContent) for block in lead.content)
+            note = f"[{images} image(s)]" if images else ""
+            if text and note:
+                note = " " + note
+            return self._fit("User: ", text, note).rstrip()
+        if isinstance(lead, ToolResultMessage):
+            name = self._collapse(lead.tool_name or lead.tool_call_id)
+            return self._fit("[Tool result: ", name, " (error)]" if lead.is_error else "]")
+        if isinstance(lead, BashExecutionMessage):
+            if lead.exit_code is not None:
+                status = f"exit {lead.exit_code}"
+            else:
+                status = "cancelled" if lead.cancelled else "did not finish"
+            return self._fit("Ran `", self._collapse(lead.command), f"` ({status})")
+        if isinstance(lead, CustomMessage):
+            return self._fit("[custom: ", self._collapse(lead.custom_type), "]")
+        if isinstance(lead, BranchSummaryMessage | CompactionSummaryMessage):
+            return self._fit("", self._collapse(lead.summary), "")
+        if isinstance(lead, SystemMessage):
+            return self._fit("System: ", self._collapse(lead.text), "")
+        raise TypeError(f"not a message: {type(lead).__name__}")
+
+    def _assistant(self, message: AssistantMessage, results: Sequence[Message]) -> str:
+        texts = [
+            line
+            for block in message.content
+            if isinstance(block, TextContent) and len(block.text) <= SHORT_TEXT_CHARS
+            if (line := " ".join(block.text.split()))
+        ]
+        calls = message.tool_calls
+        if not calls:
+            return self._fit("", " ".join(texts) if texts else "[Assistant response]", "")
+        names = ", ".join(dict.fromkeys(self._collapse(call.name) for call in calls))
+        errors = sum(isinstance(r, ToolResultMessage) and r.is_error for r in results)
+        error_note = f" ({errors} error{'s' if errors > 1 else ''})" if errors else ""
+        if texts:
+            return self._fit(
+                "", " ".join(texts), f" [used {len(calls)} tool(s): {names}{error_note}]"
+            )
+        return self._fit(f"[Assistant used {len(calls)} tool(s): ", names, f"{error_note}]")
+
+    def _collapse(self, text: str) -> str:
+        """Return `text` on one line, single spaces, and no longer than needed for a cut."""
+        # Splitting at most max_chars + 1 times keeps a huge text cheap; the words kept
+        # are already longer than any line we return, so the cut below still shows.
+        words = text.split(None, self.max_chars + 1)
+        if len(words) > self.max_chars + 1:
+            words.pop()
+        return " ".join(words)
+
+    def _fit(self, prefix: str, body: str, suffix: str) -> str:
+        """Return `prefix + body + suffix`, cutting `body` (or, failing that, all) to fit."""
+        line = f"{prefix}{body}{suffix}"
+        if len(line) <= self.max_chars:
+            return line
+        room = self.max_chars - len(prefix) - len(suffix)
+        if room >= 1:
+            return f"{prefix}{_cut(body, room)}{suffix}"
+        return _cut(line, self.max_chars)
+
+
+def _cut(text: str, max_chars: int) -> str:
+    """Return `text` cut to `max_chars` characters, the last one `…` when it was cut."""
+    if len(text) <= max_chars:
+        return text
+    return text[: max_chars - 1].rstrip() + ELLIPSIS
