@@ -18,7 +18,7 @@ message stands for.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -29,6 +29,7 @@ from sessionstore.models import (
     ReplacementMessage,
     StoredMessage,
     TurnRange,
+    UserMessage,
 )
 from sessionstore.orchestration import resolve_scope
 from sessionstore.overlay import segments
@@ -56,6 +57,9 @@ class AuditedMessage:
     action: Action
     replacement_id: int | None = None
     """The replacement message that stands for it, when there is one."""
+    pinned: bool = False
+    """True for the latest user request: the context shows it verbatim whatever the
+    overlay did with its turn (its tokens count in the turn's `context_tokens`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +100,11 @@ class LoopAudit:
 
     @property
     def context_tokens(self) -> int:
-        """The tokens the overlay shows for the loop (0 out of scope)."""
-        return sum(turn.context_tokens for turn in self.turns) if self.in_scope else 0
+        """The tokens the overlay shows for the loop (out of scope: only a pinned request)."""
+        if self.in_scope:
+            return sum(turn.context_tokens for turn in self.turns)
+        # Out of scope the model sees nothing of the loop but a pinned latest request.
+        return sum(m.message.token_count for t in self.turns for m in t.messages if m.pinned)
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,8 +186,13 @@ def audit_loop(
     messages: Sequence[StoredMessage],
     *,
     in_scope: bool = True,
+    pinned_id: int | None = None,
 ) -> LoopAudit:
-    """Audit one loop's raw messages (all of them, in order) against its block. Pure."""
+    """Audit one loop's raw messages (all of them, in order) against its block. Pure.
+
+    `pinned_id` is the latest user request's id when it is in this loop: the context
+    shows it verbatim even when the overlay summarised its turn.
+    """
     by_turn: dict[int, list[StoredMessage]] = {}
     for stored in messages:
         by_turn.setdefault(stored.turn_index, []).append(stored)
@@ -212,7 +224,12 @@ def audit_loop(
                 for r in (section.messages if section is not None else [])
                 if r.id is not None and first_turn_of.get(r.id) == turn
             ]
-            kept_raw = sum(m.message.token_count for m in audited if kind == "raw")
+            audited = [replace(m, pinned=True) if m.message.id == pinned_id else m for m in audited]
+            kept_raw = sum(
+                m.message.token_count
+                for m in audited
+                if kind == "raw" or (m.pinned and m.action != "kept")
+            )
             turns.append(
                 AuditedTurn(
                     loop_id=loop.id,
@@ -266,14 +283,27 @@ async def audit_session(
     chain = await store.chain_blocks(session_id, loop_id=loop_id, overlay=overlay, as_of=as_of)
     earlier = resolve_scope(chain, policy.compaction_scope, max_context_tokens)
     first_in_scope = len(chain) - earlier - 1
-    audits = []
+    loaded = []
     for index, (loop, block) in enumerate(chain):
         if only_loop and index != len(chain) - 1:
             continue
         messages = await store.get_messages(session_id, loop.id)
         if as_of is not None:
             messages = [m for m in messages if m.created_at <= as_of]
-        audits.append(audit_loop(loop, block, messages, in_scope=index >= first_in_scope))
+        loaded.append((index, loop, block, messages))
+    pinned_id = next(
+        (
+            m.id
+            for _, _, _, messages in reversed(loaded)
+            for m in reversed(messages)
+            if isinstance(m.message, UserMessage)
+        ),
+        None,
+    )
+    audits = [
+        audit_loop(loop, block, messages, in_scope=index >= first_in_scope, pinned_id=pinned_id)
+        for index, loop, block, messages in loaded
+    ]
     return SessionAudit(session_id=session_id, overlay=overlay, loops=audits)
 
 

@@ -44,10 +44,14 @@ def example_block(command: click.Command) -> list[str]:
 def test_the_cli_has_the_documented_commands():
     assert {" ".join(path) for path in COMMANDS} == {
         "",
+        "audit",
+        "compact",
+        "context",
         "db",
         "db check",
         "db current",
         "db upgrade",
+        "demo",
         "export",
         "import",
         "sessions",

@@ -96,3 +96,18 @@ async def test_audit_of_one_loop(store: SessionStore) -> None:
     chain = await store.active_chain(session_id)
     audit = await audit_session(store, session_id, loop_id=chain[1].id, only_loop=True)
     assert [loop.loop.id for loop in audit.loops] == [chain[1].id]
+
+
+async def test_a_summarised_follow_up_request_is_pinned_and_counted(store: SessionStore) -> None:
+    session = await store.create_session(app_name="app", user_id="u")
+    follow_up = UserMessage(content="also rename the module, please")
+    turns = conversation(turns=10)
+    await store.append_messages(session.id, [*turns[:8], follow_up, *turns[8:]])
+    await store.append_messages(session.id, conversation(turns=10)[1:])
+    await compact_session_loops(store, session.id, config=CONFIG)
+    audit = await audit_session(store, session.id, config=CONFIG)
+    (pinned,) = [m for t in audit.loops[-1].turns for m in t.messages if m.pinned]
+    assert pinned.message.message == follow_up and pinned.action == "summarised"
+    context = await build_context(store, session.id, max_context_tokens=10**6, config=CONFIG)
+    assert follow_up in context.messages
+    assert audit.context_tokens == context.tokens
