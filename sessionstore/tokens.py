@@ -1,17 +1,24 @@
-"""Token accounting: the `TokenCounter` protocol and the seed's byte heuristic.
+"""Token accounting: the `TokenCounter` protocol, its counters, and a session's running total.
 
 The heuristic is the one the seed specifies, kept exactly so that budgets mean the
 same thing everywhere: ceil(UTF-8 bytes / 4) for text, clamp(decoded bytes / 750, 85,
 16000) for an image, name + arguments + 8 for a tool call, +4 framing for a message,
 content + tool name + 8 for a tool result, JSON + 4 for an extension message.
+
+`TiktokenCounter` counts text exactly with tiktoken and keeps the same framing rules;
+`CalibratedTokenCounter` scales another counter by what the provider reports;
+`ContextTracker` keeps one session's context size between model calls.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from typing import Protocol, runtime_checkable
+import math
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from sessionstore.config import CompactionConfig, should_compact
+from sessionstore.errors import ConfigurationError, MissingDependencyError
 from sessionstore.models import (
     AssistantMessage,
     BashExecutionMessage,
@@ -28,8 +35,14 @@ from sessionstore.models import (
     UserMessage,
 )
 
+if TYPE_CHECKING:
+    import tiktoken
+
 __all__ = [
+    "CalibratedTokenCounter",
+    "ContextTracker",
     "HeuristicTokenCounter",
+    "TiktokenCounter",
     "TokenCounter",
     "content_tokens",
     "estimate_tokens",
@@ -51,46 +64,57 @@ def estimate_tokens(text: str) -> int:
 
 def content_tokens(
     content: Iterable[TextContent | ImageContent | ThinkingContent | ToolCall],
+    count_text: Callable[[str], int] = estimate_tokens,
 ) -> int:
-    """Return the heuristic token count of a list of content blocks."""
+    """Return the token count of a list of content blocks.
+
+    Args:
+        content: The blocks.
+        count_text: Counts the tokens of a text (the heuristic by default). Images are
+            always counted by the heuristic's size rule, which knows no text.
+    """
     total = 0
     for block in content:
         if isinstance(block, TextContent):
-            total += estimate_tokens(block.text)
+            total += count_text(block.text)
         elif isinstance(block, ImageContent):
             total += min(
                 max(block.decoded_size() // IMAGE_BYTES_PER_TOKEN, IMAGE_MIN_TOKENS),
                 IMAGE_MAX_TOKENS,
             )
         elif isinstance(block, ThinkingContent):
-            total += estimate_tokens(block.thinking)
+            total += count_text(block.thinking)
         else:
-            total += estimate_tokens(block.name) + estimate_tokens(block.arguments)
-            total += TOOL_CALL_OVERHEAD
+            total += count_text(block.name) + count_text(block.arguments) + TOOL_CALL_OVERHEAD
     return total
 
 
-def message_tokens(message: Message) -> int:
-    """Return the heuristic token count of one message, framing included.
+def message_tokens(message: Message, count_text: Callable[[str], int] = estimate_tokens) -> int:
+    """Return the token count of one message, framing included.
 
     The seed names user, assistant, tool result and extension messages. The other kinds
     are counted as the text the model is shown for them, plus the message framing.
+
+    Args:
+        message: The message.
+        count_text: Counts the tokens of a text (the heuristic by default); the framing
+            constants and the image rule stay the same whatever counts the text.
     """
     if isinstance(message, UserMessage | AssistantMessage | SystemMessage):
-        return content_tokens(message.content) + MESSAGE_FRAMING
+        return content_tokens(message.content, count_text) + MESSAGE_FRAMING
     if isinstance(message, ToolResultMessage):
         return (
-            content_tokens(message.content)
-            + estimate_tokens(message.tool_name)
+            content_tokens(message.content, count_text)
+            + count_text(message.tool_name)
             + TOOL_RESULT_OVERHEAD
         )
     if isinstance(message, CustomMessage):
         data = json.dumps(message.data, separators=(",", ":"), ensure_ascii=False)
-        return estimate_tokens(data) + MESSAGE_FRAMING
+        return count_text(data) + MESSAGE_FRAMING
     if isinstance(message, BashExecutionMessage):
-        return estimate_tokens(message.command) + estimate_tokens(message.output) + MESSAGE_FRAMING
+        return count_text(message.command) + count_text(message.output) + MESSAGE_FRAMING
     if isinstance(message, BranchSummaryMessage | CompactionSummaryMessage):
-        return estimate_tokens(message.summary) + MESSAGE_FRAMING
+        return count_text(message.summary) + MESSAGE_FRAMING
     raise TypeError(f"not a message: {type(message).__name__}")
 
 
@@ -117,3 +141,401 @@ class HeuristicTokenCounter:
     def count_message(self, message: Message) -> int:
         """Return the heuristic token count of one message."""
         return message_tokens(message)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class TiktokenCounter:
+    """Exact text counts through a tiktoken encoding, with the heuristic's message framing.
+
+    Only the text is counted differently: images, per-message framing and the tool-call
+    and tool-result overheads follow the same rules as `HeuristicTokenCounter`, so the
+    two counters differ exactly where the heuristic guesses. Needs the `tiktoken` extra.
+
+    >>> counter = TiktokenCounter("o200k_base")  # doctest: +SKIP
+    >>> counter.count_text("hello world")  # doctest: +SKIP
+    2
+
+    Args:
+        encoding: An encoding name for `tiktoken.get_encoding`, or an `Encoding` object.
+            tiktoken downloads an encoding the first time it is named; offline, point
+            `TIKTOKEN_CACHE_DIR` at a directory that holds it, or pass an `Encoding`.
+
+    Raises:
+        MissingDependencyError: tiktoken is not installed.
+        ConfigurationError: the named encoding is unknown or cannot be loaded.
+    """
+
+    def __init__(self, encoding: str | tiktoken.Encoding = "o200k_base") -> None:
+        # Imported here, not at the top: tiktoken is an optional extra.
+        try:
+            import tiktoken
+        except ImportError as exc:
+            raise MissingDependencyError(
+                "TiktokenCounter needs tiktoken, which is not installed: "
+                'pip install "sessionstore[tiktoken]"'
+            ) from exc
+        if isinstance(encoding, str):
+            try:
+                encoding = tiktoken.get_encoding(encoding)
+            except (ValueError, OSError) as exc:  # an unknown name, a failed download or read
+                reason = str(exc).splitlines()[0].rstrip(".") if str(exc) else type(exc).__name__
+                raise ConfigurationError(
+                    f"cannot load the tiktoken encoding {encoding!r} ({reason}). tiktoken "
+                    "downloads an encoding on first use; offline, set TIKTOKEN_CACHE_DIR to a "
+                    "directory that holds it, or pass a tiktoken.Encoding object"
+                ) from exc
+        elif not isinstance(encoding, tiktoken.Encoding):
+            raise TypeError(
+                f"encoding must be a name or a tiktoken.Encoding, not {type(encoding).__name__}"
+            )
+        self._encoding = encoding
+        # Bound once: count_text runs for every text block of every message.
+        self._encode = encoding.encode_ordinary
+
+    @property
+    def encoding(self) -> tiktoken.Encoding:
+        """The tiktoken encoding in use."""
+        return self._encoding
+
+    def count_text(self, text: str) -> int:
+        """Return the number of tokens the encoding splits `text` into.
+
+        Text that looks like a special token (`<|endoftext|>`) is counted as plain text,
+        the way a provider counts it inside a message.
+        """
+        return len(self._encode(text))
+
+    def count_message(self, message: Message) -> int:
+        """Return the token count of one message: exact text plus the heuristic's framing."""
+        return message_tokens(message, self.count_text)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._encoding.name!r})"
+
+
+def _ceil_scaled(tokens: int, factor: float) -> int:
+    # Rounding first keeps float noise from adding a token: 27 * (7 / 3) is 63.00000000000001.
+    return math.ceil(round(tokens * factor, 6))
+
+
+class CalibratedTokenCounter:
+    """Another counter scaled by a factor learnt from the prompt sizes a provider reports.
+
+    Each `record_usage` compares the provider's `prompt_tokens` with the base counter's
+    estimate of the same prompt. The first sample sets the factor to that ratio; later
+    ones move it by exponential smoothing, `factor += smoothing * (ratio - factor)`. The
+    factor is clamped to `[min_factor, max_factor]` so that one odd report (a prompt
+    with many images, a provider that counts tool schemas) cannot run away with it.
+
+    >>> from sessionstore.models import UserMessage
+    >>> counter = CalibratedTokenCounter()
+    >>> messages = [UserMessage(content="x" * 400)]  # the heuristic says 104
+    >>> counter.record_usage(130, messages)
+    1.25
+    >>> counter.count_text("x" * 400)  # 100 * 1.25
+    125
+
+    Args:
+        base: The counter to correct (the seed heuristic by default).
+        smoothing: The weight of a new sample, in (0, 1]; 1 keeps only the latest.
+        min_factor: The smallest factor allowed (positive).
+        max_factor: The largest factor allowed (at least `min_factor`).
+
+    Raises:
+        ValueError: `smoothing` is outside (0, 1], or the bounds are not positive, finite
+            and ordered.
+    """
+
+    def __init__(
+        self,
+        base: TokenCounter | None = None,
+        *,
+        smoothing: float = 0.3,
+        min_factor: float = 0.25,
+        max_factor: float = 4.0,
+    ) -> None:
+        if not 0 < smoothing <= 1:
+            raise ValueError(f"smoothing must be in (0, 1], got {smoothing}")
+        if not 0 < min_factor <= max_factor < math.inf:
+            raise ValueError(
+                "min_factor and max_factor must be finite and 0 < min_factor <= max_factor, "
+                f"got min_factor={min_factor}, max_factor={max_factor}"
+            )
+        self._base: TokenCounter = base if base is not None else HeuristicTokenCounter()
+        self._smoothing = smoothing
+        self._min_factor = min_factor
+        self._max_factor = max_factor
+        self._factor = min(max(1.0, min_factor), max_factor)
+        self._samples = 0
+
+    @property
+    def base(self) -> TokenCounter:
+        """The counter whose counts are scaled."""
+        return self._base
+
+    @property
+    def factor(self) -> float:
+        """The current correction factor (1.0, or the nearest bound, before any sample)."""
+        return self._factor
+
+    @property
+    def samples(self) -> int:
+        """How many usage reports have been recorded."""
+        return self._samples
+
+    def record_usage(
+        self,
+        prompt_tokens: int,
+        messages: Sequence[Message],
+        *,
+        system_prompt_tokens: int = 0,
+    ) -> float:
+        """Learn from one provider report and return the new factor.
+
+        Args:
+            prompt_tokens: The prompt size the provider reported for a call.
+            messages: The messages that call sent.
+            system_prompt_tokens: Tokens the prompt held besides `messages` (system prompt,
+                tool definitions), as the base counter would count them.
+
+        Raises:
+            ValueError: `prompt_tokens` is not positive, `messages` is empty or
+                `system_prompt_tokens` is negative.
+        """
+        if not messages:
+            raise ValueError("record_usage needs the messages the provider counted, got none")
+        if system_prompt_tokens < 0:
+            raise ValueError(
+                f"system_prompt_tokens must not be negative, got {system_prompt_tokens}"
+            )
+        count = self._base.count_message
+        estimate = sum(count(message) for message in messages) + system_prompt_tokens
+        return self.record_estimate(prompt_tokens, estimate)
+
+    def record_estimate(self, prompt_tokens: int, estimated_tokens: int) -> float:
+        """Learn from a provider report and the base estimate of the same prompt.
+
+        Use it when the estimate is at hand already, for example the sum of the token
+        counts the store cached for the messages it built the context from.
+
+        Args:
+            prompt_tokens: The prompt size the provider reported.
+            estimated_tokens: The base counter's count of that prompt.
+
+        Returns:
+            The new factor.
+
+        Raises:
+            ValueError: either count is not positive.
+        """
+        if prompt_tokens <= 0:
+            raise ValueError(f"prompt_tokens must be positive, got {prompt_tokens}")
+        if estimated_tokens <= 0:
+            raise ValueError(f"the estimated prompt must be positive, got {estimated_tokens}")
+        ratio = prompt_tokens / estimated_tokens
+        factor = (
+            ratio if self._samples == 0 else self._factor + self._smoothing * (ratio - self._factor)
+        )
+        self._factor = min(max(factor, self._min_factor), self._max_factor)
+        self._samples += 1
+        return self._factor
+
+    def scale(self, tokens: int) -> int:
+        """Return ceil(`tokens` * factor): a count made by the base counter, corrected.
+
+        This is how cached counts are corrected without counting the text again.
+
+        Raises:
+            ValueError: `tokens` is negative.
+        """
+        if tokens < 0:
+            raise ValueError(f"tokens must not be negative, got {tokens}")
+        return _ceil_scaled(tokens, self._factor)
+
+    def count_text(self, text: str) -> int:
+        """Return the base count of `text`, scaled by the factor."""
+        return _ceil_scaled(self._base.count_text(text), self._factor)
+
+    def count_message(self, message: Message) -> int:
+        """Return the base count of one message, scaled by the factor."""
+        return _ceil_scaled(self._base.count_message(message), self._factor)
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}({self._base!r}, factor={self._factor:.4g}, "
+            f"samples={self._samples})"
+        )
+
+
+class ContextTracker:
+    """The running size of one session's context, between model calls.
+
+    Like Codex and Hermes, it trusts the provider: after each call, `record_usage`
+    anchors the total on the prompt size the provider reported (plus the completion,
+    which the next prompt will carry). Messages appended since are estimated with the
+    counter and added on top, until the next report replaces them.
+
+    All counts leave out the system prompt (and tool definitions): give their size as
+    `system_prompt_tokens`, and it is added back wherever the whole window matters
+    (`headroom`, `usage_ratio`, `should_compact`).
+
+    >>> from sessionstore.models import ToolResultMessage
+    >>> tracker = ContextTracker(max_context_tokens=10_000, system_prompt_tokens=1_000)
+    >>> tracker.record_usage(prompt_tokens=7_000, completion_tokens=500)
+    >>> tracker.add(ToolResultMessage(tool_call_id="c1", tool_name="bash", content="x" * 4_000))
+    1009
+    >>> tracker.estimated_tokens  # 7,000 + 500 - 1,000 anchored, 1,009 estimated
+    7509
+    >>> tracker.should_compact()  # 8,509 of 10,000 is past the default 85%
+    True
+
+    Args:
+        counter: Estimates the messages added between reports (the heuristic by default).
+        max_context_tokens: The model's context window, in tokens.
+        system_prompt_tokens: The size of what every prompt holds besides the messages.
+
+    Raises:
+        ConfigurationError: `max_context_tokens` is not positive, or
+            `system_prompt_tokens` is negative or leaves no room for messages.
+    """
+
+    def __init__(
+        self,
+        counter: TokenCounter | None = None,
+        *,
+        max_context_tokens: int,
+        system_prompt_tokens: int = 0,
+    ) -> None:
+        if max_context_tokens <= 0:
+            raise ConfigurationError(
+                f"max_context_tokens must be positive, got {max_context_tokens}"
+            )
+        if system_prompt_tokens < 0:
+            raise ConfigurationError(
+                f"system_prompt_tokens must not be negative, got {system_prompt_tokens}"
+            )
+        if system_prompt_tokens >= max_context_tokens:
+            raise ConfigurationError(
+                f"system_prompt_tokens ({system_prompt_tokens}) leaves no room in "
+                f"max_context_tokens ({max_context_tokens})"
+            )
+        self._counter: TokenCounter = counter if counter is not None else HeuristicTokenCounter()
+        self._max_context_tokens = max_context_tokens
+        self._system_prompt_tokens = system_prompt_tokens
+        self._anchor = 0
+        self._pending = 0
+        self._last_reported: int | None = None
+
+    @property
+    def counter(self) -> TokenCounter:
+        """The counter that estimates messages added between reports."""
+        return self._counter
+
+    @property
+    def max_context_tokens(self) -> int:
+        """The model's context window."""
+        return self._max_context_tokens
+
+    @property
+    def system_prompt_tokens(self) -> int:
+        """The size of what every prompt holds besides the messages."""
+        return self._system_prompt_tokens
+
+    @property
+    def estimated_tokens(self) -> int:
+        """The messages' tokens now: the last anchor plus the estimates added since."""
+        return self._anchor + self._pending
+
+    @property
+    def pending_tokens(self) -> int:
+        """The estimated tokens added since the last report or reset."""
+        return self._pending
+
+    @property
+    def last_reported(self) -> int | None:
+        """The `prompt_tokens` of the last report, or None before one or after a `reset`."""
+        return self._last_reported
+
+    @property
+    def headroom(self) -> int:
+        """The tokens left in the window; negative when the context no longer fits."""
+        return self._max_context_tokens - self._system_prompt_tokens - self.estimated_tokens
+
+    @property
+    def usage_ratio(self) -> float:
+        """The fraction of the window in use, system prompt included (above 1 when over)."""
+        return (self._system_prompt_tokens + self.estimated_tokens) / self._max_context_tokens
+
+    def add(self, *messages: Message) -> int:
+        """Estimate messages appended since the last report and return their tokens."""
+        count = self._counter.count_message
+        tokens = sum(count(message) for message in messages)
+        self._pending += tokens
+        return tokens
+
+    def add_tokens(self, tokens: int) -> None:
+        """Add a count made elsewhere (for example a stored message's cached `token_count`).
+
+        Raises:
+            ValueError: `tokens` is negative.
+        """
+        if tokens < 0:
+            raise ValueError(f"tokens must not be negative, got {tokens}")
+        self._pending += tokens
+
+    def record_usage(self, prompt_tokens: int, completion_tokens: int = 0) -> None:
+        """Anchor on what the provider reported for a call, dropping the pending estimates.
+
+        The new total is `prompt_tokens + completion_tokens - system_prompt_tokens` (never
+        below 0): the provider's prompt includes the system prompt, and the response will
+        be part of the next prompt. So either add the response with `add` *before* this
+        call, or not at all. Report the whole prompt, cached tokens included (Anthropic
+        reports those apart from `input_tokens`).
+
+        A `CalibratedTokenCounter` used as `counter` is not fed by this: call its
+        `record_usage` with the messages that were sent, if you want it to learn.
+
+        Raises:
+            ValueError: `prompt_tokens` is not positive or `completion_tokens` is negative.
+        """
+        if prompt_tokens <= 0:
+            raise ValueError(f"prompt_tokens must be positive, got {prompt_tokens}")
+        if completion_tokens < 0:
+            raise ValueError(f"completion_tokens must not be negative, got {completion_tokens}")
+        self._anchor = max(prompt_tokens + completion_tokens - self._system_prompt_tokens, 0)
+        self._pending = 0
+        self._last_reported = prompt_tokens
+
+    def reset(self, context_tokens: int) -> None:
+        """Start again from a context of `context_tokens` (after a compaction or a rebuild).
+
+        `context_tokens` counts the messages only, like `estimated_tokens`; the next
+        report replaces it.
+
+        Raises:
+            ValueError: `context_tokens` is negative.
+        """
+        if context_tokens < 0:
+            raise ValueError(f"context_tokens must not be negative, got {context_tokens}")
+        self._anchor = context_tokens
+        self._pending = 0
+        self._last_reported = None
+
+    def should_compact(self, config: CompactionConfig | None = None) -> bool:
+        """Return True when the context, system prompt included, should be compacted now.
+
+        The rule is `sessionstore.config.should_compact`: with the default configuration,
+        once the context passes 85% of the window.
+        """
+        return should_compact(
+            self._system_prompt_tokens + self.estimated_tokens, self._max_context_tokens, config
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(estimated_tokens={self.estimated_tokens}, "
+            f"max_context_tokens={self._max_context_tokens}, "
+            f"system_prompt_tokens={self._system_prompt_tokens})"
+        )

@@ -19,7 +19,11 @@ def test_readme_python_example_runs(tmp_path: Path) -> None:
         [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
+    *lines, context, interrupted = result.stdout.splitlines()
     assert [line.split()[-1] for line in lines] == ["user", "assistant", "tool_result"]
     assert [line.split()[1] for line in lines] == ["0", "1", "1"]  # turn indices
+    tokens, _, budget, *_ = context.split()
+    assert 0 < int(tokens) <= int(budget) == 32_000
+    assert context.endswith("3 messages")
+    assert interrupted == "[]"
     assert (tmp_path / "sessionstore.db").exists()

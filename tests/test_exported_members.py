@@ -22,6 +22,13 @@ def test_all_public_names_are_exported_and_sorted() -> None:
             "tables",
             "testing",
             "cli",
+            "audit",
+            "config",
+            "orchestration",
+            "overlay",
+            "strategies",
+            "summarizers",
+            "synthetic",
         }
     }
     assert set(sessionstore.__all__) - {"__version__"} == public
