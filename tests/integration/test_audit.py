@@ -31,11 +31,13 @@ async def test_audit_says_what_became_of_every_turn(store: SessionStore) -> None
     session_id = await _compacted_session(store)
     audit = await audit_session(store, session_id, config=CONFIG)
     assert [loop.in_scope for loop in audit.loops] == [False, True, True, True, True]
-    assert audit.loops[0].context_tokens == 0 and audit.loops[0].raw_tokens > 0
+    assert audit.loops[0].context_tokens == 0
+    assert audit.loops[0].raw_tokens > 0
     current = audit.loops[-1]
     assert current.turns[0].action == "kept"  # keep_first
     middle = current.turns[1 : len(current.turns) - 3]
-    assert middle and all(turn.action in ("summarised", "omitted") for turn in middle)
+    assert middle
+    assert all(turn.action in ("summarised", "omitted") for turn in middle)
     recent = current.turns[-3:]
     tool_results = [
         m
@@ -43,7 +45,8 @@ async def test_audit_says_what_became_of_every_turn(store: SessionStore) -> None
         for m in turn.messages
         if isinstance(m.message.message, ToolResultMessage)
     ]
-    assert tool_results and {m.action for m in tool_results} == {"truncated"}
+    assert tool_results
+    assert {m.action for m in tool_results} == {"truncated"}
     others = [m for turn in recent for m in turn.messages if m not in tool_results]
     assert {m.action for m in others} == {"kept"}
     for loop in audit.loops[1:-1]:
@@ -87,7 +90,8 @@ async def test_a_tight_summary_budget_shows_omitted_turns(store: SessionStore) -
     await compact_session_loops(store, session.id, config=tight)
     audit = await audit_session(store, session.id, config=tight)
     actions = [turn.action for turn in audit.loops[0].turns]
-    assert "summarised" in actions and "omitted" in actions
+    assert "summarised" in actions
+    assert "omitted" in actions
     assert actions.index("summarised") < actions.index("omitted")  # the oldest are summarised
 
 
@@ -107,7 +111,8 @@ async def test_a_summarised_follow_up_request_is_pinned_and_counted(store: Sessi
     await compact_session_loops(store, session.id, config=CONFIG)
     audit = await audit_session(store, session.id, config=CONFIG)
     (pinned,) = [m for t in audit.loops[-1].turns for m in t.messages if m.pinned]
-    assert pinned.message.message == follow_up and pinned.action == "summarised"
+    assert pinned.message.message == follow_up
+    assert pinned.action == "summarised"
     context = await build_context(store, session.id, max_context_tokens=10**6, config=CONFIG)
     assert follow_up in context.messages
     assert audit.context_tokens == context.tokens

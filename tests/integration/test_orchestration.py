@@ -81,11 +81,13 @@ async def test_compaction_writes_the_layout_of_the_seed_and_keeps_raw(store: Ses
     by_loop = {block.loop_id: block for block in result.blocks}
     current = by_loop[chain[-1].id]
     assert current.keep_first == TurnRange(start_turn=0, end_turn=0)
-    assert current.keep_compacted is not None and current.keep_recent is not None
+    assert current.keep_compacted is not None
+    assert current.keep_recent is not None
     assert current.keep_recent.range.end_turn == chain[-1].turn_count - 1
     for loop in chain[-4:-1]:
         older = by_loop[loop.id]
-        assert older.keep_first is None and older.keep_recent is None
+        assert older.keep_first is None
+        assert older.keep_recent is None
         assert older.keep_compacted is not None
         assert older.keep_compacted.range == TurnRange(start_turn=0, end_turn=loop.turn_count - 1)
     assert chain[0].id not in by_loop
@@ -198,7 +200,8 @@ async def test_trimming_keeps_the_latest_user_request_and_says_so(store: Session
     assert request in context.messages
     assert context.trimmed_messages > 0
     markers = [item for item in context.items if item.source == "marker"]
-    assert markers and "messages removed" in markers[0].message.summary  # type: ignore[union-attr]
+    assert markers
+    assert "messages removed" in markers[0].message.summary
     with pytest.raises(ContextOverflowError) as caught:
         await build_context(store, session_id, max_context_tokens=10)
     assert caught.value.available == 10
@@ -221,7 +224,8 @@ async def test_an_interrupted_call_is_reported_and_answered(store: SessionStore)
         True,
     )
     last = context.messages[-1]
-    assert isinstance(last, ToolResultMessage) and last.is_error
+    assert isinstance(last, ToolResultMessage)
+    assert last.is_error
     assert context.items[-1].source == "synthetic"
 
 
@@ -316,13 +320,15 @@ async def test_maybe_compact_fires_only_near_the_window(store: SessionStore) -> 
     assert await maybe_compact(store, session_id, max_context_tokens=10**7, config=SMALL) is None
     loaded = (await build_context(store, session_id, max_context_tokens=10**7)).loaded_tokens
     result = await maybe_compact(store, session_id, max_context_tokens=loaded, config=SMALL)
-    assert result is not None and result.blocks
+    assert result is not None
+    assert result.blocks
 
 
 async def test_an_empty_session_builds_an_empty_context(store: SessionStore) -> None:
     session = await store.create_session(app_name="app", user_id="u")
     context = await build_context(store, session.id, max_context_tokens=1000)
-    assert context.messages == [] and context.tokens == 0
+    assert context.messages == []
+    assert context.tokens == 0
     result = await compact_session_loops(store, session.id)
     assert result.blocks == []
 
