@@ -338,7 +338,7 @@ def fit_to_budget(
     kept. Returns the items and the number of messages left out.
 
     Raises:
-        ContextOverflowError: the pinned unit and a marker alone exceed the budget.
+        ContextOverflowError: the pinned unit and its markers alone exceed the budget.
     """
 
     def cost(tokens: int) -> int:
@@ -348,29 +348,36 @@ def fit_to_budget(
     if cost(total) <= budget:
         return list(items), 0
     units = _units(items)
+    count = len(units)
     pinned = next((i for i, unit in enumerate(units) if any(x.pinned for x in unit)), None)
     sizes = [sum(item.tokens for item in unit) for unit in units]
-    pinned_size = sizes[pinned] if pinned is not None else 0
     marker_size = _marker(sum(len(unit) for unit in units)).tokens
-    # Markers: at most two gaps (before the pinned unit, and between it and the kept tail).
-    reserve = pinned_size + 2 * marker_size
-    if cost(pinned_size + marker_size) > budget:
-        needed = cost(pinned_size + marker_size)
+
+    def tail_cost(start: int, tail: int) -> int:
+        # Units `start..` (of size `tail`), the pinned unit, one marker per dropped gap.
+        if pinned is None or pinned >= start:
+            return cost(tail + (marker_size if start > 0 else 0))
+        gaps = (pinned > 0) + (start > pinned + 1)
+        return cost(tail + sizes[pinned] + gaps * marker_size)
+
+    # Keep the longest tail that fits; like the seed, stop at the first unit that does
+    # not (the kept history has no holes but the one before the pinned request).
+    kept_from = count
+    tail = 0
+    needed = tail_cost(count, 0)
+    if needed > budget:
+        what = "the latest user request" if pinned is not None else "a trim marker"
         raise ContextOverflowError(
-            f"the latest user request needs {needed} tokens with a trim marker, "
-            f"but the budget leaves {budget}",
+            f"the smallest valid context ({what} and the trim markers) needs {needed} "
+            f"tokens, but the budget leaves {budget}",
             needed=needed,
             available=budget,
         )
-    kept_from = len(units)
-    used = reserve
-    for index in range(len(units) - 1, -1, -1):
-        if index == pinned:
-            continue
-        if cost(used + sizes[index]) > budget:
+    for index in range(count - 1, -1, -1):
+        grown = tail + sizes[index]
+        if tail_cost(index, grown) > budget:
             break
-        used += sizes[index]
-        kept_from = index
+        tail, kept_from = grown, index
     keep = set(range(kept_from, len(units)))
     if pinned is not None:
         keep.add(pinned)

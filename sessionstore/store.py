@@ -1477,9 +1477,46 @@ class SessionStore:
             if limit is None or len(chain) > limit or complete:
                 break
             fetch = None if fetch is None else fetch * 4
-        if limit is not None and len(chain) > limit:
-            return chain[len(chain) - limit :], False
-        return chain, True
+        complete = not (limit is not None and len(chain) > limit)
+        if not complete:
+            chain = chain[len(chain) - (limit or 0) :]
+        if as_of is not None:
+            chain = self._loops_as_of(db, session_id, chain, as_of)
+        return chain, complete
+
+    def _loops_as_of(
+        self, db: Connection, session_id: str, loops: list[LoopRecord], as_of: datetime
+    ) -> list[LoopRecord]:
+        """Return the loops with their cached counters as they were at `as_of`."""
+        if not loops:
+            return loops
+        stmt = (
+            select(
+                M.loop_id,
+                func.count(),
+                func.coalesce(func.sum(M.token_count), 0),
+                func.max(M.turn_index),
+            )
+            .where(
+                M.session_id == session_id,
+                M.loop_id.in_([loop.id for loop in loops]),
+                M.created_at <= as_of,
+            )
+            .group_by(M.loop_id)
+        )
+        stats = {row[0]: row[1:] for row in db.execute(stmt).all()}
+        result = []
+        for loop in loops:
+            count, tokens, last_turn = stats.get(loop.id, (0, 0, None))
+            closed = loop.closed_at if loop.closed_at and loop.closed_at <= as_of else None
+            update = {
+                "message_count": count,
+                "token_total": int(tokens),
+                "turn_count": 0 if last_turn is None else last_turn + 1,
+                "closed_at": closed,
+            }
+            result.append(loop.model_copy(update=update))
+        return result
 
     def _current_blocks(
         self,

@@ -82,10 +82,11 @@ class TurnAssigner:
     """Assigns turn indices to messages appended to one loop, in order.
 
     A user message starts a turn, an assistant message starts a turn, and a tool result
-    joins the turn of the assistant that called it: the current turn, when that turn was
-    opened by an assistant message that made the call. A tool result that answers no
-    call of the current turn (an orphan) gets a turn of its own, and so does every other
-    kind of message, so turns always cover contiguous positions.
+    joins the current turn when that turn was opened by an assistant message that made
+    tool calls, even when it answers none of them (an orphan between a call and its
+    result must not split them into two turns). A tool result after anything else gets
+    a turn of its own, and so does every other kind of message, so turns always cover
+    contiguous positions.
     """
 
     next_turn: int = 0
@@ -95,7 +96,7 @@ class TurnAssigner:
 
     def assign(self, message: Message) -> int:
         """Return the turn index of `message` and advance the state."""
-        if isinstance(message, ToolResultMessage) and message.tool_call_id in self.open_call_ids:
+        if isinstance(message, ToolResultMessage) and self.open_call_ids:
             return self.next_turn - 1
         turn = self.next_turn
         self.next_turn += 1
