@@ -440,7 +440,11 @@ def test_context_uses_the_scope_the_loop_was_compacted_with(db_url):
             1,
             "leaves no room",
         ),
-        (["context", "SESSION", "--budget", "5"], 1, "the latest user request needs"),
+        (
+            ["context", "SESSION", "--budget", "5"],
+            1,
+            "the smallest valid context (the latest user request",
+        ),
         (["context", "SESSION", "--budget", "9000", "--json", "--format", "openai"], 2, "--json"),
         (["context", "SESSION", "--budget", "9000", "--loop", "999999"], 1, "loop 999999"),
     ],
