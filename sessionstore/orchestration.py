@@ -114,7 +114,8 @@ def resolve_scope(
 
 
 def _window(scope: CompactionScope) -> int:
-    return scope.count + 1 if isinstance(scope, FixedCount) else TOKEN_BUDGET_WINDOW
+    # One loop more than the scope can take, so a full window proves the scope ends there.
+    return scope.count + 2 if isinstance(scope, FixedCount) else TOKEN_BUDGET_WINDOW
 
 
 # ── context ────────────────────────────────────────────────────────────────────
