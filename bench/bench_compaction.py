@@ -33,26 +33,19 @@ import contextlib
 import gc
 import json
 import math
-import os
-import platform
-import secrets
 import shutil
 import signal
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import sqlalchemy as sa
-from sqlalchemy.engine import URL
-from sqlalchemy.ext.asyncio import create_async_engine
+from _common import fmt, log, machine_info, parse_sizes, postgres_database
 
 from sessionstore import migrate
 from sessionstore.config import CompactionConfig, FixedCount
@@ -70,10 +63,6 @@ LINEAR_GOAL = 1.25
 """Read as linear: ms per message at the largest size / at the smallest at most this."""
 CONFIG = CompactionConfig(compaction_scope=FixedCount(0))
 PARTS = ("read", "strategy", "write")
-
-
-def log(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 def synthetic_loop(size: int, seed: int) -> list[Message]:
@@ -171,29 +160,6 @@ async def measure(name: str, store: SessionStore, args: argparse.Namespace) -> l
     return list(results.values())
 
 
-@contextlib.asynccontextmanager
-async def postgres_database(admin_url: URL) -> AsyncIterator[tuple[URL, str]]:
-    """Create a temporary database beside `admin_url`'s, migrated; drop it at the end."""
-    name = f"sessionstore_bench_{secrets.token_hex(6)}"
-    admin = create_async_engine(admin_url, isolation_level="AUTOCOMMIT")
-    created = False
-    try:
-        async with admin.connect() as conn:
-            version = (await conn.execute(sa.text("SHOW server_version"))).scalar_one()
-            await conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-            created = True
-        log(f"  [postgres] created temporary database {name}")
-        url = admin_url.set(database=name)
-        await migrate.upgrade(url)
-        yield url, str(version)
-    finally:
-        if created:
-            async with admin.connect() as conn:
-                await conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-            log(f"  [postgres] dropped {name}")
-        await admin.dispose()
-
-
 async def run_backend(args: argparse.Namespace) -> dict[str, Any]:
     if args.url is not None:
         async with postgres_database(normalize_url(args.url)) as (url, version):
@@ -253,16 +219,6 @@ def report(backend: str, title: str, results: Sequence[SizeResult]) -> dict[str,
 # ── output ──────────────────────────────────────────────────────────────────────
 
 
-def fmt(value: float) -> str:
-    if value >= 100:
-        return f"{value:,.0f}"
-    if value >= 10:
-        return f"{value:.1f}"
-    if value >= 1:
-        return f"{value:.2f}"
-    return f"{value:.3f}"
-
-
 def render(result: dict[str, Any], repeat: int, batch: int) -> str:
     lines = [
         f"{result['title']}: medians of {repeat} runs, ms; compaction = compact_session_loops"
@@ -320,54 +276,6 @@ def render(result: dict[str, Any], repeat: int, batch: int) -> str:
             f"{linear['goal']}x: {verdict})"
         )
     return "\n".join(lines)
-
-
-def source_revision() -> str | None:
-    """Return the checkout's commit (with `+dirty` when sessionstore/ has changes), if any."""
-    root = Path(__file__).resolve().parent.parent
-    git = ["git", "--no-optional-locks", "-C", str(root)]  # read-only: never touch the index
-    try:
-        commit = subprocess.run(
-            [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-        changes = subprocess.run(
-            [*git, "status", "--porcelain", "--", "sessionstore", "migrations"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return f"{commit}+dirty" if changes else commit
-
-
-def machine_info() -> dict[str, Any]:
-    def version(dist: str) -> str | None:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            return None
-
-    return {
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "sqlite": sqlite3.sqlite_version,
-        "sqlalchemy": version("sqlalchemy"),
-        "pydantic": version("pydantic"),
-        "asyncpg": version("asyncpg"),
-        "revision": source_revision(),
-    }
-
-
-def parse_sizes(text: str) -> list[int]:
-    try:
-        sizes = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of sizes: {text!r}") from None
-    if not sizes or any(size < 2 for size in sizes):
-        raise argparse.ArgumentTypeError("every size must be at least 2 messages")
-    return sorted(set(sizes))
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -44,27 +44,22 @@ import asyncio
 import contextlib
 import gc
 import json
-import os
-import platform
 import secrets
 import shutil
 import signal
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import sqlalchemy as sa
+from _common import fmt, log, machine_info, parse_sizes, postgres_database, source_revision
 from sqlalchemy.engine import URL
-from sqlalchemy.ext.asyncio import create_async_engine
 
 from sessionstore import migrate
 from sessionstore.config import CompactionConfig
@@ -89,10 +84,6 @@ FLAT_GOAL = 1.5
 CACHE_FORMAT = 1
 """Bump when the population changes, so cached databases are rebuilt."""
 PROGRESS_EVERY_S = 10.0
-
-
-def log(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 # ── population ──────────────────────────────────────────────────────────────────
@@ -300,29 +291,6 @@ async def open_sqlite(data_dir: Path, size: int, seed: int) -> Dataset:
     return Dataset(population, SessionStore.from_url(normalize_url(f"sqlite+aiosqlite:///{final}")))
 
 
-@contextlib.asynccontextmanager
-async def postgres_database(admin_url: URL) -> AsyncIterator[tuple[URL, str]]:
-    """Create a temporary database beside `admin_url`'s, migrated; drop it at the end."""
-    name = f"sessionstore_bench_{secrets.token_hex(6)}"
-    admin = create_async_engine(admin_url, isolation_level="AUTOCOMMIT")
-    created = False
-    try:
-        async with admin.connect() as conn:
-            version = (await conn.execute(sa.text("SHOW server_version"))).scalar_one()
-            await conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-            created = True
-        log(f"  [postgres] created temporary database {name}")
-        url = admin_url.set(database=name)
-        await migrate.upgrade(url)
-        yield url, str(version)
-    finally:
-        if created:
-            async with admin.connect() as conn:
-                await conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-            log(f"  [postgres] dropped {name}")
-        await admin.dispose()
-
-
 # ── measuring ───────────────────────────────────────────────────────────────────
 
 
@@ -480,16 +448,6 @@ def report(
 # ── output ──────────────────────────────────────────────────────────────────────
 
 
-def fmt(value: float) -> str:
-    if value >= 100:
-        return f"{value:,.0f}"
-    if value >= 10:
-        return f"{value:.1f}"
-    if value >= 1:
-        return f"{value:.2f}"
-    return f"{value:.3f}"
-
-
 def table(rows: list[list[str]], left: int = 1) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = []
@@ -558,54 +516,6 @@ def render(result: dict[str, Any], repeat: int) -> str:
     if "data_dir" in result:
         lines.append(f"databases kept in {result['data_dir']} (pass it again to skip population)")
     return "\n".join(lines)
-
-
-def source_revision() -> str | None:
-    """Return the checkout's commit (with `+dirty` when sessionstore/ has changes), if any."""
-    root = Path(__file__).resolve().parent.parent
-    git = ["git", "--no-optional-locks", "-C", str(root)]  # read-only: never touch the index
-    try:
-        commit = subprocess.run(
-            [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-        changes = subprocess.run(
-            [*git, "status", "--porcelain", "--", "sessionstore", "migrations"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return f"{commit}+dirty" if changes else commit
-
-
-def machine_info() -> dict[str, Any]:
-    def version(dist: str) -> str | None:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            return None
-
-    return {
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "sqlite": sqlite3.sqlite_version,
-        "sqlalchemy": version("sqlalchemy"),
-        "pydantic": version("pydantic"),
-        "asyncpg": version("asyncpg"),
-        "revision": source_revision(),
-    }
-
-
-def parse_sizes(text: str) -> list[int]:
-    try:
-        sizes = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of sizes: {text!r}") from None
-    if not sizes or any(size < 2 for size in sizes):
-        raise argparse.ArgumentTypeError("every size must be at least 2 messages")
-    return sorted(set(sizes))
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -34,24 +34,22 @@ import contextlib
 import gc
 import json
 import os
-import platform
 import secrets
 import shutil
 import signal
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from _common import log, machine_info
 from sqlalchemy import event
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import URL
@@ -114,10 +112,6 @@ OPERATIONS = {
     "read_all": ("read whole loop", "ms/read"),  # the label gets the loop's size
     "read_last": (f"read newest {TAIL}", "ms/read"),
 }
-
-
-def log(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 # ── workload ────────────────────────────────────────────────────────────────────
@@ -776,46 +770,6 @@ def render_peers() -> str:
         lines.append(f"  {label} ({unit}):")
         lines += [f"    {who}: {figure}" for who, figure in entries]
     return "\n".join(lines)
-
-
-def source_revision() -> str | None:
-    """Return the checkout's commit (with `+dirty` when sessionstore/ has changes), if any."""
-    root = Path(__file__).resolve().parent.parent
-    git = ["git", "--no-optional-locks", "-C", str(root)]  # read-only: never touch the index
-    try:
-        commit = subprocess.run(
-            [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-        changes = subprocess.run(
-            [*git, "status", "--porcelain", "--", "sessionstore", "migrations"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return f"{commit}+dirty" if changes else commit
-
-
-def machine_info() -> dict[str, Any]:
-    def version(dist: str) -> str | None:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            return None
-
-    return {
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "sqlite": sqlite3.sqlite_version,
-        "sqlalchemy": version("sqlalchemy"),
-        "pydantic": version("pydantic"),
-        "aiosqlite": version("aiosqlite"),
-        "asyncpg": version("asyncpg"),
-        "sessionstore": version("sessionstore"),
-        "revision": source_revision(),
-    }
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

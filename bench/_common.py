@@ -1,0 +1,113 @@
+"""What the benchmark scripts share: logging, machine info, sizes, figures, a PostgreSQL database.
+
+The scripts run as `python bench/<script>.py`, so they import this module as `_common`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import platform
+import secrets
+import sqlite3
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import URL
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from sessionstore import migrate
+
+
+def log(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def fmt(value: float) -> str:
+    """Format a figure with about three significant digits, thousands separated."""
+    if value >= 100:
+        return f"{value:,.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    if value >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3f}"
+
+
+def source_revision() -> str | None:
+    """Return the checkout's commit (with `+dirty` when sessionstore/ has changes), if any."""
+    root = Path(__file__).resolve().parent.parent
+    git = ["git", "--no-optional-locks", "-C", str(root)]  # read-only: never touch the index
+    try:
+        commit = subprocess.run(
+            [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        changes = subprocess.run(
+            [*git, "status", "--porcelain", "--", "sessionstore", "migrations"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return f"{commit}+dirty" if changes else commit
+
+
+def machine_info() -> dict[str, Any]:
+    def version(dist: str) -> str | None:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return None
+
+    return {
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "sqlalchemy": version("sqlalchemy"),
+        "pydantic": version("pydantic"),
+        "aiosqlite": version("aiosqlite"),
+        "asyncpg": version("asyncpg"),
+        "sessionstore": version("sessionstore"),
+        "revision": source_revision(),
+    }
+
+
+def parse_sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of sizes: {text!r}") from None
+    if not sizes or any(size < 2 for size in sizes):
+        raise argparse.ArgumentTypeError("every size must be at least 2 messages")
+    return sorted(set(sizes))
+
+
+@contextlib.asynccontextmanager
+async def postgres_database(admin_url: URL) -> AsyncIterator[tuple[URL, str]]:
+    """Create a temporary database beside `admin_url`'s, migrated; drop it at the end."""
+    name = f"sessionstore_bench_{secrets.token_hex(6)}"
+    admin = create_async_engine(admin_url, isolation_level="AUTOCOMMIT")
+    created = False
+    try:
+        async with admin.connect() as conn:
+            version = (await conn.execute(sa.text("SHOW server_version"))).scalar_one()
+            await conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+            created = True
+        log(f"  [postgres] created temporary database {name}")
+        url = admin_url.set(database=name)
+        await migrate.upgrade(url)
+        yield url, str(version)
+    finally:
+        if created:
+            async with admin.connect() as conn:
+                await conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            log(f"  [postgres] dropped {name}")
+        await admin.dispose()
