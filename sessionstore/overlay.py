@@ -115,8 +115,6 @@ class ContextSources:
     """The chain's latest raw user message (the latest user request)."""
     as_of: datetime | None
     """The time the sources were read as of, or None for now."""
-    chain_loops_read: int
-    """How many loops of the chain were read to choose the scope."""
 
 
 @dataclass(slots=True)

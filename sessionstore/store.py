@@ -1393,13 +1393,13 @@ class SessionStore:
         def work(db: Connection) -> ContextSources:
             head = self._resolve_loop(db, session_id, loop_id)
             if head is None:
-                return ContextSources([], None, None, 0)
+                return ContextSources([], None, None)
             moment = self._as_of_time(db, session_id, head, overlay, as_of)
             size = window
             while True:
                 chain, complete = self._chain_as_of(db, session_id, head, size, moment)
                 if not chain:
-                    return ContextSources([], None, moment, 0)
+                    return ContextSources([], None, moment)
                 headers = self._current_blocks(
                     db, session_id, chain, overlay, moment, messages=False
                 )
@@ -1427,7 +1427,7 @@ class SessionStore:
                 known = {loop.id for loop in chain}
                 older = [loop.id for loop in reversed(full) if loop.id not in known]
                 latest = self._latest_user(db, session_id, older, moment)
-            return ContextSources(sources, latest, moment, len(chain))
+            return ContextSources(sources, latest, moment)
 
         return await self._read(work)
 
