@@ -6,7 +6,7 @@ Run from a checkout, with the package installed:
                                      [--batch 500] [--url POSTGRES_URL] [--json]
 
 For each size N, one synthetic coding-agent loop of N messages is built before each run
-(`sessionstore.synthetic`: one loop, cut at N messages) and freed after its append. In
+(`sessionstore._demo`: one loop, cut at N messages) and freed after its append. In
 each run, for each size, a new session gets the loop and the script measures:
 
 1. `append`: `append_messages` of the N messages in batches of `--batch` (default 500);
@@ -49,12 +49,12 @@ from _common import fmt, log, machine_info, parse_sizes, postgres_database
 
 from sessionstore import migrate
 from sessionstore.config import CompactionConfig, FixedCount
-from sessionstore.engine import normalize_url
+from sessionstore.store._engine import normalize_url
 from sessionstore.models import Message
-from sessionstore.orchestration import compact_session_loops
+from sessionstore._context import compact_session_loops
 from sessionstore.store import SessionStore
 from sessionstore.strategies import DefaultBlockCompaction, LoopView
-from sessionstore.synthetic import iter_session_messages
+from sessionstore._demo import iter_session_messages
 
 DEFAULT_SIZES = (2_500, 5_000, 10_000, 20_000)
 APPEND_GOAL = 3.0

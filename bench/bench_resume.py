@@ -5,7 +5,7 @@ Run from a checkout, with the package installed:
     python bench/bench_resume.py [--sizes 10000,100000,1000000] [--quick] [--repeat 3]
                                  [--data-dir DIR] [--url POSTGRES_URL] [--json]
 
-For each size, a synthetic coding-agent session (`sessionstore.synthetic`, loops of 45
+For each size, a synthetic coding-agent session (`sessionstore._demo`, loops of 45
 to 154 messages) of that many raw messages is written and compacted as an agent would
 have left it: every earlier loop with a whole-loop summary block, the current loop with
 a three-section block. Then, as the median of `--repeat` runs after a warm-up, the
@@ -63,12 +63,12 @@ from sqlalchemy.engine import URL
 
 from sessionstore import migrate
 from sessionstore.config import CompactionConfig
-from sessionstore.engine import normalize_url
+from sessionstore.store._engine import normalize_url
 from sessionstore.models import CompactionBlock, LoopRecord, Message, StoredMessage
-from sessionstore.orchestration import build_context, compact_session_loops
+from sessionstore._context import build_context, compact_session_loops
 from sessionstore.store import SessionStore
 from sessionstore.strategies import DefaultBlockCompaction, LoopView
-from sessionstore.synthetic import iter_session_messages
+from sessionstore._demo import iter_session_messages
 
 DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
 QUICK_SIZES = (10_000, 100_000)

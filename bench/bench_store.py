@@ -56,7 +56,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from sessionstore import migrate
-from sessionstore.engine import normalize_url
+from sessionstore.store._engine import normalize_url
 from sessionstore.models import (
     AssistantMessage,
     Message,
@@ -68,8 +68,8 @@ from sessionstore.models import (
     message_payload,
 )
 from sessionstore.store import SessionStore
-from sessionstore.tokens import HeuristicTokenCounter
-from sessionstore.turns import TurnAssigner
+from sessionstore._tokens import HeuristicTokenCounter
+from sessionstore._turns import TurnAssigner
 
 POSTGRES_ENV = "SESSIONSTORE_TEST_POSTGRES_URL"
 BATCH_SIZE = 100

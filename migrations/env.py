@@ -13,8 +13,8 @@ import os
 from alembic import context
 from sqlalchemy.engine import Connection
 
-from sessionstore.engine import DEFAULT_URL, make_engine
-from sessionstore.tables import Base
+from sessionstore.store._engine import DEFAULT_URL, make_engine
+from sessionstore.store._tables import Base
 
 VERSION_TABLE = "sessionstore_alembic_version"
 

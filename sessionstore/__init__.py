@@ -4,7 +4,7 @@ Keep every message of an agent's sessions in SQLite or PostgreSQL, append-only, 
 rebuild the context the model should see from non-destructive compaction overlays.
 """
 
-from sessionstore.audit import SessionAudit, audit_session, expand
+from sessionstore._audit import SessionAudit, audit_session, expand
 from sessionstore.config import (
     CompactionConfig,
     ContextConfig,
@@ -55,7 +55,7 @@ from sessionstore.models import (
     Usage,
     UserMessage,
 )
-from sessionstore.orchestration import (
+from sessionstore._context import (
     CompactionCallbacks,
     CompactionEnded,
     CompactionResult,
@@ -66,7 +66,7 @@ from sessionstore.orchestration import (
     maybe_compact,
     resolve_scope,
 )
-from sessionstore.overlay import BuiltContext, ContextItem, InterruptedCall
+from sessionstore._overlay import BuiltContext, ContextItem, InterruptedCall
 from sessionstore.store import SessionStore
 from sessionstore.strategies import (
     BlockCompactionStrategy,
@@ -79,15 +79,15 @@ from sessionstore.strategies import (
     register_block_strategy,
 )
 from sessionstore.summarizers import OneLineSummarizer, Summarizer
-from sessionstore.tokens import (
+from sessionstore._tokens import (
     CalibratedTokenCounter,
-    ContextTracker,
     HeuristicTokenCounter,
     TiktokenCounter,
     TokenCounter,
     estimate_tokens,
 )
-from sessionstore.turns import TurnMap
+from sessionstore._tracker import ContextTracker
+from sessionstore._turns import TurnMap
 
 __version__ = "0.1.0"
 

@@ -22,7 +22,7 @@ from sqlalchemy.engine import URL, Connection
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from sessionstore.engine import make_engine
+from sessionstore.store._engine import make_engine
 from sessionstore.errors import SchemaError, StorageError
 
 __all__ = ["VERSION_TABLE", "check", "current", "downgrade", "head", "upgrade"]

@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 
 from sessionstore import migrate
 from sessionstore.store import SessionStore
-from sessionstore.tokens import TokenCounter
+from sessionstore._tokens import TokenCounter
 
 __all__ = ["migrated_store"]
 

@@ -20,7 +20,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from sessionstore import migrate
-from sessionstore.engine import make_engine
+from sessionstore.store._engine import make_engine
 from sessionstore.store import SessionStore
 
 POSTGRES_ENV = "SESSIONSTORE_TEST_POSTGRES_URL"

@@ -22,7 +22,7 @@ down_revision: str | None = None
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-# Frozen copies of the column types, so later changes to sessionstore.tables never
+# Frozen copies of the column types, so later changes to sessionstore.store._tables never
 # change what this revision creates.
 ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 JSON = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")

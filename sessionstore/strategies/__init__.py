@@ -23,14 +23,14 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from sessionstore.errors import ConfigurationError
-from sessionstore.strategies.block import (
+from sessionstore.strategies._block import (
     BlockCompactionStrategy,
     LoopView,
     SectionLayout,
     section_layout,
 )
-from sessionstore.strategies.default import DefaultBlockCompaction
-from sessionstore.strategies.legacy import (
+from sessionstore.strategies._default import DefaultBlockCompaction
+from sessionstore.strategies._legacy import (
     CompactionStrategy,
     DefaultCompaction,
     compact_messages,

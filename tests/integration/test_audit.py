@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from sessionstore import SessionStore
-from sessionstore.audit import audit_session, expand
+from sessionstore._audit import audit_session, expand
 from sessionstore.config import CompactionConfig
 from sessionstore.errors import BlockNotFoundError
 from sessionstore.models import AssistantMessage, ToolResultMessage, UserMessage
-from sessionstore.orchestration import build_context, compact_session_loops
+from sessionstore._context import build_context, compact_session_loops
 from tests.factories import conversation
 
 CONFIG = CompactionConfig(

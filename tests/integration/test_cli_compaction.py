@@ -2,7 +2,7 @@
 
 Like `test_cli.py`, the tests are plain functions on SQLite and PostgreSQL: each command
 runs its own `asyncio.run()`, and the checks through the store do the same. Sessions
-are synthetic coding-agent sessions (`sessionstore.synthetic`), seeded.
+are synthetic coding-agent sessions (`sessionstore._demo`), seeded.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from sessionstore.audit import audit_session
+from sessionstore._audit import audit_session
 from sessionstore.config import CompactionConfig
-from sessionstore.formats.openai import to_openai
+from sessionstore.formats._openai import to_openai
 from sessionstore.models import (
     AssistantMessage,
     BashExecutionMessage,
@@ -31,9 +31,9 @@ from sessionstore.models import (
     ToolResultMessage,
     UserMessage,
 )
-from sessionstore.orchestration import build_context
+from sessionstore._context import build_context
 from sessionstore.store import SessionStore
-from sessionstore.synthetic import generate_session
+from sessionstore._demo import generate_session
 from tests.integration.test_cli import fails, json_out, ok, with_store
 
 SEED = 11

@@ -14,9 +14,9 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 
 from sessionstore import SessionStore, UserMessage, migrate
-from sessionstore.engine import make_engine
+from sessionstore.store._engine import make_engine
 from sessionstore.errors import SchemaError
-from sessionstore.tables import Base
+from sessionstore.store._tables import Base
 
 ROOT = Path(__file__).resolve().parents[2]
 

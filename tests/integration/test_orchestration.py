@@ -26,7 +26,7 @@ from sessionstore.models import (
     TurnRange,
     UserMessage,
 )
-from sessionstore.orchestration import (
+from sessionstore._context import (
     CompactionCallbacks,
     CompactionEnded,
     CompactionStarted,
@@ -34,7 +34,7 @@ from sessionstore.orchestration import (
     compact_session_loops,
     maybe_compact,
 )
-from sessionstore.overlay import BuiltContext
+from sessionstore._overlay import BuiltContext
 from tests.factories import conversation
 
 SMALL = CompactionConfig(keep_first_turns=1, keep_recent_turns=2, max_summary_tokens=300)

@@ -13,7 +13,7 @@ from sessionstore.models import (
     ToolResultMessage,
     UserMessage,
 )
-from sessionstore.orchestration import build_context, compact_session_loops
+from sessionstore._context import build_context, compact_session_loops
 from tests.factories import conversation
 from tests.integration.test_orchestration import check_valid
 

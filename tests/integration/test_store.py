@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from sessionstore.engine import make_engine
+from sessionstore.store._engine import make_engine
 from sessionstore.errors import (
     ConflictError,
     InvalidBlockError,
@@ -41,8 +41,8 @@ from sessionstore.models import (
     message_payload,
 )
 from sessionstore.store import SessionStore
-from sessionstore.tokens import message_tokens
-from sessionstore.turns import TurnMap
+from sessionstore._tokens import message_tokens
+from sessionstore._turns import TurnMap
 from tests.factories import (
     AssistantMessageFactory,
     BashExecutionMessageFactory,

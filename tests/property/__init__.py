@@ -35,11 +35,11 @@ from sessionstore.models import (
     TurnRange,
     UserMessage,
 )
-from sessionstore.overlay import BuiltContext, InterruptedCall
+from sessionstore._overlay import BuiltContext, InterruptedCall
 from sessionstore.strategies import BlockCompactionStrategy, DefaultBlockCompaction, LoopView
-from sessionstore.strategies.block import section_layout
-from sessionstore.tokens import message_tokens
-from sessionstore.turns import TurnMap
+from sessionstore.strategies._block import section_layout
+from sessionstore._tokens import message_tokens
+from sessionstore._turns import TurnMap
 
 # ── histories ──────────────────────────────────────────────────────────────────
 

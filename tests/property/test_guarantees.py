@@ -30,8 +30,8 @@ from sessionstore.models import (
     ToolResultMessage,
     UserMessage,
 )
-from sessionstore.orchestration import build_context, compact_session_loops
-from sessionstore.overlay import BuiltContext
+from sessionstore._context import build_context, compact_session_loops
+from sessionstore._overlay import BuiltContext
 from sessionstore.strategies import BlockCompactionStrategy
 from tests.property import (
     History,

@@ -28,10 +28,10 @@ from sessionstore.models import (
     ToolResultMessage,
     UserMessage,
 )
-from sessionstore.overlay import BuiltContext, LoopSource, build, segments
+from sessionstore._overlay import BuiltContext, LoopSource, build, segments
 from sessionstore.strategies import BlockCompactionStrategy, LoopView
-from sessionstore.tokens import message_tokens
-from sessionstore.turns import TurnAssigner
+from sessionstore._tokens import message_tokens
+from sessionstore._turns import TurnAssigner
 from tests.property import (
     History,
     block_strategies,

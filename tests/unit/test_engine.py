@@ -2,7 +2,7 @@
 
 import pytest
 
-from sessionstore.engine import normalize_url
+from sessionstore.store._engine import normalize_url
 from sessionstore.errors import ConfigurationError
 
 

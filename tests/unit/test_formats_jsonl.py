@@ -7,7 +7,7 @@ import json
 import pytest
 
 from sessionstore.errors import FormatError
-from sessionstore.formats.jsonl import parse_conversation_line, split_into_loops
+from sessionstore.formats._jsonl import parse_conversation_line, split_into_loops
 from sessionstore.models import AssistantMessage, SystemMessage, UserMessage
 
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from sessionstore.config import CompactionConfig, ContextConfig
 from sessionstore.errors import ConfigurationError
-from sessionstore.formats.jsonl import parse_conversation_line
+from sessionstore.formats._jsonl import parse_conversation_line
 from sessionstore.models import (
     AssistantMessage,
     BashExecutionMessage,
@@ -50,8 +50,8 @@ from sessionstore.strategies import (
     total_tokens,
 )
 from sessionstore.summarizers import OneLineSummarizer, Summarizer
-from sessionstore.tokens import HeuristicTokenCounter, TokenCounter, message_tokens
-from sessionstore.turns import TurnAssigner
+from sessionstore._tokens import HeuristicTokenCounter, TokenCounter, message_tokens
+from sessionstore._turns import TurnAssigner
 
 ROOT = Path(__file__).resolve().parents[2]
 CREATED = datetime(2026, 1, 1, tzinfo=UTC)

@@ -35,7 +35,7 @@ from sessionstore.strategies import (
     total_tokens,
     truncate_head_tail,
 )
-from sessionstore.tokens import message_tokens
+from sessionstore._tokens import message_tokens
 from tests.factories import conversation
 
 IMAGE = ImageContent(data=base64.b64encode(b"png").decode())

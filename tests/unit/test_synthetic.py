@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from sessionstore import synthetic
+from sessionstore import _demo as synthetic
 from sessionstore.models import (
     MESSAGE_ADAPTER,
     AssistantMessage,
@@ -20,9 +20,9 @@ from sessionstore.models import (
     ToolResultMessage,
     UserMessage,
 )
-from sessionstore.synthetic import generate_session, iter_session_messages
-from sessionstore.tokens import message_tokens
-from sessionstore.turns import TurnAssigner
+from sessionstore._demo import generate_session, iter_session_messages
+from sessionstore._tokens import message_tokens
+from sessionstore._turns import TurnAssigner
 
 ARGUMENT_KEYS = {
     "read_file": {"path"},
@@ -137,7 +137,7 @@ def test_same_seed_gives_the_same_session_in_another_process():
     """
     script = (
         "import hashlib, json\n"
-        "from sessionstore import synthetic\n"
+        "from sessionstore import _demo as synthetic\n"
         "session = synthetic.generate_session(seed=12, loops=4)\n"
         "data = [[m.model_dump(mode='json') for m in loop] for loop in session]\n"
         "project = synthetic._project(12)\n"

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import sessionstore.tokens
+import sessionstore._tokens
+import sessionstore._tracker
 from sessionstore.config import CompactionConfig, should_compact
 from sessionstore.errors import ConfigurationError, MissingDependencyError
 from sessionstore.models import (
@@ -32,9 +33,9 @@ from sessionstore.models import (
     ToolResultMessage,
     UserMessage,
 )
-from sessionstore.tokens import (
+from sessionstore._tracker import ContextTracker
+from sessionstore._tokens import (
     CalibratedTokenCounter,
-    ContextTracker,
     HeuristicTokenCounter,
     TiktokenCounter,
     TokenCounter,
@@ -532,9 +533,9 @@ def test_reprs_show_the_state() -> None:
 
 
 def test_docstring_examples_run() -> None:
-    result = doctest.testmod(sessionstore.tokens)
-    assert result.failed == 0
-    assert result.attempted >= 10
+    results = [doctest.testmod(m) for m in (sessionstore._tokens, sessionstore._tracker)]
+    assert [r.failed for r in results] == [0, 0]
+    assert sum(r.attempted for r in results) >= 10
 
 
 def test_message_tokens_refuses_what_is_not_a_message() -> None:

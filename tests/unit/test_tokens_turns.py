@@ -15,8 +15,8 @@ from sessionstore.models import (
     TurnRange,
     UserMessage,
 )
-from sessionstore.tokens import HeuristicTokenCounter, TokenCounter, estimate_tokens, message_tokens
-from sessionstore.turns import TurnAssigner, TurnMap
+from sessionstore._tokens import HeuristicTokenCounter, TokenCounter, estimate_tokens, message_tokens
+from sessionstore._turns import TurnAssigner, TurnMap
 
 
 def test_estimate_tokens_is_ceil_of_utf8_bytes_over_four() -> None:

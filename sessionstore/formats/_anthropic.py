@@ -54,7 +54,7 @@ from sessionstore.errors import FormatError, describe_validation_error
 # Private helpers shared by the format modules; they live in the OpenAI module, which
 # needs them first.
 from sessionstore.formats._messages import Rendered, check_is_message, format_hints
-from sessionstore.formats.text import render_as_text
+from sessionstore.formats._text import render_as_text
 from sessionstore.models import (
     AssistantMessage,
     ImageContent,

@@ -47,7 +47,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sessionstore import migrate
-from sessionstore.engine import DEFAULT_URL, TransactionRunner, make_engine
+from sessionstore.store._engine import DEFAULT_URL, TransactionRunner, make_engine
 from sessionstore.errors import (
     BlockNotFoundError,
     ConflictError,
@@ -75,8 +75,8 @@ from sessionstore.models import (
     content_hash,
     message_payload,
 )
-from sessionstore.overlay import ContextSources, LoopSource, segments
-from sessionstore.tables import (
+from sessionstore._overlay import ContextSources, LoopSource, segments
+from sessionstore.store._tables import (
     BlockRow,
     CompactionEventRow,
     LoopRow,
@@ -86,8 +86,8 @@ from sessionstore.tables import (
     SessionRow,
     table_of,
 )
-from sessionstore.tokens import HeuristicTokenCounter, TokenCounter
-from sessionstore.turns import TurnAssigner, TurnMap
+from sessionstore._tokens import HeuristicTokenCounter, TokenCounter
+from sessionstore._turns import TurnAssigner, TurnMap
 
 __all__ = ["SessionStore"]
 

@@ -31,8 +31,8 @@ from sessionstore.models import (
     TurnRange,
     UserMessage,
 )
-from sessionstore.orchestration import resolve_scope
-from sessionstore.overlay import segments
+from sessionstore._context import resolve_scope
+from sessionstore._overlay import segments
 from sessionstore.store import SessionStore
 
 __all__ = [

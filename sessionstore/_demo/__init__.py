@@ -452,7 +452,7 @@ def _log(rng: random.Random, count: int) -> list[str]:
 @lru_cache(maxsize=4)
 def _project(seed: int) -> _Project:
     """Return the fictional project of a seed: its files, listings, grep index and log."""
-    rng = random.Random(f"sessionstore.synthetic:{seed}:project")
+    rng = random.Random(f"sessionstore._demo:{seed}:project")
     modules: list[_File] = []
     tests: list[_File] = []
     for path in _MODULES:
@@ -1277,7 +1277,7 @@ def _check_turns(turns_per_loop: int | tuple[int, int]) -> None:
 
 
 def _loop_rng(seed: int, index: int) -> random.Random:
-    return random.Random(f"sessionstore.synthetic:{seed}:loop:{index}")
+    return random.Random(f"sessionstore._demo:{seed}:loop:{index}")
 
 
 def generate_session(

@@ -30,7 +30,7 @@ from sessionstore.models import (
     StoredMessage,
     TurnRange,
 )
-from sessionstore.turns import TurnMap
+from sessionstore._turns import TurnMap
 
 __all__ = ["BlockCompactionStrategy", "LoopView", "SectionLayout", "section_layout"]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sessionstore.errors import FormatError
-from sessionstore.formats.openai import from_openai
+from sessionstore.formats._openai import from_openai
 from sessionstore.models import SESSION_ID_MAX_LENGTH, Message, SystemMessage, UserMessage
 
 __all__ = ["METADATA_KEYS", "Conversation", "parse_conversation_line", "split_into_loops"]

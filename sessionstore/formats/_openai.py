@@ -57,7 +57,7 @@ from pydantic import JsonValue, ValidationError
 
 from sessionstore.errors import FormatError, describe_validation_error
 from sessionstore.formats._messages import check_is_message, format_hints
-from sessionstore.formats.text import render_as_text
+from sessionstore.formats._text import render_as_text
 from sessionstore.models import (
     AssistantMessage,
     ImageContent,

@@ -41,7 +41,7 @@ from sessionstore.models import (
     ToolResultMessage,
     UserMessage,
 )
-from sessionstore.tokens import message_tokens
+from sessionstore._tokens import message_tokens
 
 __all__ = [
     "CompactionStrategy",

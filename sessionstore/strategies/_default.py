@@ -19,11 +19,11 @@ from sessionstore.models import (
     ToolResultMessage,
     TurnRange,
 )
-from sessionstore.strategies.block import BlockCompactionStrategy, LoopView, section_layout
-from sessionstore.strategies.legacy import truncate_head_tail, truncate_tool_result
+from sessionstore.strategies._block import BlockCompactionStrategy, LoopView, section_layout
+from sessionstore.strategies._legacy import truncate_head_tail, truncate_tool_result
 from sessionstore.summarizers import OneLineSummarizer, Summarizer
-from sessionstore.tokens import HeuristicTokenCounter, TokenCounter
-from sessionstore.turns import TurnMap
+from sessionstore._tokens import HeuristicTokenCounter, TokenCounter
+from sessionstore._turns import TurnMap
 
 __all__ = ["DefaultBlockCompaction"]
 

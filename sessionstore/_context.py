@@ -29,7 +29,7 @@ from sessionstore.config import (
 )
 from sessionstore.errors import ConfigurationError
 from sessionstore.models import CompactionBlock, LoopRecord
-from sessionstore.overlay import BuiltContext, build
+from sessionstore._overlay import BuiltContext, build
 from sessionstore.store import SessionStore
 from sessionstore.strategies import BlockCompactionStrategy, LoopView, get_block_strategy
 
@@ -156,7 +156,7 @@ async def build_context_from_session(
     from its current block for `overlay` where it has one (`keep_first` raw turns,
     `keep_compacted` and `keep_recent` replacement messages, and raw turns appended
     since), raw messages otherwise. Then it enforces the guarantees (see
-    `sessionstore.overlay`): tool calls and results pair up, the latest user request
+    `sessionstore._overlay`): tool calls and results pair up, the latest user request
     is present, and the whole fits `max_context_tokens - system_prompt_tokens`.
 
     Only what the context holds is read: cached token counts, indexed turn ranges

@@ -36,7 +36,7 @@ from sessionstore.models import (
     ToolResultMessage,
     TurnRange,
 )
-from sessionstore.tokens import message_tokens
+from sessionstore._tokens import message_tokens
 
 __all__ = [
     "BuiltContext",

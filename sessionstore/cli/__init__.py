@@ -41,9 +41,9 @@ from rich.text import Text
 from sqlalchemy.engine import make_url
 
 from sessionstore import migrate
-from sessionstore.audit import AuditedTurn, LoopAudit, SessionAudit, audit_session
+from sessionstore._audit import AuditedTurn, LoopAudit, SessionAudit, audit_session
 from sessionstore.config import CompactionConfig, FixedCount, TokenBudget
-from sessionstore.engine import DEFAULT_URL, make_engine
+from sessionstore.store._engine import DEFAULT_URL, make_engine
 from sessionstore.errors import (
     ConfigurationError,
     SchemaError,
@@ -51,9 +51,9 @@ from sessionstore.errors import (
     SessionStoreError,
     describe_validation_error,
 )
-from sessionstore.formats.jsonl import parse_conversation_line
-from sessionstore.formats.openai import to_openai
-from sessionstore.formats.text import render_as_text
+from sessionstore.formats._jsonl import parse_conversation_line
+from sessionstore.formats._openai import to_openai
+from sessionstore.formats._text import render_as_text
 from sessionstore.models import (
     AssistantMessage,
     BashExecutionMessage,
@@ -74,10 +74,10 @@ from sessionstore.models import (
     UserMessage,
     message_payload,
 )
-from sessionstore.orchestration import CompactionResult, build_context, compact_session_loops
-from sessionstore.overlay import BuiltContext, ContextItem
+from sessionstore._context import CompactionResult, build_context, compact_session_loops
+from sessionstore._overlay import BuiltContext, ContextItem
 from sessionstore.store import SessionStore
-from sessionstore.synthetic import generate_session
+from sessionstore._demo import generate_session
 
 __all__ = ["main"]
 
