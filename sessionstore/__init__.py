@@ -5,6 +5,27 @@ rebuild the context the model should see from non-destructive compaction overlay
 """
 
 from sessionstore._audit import SessionAudit, audit_session, expand
+from sessionstore._context import (
+    CompactionCallbacks,
+    CompactionEnded,
+    CompactionResult,
+    CompactionStarted,
+    build_context,
+    build_context_from_session,
+    compact_session_loops,
+    maybe_compact,
+    resolve_scope,
+)
+from sessionstore._overlay import BuiltContext, ContextItem, InterruptedCall
+from sessionstore._tokens import (
+    CalibratedTokenCounter,
+    HeuristicTokenCounter,
+    TiktokenCounter,
+    TokenCounter,
+    estimate_tokens,
+)
+from sessionstore._tracker import ContextTracker
+from sessionstore._turns import TurnMap
 from sessionstore.config import (
     CompactionConfig,
     ContextConfig,
@@ -55,18 +76,6 @@ from sessionstore.models import (
     Usage,
     UserMessage,
 )
-from sessionstore._context import (
-    CompactionCallbacks,
-    CompactionEnded,
-    CompactionResult,
-    CompactionStarted,
-    build_context,
-    build_context_from_session,
-    compact_session_loops,
-    maybe_compact,
-    resolve_scope,
-)
-from sessionstore._overlay import BuiltContext, ContextItem, InterruptedCall
 from sessionstore.store import SessionStore
 from sessionstore.strategies import (
     BlockCompactionStrategy,
@@ -78,16 +87,13 @@ from sessionstore.strategies import (
     get_block_strategy,
     register_block_strategy,
 )
-from sessionstore.summarizers import OneLineSummarizer, Summarizer
-from sessionstore._tokens import (
-    CalibratedTokenCounter,
-    HeuristicTokenCounter,
-    TiktokenCounter,
-    TokenCounter,
-    estimate_tokens,
+from sessionstore.summarizers import (
+    OneLineSummarizer,
+    Summarizer,
+    Summary,
+    SummaryRequest,
+    TurnSummarizer,
 )
-from sessionstore._tracker import ContextTracker
-from sessionstore._turns import TurnMap
 
 __version__ = "0.1.0"
 
@@ -144,6 +150,8 @@ __all__ = [
     "StorageError",
     "StoredMessage",
     "Summarizer",
+    "Summary",
+    "SummaryRequest",
     "SystemMessage",
     "TextContent",
     "ThinkingContent",
@@ -154,6 +162,7 @@ __all__ = [
     "ToolResultMessage",
     "TurnMap",
     "TurnRange",
+    "TurnSummarizer",
     "Usage",
     "UserMessage",
     "__version__",

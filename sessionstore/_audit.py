@@ -22,6 +22,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
+from sessionstore._context import resolve_scope
+from sessionstore._overlay import segments
 from sessionstore.config import CompactionConfig, validated_config
 from sessionstore.models import (
     CompactionBlock,
@@ -31,8 +33,6 @@ from sessionstore.models import (
     TurnRange,
     UserMessage,
 )
-from sessionstore._context import resolve_scope
-from sessionstore._overlay import segments
 from sessionstore.store import SessionStore
 
 __all__ = [

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from sessionstore._overlay import BuiltContext, build
 from sessionstore.config import (
     CompactionConfig,
     CompactionScope,
@@ -29,7 +30,6 @@ from sessionstore.config import (
 )
 from sessionstore.errors import ConfigurationError
 from sessionstore.models import CompactionBlock, LoopRecord
-from sessionstore._overlay import BuiltContext, build
 from sessionstore.store import SessionStore
 from sessionstore.strategies import BlockCompactionStrategy, LoopView, get_block_strategy
 

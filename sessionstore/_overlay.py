@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
 
+from sessionstore._tokens import message_tokens
 from sessionstore.errors import ConfigurationError, ContextOverflowError
 from sessionstore.models import (
     AssistantMessage,
@@ -36,7 +37,6 @@ from sessionstore.models import (
     ToolResultMessage,
     TurnRange,
 )
-from sessionstore._tokens import message_tokens
 
 __all__ = [
     "BuiltContext",

@@ -22,8 +22,8 @@ from sqlalchemy.engine import URL, Connection
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from sessionstore.store._engine import make_engine
 from sessionstore.errors import SchemaError, StorageError
+from sessionstore.store._engine import make_engine
 
 __all__ = ["VERSION_TABLE", "check", "current", "downgrade", "head", "upgrade"]
 

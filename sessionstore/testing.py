@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from sessionstore import migrate
-from sessionstore.store import SessionStore
 from sessionstore._tokens import TokenCounter
+from sessionstore.store import SessionStore
 
 __all__ = ["migrated_store"]
 

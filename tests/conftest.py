@@ -20,8 +20,8 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from sessionstore import migrate
-from sessionstore.store._engine import make_engine
 from sessionstore.store import SessionStore
+from sessionstore.store._engine import make_engine
 
 POSTGRES_ENV = "SESSIONSTORE_TEST_POSTGRES_URL"
 SEED = 20261122

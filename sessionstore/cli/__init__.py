@@ -42,8 +42,10 @@ from sqlalchemy.engine import make_url
 
 from sessionstore import migrate
 from sessionstore._audit import AuditedTurn, LoopAudit, SessionAudit, audit_session
+from sessionstore._context import CompactionResult, build_context, compact_session_loops
+from sessionstore._demo import generate_session
+from sessionstore._overlay import BuiltContext, ContextItem
 from sessionstore.config import CompactionConfig, FixedCount, TokenBudget
-from sessionstore.store._engine import DEFAULT_URL, make_engine
 from sessionstore.errors import (
     ConfigurationError,
     SchemaError,
@@ -74,10 +76,8 @@ from sessionstore.models import (
     UserMessage,
     message_payload,
 )
-from sessionstore._context import CompactionResult, build_context, compact_session_loops
-from sessionstore._overlay import BuiltContext, ContextItem
 from sessionstore.store import SessionStore
-from sessionstore._demo import generate_session
+from sessionstore.store._engine import DEFAULT_URL, make_engine
 
 __all__ = ["main"]
 

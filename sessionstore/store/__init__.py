@@ -47,7 +47,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sessionstore import migrate
-from sessionstore.store._engine import DEFAULT_URL, TransactionRunner, make_engine
+from sessionstore._overlay import ContextSources, LoopSource, segments
+from sessionstore._tokens import HeuristicTokenCounter, TokenCounter
+from sessionstore._turns import TurnAssigner, TurnMap
 from sessionstore.errors import (
     BlockNotFoundError,
     ConflictError,
@@ -75,7 +77,7 @@ from sessionstore.models import (
     content_hash,
     message_payload,
 )
-from sessionstore._overlay import ContextSources, LoopSource, segments
+from sessionstore.store._engine import DEFAULT_URL, TransactionRunner, make_engine
 from sessionstore.store._tables import (
     BlockRow,
     CompactionEventRow,
@@ -86,8 +88,6 @@ from sessionstore.store._tables import (
     SessionRow,
     table_of,
 )
-from sessionstore._tokens import HeuristicTokenCounter, TokenCounter
-from sessionstore._turns import TurnAssigner, TurnMap
 
 __all__ = ["SessionStore"]
 

@@ -22,6 +22,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sessionstore._turns import TurnMap
 from sessionstore.config import CompactionConfig
 from sessionstore.models import (
     CompactedSection,
@@ -30,7 +31,6 @@ from sessionstore.models import (
     StoredMessage,
     TurnRange,
 )
-from sessionstore._turns import TurnMap
 
 __all__ = ["BlockCompactionStrategy", "LoopView", "SectionLayout", "section_layout"]
 

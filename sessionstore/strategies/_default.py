@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sessionstore._tokens import HeuristicTokenCounter, TokenCounter
+from sessionstore._turns import TurnMap
 from sessionstore.config import CompactionConfig
 from sessionstore.models import (
     BashExecutionMessage,
@@ -21,9 +23,7 @@ from sessionstore.models import (
 )
 from sessionstore.strategies._block import BlockCompactionStrategy, LoopView, section_layout
 from sessionstore.strategies._legacy import truncate_head_tail, truncate_tool_result
-from sessionstore.summarizers import OneLineSummarizer, Summarizer
-from sessionstore._tokens import HeuristicTokenCounter, TokenCounter
-from sessionstore._turns import TurnMap
+from sessionstore.summarizers import OneLineSummarizer, TurnSummarizer
 
 __all__ = ["DefaultBlockCompaction"]
 
@@ -61,9 +61,9 @@ class DefaultBlockCompaction(BlockCompactionStrategy):
     name = "default"
 
     def __init__(
-        self, summarizer: Summarizer | None = None, counter: TokenCounter | None = None
+        self, summarizer: TurnSummarizer | None = None, counter: TokenCounter | None = None
     ) -> None:
-        self.summarizer: Summarizer = OneLineSummarizer() if summarizer is None else summarizer
+        self.summarizer: TurnSummarizer = OneLineSummarizer() if summarizer is None else summarizer
         self.counter: TokenCounter = HeuristicTokenCounter() if counter is None else counter
 
     def __repr__(self) -> str:

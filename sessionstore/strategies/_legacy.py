@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from sessionstore._tokens import message_tokens
 from sessionstore.config import ContextConfig
 from sessionstore.models import (
     AssistantMessage,
@@ -41,7 +42,6 @@ from sessionstore.models import (
     ToolResultMessage,
     UserMessage,
 )
-from sessionstore._tokens import message_tokens
 
 __all__ = [
     "CompactionStrategy",

@@ -1,9 +1,10 @@
-"""Summarizers: the injectable call a strategy makes to turn history into short text.
+"""Summarizers: the injectable calls a strategy makes to turn history into short text.
 
-`Summarizer` is the extension point a model-backed summarizer implements;
-`OneLineSummarizer`, the default, runs offline and is deterministic.
+`Summarizer` (async, may call a model) and `TurnSummarizer` (one line per turn, pure)
+are the extension points; `OneLineSummarizer`, the default, is both and runs offline.
 """
 
-from sessionstore.summarizers._oneline import OneLineSummarizer, Summarizer
+from sessionstore.summarizers._oneline import OneLineSummarizer
+from sessionstore.summarizers._protocol import Summarizer, Summary, SummaryRequest, TurnSummarizer
 
-__all__ = ["OneLineSummarizer", "Summarizer"]
+__all__ = ["OneLineSummarizer", "Summarizer", "Summary", "SummaryRequest", "TurnSummarizer"]

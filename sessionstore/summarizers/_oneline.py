@@ -1,8 +1,8 @@
 r"""Summarizers: the injectable call a strategy makes to turn history into short text.
 
-`Summarizer` is the extension point; a model-backed summarizer implements it.
-`OneLineSummarizer`, the default, runs offline and is deterministic: the same turn
-always gives the same line.
+`OneLineSummarizer`, the default `TurnSummarizer`, runs offline and is deterministic:
+the same turn always gives the same line. As a `Summarizer` it joins the lines of the
+turns it is given, newest kept when they do not all fit the budget.
 
 >>> from sessionstore.models import UserMessage
 >>> OneLineSummarizer().summarize_turn([UserMessage(content="Fix the   failing\ntest")])
@@ -11,9 +11,10 @@ always gives the same line.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
 
+from sessionstore._tokens import estimate_tokens
 from sessionstore.models import (
     AssistantMessage,
     BashExecutionMessage,
@@ -27,26 +28,14 @@ from sessionstore.models import (
     ToolResultMessage,
     UserMessage,
 )
+from sessionstore.summarizers._protocol import Summary, SummaryRequest
 
-__all__ = ["OneLineSummarizer", "Summarizer"]
+__all__ = ["OneLineSummarizer"]
 
 SHORT_TEXT_CHARS = 200
 """An assistant text of at most this many characters is kept in its turn's summary."""
 
 ELLIPSIS = "…"
-
-
-@runtime_checkable
-class Summarizer(Protocol):
-    """Summarises history for a compaction strategy."""
-
-    def summarize_turn(self, messages: Sequence[Message]) -> str:
-        """Return a one-line summary of one turn: its messages, in order.
-
-        A turn is a user message alone, an assistant message followed by the results of
-        its tool calls, or any other single message.
-        """
-        ...
 
 
 class OneLineSummarizer:
@@ -121,6 +110,34 @@ class OneLineSummarizer:
             return self._fit("System: ", self._collapse(lead.text), "")
         raise TypeError(f"not a message: {type(lead).__name__}")
 
+    async def summarize(self, request: SummaryRequest) -> Summary:
+        """Return one line per turn of `request.messages`, within the budget.
+
+        When the lines do not all fit `request.budget_tokens`, the oldest are left out
+        and a first line says how many; a prior digest is kept as the first line if it fits.
+        """
+        clock = time.perf_counter()
+        lines = [self.summarize_turn(turn) for turn in _turns(request.messages)]
+        if request.prior_digest:
+            lines.insert(0, self._collapse(request.prior_digest))
+        kept: list[str] = []
+        used = 0
+        for line in reversed(lines):
+            cost = estimate_tokens(line) + 1
+            if used + cost > request.budget_tokens:
+                break
+            kept.append(line)
+            used += cost
+        kept.reverse()
+        if len(kept) < len(lines):
+            kept.insert(0, f"[{len(lines) - len(kept)} earlier turn(s) left out]")
+        return Summary(
+            text="\n".join(kept),
+            model="one-line",
+            prompt_version="1",
+            duration_ms=(time.perf_counter() - clock) * 1000,
+        )
+
     def _assistant(self, message: AssistantMessage, results: Sequence[Message]) -> str:
         texts = [
             line
@@ -158,6 +175,21 @@ class OneLineSummarizer:
         if room >= 1:
             return f"{prefix}{_cut(body, room)}{suffix}"
         return _cut(line, self.max_chars)
+
+
+def _turns(messages: Sequence[Message]) -> list[list[Message]]:
+    """Group messages into turns: an assistant message with the tool results after it."""
+    turns: list[list[Message]] = []
+    for message in messages:
+        if (
+            isinstance(message, ToolResultMessage)
+            and turns
+            and isinstance(turns[-1][0], AssistantMessage)
+        ):
+            turns[-1].append(message)
+        else:
+            turns.append([message])
+    return turns
 
 
 def _cut(text: str, max_chars: int) -> str:

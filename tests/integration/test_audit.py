@@ -6,10 +6,10 @@ import pytest
 
 from sessionstore import SessionStore
 from sessionstore._audit import audit_session, expand
+from sessionstore._context import build_context, compact_session_loops
 from sessionstore.config import CompactionConfig
 from sessionstore.errors import BlockNotFoundError
 from sessionstore.models import AssistantMessage, ToolResultMessage, UserMessage
-from sessionstore._context import build_context, compact_session_loops
 from tests.factories import conversation
 
 CONFIG = CompactionConfig(

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 
 from sessionstore._audit import audit_session
+from sessionstore._context import build_context
+from sessionstore._demo import generate_session
 from sessionstore.config import CompactionConfig
 from sessionstore.formats._openai import to_openai
 from sessionstore.models import (
@@ -31,9 +33,7 @@ from sessionstore.models import (
     ToolResultMessage,
     UserMessage,
 )
-from sessionstore._context import build_context
 from sessionstore.store import SessionStore
-from sessionstore._demo import generate_session
 from tests.integration.test_cli import fails, json_out, ok, with_store
 
 SEED = 11

@@ -14,8 +14,8 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 
 from sessionstore import SessionStore, UserMessage, migrate
-from sessionstore.store._engine import make_engine
 from sessionstore.errors import SchemaError
+from sessionstore.store._engine import make_engine
 from sessionstore.store._tables import Base
 
 ROOT = Path(__file__).resolve().parents[2]

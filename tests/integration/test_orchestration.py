@@ -7,6 +7,15 @@ from typing import Any
 import pytest
 
 from sessionstore import SessionStore
+from sessionstore._context import (
+    CompactionCallbacks,
+    CompactionEnded,
+    CompactionStarted,
+    build_context,
+    compact_session_loops,
+    maybe_compact,
+)
+from sessionstore._overlay import BuiltContext
 from sessionstore.config import CompactionConfig, FixedCount, TokenBudget
 from sessionstore.errors import (
     BlockNotFoundError,
@@ -26,15 +35,6 @@ from sessionstore.models import (
     TurnRange,
     UserMessage,
 )
-from sessionstore._context import (
-    CompactionCallbacks,
-    CompactionEnded,
-    CompactionStarted,
-    build_context,
-    compact_session_loops,
-    maybe_compact,
-)
-from sessionstore._overlay import BuiltContext
 from tests.factories import conversation
 
 SMALL = CompactionConfig(keep_first_turns=1, keep_recent_turns=2, max_summary_tokens=300)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from sessionstore import SessionStore
+from sessionstore._context import build_context, compact_session_loops
 from sessionstore.config import CompactionConfig, FixedCount
 from sessionstore.models import (
     AssistantMessage,
@@ -13,7 +14,6 @@ from sessionstore.models import (
     ToolResultMessage,
     UserMessage,
 )
-from sessionstore._context import build_context, compact_session_loops
 from tests.factories import conversation
 from tests.integration.test_orchestration import check_valid
 

@@ -11,7 +11,8 @@ from pydantic import ValidationError
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from sessionstore.store._engine import make_engine
+from sessionstore._tokens import message_tokens
+from sessionstore._turns import TurnMap
 from sessionstore.errors import (
     ConflictError,
     InvalidBlockError,
@@ -41,8 +42,7 @@ from sessionstore.models import (
     message_payload,
 )
 from sessionstore.store import SessionStore
-from sessionstore._tokens import message_tokens
-from sessionstore._turns import TurnMap
+from sessionstore.store._engine import make_engine
 from tests.factories import (
     AssistantMessageFactory,
     BashExecutionMessageFactory,

@@ -18,6 +18,9 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
+from sessionstore._overlay import BuiltContext, InterruptedCall
+from sessionstore._tokens import message_tokens
+from sessionstore._turns import TurnMap
 from sessionstore.config import CompactionConfig, FixedCount, TokenBudget
 from sessionstore.models import (
     AssistantMessage,
@@ -35,11 +38,8 @@ from sessionstore.models import (
     TurnRange,
     UserMessage,
 )
-from sessionstore._overlay import BuiltContext, InterruptedCall
 from sessionstore.strategies import BlockCompactionStrategy, DefaultBlockCompaction, LoopView
 from sessionstore.strategies._block import section_layout
-from sessionstore._tokens import message_tokens
-from sessionstore._turns import TurnMap
 
 # ── histories ──────────────────────────────────────────────────────────────────
 

@@ -20,6 +20,8 @@ from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 
 from sessionstore import SessionStore
+from sessionstore._context import build_context, compact_session_loops
+from sessionstore._overlay import BuiltContext
 from sessionstore.config import CompactionConfig, TokenBudget
 from sessionstore.errors import ConfigurationError, ContextOverflowError, StorageError
 from sessionstore.models import (
@@ -30,8 +32,6 @@ from sessionstore.models import (
     ToolResultMessage,
     UserMessage,
 )
-from sessionstore._context import build_context, compact_session_loops
-from sessionstore._overlay import BuiltContext
 from sessionstore.strategies import BlockCompactionStrategy
 from tests.property import (
     History,

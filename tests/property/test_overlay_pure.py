@@ -17,6 +17,9 @@ from typing import Any
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
+from sessionstore._overlay import BuiltContext, LoopSource, build, segments
+from sessionstore._tokens import message_tokens
+from sessionstore._turns import TurnAssigner
 from sessionstore.config import CompactionConfig
 from sessionstore.errors import ContextOverflowError
 from sessionstore.models import (
@@ -28,10 +31,7 @@ from sessionstore.models import (
     ToolResultMessage,
     UserMessage,
 )
-from sessionstore._overlay import BuiltContext, LoopSource, build, segments
 from sessionstore.strategies import BlockCompactionStrategy, LoopView
-from sessionstore._tokens import message_tokens
-from sessionstore._turns import TurnAssigner
 from tests.property import (
     History,
     block_strategies,

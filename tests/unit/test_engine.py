@@ -2,8 +2,8 @@
 
 import pytest
 
-from sessionstore.store._engine import normalize_url
 from sessionstore.errors import ConfigurationError
+from sessionstore.store._engine import normalize_url
 
 
 @pytest.mark.parametrize(

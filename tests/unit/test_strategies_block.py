@@ -11,6 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sessionstore._tokens import (
+    HeuristicTokenCounter,
+    TokenCounter,
+    estimate_tokens,
+    message_tokens,
+)
+from sessionstore._turns import TurnAssigner
 from sessionstore.config import CompactionConfig, ContextConfig
 from sessionstore.errors import ConfigurationError
 from sessionstore.formats._jsonl import parse_conversation_line
@@ -49,9 +56,7 @@ from sessionstore.strategies import (
     register_compaction_strategy,
     total_tokens,
 )
-from sessionstore.summarizers import OneLineSummarizer, Summarizer
-from sessionstore._tokens import HeuristicTokenCounter, TokenCounter, message_tokens
-from sessionstore._turns import TurnAssigner
+from sessionstore.summarizers import OneLineSummarizer, Summarizer, SummaryRequest, TurnSummarizer
 
 ROOT = Path(__file__).resolve().parents[2]
 CREATED = datetime(2026, 1, 1, tzinfo=UTC)
@@ -416,7 +421,7 @@ class CountingCounter(HeuristicTokenCounter):
 
 def test_injected_summarizer_and_counter_are_used() -> None:
     summarizer, counter = CountingSummarizer(), CountingCounter()
-    assert isinstance(summarizer, Summarizer)
+    assert isinstance(summarizer, TurnSummarizer)
     assert isinstance(counter, TokenCounter)
     view = loop_of(6)
     config = cfg(keep_first_turns=0, keep_recent_turns=0)
@@ -506,7 +511,7 @@ def test_real_transcript_compacts_within_its_bounds(dataset_dir: Path, name: str
 
 def test_one_line_summaries_of_each_kind() -> None:
     s = OneLineSummarizer()
-    assert isinstance(s, Summarizer)
+    assert isinstance(s, TurnSummarizer)
     assert s.summarize_turn([UserMessage(content="  fix\n\tthe   bug ")]) == "User: fix the bug"
     image = ImageContent(url="https://example.org/x.png")
     assert s.summarize_turn([UserMessage(content=[image])]) == "User: [1 image(s)]"
@@ -642,3 +647,24 @@ def test_strategies_page_examples_run() -> None:
     assert blocks
     for code in blocks:
         exec(compile(code, "strategies.md", "exec"), {"__name__": "strategies_md"})
+
+
+async def test_one_line_summarizer_is_a_summarizer_within_its_budget() -> None:
+    s = OneLineSummarizer()
+    assert isinstance(s, Summarizer)
+    turns = [UserMessage(content=f"step {i} of the plan") for i in range(40)]
+    whole = await s.summarize(SummaryRequest(messages=turns, budget_tokens=10_000))
+    assert whole.text.splitlines() == [f"User: step {i} of the plan" for i in range(40)]
+    assert whole.model == "one-line"
+    small = await s.summarize(SummaryRequest(messages=turns, budget_tokens=40, prior_digest="x"))
+    lines = small.text.splitlines()
+    assert lines[0].endswith("earlier turn(s) left out]")
+    assert lines[-1] == "User: step 39 of the plan"
+    assert sum(estimate_tokens(line) + 1 for line in lines[1:]) <= 40
+
+
+def test_summary_request_refuses_a_bad_budget_or_scope() -> None:
+    with pytest.raises(ValueError, match="budget_tokens"):
+        SummaryRequest(messages=[], budget_tokens=0)
+    with pytest.raises(ValueError, match="scope"):
+        SummaryRequest(messages=[], scope="world")  # type: ignore[arg-type]

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sessionstore._tokens import message_tokens
 from sessionstore.config import ContextConfig
 from sessionstore.models import (
     AssistantMessage,
@@ -35,7 +36,6 @@ from sessionstore.strategies import (
     total_tokens,
     truncate_head_tail,
 )
-from sessionstore._tokens import message_tokens
 from tests.factories import conversation
 
 IMAGE = ImageContent(data=base64.b64encode(b"png").decode())

@@ -11,6 +11,9 @@ from collections.abc import Sequence
 import pytest
 
 from sessionstore import _demo as synthetic
+from sessionstore._demo import generate_session, iter_session_messages
+from sessionstore._tokens import message_tokens
+from sessionstore._turns import TurnAssigner
 from sessionstore.models import (
     MESSAGE_ADAPTER,
     AssistantMessage,
@@ -20,9 +23,6 @@ from sessionstore.models import (
     ToolResultMessage,
     UserMessage,
 )
-from sessionstore._demo import generate_session, iter_session_messages
-from sessionstore._tokens import message_tokens
-from sessionstore._turns import TurnAssigner
 
 ARGUMENT_KEYS = {
     "read_file": {"path"},

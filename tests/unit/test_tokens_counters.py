@@ -16,6 +16,16 @@ from hypothesis import strategies as st
 
 import sessionstore._tokens
 import sessionstore._tracker
+from sessionstore._tokens import (
+    CalibratedTokenCounter,
+    HeuristicTokenCounter,
+    TiktokenCounter,
+    TokenCounter,
+    content_tokens,
+    estimate_tokens,
+    message_tokens,
+)
+from sessionstore._tracker import ContextTracker
 from sessionstore.config import CompactionConfig, should_compact
 from sessionstore.errors import ConfigurationError, MissingDependencyError
 from sessionstore.models import (
@@ -32,16 +42,6 @@ from sessionstore.models import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
-)
-from sessionstore._tracker import ContextTracker
-from sessionstore._tokens import (
-    CalibratedTokenCounter,
-    HeuristicTokenCounter,
-    TiktokenCounter,
-    TokenCounter,
-    content_tokens,
-    estimate_tokens,
-    message_tokens,
 )
 
 # ── strategies ─────────────────────────────────────────────────────────────────

@@ -4,6 +4,13 @@ from __future__ import annotations
 
 import base64
 
+from sessionstore._tokens import (
+    HeuristicTokenCounter,
+    TokenCounter,
+    estimate_tokens,
+    message_tokens,
+)
+from sessionstore._turns import TurnAssigner, TurnMap
 from sessionstore.models import (
     AssistantMessage,
     CustomMessage,
@@ -15,8 +22,6 @@ from sessionstore.models import (
     TurnRange,
     UserMessage,
 )
-from sessionstore._tokens import HeuristicTokenCounter, TokenCounter, estimate_tokens, message_tokens
-from sessionstore._turns import TurnAssigner, TurnMap
 
 
 def test_estimate_tokens_is_ceil_of_utf8_bytes_over_four() -> None:
