@@ -47,14 +47,18 @@ from typing import Any
 
 from _common import fmt, log, machine_info, parse_sizes, postgres_database
 
-from sessionstore import migrate
-from sessionstore.config import CompactionConfig, FixedCount
-from sessionstore.store._engine import normalize_url
-from sessionstore.models import Message
-from sessionstore._context import compact_session_loops
-from sessionstore.store import SessionStore
-from sessionstore.strategies import DefaultBlockCompaction, LoopView
+from sessionstore import (
+    CompactionConfig,
+    DefaultBlockCompaction,
+    FixedCount,
+    LoopView,
+    Message,
+    SessionStore,
+    compact_session_loops,
+    migrate,
+)
 from sessionstore._demo import iter_session_messages
+from sessionstore.store._engine import normalize_url
 
 DEFAULT_SIZES = (2_500, 5_000, 10_000, 20_000)
 APPEND_GOAL = 3.0

@@ -61,14 +61,21 @@ from typing import Any
 from _common import fmt, log, machine_info, parse_sizes, postgres_database, source_revision
 from sqlalchemy.engine import URL
 
-from sessionstore import migrate
-from sessionstore.config import CompactionConfig
-from sessionstore.store._engine import normalize_url
-from sessionstore.models import CompactionBlock, LoopRecord, Message, StoredMessage
-from sessionstore._context import build_context, compact_session_loops
-from sessionstore.store import SessionStore
-from sessionstore.strategies import DefaultBlockCompaction, LoopView
+from sessionstore import (
+    CompactionBlock,
+    CompactionConfig,
+    DefaultBlockCompaction,
+    LoopRecord,
+    LoopView,
+    Message,
+    SessionStore,
+    StoredMessage,
+    build_context,
+    compact_session_loops,
+    migrate,
+)
 from sessionstore._demo import iter_session_messages
+from sessionstore.store._engine import normalize_url
 
 DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
 QUICK_SIZES = (10_000, 100_000)

@@ -55,21 +55,21 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from sessionstore import migrate
-from sessionstore.store._engine import normalize_url
-from sessionstore.models import (
+from sessionstore import (
     AssistantMessage,
+    HeuristicTokenCounter,
     Message,
+    SessionStore,
     TextContent,
     ToolCall,
     ToolResultMessage,
     Usage,
     UserMessage,
-    message_payload,
+    migrate,
 )
-from sessionstore.store import SessionStore
-from sessionstore._tokens import HeuristicTokenCounter
 from sessionstore._turns import TurnAssigner
+from sessionstore.models import message_payload
+from sessionstore.store._engine import normalize_url
 
 POSTGRES_ENV = "SESSIONSTORE_TEST_POSTGRES_URL"
 BATCH_SIZE = 100

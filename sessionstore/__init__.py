@@ -5,18 +5,15 @@ rebuild the context the model should see from non-destructive compaction overlay
 """
 
 from sessionstore._audit import SessionAudit, audit_session, expand
-from sessionstore._context import (
+from sessionstore._compaction import (
     CompactionCallbacks,
-    CompactionEnded,
     CompactionResult,
-    CompactionStarted,
-    build_context,
-    build_context_from_session,
     compact_session_loops,
     maybe_compact,
-    resolve_scope,
 )
+from sessionstore._context import build_context
 from sessionstore._overlay import BuiltContext, ContextItem, InterruptedCall
+from sessionstore._scope import loop_context_tokens, resolve_scope
 from sessionstore._tokens import (
     CalibratedTokenCounter,
     HeuristicTokenCounter,
@@ -57,7 +54,9 @@ from sessionstore.models import (
     BranchSummaryMessage,
     CompactedSection,
     CompactionBlock,
+    CompactionEnded,
     CompactionEvent,
+    CompactionStarted,
     CompactionSummaryMessage,
     CustomMessage,
     ImageContent,
@@ -77,6 +76,7 @@ from sessionstore.models import (
     UserMessage,
 )
 from sessionstore.store import SessionStore
+from sessionstore.store._engine import make_engine
 from sessionstore.strategies import (
     BlockCompactionStrategy,
     CompactionStrategy,
@@ -168,7 +168,6 @@ __all__ = [
     "__version__",
     "audit_session",
     "build_context",
-    "build_context_from_session",
     "compact_messages",
     "compact_session_loops",
     "estimate_tokens",
@@ -176,6 +175,8 @@ __all__ = [
     "from_anthropic",
     "from_openai",
     "get_block_strategy",
+    "loop_context_tokens",
+    "make_engine",
     "maybe_compact",
     "register_block_strategy",
     "resolve_scope",

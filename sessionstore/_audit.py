@@ -22,9 +22,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
-from sessionstore._context import resolve_scope
 from sessionstore._overlay import segments
-from sessionstore.config import CompactionConfig, validated_config
+from sessionstore._scope import recorded_scope, resolve_scope
+from sessionstore.config import CompactionConfig, CompactionScope, validated_config
 from sessionstore.models import (
     CompactionBlock,
     LoopRecord,
@@ -269,19 +269,26 @@ async def audit_session(
     loop_id: int | None = None,
     overlay: str = "default",
     config: CompactionConfig | dict[str, Any] | None = None,
+    scope: CompactionScope | None = None,
     max_context_tokens: int = 100_000,
     as_of: datetime | None = None,
     only_loop: bool = False,
 ) -> SessionAudit:
     """Audit the active chain ending at `loop_id` (default: the active loop), root first.
 
-    Loops outside the scope `config.compaction_scope` resolves to are flagged
-    `in_scope=False`. With `only_loop`, only the loop `loop_id` is audited. With
-    `as_of`, blocks and messages written later are left out.
+    Loops outside the scope are flagged `in_scope=False`. The scope is `scope`, else
+    `config.compaction_scope` when a config is given, else the scope the loop's current
+    block was compacted with. With `only_loop`, only the loop `loop_id` is audited.
+    With `as_of`, blocks and messages written later are left out.
     """
-    policy = validated_config(config, CompactionConfig)
     chain = await store.chain_blocks(session_id, loop_id=loop_id, overlay=overlay, as_of=as_of)
-    earlier = resolve_scope(chain, policy.compaction_scope, max_context_tokens)
+    if scope is None:
+        scope = (
+            validated_config(config, CompactionConfig).compaction_scope
+            if config is not None
+            else recorded_scope(chain[-1][1] if chain else None)
+        )
+    earlier = resolve_scope(chain, scope, max_context_tokens)
     first_in_scope = len(chain) - earlier - 1
     loaded = []
     for index, (loop, block) in enumerate(chain):

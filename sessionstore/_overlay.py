@@ -25,7 +25,8 @@ from datetime import datetime
 from typing import Literal
 
 from sessionstore._tokens import message_tokens
-from sessionstore.errors import ConfigurationError, ContextOverflowError
+from sessionstore.config import CompactionScope
+from sessionstore.errors import ContextOverflowError
 from sessionstore.models import (
     AssistantMessage,
     CompactionBlock,
@@ -115,6 +116,8 @@ class ContextSources:
     """The chain's latest raw user message (the latest user request)."""
     as_of: datetime | None
     """The time the sources were read as of, or None for now."""
+    scope: CompactionScope | None = None
+    """The scope the loops were chosen by."""
 
 
 @dataclass(slots=True)
@@ -138,6 +141,8 @@ class BuiltContext:
     overlay: str = "default"
     as_of: object | None = None
     """The generation or time the context was rebuilt as of, or None for now."""
+    scope: CompactionScope | None = None
+    """The scope that chose `loop_ids`."""
 
     @property
     def messages(self) -> list[Message]:
@@ -405,17 +410,18 @@ def build(
     token_scale: float = 1.0,
     overlay: str = "default",
     as_of: object | None = None,
+    scope: CompactionScope | None = None,
 ) -> BuiltContext:
     """Load, pair and fit: the whole of what the model sees, from `loops` (oldest first).
 
     Raises:
-        ConfigurationError: `budget` is not positive or `token_scale` is not positive.
+        ValueError: `budget` is not positive or `token_scale` is not positive.
         ContextOverflowError: even the latest user request cannot fit.
     """
     if budget <= 0:
-        raise ConfigurationError(f"the token budget must be positive, got {budget}")
+        raise ValueError(f"the token budget must be positive, got {budget}")
     if not token_scale > 0:
-        raise ConfigurationError(f"token_scale must be positive, got {token_scale}")
+        raise ValueError(f"token_scale must be positive, got {token_scale}")
     items = assemble(loops, latest_user)
     items, interrupted, orphans = pair_tool_calls(items)
     loaded = math.ceil(sum(item.tokens for item in items) * token_scale)
@@ -431,4 +437,5 @@ def build(
         loaded_tokens=loaded,
         overlay=overlay,
         as_of=as_of,
+        scope=scope,
     )

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from sessionstore._tokens import HeuristicTokenCounter, TokenCounter
 from sessionstore.config import CompactionConfig, should_compact
-from sessionstore.errors import ConfigurationError
 from sessionstore.models import Message
 
 __all__ = ["ContextTracker"]
@@ -42,7 +41,7 @@ class ContextTracker:
         system_prompt_tokens: The size of what every prompt holds besides the messages.
 
     Raises:
-        ConfigurationError: `max_context_tokens` is not positive, or
+        ValueError: `max_context_tokens` is not positive, or
             `system_prompt_tokens` is negative or leaves no room for messages.
     """
 
@@ -54,15 +53,13 @@ class ContextTracker:
         system_prompt_tokens: int = 0,
     ) -> None:
         if max_context_tokens <= 0:
-            raise ConfigurationError(
-                f"max_context_tokens must be positive, got {max_context_tokens}"
-            )
+            raise ValueError(f"max_context_tokens must be positive, got {max_context_tokens}")
         if system_prompt_tokens < 0:
-            raise ConfigurationError(
+            raise ValueError(
                 f"system_prompt_tokens must not be negative, got {system_prompt_tokens}"
             )
         if system_prompt_tokens >= max_context_tokens:
-            raise ConfigurationError(
+            raise ValueError(
                 f"system_prompt_tokens ({system_prompt_tokens}) leaves no room in "
                 f"max_context_tokens ({max_context_tokens})"
             )

@@ -174,13 +174,13 @@ def should_compact(
     output before the window is really full.
 
     Raises:
-        ConfigurationError: `max_context_tokens` is not positive or `context_tokens`
+        ValueError: `max_context_tokens` is not positive or `context_tokens`
             is negative.
     """
     config = config or CompactionConfig()
     if max_context_tokens <= 0:
-        raise ConfigurationError(f"max_context_tokens must be positive, got {max_context_tokens}")
+        raise ValueError(f"max_context_tokens must be positive, got {max_context_tokens}")
     if context_tokens < 0:
-        raise ConfigurationError(f"context_tokens must not be negative, got {context_tokens}")
+        raise ValueError(f"context_tokens must not be negative, got {context_tokens}")
     headroom = config.compact_at_pct * max_context_tokens - context_tokens
     return headroom < config.compact_budget_threshold_pct * max_context_tokens

@@ -15,6 +15,7 @@ import binascii
 import hashlib
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any, Literal, TypeAlias
 
@@ -38,7 +39,9 @@ __all__ = [
     "BranchSummaryMessage",
     "CompactedSection",
     "CompactionBlock",
+    "CompactionEnded",
     "CompactionEvent",
+    "CompactionStarted",
     "CompactionSummaryMessage",
     "CustomMessage",
     "ImageContent",
@@ -565,3 +568,82 @@ class CompactionEvent(_Record):
     duration_ms: float | None
     details: dict[str, JsonValue] = Field(default_factory=dict)
     created_at: datetime
+
+
+# ── compaction lifecycle ───────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionStarted:
+    """Fired before a compaction runs; persisted as a `started` compaction event."""
+
+    session_id: str
+    current_loop_id: int
+    loop_ids: list[int]
+    """The loops in scope, oldest first."""
+    tokens_before: int
+    """The estimated context tokens of the loops in scope before this compaction."""
+    strategy: str
+    overlay: str
+
+    def record(self) -> dict[str, Any]:
+        """Return the fields of its `CompactionEvent` row (without id and time)."""
+        return {
+            "event": "started",
+            "loop_id": self.current_loop_id,
+            "block_id": None,
+            "tokens_before": self.tokens_before,
+            "tokens_after": None,
+            "duration_ms": None,
+            "details": {
+                "loop_ids": self.loop_ids,
+                "strategy": self.strategy,
+                "overlay": self.overlay,
+            },
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionEnded:
+    """Fired after the blocks are built and before they are written; persisted as `ended`.
+
+    Raising from `after_compaction_end` vetoes the compaction: nothing is written. A
+    failed compaction is recorded with `status="failed"` and the `error`.
+    """
+
+    session_id: str
+    current_loop_id: int
+    loop_ids: list[int]
+    tokens_before: int
+    tokens_after: int | None
+    """The estimated context tokens of the loops in scope with the new blocks."""
+    blocks: list[tuple[int, CompactionBlock]]
+    """`(loop_id, block)` for every block about to be written (not yet stored)."""
+    duration_ms: float
+    strategy: str = ""
+    overlay: str = "default"
+    status: Literal["ok", "failed"] = "ok"
+    error: str | None = None
+    """`Type: message` of the exception that failed the compaction."""
+    skipped_loop_ids: list[int] = field(default_factory=list)
+    """Earlier loops in scope whose current block was already a summary built the same way."""
+
+    def record(self) -> dict[str, Any]:
+        """Return the fields of its `CompactionEvent` row (without id and time)."""
+        details: dict[str, Any] = {"status": self.status, "loop_ids": self.loop_ids}
+        if self.status == "ok":
+            details["compacted_loop_ids"] = [loop_id for loop_id, _ in self.blocks]
+            details["skipped_loop_ids"] = self.skipped_loop_ids
+        details["strategy"] = self.strategy
+        details["overlay"] = self.overlay
+        if self.error is not None:
+            details["error"] = self.error
+        return {
+            "event": "ended",
+            "loop_id": self.current_loop_id,
+            "block_id": None,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "duration_ms": self.duration_ms,
+            "details": details,
+        }

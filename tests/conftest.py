@@ -19,9 +19,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from sessionstore import migrate
-from sessionstore.store import SessionStore
-from sessionstore.store._engine import make_engine
+from sessionstore import SessionStore, make_engine, migrate
 
 POSTGRES_ENV = "SESSIONSTORE_TEST_POSTGRES_URL"
 SEED = 20261122

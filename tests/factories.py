@@ -6,7 +6,7 @@ import json
 
 import factory
 
-from sessionstore.models import (
+from sessionstore import (
     AssistantMessage,
     BashExecutionMessage,
     CustomMessage,

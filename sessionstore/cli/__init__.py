@@ -42,12 +42,12 @@ from sqlalchemy.engine import make_url
 
 from sessionstore import migrate
 from sessionstore._audit import AuditedTurn, LoopAudit, SessionAudit, audit_session
-from sessionstore._context import CompactionResult, build_context, compact_session_loops
+from sessionstore._compaction import CompactionResult, compact_session_loops
+from sessionstore._context import build_context
 from sessionstore._demo import generate_session
 from sessionstore._overlay import BuiltContext, ContextItem
 from sessionstore.config import CompactionConfig, FixedCount, TokenBudget
 from sessionstore.errors import (
-    ConfigurationError,
     SchemaError,
     SessionExistsError,
     SessionStoreError,
@@ -759,39 +759,6 @@ _READ_SCOPE_HELP = (
 )
 
 
-async def _recorded_scope(
-    store: SessionStore,
-    session_id: str,
-    loop_id: int | None,
-    overlay: str,
-    as_of: int | datetime | None,
-) -> _Scope:
-    """Return the scope the loop's block (as of `as_of`) was compacted with, else the default.
-
-    So `context` and `audit` look at the loops `compact --scope` compacted, without the
-    scope being repeated.
-    """
-    if loop_id is None:
-        loop_id = (await store.get_session(session_id)).active_loop_id
-    if loop_id is None:
-        return _DEFAULTS.compaction_scope
-    block = await store.get_block(
-        session_id,
-        loop_id,
-        overlay=overlay,
-        generation=as_of if isinstance(as_of, int) else None,
-        as_of=as_of if isinstance(as_of, datetime) else None,
-    )
-    if block is None:
-        return _DEFAULTS.compaction_scope
-    try:
-        return CompactionConfig(
-            compaction_scope=block.config.get("compaction_scope")
-        ).compaction_scope
-    except ConfigurationError:  # a block written by hand, or by another tool
-        return _DEFAULTS.compaction_scope
-
-
 def _turn_span(start: int, end: int) -> str:
     return str(start) if start == end else f"{start}..{end}"
 
@@ -1111,14 +1078,12 @@ async def _context(
     scope: _Scope | None,
 ) -> BuiltContext:
     async with _open_store(url) as store:
-        if scope is None:
-            scope = await _recorded_scope(store, session_id, loop_id, overlay, as_of)
         return await build_context(
             store,
             session_id,
             max_context_tokens=max_context_tokens,
             loop_id=loop_id,
-            config=CompactionConfig(compaction_scope=scope),
+            scope=scope,
             system_prompt_tokens=system_prompt_tokens,
             overlay=overlay,
             as_of=as_of,
@@ -1365,14 +1330,12 @@ async def _audit(
     max_context_tokens: int,
 ) -> SessionAudit:
     async with _open_store(url) as store:
-        if scope is None:
-            scope = await _recorded_scope(store, session_id, loop_id, overlay, None)
         return await audit_session(
             store,
             session_id,
             loop_id=loop_id,
             overlay=overlay,
-            config=CompactionConfig(compaction_scope=scope),
+            scope=scope,
             max_context_tokens=max_context_tokens,
         )
 

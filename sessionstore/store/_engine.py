@@ -27,6 +27,7 @@ __all__ = [
     "TransactionRunner",
     "make_engine",
     "normalize_url",
+    "storage_error",
 ]
 
 _T = TypeVar("_T")
@@ -130,6 +131,14 @@ def _configure_sqlite(engine: Engine, *, in_memory: bool) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE" if is_write else "BEGIN")
 
 
+def storage_error(exc: SQLAlchemyError, what: str = "database error") -> StorageError:
+    """Return the `StorageError` a driver error becomes: the one place errors are translated.
+
+    Raise it `from exc`, so the original stays chained for debugging.
+    """
+    return StorageError(f"{what}: {exc}")
+
+
 class TransactionRunner:
     """Runs a unit of work, a sync function of a `Connection`, in one transaction.
 
@@ -172,7 +181,7 @@ class TransactionRunner:
                 async with connection.begin():
                     return await connection.run_sync(work)
         except SQLAlchemyError as exc:
-            raise StorageError(f"database error: {exc}") from exc
+            raise storage_error(exc) from exc
 
     def _run_sync(self, work: Callable[[Connection], _T], write: bool) -> _T:
         assert self._sync_engine is not None  # set together with the executor

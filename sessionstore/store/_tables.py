@@ -8,6 +8,7 @@ that compares the two.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar, cast
 
@@ -31,6 +32,18 @@ from sqlalchemy.ext.asyncio import AsyncAttrs
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
+from sessionstore.models import (
+    MESSAGE_ADAPTER,
+    CompactedSection,
+    CompactionBlock,
+    CompactionEvent,
+    LoopRecord,
+    ReplacementMessage,
+    Session,
+    StoredMessage,
+    TurnRange,
+)
+
 __all__ = [
     "Base",
     "BlockRow",
@@ -41,6 +54,13 @@ __all__ = [
     "SectionRow",
     "SessionRow",
     "UTCDateTime",
+    "block_model",
+    "event_model",
+    "loop_model",
+    "replacement_model",
+    "session_model",
+    "stored_model",
+    "stored_models",
     "table_of",
 ]
 
@@ -266,3 +286,101 @@ class CompactionEventRow(Base):
 def table_of(row_class: type[Base]) -> Table:
     """Return the `Table` behind a row class, typed as one."""
     return cast(Table, row_class.__table__)
+
+
+# ── row ↔ model ────────────────────────────────────────────────────────────────
+
+
+def session_model(values: Mapping[Any, Any]) -> Session:
+    """Build a `Session` from a sessions row's mapping (or the values it was inserted with)."""
+    return Session(
+        id=values["id"],
+        app_name=values["app_name"],
+        user_id=values["user_id"],
+        title=values["title"],
+        metadata=values["metadata"],
+        active_loop_id=values["active_loop_id"],
+        loop_count=values["loop_count"],
+        version=values["version"],
+        created_at=values["created_at"],
+        updated_at=values["updated_at"],
+    )
+
+
+def loop_model(row: Any) -> LoopRecord:
+    """Build a `LoopRecord` from a row with the loop columns."""
+    return LoopRecord(
+        id=row.id,
+        session_id=row.session_id,
+        parent_loop_id=row.parent_loop_id,
+        sequence=row.sequence,
+        depth=row.depth,
+        created_at=row.created_at,
+        closed_at=row.closed_at,
+        message_count=row.message_count,
+        token_total=row.token_total,
+        turn_count=row.turn_count,
+    )
+
+
+def stored_model(row: Sequence[Any], session_id: str) -> StoredMessage:
+    """Build a `StoredMessage` from a row of the store's message columns, in their order."""
+    # Positional unpacking: faster than attribute access on a hot path.
+    message_id, loop_id, position, turn_index, tokens, digest, client_id, created_at, payload = row
+    message = MESSAGE_ADAPTER.validate_json(payload)
+    if client_id is not None:
+        message = message.model_copy(update={"client_id": client_id})
+    # The row's values are the database's own: skip re-validating them.
+    return StoredMessage.model_construct(
+        id=message_id,
+        session_id=session_id,
+        loop_id=loop_id,
+        position=position,
+        turn_index=turn_index,
+        token_count=tokens,
+        content_hash=digest,
+        created_at=created_at,
+        message=message,
+    )
+
+
+def stored_models(rows: Iterable[Sequence[Any]], session_id: str) -> list[StoredMessage]:
+    """Build the `StoredMessage`s of many rows."""
+    return [stored_model(row, session_id) for row in rows]
+
+
+def replacement_model(row: Any) -> ReplacementMessage:
+    """Build a `ReplacementMessage` from a section-messages row."""
+    return ReplacementMessage(
+        message=MESSAGE_ADAPTER.validate_python(row.payload),
+        covers=row.covers,
+        token_count=row.token_count,
+        id=row.id,
+    )
+
+
+def block_model(row: Any, sections: Mapping[str, CompactedSection]) -> CompactionBlock:
+    """Build a `CompactionBlock` from a blocks row and its sections by kind."""
+    keep_first = None
+    if row.keep_first_start is not None:
+        keep_first = TurnRange(start_turn=row.keep_first_start, end_turn=row.keep_first_end)
+    return CompactionBlock(
+        id=row.id,
+        session_id=row.session_id,
+        loop_id=row.loop_id,
+        overlay=row.overlay,
+        generation=row.generation,
+        keep_first=keep_first,
+        keep_compacted=sections.get("compacted"),
+        keep_recent=sections.get("recent"),
+        strategy=row.strategy,
+        config=row.config,
+        tokens_before=row.tokens_before,
+        tokens_after=row.tokens_after,
+        created_at=row.created_at,
+    )
+
+
+def event_model(values: Mapping[Any, Any]) -> CompactionEvent:
+    """Build a `CompactionEvent` from an events row's mapping."""
+    return CompactionEvent.model_validate(dict(values))

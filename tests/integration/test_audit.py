@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from sessionstore import SessionStore
-from sessionstore._audit import audit_session, expand
-from sessionstore._context import build_context, compact_session_loops
-from sessionstore.config import CompactionConfig
+from sessionstore import (
+    AssistantMessage,
+    CompactionConfig,
+    SessionStore,
+    ToolResultMessage,
+    UserMessage,
+    audit_session,
+    build_context,
+    compact_session_loops,
+    expand,
+)
 from sessionstore.errors import BlockNotFoundError
-from sessionstore.models import AssistantMessage, ToolResultMessage, UserMessage
 from tests.factories import conversation
 
 CONFIG = CompactionConfig(

@@ -18,9 +18,8 @@ from typing import Any, TypeVar
 import pytest
 from click.testing import CliRunner, Result
 
-from sessionstore import migrate
+from sessionstore import SessionStore, migrate
 from sessionstore.cli import main
-from sessionstore.store import SessionStore
 
 T = TypeVar("T")
 

@@ -14,26 +14,26 @@ from typing import Any
 
 import pytest
 
-from sessionstore._audit import audit_session
-from sessionstore._context import build_context
-from sessionstore._demo import generate_session
-from sessionstore.config import CompactionConfig
-from sessionstore.formats._openai import to_openai
-from sessionstore.models import (
+from sessionstore import (
     AssistantMessage,
     BashExecutionMessage,
     BranchSummaryMessage,
     CompactionBlock,
+    CompactionConfig,
     CustomMessage,
     ImageContent,
+    SessionStore,
     SystemMessage,
     TextContent,
     ThinkingContent,
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    audit_session,
+    build_context,
+    to_openai,
 )
-from sessionstore.store import SessionStore
+from sessionstore._demo import generate_session
 from tests.integration.test_cli import fails, json_out, ok, with_store
 
 SEED = 11

@@ -7,9 +7,8 @@ import multiprocessing
 
 import pytest
 
+from sessionstore import SessionStore, UserMessage
 from sessionstore.errors import StaleWriteError
-from sessionstore.models import UserMessage
-from sessionstore.store import SessionStore
 
 
 async def _positions(store: SessionStore, session_id: str) -> list[int]:

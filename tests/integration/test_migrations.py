@@ -13,9 +13,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 
-from sessionstore import SessionStore, UserMessage, migrate
+from sessionstore import SessionStore, UserMessage, make_engine, migrate
 from sessionstore.errors import SchemaError
-from sessionstore.store._engine import make_engine
 from sessionstore.store._tables import Base
 
 ROOT = Path(__file__).resolve().parents[2]

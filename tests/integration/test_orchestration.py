@@ -6,34 +6,34 @@ from typing import Any
 
 import pytest
 
-from sessionstore import SessionStore
-from sessionstore._context import (
+from sessionstore import (
+    AssistantMessage,
+    BuiltContext,
+    CompactedSection,
+    CompactionBlock,
     CompactionCallbacks,
+    CompactionConfig,
     CompactionEnded,
     CompactionStarted,
+    FixedCount,
+    Message,
+    ReplacementMessage,
+    SessionStore,
+    TextContent,
+    TokenBudget,
+    ToolCall,
+    ToolResultMessage,
+    TurnRange,
+    UserMessage,
     build_context,
     compact_session_loops,
     maybe_compact,
 )
-from sessionstore._overlay import BuiltContext
-from sessionstore.config import CompactionConfig, FixedCount, TokenBudget
 from sessionstore.errors import (
     BlockNotFoundError,
     ConfigurationError,
     ContextOverflowError,
     InvalidBlockError,
-)
-from sessionstore.models import (
-    AssistantMessage,
-    CompactedSection,
-    CompactionBlock,
-    Message,
-    ReplacementMessage,
-    TextContent,
-    ToolCall,
-    ToolResultMessage,
-    TurnRange,
-    UserMessage,
 )
 from tests.factories import conversation
 
@@ -294,23 +294,24 @@ async def test_invalid_blocks_are_refused_before_anything_is_written(
 
 
 @pytest.mark.parametrize(
-    "kwargs",
+    ("kwargs", "error"),
     [
-        {"max_context_tokens": 0},
-        {"max_context_tokens": -5},
-        {"max_context_tokens": 100, "system_prompt_tokens": 100},
-        {"max_context_tokens": 100, "config": {"keep_recent_turns": -1}},
-        {"max_context_tokens": 100, "config": {"max_summary_tokens": 0}},
+        ({"max_context_tokens": 0}, ValueError),
+        ({"max_context_tokens": -5}, ValueError),
+        ({"max_context_tokens": 100, "system_prompt_tokens": 100}, ValueError),
+        ({"max_context_tokens": 100, "config": {"keep_recent_turns": -1}}, ConfigurationError),
+        ({"max_context_tokens": 100, "config": {"max_summary_tokens": 0}}, ConfigurationError),
     ],
 )
 async def test_bad_budgets_and_configs_are_refused(
-    store: SessionStore, kwargs: dict[str, Any]
+    store: SessionStore, kwargs: dict[str, Any], error: type[Exception]
 ) -> None:
+    """A bad argument is a ValueError, a bad configuration a ConfigurationError."""
     session_id = await _session(store, loops=1)
-    with pytest.raises(ConfigurationError):
+    with pytest.raises(error):
         await build_context(store, session_id, **kwargs)
     if "system_prompt_tokens" not in kwargs:
-        with pytest.raises(ConfigurationError):
+        with pytest.raises(error):
             await compact_session_loops(store, session_id, **kwargs)
     assert await store.list_compaction_events(session_id) == []
 

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 
-from sessionstore import SessionStore
-from sessionstore._context import build_context, compact_session_loops
-from sessionstore.config import CompactionConfig, FixedCount
-from sessionstore.models import (
+from sessionstore import (
     AssistantMessage,
+    CompactionConfig,
+    FixedCount,
+    SessionStore,
     TextContent,
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    build_context,
+    compact_session_loops,
 )
 from tests.factories import conversation
 from tests.integration.test_orchestration import check_valid

@@ -11,17 +11,7 @@ from pydantic import ValidationError
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from sessionstore._tokens import message_tokens
-from sessionstore._turns import TurnMap
-from sessionstore.errors import (
-    ConflictError,
-    InvalidBlockError,
-    LoopNotFoundError,
-    SessionExistsError,
-    SessionNotFoundError,
-    StaleWriteError,
-)
-from sessionstore.models import (
+from sessionstore import (
     AssistantMessage,
     BranchSummaryMessage,
     CompactedSection,
@@ -30,19 +20,28 @@ from sessionstore.models import (
     CustomMessage,
     ImageContent,
     ReplacementMessage,
+    SessionStore,
     SystemMessage,
     TextContent,
     ThinkingContent,
     ToolCall,
     ToolResultMessage,
+    TurnMap,
     TurnRange,
     Usage,
     UserMessage,
-    canonical_payload,
-    message_payload,
+    make_engine,
 )
-from sessionstore.store import SessionStore
-from sessionstore.store._engine import make_engine
+from sessionstore._tokens import message_tokens
+from sessionstore.errors import (
+    ConflictError,
+    InvalidBlockError,
+    LoopNotFoundError,
+    SessionExistsError,
+    SessionNotFoundError,
+    StaleWriteError,
+)
+from sessionstore.models import canonical_payload, message_payload
 from tests.factories import (
     AssistantMessageFactory,
     BashExecutionMessageFactory,

@@ -18,27 +18,32 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from sessionstore._overlay import BuiltContext, InterruptedCall
-from sessionstore._tokens import message_tokens
-from sessionstore._turns import TurnMap
-from sessionstore.config import CompactionConfig, FixedCount, TokenBudget
-from sessionstore.models import (
+from sessionstore import (
     AssistantMessage,
     BashExecutionMessage,
+    BlockCompactionStrategy,
+    BuiltContext,
     CompactedSection,
+    CompactionConfig,
     CompactionSummaryMessage,
     CustomMessage,
+    DefaultBlockCompaction,
+    FixedCount,
+    InterruptedCall,
+    LoopView,
     Message,
     ReplacementMessage,
     StoredMessage,
     TextContent,
     ThinkingContent,
+    TokenBudget,
     ToolCall,
     ToolResultMessage,
+    TurnMap,
     TurnRange,
     UserMessage,
 )
-from sessionstore.strategies import BlockCompactionStrategy, DefaultBlockCompaction, LoopView
+from sessionstore._tokens import message_tokens
 from sessionstore.strategies._block import section_layout
 
 # ── histories ──────────────────────────────────────────────────────────────────

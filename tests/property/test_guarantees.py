@@ -19,20 +19,22 @@ import pytest
 from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 
-from sessionstore import SessionStore
-from sessionstore._context import build_context, compact_session_loops
-from sessionstore._overlay import BuiltContext
-from sessionstore.config import CompactionConfig, TokenBudget
-from sessionstore.errors import ConfigurationError, ContextOverflowError, StorageError
-from sessionstore.models import (
+from sessionstore import (
     AssistantMessage,
+    BlockCompactionStrategy,
+    BuiltContext,
+    CompactionConfig,
     Message,
+    SessionStore,
     StoredMessage,
+    TokenBudget,
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    build_context,
+    compact_session_loops,
 )
-from sessionstore.strategies import BlockCompactionStrategy
+from sessionstore.errors import ContextOverflowError, StorageError
 from tests.property import (
     History,
     block_strategies,
@@ -208,7 +210,7 @@ async def test_every_built_context_keeps_the_guarantees(
     before = await _raw_snapshot(store, written)
     assert before == written.raw
     if system >= window:
-        with pytest.raises(ConfigurationError, match="leaves no room"):
+        with pytest.raises(ValueError, match="leaves no room"):
             await build_context(
                 store, session_id, max_context_tokens=window, system_prompt_tokens=system
             )

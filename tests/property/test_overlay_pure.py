@@ -17,21 +17,23 @@ from typing import Any
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
-from sessionstore._overlay import BuiltContext, LoopSource, build, segments
-from sessionstore._tokens import message_tokens
-from sessionstore._turns import TurnAssigner
-from sessionstore.config import CompactionConfig
-from sessionstore.errors import ContextOverflowError
-from sessionstore.models import (
+from sessionstore import (
     AssistantMessage,
+    BlockCompactionStrategy,
+    BuiltContext,
+    CompactionConfig,
     CustomMessage,
     LoopRecord,
+    LoopView,
     Message,
     StoredMessage,
     ToolResultMessage,
     UserMessage,
 )
-from sessionstore.strategies import BlockCompactionStrategy, LoopView
+from sessionstore._overlay import LoopSource, build, segments
+from sessionstore._tokens import message_tokens
+from sessionstore._turns import TurnAssigner
+from sessionstore.errors import ContextOverflowError
 from tests.property import (
     History,
     block_strategies,

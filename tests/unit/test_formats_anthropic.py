@@ -7,9 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from sessionstore.errors import FormatError
-from sessionstore.formats import from_anthropic, from_openai, to_anthropic
-from sessionstore.models import (
+from sessionstore import (
     AssistantMessage,
     BashExecutionMessage,
     CompactionSummaryMessage,
@@ -21,7 +19,11 @@ from sessionstore.models import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    from_anthropic,
+    from_openai,
+    to_anthropic,
 )
+from sessionstore.errors import FormatError
 
 DATASET = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "real-transcripts"
 

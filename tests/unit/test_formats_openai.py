@@ -6,9 +6,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from sessionstore.errors import FormatError
-from sessionstore.formats import from_openai, to_openai
-from sessionstore.models import (
+from sessionstore import (
     AssistantMessage,
     BashExecutionMessage,
     BranchSummaryMessage,
@@ -21,7 +19,10 @@ from sessionstore.models import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    from_openai,
+    to_openai,
 )
+from sessionstore.errors import FormatError
 
 DATASET = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "real-transcripts"
 

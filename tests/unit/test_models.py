@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from sessionstore.models import (
+from sessionstore import (
     AssistantMessage,
     CustomMessage,
     ImageContent,
@@ -17,10 +17,8 @@ from sessionstore.models import (
     ToolResultMessage,
     TurnRange,
     UserMessage,
-    content_hash,
-    message_from_json,
-    message_payload,
 )
+from sessionstore.models import content_hash, message_from_json, message_payload
 
 
 def test_string_content_becomes_one_text_block() -> None:

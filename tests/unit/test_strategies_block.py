@@ -11,52 +11,53 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sessionstore._tokens import (
-    HeuristicTokenCounter,
-    TokenCounter,
-    estimate_tokens,
-    message_tokens,
-)
-from sessionstore._turns import TurnAssigner
-from sessionstore.config import CompactionConfig, ContextConfig
-from sessionstore.errors import ConfigurationError
-from sessionstore.formats._jsonl import parse_conversation_line
-from sessionstore.models import (
+from sessionstore import (
     AssistantMessage,
     BashExecutionMessage,
+    BlockCompactionStrategy,
     BranchSummaryMessage,
     CompactedSection,
     CompactionBlock,
+    CompactionConfig,
+    CompactionStrategy,
     CompactionSummaryMessage,
+    ContextConfig,
     CustomMessage,
+    DefaultBlockCompaction,
+    DefaultCompaction,
+    HeuristicTokenCounter,
     ImageContent,
     LoopRecord,
+    LoopView,
     Message,
+    OneLineSummarizer,
     StoredMessage,
+    Summarizer,
+    SummaryRequest,
     SystemMessage,
     TextContent,
     ThinkingContent,
+    TokenCounter,
     ToolCall,
     ToolResultMessage,
     TurnRange,
+    TurnSummarizer,
     UserMessage,
-    content_hash,
-    message_payload,
-)
-from sessionstore.strategies import (
-    BlockCompactionStrategy,
-    CompactionStrategy,
-    DefaultBlockCompaction,
-    DefaultCompaction,
-    LoopView,
     compact_messages,
+    estimate_tokens,
     get_block_strategy,
-    get_compaction_strategy,
     register_block_strategy,
+)
+from sessionstore._tokens import message_tokens
+from sessionstore._turns import TurnAssigner
+from sessionstore.errors import ConfigurationError
+from sessionstore.formats._jsonl import parse_conversation_line
+from sessionstore.models import content_hash, message_payload
+from sessionstore.strategies import (
+    get_compaction_strategy,
     register_compaction_strategy,
     total_tokens,
 )
-from sessionstore.summarizers import OneLineSummarizer, Summarizer, SummaryRequest, TurnSummarizer
 
 ROOT = Path(__file__).resolve().parents[2]
 CREATED = datetime(2026, 1, 1, tzinfo=UTC)

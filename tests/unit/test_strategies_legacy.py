@@ -8,14 +8,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sessionstore._tokens import message_tokens
-from sessionstore.config import ContextConfig
-from sessionstore.models import (
+from sessionstore import (
     AssistantMessage,
     BashExecutionMessage,
     BranchSummaryMessage,
+    CompactionStrategy,
     CompactionSummaryMessage,
+    ContextConfig,
     CustomMessage,
+    DefaultCompaction,
     ImageContent,
     Message,
     SystemMessage,
@@ -24,11 +25,10 @@ from sessionstore.models import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
-)
-from sessionstore.strategies import (
-    CompactionStrategy,
-    DefaultCompaction,
     compact_messages,
+)
+from sessionstore._tokens import message_tokens
+from sessionstore.strategies import (
     keep_within_budget,
     level1_truncate_tool_outputs,
     level2_summarize_old_turns,

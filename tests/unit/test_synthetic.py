@@ -12,12 +12,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from sessionstore import _demo as synthetic
-from sessionstore._demo import generate_session, iter_session_messages
-from sessionstore._tokens import message_tokens
-from sessionstore._turns import TurnAssigner
-from sessionstore.models import (
-    MESSAGE_ADAPTER,
+from sessionstore import (
     AssistantMessage,
     BashExecutionMessage,
     Message,
@@ -25,6 +20,11 @@ from sessionstore.models import (
     ToolResultMessage,
     UserMessage,
 )
+from sessionstore import _demo as synthetic
+from sessionstore._demo import generate_session, iter_session_messages
+from sessionstore._tokens import message_tokens
+from sessionstore._turns import TurnAssigner
+from sessionstore.models import MESSAGE_ADAPTER
 
 ARGUMENT_KEYS = {
     "read_file": {"path"},

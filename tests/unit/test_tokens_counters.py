@@ -16,33 +16,31 @@ from hypothesis import strategies as st
 
 import sessionstore._tokens
 import sessionstore._tracker
-from sessionstore._tokens import (
-    CalibratedTokenCounter,
-    HeuristicTokenCounter,
-    TiktokenCounter,
-    TokenCounter,
-    content_tokens,
-    estimate_tokens,
-    message_tokens,
-)
-from sessionstore._tracker import ContextTracker
-from sessionstore.config import CompactionConfig, should_compact
-from sessionstore.errors import ConfigurationError, MissingDependencyError
-from sessionstore.models import (
+from sessionstore import (
     AssistantMessage,
     BashExecutionMessage,
     BranchSummaryMessage,
+    CalibratedTokenCounter,
+    CompactionConfig,
     CompactionSummaryMessage,
+    ContextTracker,
     CustomMessage,
+    HeuristicTokenCounter,
     ImageContent,
     Message,
     SystemMessage,
     TextContent,
     ThinkingContent,
+    TiktokenCounter,
+    TokenCounter,
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    estimate_tokens,
+    should_compact,
 )
+from sessionstore._tokens import content_tokens, message_tokens
+from sessionstore.errors import ConfigurationError, MissingDependencyError
 
 # ── strategies ─────────────────────────────────────────────────────────────────
 
@@ -500,7 +498,7 @@ def test_tracker_should_compact_is_config_should_compact(
     ],
 )
 def test_tracker_refuses_a_bad_window(kwargs: dict[str, Any], match: str) -> None:
-    with pytest.raises(ConfigurationError, match=match):
+    with pytest.raises(ValueError, match=match):
         ContextTracker(**kwargs)
 
 

@@ -4,24 +4,23 @@ from __future__ import annotations
 
 import base64
 
-from sessionstore._tokens import (
-    HeuristicTokenCounter,
-    TokenCounter,
-    estimate_tokens,
-    message_tokens,
-)
-from sessionstore._turns import TurnAssigner, TurnMap
-from sessionstore.models import (
+from sessionstore import (
     AssistantMessage,
     CustomMessage,
+    HeuristicTokenCounter,
     ImageContent,
     TextContent,
     ThinkingContent,
+    TokenCounter,
     ToolCall,
     ToolResultMessage,
+    TurnMap,
     TurnRange,
     UserMessage,
+    estimate_tokens,
 )
+from sessionstore._tokens import message_tokens
+from sessionstore._turns import TurnAssigner
 
 
 def test_estimate_tokens_is_ceil_of_utf8_bytes_over_four() -> None:

@@ -1,0 +1,284 @@
+"""Compaction: write overlays for the loops in scope, with callbacks and events.
+
+It composes the other layers: it reads the loops in scope through the store, runs a
+pure strategy on each, and writes the blocks and their events through the store in
+one transaction.
+
+- `compact_session_loops` writes a block for the current loop (all three sections)
+  and for the earlier loops in scope (`keep_compacted` only).
+- `maybe_compact` is the WHEN half: it compacts only when `should_compact` says so.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sessionstore._context import build_context, context_budget
+from sessionstore._scope import ChainEntry, loop_context_tokens
+from sessionstore.config import CompactionConfig, should_compact, validated_config
+from sessionstore.errors import ConfigurationError
+from sessionstore.models import CompactionBlock, CompactionEnded, CompactionStarted, LoopRecord
+from sessionstore.store import SessionStore
+from sessionstore.strategies import BlockCompactionStrategy, LoopView, get_block_strategy
+
+__all__ = [
+    "CompactionCallbacks",
+    "CompactionResult",
+    "compact_session_loops",
+    "maybe_compact",
+]
+
+Callback = Callable[[Any], Awaitable[None] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionCallbacks:
+    """Lifecycle hooks around a compaction; each may be a function or a coroutine function.
+
+    `before_compaction_start(CompactionStarted)` runs before the strategy (for
+    pre-compaction indexing or memory extraction). `after_compaction_end(
+    CompactionEnded)` runs after the blocks are built and before they are written
+    (for verification); an exception from either aborts the compaction and nothing
+    is written.
+    """
+
+    before_compaction_start: Callback | None = None
+    after_compaction_end: Callback | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionResult:
+    """What `compact_session_loops` did."""
+
+    blocks: list[CompactionBlock]
+    """The blocks written: the current loop's first, then earlier loops, newest first."""
+    skipped_loop_ids: list[int] = field(default_factory=list)
+    """Earlier loops in scope whose current block was already a summary built the same way."""
+    loop_ids: list[int] = field(default_factory=list)
+    """The loops in scope, oldest first."""
+    tokens_before: int = 0
+    tokens_after: int = 0
+    duration_ms: float = 0.0
+
+
+async def _call(callback: Callback | None, event: Any) -> None:
+    if callback is None:
+        return
+    outcome = callback(event)
+    if inspect.isawaitable(outcome):
+        await outcome
+
+
+async def _run_strategy(
+    strategy: BlockCompactionStrategy,
+    name: str,
+    view: LoopView,
+    config: CompactionConfig,
+    most_recent: bool,
+) -> CompactionBlock:
+    built: Any = strategy.compact(view, config, most_recent)
+    if inspect.isawaitable(built):
+        built = await built
+    if not isinstance(built, CompactionBlock):
+        raise ConfigurationError(
+            f"strategy {name!r} returned {type(built).__name__}, not a CompactionBlock"
+        )
+    return built
+
+
+def _is_summary_of_whole_loop(
+    loop: LoopRecord, block: CompactionBlock | None, strategy: str, snapshot: dict[str, Any]
+) -> bool:
+    """True when `block` already summarises the whole (closed) loop the same way."""
+    if block is None or block.keep_first is not None or block.keep_recent is not None:
+        return False
+    section = block.keep_compacted
+    return (
+        section is not None
+        and section.range.start_turn == 0
+        and section.range.end_turn == loop.turn_count - 1
+        and block.strategy == strategy
+        and block.config == snapshot
+    )
+
+
+def _elapsed_ms(clock: float) -> float:
+    return (time.perf_counter() - clock) * 1000
+
+
+async def compact_session_loops(
+    store: SessionStore,
+    session_id: str,
+    current_loop_id: int | None = None,
+    strategy: BlockCompactionStrategy | str | None = None,
+    config: CompactionConfig | dict[str, Any] | None = None,
+    max_context_tokens: int = 100_000,
+    *,
+    overlay: str = "default",
+    callbacks: CompactionCallbacks | None = None,
+) -> CompactionResult:
+    """Compact the current loop and the earlier loops in scope, in one transaction.
+
+    The current loop gets a block with all three sections; each earlier loop in
+    scope gets a block with `keep_compacted` only (a summary of the whole loop),
+    unless its current block already is one, built by the same strategy and config.
+    The new blocks supersede the loops' previous blocks for `overlay`, which stay.
+    A `started` and an `ended` event are written with the blocks. If the strategy or
+    a callback raises, no block is written, the failure is recorded as an `ended`
+    event with `status: failed`, and the exception propagates.
+
+    Args:
+        store: The store.
+        session_id: The session.
+        current_loop_id: The current loop; the session's active loop by default.
+        strategy: A `BlockCompactionStrategy` or a registered name; default
+            `config.block_strategy`.
+        config: The compaction policy.
+        max_context_tokens: The window a `TokenBudget` scope walks against.
+        overlay: The name of the overlay to write.
+        callbacks: Hooks fired before and after.
+
+    Raises:
+        ValueError: a budget that is not positive.
+        ConfigurationError: a bad config, or an unknown strategy name.
+        InvalidBlockError: the strategy built a block that does not fit its loop.
+        SessionNotFoundError, LoopNotFoundError: nothing to compact.
+    """
+    policy = validated_config(config, CompactionConfig)
+    context_budget(max_context_tokens, 0)
+    chosen = get_block_strategy(strategy if strategy is not None else policy.block_strategy)
+    name = getattr(chosen, "name", type(chosen).__name__)
+    snapshot = policy.snapshot()
+    in_scope: list[ChainEntry] = await store.chain_in_scope(
+        session_id,
+        scope=policy.compaction_scope,
+        max_context_tokens=max_context_tokens,
+        summary_cap=policy.max_summary_tokens,
+        loop_id=current_loop_id,
+        overlay=overlay,
+    )
+    if not in_scope:
+        return CompactionResult(blocks=[])
+    current = in_scope[-1][0]
+    loop_ids = [loop.id for loop, _ in in_scope]
+    tokens_before = sum(loop_context_tokens(loop, block) for loop, block in in_scope)
+    todo: list[tuple[LoopRecord, bool]] = []
+    skipped: list[int] = []
+    for loop, block in reversed(in_scope):  # the current loop first
+        most_recent = loop.id == current.id
+        if loop.turn_count == 0:
+            continue
+        if not most_recent and _is_summary_of_whole_loop(loop, block, name, snapshot):
+            skipped.append(loop.id)
+            continue
+        todo.append((loop, most_recent))
+    started = CompactionStarted(session_id, current.id, loop_ids, tokens_before, name, overlay)
+    clock = time.perf_counter()
+    try:
+        await _call(callbacks.before_compaction_start if callbacks else None, started)
+        blocks: list[tuple[int, CompactionBlock]] = []
+        for loop, most_recent in todo:
+            messages = await store.get_messages(session_id, loop.id)
+            built = await _run_strategy(
+                chosen, name, LoopView.of(loop, messages), policy, most_recent
+            )
+            blocks.append((loop.id, built.model_copy(update={"overlay": overlay})))
+        new = dict(blocks)
+        tokens_after = sum(
+            loop_context_tokens(loop, new.get(loop.id, block)) for loop, block in in_scope
+        )
+        ended = CompactionEnded(
+            session_id,
+            current.id,
+            loop_ids,
+            tokens_before,
+            tokens_after,
+            blocks,
+            _elapsed_ms(clock),
+            strategy=name,
+            overlay=overlay,
+            skipped_loop_ids=skipped,
+        )
+        await _call(callbacks.after_compaction_end if callbacks else None, ended)
+    except BaseException as error:
+        await _record_failure(store, started, error, clock)
+        raise
+    written = await store.write_blocks(session_id, blocks, events=[started, ended])
+    return CompactionResult(
+        blocks=written,
+        skipped_loop_ids=skipped,
+        loop_ids=loop_ids,
+        tokens_before=tokens_before,
+        tokens_after=tokens_after,
+        duration_ms=ended.duration_ms,
+    )
+
+
+async def _record_failure(
+    store: SessionStore, started: CompactionStarted, error: BaseException, clock: float
+) -> None:
+    """Record a failed compaction (best effort: a failure to record is not raised)."""
+    if not isinstance(error, Exception):
+        return
+    failed = CompactionEnded(
+        started.session_id,
+        started.current_loop_id,
+        started.loop_ids,
+        started.tokens_before,
+        None,
+        [],
+        _elapsed_ms(clock),
+        strategy=started.strategy,
+        overlay=started.overlay,
+        status="failed",
+        error=f"{type(error).__name__}: {error}",
+    )
+    try:
+        await store.write_blocks(started.session_id, [], events=[started, failed])
+    except Exception:  # the original error is the one to raise
+        return
+
+
+async def maybe_compact(
+    store: SessionStore,
+    session_id: str,
+    *,
+    max_context_tokens: int,
+    config: CompactionConfig | dict[str, Any] | None = None,
+    system_prompt_tokens: int = 0,
+    loop_id: int | None = None,
+    overlay: str = "default",
+    callbacks: CompactionCallbacks | None = None,
+) -> CompactionResult | None:
+    """Compact when `should_compact` says the context is near the window; else return None.
+
+    The context is measured as `build_context` loads it, before any trimming, plus
+    `system_prompt_tokens`.
+    """
+    policy = validated_config(config, CompactionConfig)
+    context = await build_context(
+        store,
+        session_id,
+        max_context_tokens=max_context_tokens,
+        loop_id=loop_id,
+        config=policy,
+        system_prompt_tokens=system_prompt_tokens,
+        overlay=overlay,
+    )
+    loaded = context.loaded_tokens + system_prompt_tokens
+    if not should_compact(loaded, max_context_tokens, policy):
+        return None
+    return await compact_session_loops(
+        store,
+        session_id,
+        loop_id,
+        None,
+        policy,
+        max_context_tokens,
+        overlay=overlay,
+        callbacks=callbacks,
+    )

@@ -1,0 +1,136 @@
+"""The scope rule: how many loops of the active chain take part in a context or a compaction.
+
+Pure code. `resolve_scope` turns a `CompactionScope` into a number of earlier loops from
+cached counts only; `scope_window` says how many loops to read first, and `grow_window`
+is the one loop that reads a larger window until the scope is known to end inside it.
+The store calls these itself when it reads a context, in the reading transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+from sessionstore.config import CompactionConfig, CompactionScope, FixedCount
+from sessionstore.errors import ConfigurationError
+from sessionstore.models import CompactionBlock, LoopRecord
+
+__all__ = [
+    "TOKEN_BUDGET_WINDOW",
+    "ChainEntry",
+    "grow_window",
+    "loop_context_tokens",
+    "recorded_scope",
+    "resolve_scope",
+    "scope_window",
+]
+
+_T = TypeVar("_T")
+
+ChainEntry = tuple[LoopRecord, CompactionBlock | None]
+"""A loop of the chain and its current block (None when it has none)."""
+
+TOKEN_BUDGET_WINDOW = 16
+"""How many loops a `TokenBudget` scope reads at first (more when they all fit)."""
+
+WINDOW_GROWTH = 4
+"""How much larger each further read of the chain is."""
+
+
+def loop_context_tokens(loop: LoopRecord, block: CompactionBlock | None) -> int:
+    """Estimate what a loop costs in the context, from cached counts only.
+
+    No block: its raw tokens (`token_total`). With a block: what the block shows
+    (`tokens_after`) plus the raw tokens appended since the block was written
+    (`token_total - tokens_before`).
+    """
+    if block is None:
+        return loop.token_total
+    return block.tokens_after + max(0, loop.token_total - block.tokens_before)
+
+
+def resolve_scope(
+    chain: Sequence[ChainEntry],
+    scope: CompactionScope,
+    max_context_tokens: int,
+    *,
+    summary_cap: int | None = None,
+) -> int:
+    """Return how many loops before the current one take part (the current one is last).
+
+    - `FixedCount(n)`: `n`, or fewer when the chain is shorter.
+    - `TokenBudget`: start with the current loop's estimate; walk back over the
+      earlier loops, newest first, adding each loop's estimate; stop before the first
+      loop that would take the running total over `max_context_tokens`. The current
+      loop always takes part, even when it alone is over the budget.
+
+    The estimate of a loop is what it costs *in the context*, not its raw size
+    (`loop_context_tokens`: the block's `tokens_after` when it has one). So the scope
+    can include loops whose raw messages exceed `max_context_tokens`: their compacted
+    summaries fit when the originals do not, which is what gives a summarising strategy
+    rich context. At compaction time a loop about to be summarised costs at most
+    `summary_cap` (the config's `max_summary_tokens`), for the same reason.
+
+    Args:
+        chain: The loops of the active chain with their current blocks, root first,
+            ending with the current loop (a suffix of the chain is enough).
+        scope: The scope to resolve.
+        max_context_tokens: The budget `TokenBudget` walks against.
+        summary_cap: The most a loop is estimated at (None: no cap).
+    """
+    if not chain:
+        return 0
+    earlier = len(chain) - 1
+    if isinstance(scope, FixedCount):
+        return min(scope.count, earlier)
+
+    def estimate(loop: LoopRecord, block: CompactionBlock | None) -> int:
+        cost = loop_context_tokens(loop, block)
+        return cost if summary_cap is None else min(cost, summary_cap)
+
+    used = estimate(*chain[-1])
+    count = 0
+    for loop, block in reversed(chain[:-1]):
+        cost = estimate(loop, block)
+        if used + cost > max_context_tokens:
+            break
+        used += cost
+        count += 1
+    return count
+
+
+def scope_window(scope: CompactionScope) -> int:
+    """Return how many loops of the chain to read first to resolve `scope`."""
+    # One loop more than the scope can take, so a full window proves the scope ends there.
+    return scope.count + 2 if isinstance(scope, FixedCount) else TOKEN_BUDGET_WINDOW
+
+
+def grow_window(start: int, attempt: Callable[[int], _T | None]) -> _T:
+    """Call `attempt(size)` with a growing window until it returns a result.
+
+    `attempt` returns None when `size` was too small to decide; the window then grows
+    `WINDOW_GROWTH` times, so a chain of n loops is read O(log n) times at most.
+    """
+    if start < 1:
+        raise ValueError(f"the window must be at least 1, got {start}")
+    size = start
+    while (result := attempt(size)) is None:
+        size *= WINDOW_GROWTH
+    return result
+
+
+def recorded_scope(
+    block: CompactionBlock | None, default: CompactionScope | None = None
+) -> CompactionScope:
+    """Return the scope `block` was compacted with, else `default` (the config default).
+
+    So a context or an audit looks at the loops a compaction took in, without the
+    scope being repeated.
+    """
+    fallback = default if default is not None else CompactionConfig().compaction_scope
+    if block is None or "compaction_scope" not in block.config:
+        return fallback
+    try:
+        return CompactionConfig(compaction_scope=block.config["compaction_scope"]).compaction_scope
+    except ConfigurationError:  # a block written by hand, or by another tool
+        return fallback

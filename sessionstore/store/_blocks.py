@@ -1,0 +1,261 @@
+"""Units of work on compaction blocks (overlays) and compaction events.
+
+A block is written once, with its sections and their replacement messages, and never
+changed: a newer generation for the same loop and overlay supersedes it, and the older
+one stays for audit and time travel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from itertools import pairwise
+from typing import Any
+
+from sqlalchemy import Connection, Row, func, select
+
+from sessionstore._tokens import TokenCounter
+from sessionstore.errors import InvalidBlockError
+from sessionstore.models import (
+    CompactedSection,
+    CompactionBlock,
+    CompactionEvent,
+    LoopRecord,
+    ReplacementMessage,
+    TurnRange,
+)
+from sessionstore.store import _statements as sql
+from sessionstore.store._messages import insert_returning_ids
+from sessionstore.store._tables import block_model, event_model, replacement_model
+
+__all__ = [
+    "EVENT_KINDS",
+    "current_blocks",
+    "insert_block",
+    "insert_events",
+    "list_events",
+    "load_blocks",
+    "replacement",
+    "validate_block",
+]
+
+EVENT_KINDS = ("started", "ended")
+
+
+def validate_block(
+    db: Connection, session_id: str, loop_id: int, turn_count: int, block: CompactionBlock
+) -> None:
+    """Refuse a block whose ranges leave the loop or overlap, or whose provenance strays."""
+    ranges = [("keep_first", block.keep_first)] + [
+        (f"keep_{kind}", section.range) for kind, section in block.sections()
+    ]
+    for name, span in ranges:
+        if span is not None and span.end_turn >= turn_count:
+            raise InvalidBlockError(
+                f"{name} turn range {span.start_turn}..{span.end_turn} is out of bounds: "
+                f"loop {loop_id} has {turn_count} turns"
+            )
+    present = sorted(
+        ((span, name) for name, span in ranges if span is not None),
+        key=lambda pair: pair[0].start_turn,
+    )
+    for (before, first), (after, second) in pairwise(present):
+        if after.start_turn <= before.end_turn:
+            raise InvalidBlockError(
+                f"{first} ({before.start_turn}..{before.end_turn}) and {second} "
+                f"({after.start_turn}..{after.end_turn}) overlap: a turn is shown once"
+            )
+    covered = {i for _, s in block.sections() for r in s.messages for i in r.covers}
+    if not covered:
+        return
+    columns = sql.messages.c
+    stmt = select(columns.id, columns.turn_index).where(
+        columns.session_id == session_id,
+        columns.loop_id == loop_id,
+        columns.id.between(min(covered), max(covered)),
+    )
+    turn_of = {row.id: row.turn_index for row in db.execute(stmt).all()}
+    foreign = sorted(covered - turn_of.keys())
+    if foreign:
+        shown = ", ".join(map(str, foreign[:10])) + (" ..." if len(foreign) > 10 else "")
+        raise InvalidBlockError(
+            f"the block's provenance names messages that are not in loop {loop_id}: {shown}"
+        )
+    for kind, section in block.sections():
+        for item in section.messages:
+            outside = [i for i in item.covers if turn_of[i] not in section.range]
+            if outside:
+                raise InvalidBlockError(
+                    f"a keep_{kind} replacement covers messages {outside[:10]} outside its "
+                    f"turn range {section.range.start_turn}..{section.range.end_turn}"
+                )
+
+
+def insert_block(
+    db: Connection,
+    counter: TokenCounter,
+    session_id: str,
+    loop_id: int,
+    block: CompactionBlock,
+    moment: datetime,
+) -> CompactionBlock:
+    """Insert a block as the next generation of its loop and overlay; return it as stored."""
+    columns = sql.blocks.c
+    stmt = select(func.max(columns.generation)).where(
+        columns.session_id == session_id,
+        columns.loop_id == loop_id,
+        columns.overlay == block.overlay,
+    )
+    generation = (db.execute(stmt).scalar() or 0) + 1
+    values = {
+        "session_id": session_id,
+        "loop_id": loop_id,
+        "overlay": block.overlay,
+        "generation": generation,
+        "keep_first_start": block.keep_first.start_turn if block.keep_first else None,
+        "keep_first_end": block.keep_first.end_turn if block.keep_first else None,
+        "strategy": block.strategy,
+        "config": block.config,
+        "tokens_before": block.tokens_before,
+        "tokens_after": block.tokens_after,
+        "created_at": moment,
+    }
+    (block_id,) = insert_returning_ids(db, sql.blocks, [values])
+    stored: dict[str, CompactedSection] = {}
+    for kind, section in block.sections():
+        row = {
+            "session_id": session_id,
+            "block_id": block_id,
+            "kind": kind,
+            "start_turn": section.range.start_turn,
+            "end_turn": section.range.end_turn,
+        }
+        (section_id,) = insert_returning_ids(db, sql.sections, [row])
+        stored[kind] = _insert_section_messages(db, counter, session_id, section_id, section)
+    return block.model_copy(
+        update={
+            "id": block_id,
+            "session_id": session_id,
+            "loop_id": loop_id,
+            "generation": generation,
+            "created_at": moment,
+            "keep_compacted": stored.get("compacted"),
+            "keep_recent": stored.get("recent"),
+        }
+    )
+
+
+def _insert_section_messages(
+    db: Connection,
+    counter: TokenCounter,
+    session_id: str,
+    section_id: int,
+    section: CompactedSection,
+) -> CompactedSection:
+    if not section.messages:
+        return section
+    rows = []
+    for position, item in enumerate(section.messages):
+        token_count = item.token_count
+        if token_count is None:
+            token_count = counter.count_message(item.message)
+        rows.append(
+            {
+                "session_id": session_id,
+                "section_id": section_id,
+                "position": position,
+                "kind": item.message.kind,
+                "payload": item.message.model_dump(mode="json"),
+                "token_count": token_count,
+                "covers": sorted(set(item.covers)),
+            }
+        )
+    ids = insert_returning_ids(db, sql.section_messages, rows)
+    stored = [
+        ReplacementMessage(
+            message=item.message, covers=row["covers"], token_count=row["token_count"], id=new_id
+        )
+        for item, row, new_id in zip(section.messages, rows, ids, strict=True)
+    ]
+    return section.model_copy(update={"messages": stored})
+
+
+def load_blocks(
+    db: Connection, session_id: str, rows: Sequence[Row[Any]], *, messages: bool = True
+) -> list[CompactionBlock]:
+    """Return the blocks of block rows, with their sections (and replacement messages)."""
+    if not rows:
+        return []
+    columns = sql.sections.c
+    section_rows = db.execute(
+        select(sql.sections).where(
+            columns.session_id == session_id, columns.block_id.in_([row.id for row in rows])
+        )
+    ).all()
+    replacements: dict[int, list[ReplacementMessage]] = {s.id: [] for s in section_rows}
+    if section_rows and messages:
+        sm = sql.section_messages.c
+        stmt = (
+            select(sm.id, sm.section_id, sm.payload, sm.token_count, sm.covers)
+            .where(sm.session_id == session_id, sm.section_id.in_(list(replacements)))
+            .order_by(sm.section_id, sm.position)
+        )
+        for row in db.execute(stmt).all():
+            replacements[row.section_id].append(replacement_model(row))
+    by_block: dict[int, dict[str, CompactedSection]] = {}
+    for section in section_rows:
+        by_block.setdefault(section.block_id, {})[section.kind] = CompactedSection(
+            range=TurnRange(start_turn=section.start_turn, end_turn=section.end_turn),
+            messages=replacements[section.id],
+        )
+    return [block_model(row, by_block.get(row.id, {})) for row in rows]
+
+
+def current_blocks(
+    db: Connection,
+    session_id: str,
+    loops: Sequence[LoopRecord],
+    overlay: str,
+    as_of: datetime | None,
+    *,
+    messages: bool,
+) -> dict[int, CompactionBlock]:
+    """Return the newest block of each loop for `overlay` (written by `as_of`), by loop id."""
+    if not loops:
+        return {}
+    columns = sql.blocks.c
+    stmt = select(sql.blocks).where(
+        columns.session_id == session_id,
+        columns.loop_id.in_([loop.id for loop in loops]),
+        columns.overlay == overlay,
+    )
+    if as_of is not None:
+        stmt = stmt.where(columns.created_at <= as_of)
+    newest: dict[int, Row[Any]] = {}
+    for row in db.execute(stmt).all():
+        if row.loop_id not in newest or row.generation > newest[row.loop_id].generation:
+            newest[row.loop_id] = row
+    loaded = load_blocks(db, session_id, list(newest.values()), messages=messages)
+    return {block.loop_id: block for block in loaded if block.loop_id is not None}
+
+
+def replacement(db: Connection, session_id: str, replacement_id: int) -> ReplacementMessage | None:
+    """Return one replacement message of the session by id, or None."""
+    sm = sql.section_messages.c
+    stmt = select(sm.id, sm.payload, sm.token_count, sm.covers).where(
+        sm.session_id == session_id, sm.id == replacement_id
+    )
+    row = db.execute(stmt).first()
+    return None if row is None else replacement_model(row)
+
+
+def insert_events(db: Connection, rows: Sequence[dict[str, Any]]) -> list[int]:
+    """Insert compaction event rows and return their ids."""
+    return insert_returning_ids(db, sql.events, rows) if rows else []
+
+
+def list_events(db: Connection, session_id: str) -> list[CompactionEvent]:
+    """Return a session's compaction events, oldest first."""
+    columns = sql.events.c
+    stmt = select(sql.events).where(columns.session_id == session_id).order_by(columns.id)
+    return [event_model(row._mapping) for row in db.execute(stmt).all()]

@@ -1,0 +1,244 @@
+"""Units of work that read a chain for the loader: the scope, blocks and raw turns in one snapshot.
+
+A resume reads what the context holds, not the whole history: the chain is read newest
+first a window at a time until the scope (the pure rule in `sessionstore._scope`) is
+known to end inside it; then only the loops in scope are read further.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Row, func, select
+
+from sessionstore._overlay import ContextSources, LoopSource, segments
+from sessionstore._scope import ChainEntry, grow_window, recorded_scope, resolve_scope, scope_window
+from sessionstore.config import CompactionScope
+from sessionstore.errors import BlockNotFoundError
+from sessionstore.models import LoopRecord, StoredMessage, TurnRange
+from sessionstore.store import _statements as sql
+from sessionstore.store._blocks import current_blocks
+from sessionstore.store._sessions import Tenant, chain, resolve_loop
+from sessionstore.store._tables import stored_model, stored_models
+
+__all__ = ["chain_as_of", "chain_in_scope", "read_context"]
+
+
+def chain_as_of(
+    db: Connection, session_id: str, head: int, limit: int | None, as_of: datetime | None
+) -> tuple[list[LoopRecord], bool]:
+    """Return the newest `limit` loops of the chain (root first) and whether that is all.
+
+    With `as_of`, loops created later are skipped, so the chain ends at the newest
+    ancestor of `head` that existed then, and each loop's counters are as they were.
+    """
+
+    def attempt(fetch: int | None) -> tuple[list[LoopRecord], bool] | None:
+        loops = chain(db, session_id, head, fetch)
+        complete = fetch is None or len(loops) < fetch or loops[0].parent_loop_id is None
+        if as_of is not None:
+            loops = [loop for loop in loops if loop.created_at <= as_of]
+        if limit is None or len(loops) > limit or complete:
+            return loops, limit is None or len(loops) <= limit
+        return None
+
+    if limit is None:
+        found = attempt(None)
+        assert found is not None  # an unlimited read is always complete
+        loops, complete = found
+    else:
+        # One loop more than asked, so a full read proves the chain goes on.
+        loops, complete = grow_window(limit + 1, attempt)
+    if not complete:
+        loops = loops[len(loops) - (limit or 0) :]
+    if as_of is not None:
+        loops = _loops_as_of(db, session_id, loops, as_of)
+    return loops, complete
+
+
+def _loops_as_of(
+    db: Connection, session_id: str, loops: list[LoopRecord], as_of: datetime
+) -> list[LoopRecord]:
+    """Return the loops with their cached counters as they were at `as_of`."""
+    if not loops:
+        return loops
+    columns = sql.messages.c
+    stmt = (
+        select(
+            columns.loop_id,
+            func.count(),
+            func.coalesce(func.sum(columns.token_count), 0),
+            func.max(columns.turn_index),
+        )
+        .where(
+            columns.session_id == session_id,
+            columns.loop_id.in_([loop.id for loop in loops]),
+            columns.created_at <= as_of,
+        )
+        .group_by(columns.loop_id)
+    )
+    stats = {row[0]: row[1:] for row in db.execute(stmt).all()}
+    result = []
+    for loop in loops:
+        count, tokens, last_turn = stats.get(loop.id, (0, 0, None))
+        closed = loop.closed_at if loop.closed_at and loop.closed_at <= as_of else None
+        changes = {
+            "message_count": count,
+            "token_total": int(tokens),
+            "turn_count": 0 if last_turn is None else last_turn + 1,
+            "closed_at": closed,
+        }
+        result.append(loop.model_copy(update=changes))
+    return result
+
+
+def _as_of_time(
+    db: Connection, session_id: str, head: int, overlay: str, as_of: datetime | int | None
+) -> datetime | None:
+    """Return `as_of` as a time: a generation of the head's block is read as its write time."""
+    if as_of is None or isinstance(as_of, datetime):
+        return as_of
+    columns = sql.blocks.c
+    row = db.execute(
+        select(columns.created_at).where(
+            columns.session_id == session_id,
+            columns.loop_id == head,
+            columns.overlay == overlay,
+            columns.generation == as_of,
+        )
+    ).first()
+    if row is None:
+        raise BlockNotFoundError(f"loop {head} has no generation {as_of} of overlay {overlay!r}")
+    return row.created_at  # type: ignore[no-any-return]
+
+
+def _scoped_chain(
+    db: Connection,
+    session_id: str,
+    head: int,
+    *,
+    scope: CompactionScope | None,
+    budget: int,
+    overlay: str,
+    moment: datetime | None,
+    summary_cap: int | None = None,
+) -> tuple[list[ChainEntry], int, bool, CompactionScope]:
+    """Read the chain a window at a time until the scope ends inside it.
+
+    Returns the chain read (root first, with block headers), how many loops before the
+    head take part, whether the chain read is the whole chain, and the scope used
+    (`scope`, or the one the head's current block was compacted with).
+    """
+    chosen = scope
+    if chosen is None:
+        head_loop = chain(db, session_id, head, 1)
+        headers = current_blocks(db, session_id, head_loop, overlay, moment, messages=False)
+        chosen = recorded_scope(headers.get(head))
+    final = chosen
+
+    def attempt(size: int) -> tuple[list[ChainEntry], int, bool] | None:
+        loops, complete = chain_as_of(db, session_id, head, size, moment)
+        headers = current_blocks(db, session_id, loops, overlay, moment, messages=False)
+        entries = [(loop, headers.get(loop.id)) for loop in loops]
+        earlier = resolve_scope(entries, final, budget, summary_cap=summary_cap)
+        if earlier < len(entries) - 1 or complete:
+            return entries, earlier, complete
+        return None
+
+    entries, earlier, complete = grow_window(scope_window(final), attempt)
+    return entries, earlier, complete, final
+
+
+def chain_in_scope(
+    db: Connection,
+    tenant: Tenant | None,
+    session_id: str,
+    *,
+    scope: CompactionScope,
+    max_context_tokens: int,
+    summary_cap: int | None,
+    loop_id: int | None,
+    overlay: str,
+) -> list[ChainEntry]:
+    """Return the loops in scope (root first) with their current block headers."""
+    head = resolve_loop(db, tenant, session_id, loop_id)
+    if head is None:
+        return []
+    entries, earlier, _, _ = _scoped_chain(
+        db,
+        session_id,
+        head,
+        scope=scope,
+        budget=max_context_tokens,
+        overlay=overlay,
+        moment=None,
+        summary_cap=summary_cap,
+    )
+    return entries[len(entries) - earlier - 1 :] if entries else []
+
+
+def read_context(
+    db: Connection,
+    tenant: Tenant | None,
+    session_id: str,
+    *,
+    scope: CompactionScope | None,
+    budget: int,
+    loop_id: int | None,
+    overlay: str,
+    as_of: datetime | int | None,
+) -> ContextSources:
+    """Read what the loader needs to build a loop's context (see `SessionStore.read_context`)."""
+    head = resolve_loop(db, tenant, session_id, loop_id)
+    if head is None:
+        return ContextSources([], None, None)
+    moment = _as_of_time(db, session_id, head, overlay, as_of)
+    entries, earlier, complete, used = _scoped_chain(
+        db, session_id, head, scope=scope, budget=budget, overlay=overlay, moment=moment
+    )
+    if not entries:
+        return ContextSources([], None, moment, used)
+    in_scope = [loop for loop, _ in entries[len(entries) - earlier - 1 :]]
+    blocks = current_blocks(db, session_id, in_scope, overlay, moment, messages=True)
+    sources = []
+    for loop in in_scope:
+        block = blocks.get(loop.id)
+        raw: list[Row[Any]] = []
+        for turns, kind in segments(loop.turn_count, block):
+            if kind == "raw":
+                raw.extend(_raw_turns(db, session_id, loop.id, turns, moment))
+        sources.append(LoopSource(loop, block, stored_models(raw, session_id)))
+    newest = [loop.id for loop, _ in reversed(entries)]
+    latest = _latest_user(db, session_id, newest, moment)
+    if latest is None and not complete:
+        full, _ = chain_as_of(db, session_id, head, None, moment)
+        known = set(newest)
+        older = [loop.id for loop in reversed(full) if loop.id not in known]
+        latest = _latest_user(db, session_id, older, moment)
+    return ContextSources(sources, latest, moment, used)
+
+
+def _raw_turns(
+    db: Connection, session_id: str, loop_id: int, turns: TurnRange, as_of: datetime | None
+) -> list[Row[Any]]:
+    params = {"sid": session_id, "lid": loop_id, "a": turns.start_turn, "b": turns.end_turn}
+    if as_of is None:
+        return list(db.execute(sql.SELECT_RAW_TURNS, params).all())
+    return list(db.execute(sql.SELECT_RAW_TURNS_AS_OF, {**params, "t": as_of}).all())
+
+
+def _latest_user(
+    db: Connection, session_id: str, loop_ids: Sequence[int], as_of: datetime | None
+) -> StoredMessage | None:
+    """Return the newest raw user message of these loops (newest loop first)."""
+    for loop_id in loop_ids:
+        params: dict[str, Any] = {"sid": session_id, "lid": loop_id}
+        if as_of is None:
+            row = db.execute(sql.SELECT_LATEST_USER, params).first()
+        else:
+            row = db.execute(sql.SELECT_LATEST_USER_AS_OF, {**params, "t": as_of}).first()
+        if row is not None:
+            return stored_model(row, session_id)
+    return None

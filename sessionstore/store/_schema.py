@@ -1,0 +1,120 @@
+"""Schema migrations run from code: the implementation behind `sessionstore.migrate`.
+
+The alembic scripts ship inside the package (`sessionstore/_migrations` in a wheel) and
+sit at the top of a checkout (`migrations/`), so both `sessionstore db upgrade` after
+`pip install` and `alembic upgrade head` in a checkout run the same revisions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import inspect
+from sqlalchemy.engine import URL, Connection
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from sessionstore.errors import SchemaError
+from sessionstore.store._engine import make_engine, storage_error
+
+__all__ = ["VERSION_TABLE", "check", "current", "downgrade", "head", "upgrade"]
+
+VERSION_TABLE = "sessionstore_alembic_version"
+"""alembic's version table, named so it never clashes with the host application's."""
+
+
+@cache
+def _script_location() -> Path:
+    package = Path(__file__).resolve().parent.parent
+    packaged = package / "_migrations"
+    if packaged.is_dir():
+        return packaged
+    checkout = package.parent / "migrations"
+    if checkout.is_dir():
+        return checkout
+    raise SchemaError("sessionstore's migration scripts are missing from this installation")
+
+
+def _config(connection: Connection | None = None) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(_script_location()))
+    if connection is not None:
+        config.attributes["connection"] = connection
+    return config
+
+
+def head() -> str:
+    """Return the revision id of the newest migration this version of sessionstore ships."""
+    revision = ScriptDirectory.from_config(_config()).get_current_head()
+    if revision is None:  # pragma: no cover - the package always ships 0001_initial
+        raise SchemaError("no migration scripts found")
+    return revision
+
+
+@asynccontextmanager
+async def _connection(url_or_engine: str | URL | AsyncEngine) -> AsyncIterator[Any]:
+    owned = not isinstance(url_or_engine, AsyncEngine)
+    engine = url_or_engine if isinstance(url_or_engine, AsyncEngine) else make_engine(url_or_engine)
+    try:
+        async with engine.connect() as connection:
+            yield connection
+    except SQLAlchemyError as exc:
+        raise storage_error(exc, "migration failed") from exc
+    finally:
+        if owned:
+            await engine.dispose()
+
+
+async def _run(url_or_engine: str | URL | AsyncEngine, work: Callable[[Connection], Any]) -> Any:
+    async with _connection(url_or_engine) as connection:
+        result = await connection.run_sync(work)
+        await connection.commit()
+        return result
+
+
+async def upgrade(url_or_engine: str | URL | AsyncEngine, revision: str = "head") -> None:
+    """Upgrade the database to `revision` (default: the newest), creating the schema if empty."""
+    await _run(url_or_engine, lambda conn: command.upgrade(_config(conn), revision))
+
+
+async def downgrade(url_or_engine: str | URL | AsyncEngine, revision: str) -> None:
+    """Downgrade the database to `revision` (`"base"` drops every sessionstore table)."""
+    await _run(url_or_engine, lambda conn: command.downgrade(_config(conn), revision))
+
+
+def _current_revision(connection: Connection) -> str | None:
+    if not inspect(connection).has_table(VERSION_TABLE):
+        return None
+    context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
+    return context.get_current_revision()
+
+
+async def current(url_or_engine: str | URL | AsyncEngine) -> str | None:
+    """Return the database's current revision, or None for a database never migrated."""
+    result: str | None = await _run(url_or_engine, _current_revision)
+    return result
+
+
+async def check(url_or_engine: str | URL | AsyncEngine) -> str:
+    """Return the current revision if it is the head; otherwise raise `SchemaError`.
+
+    Raises:
+        SchemaError: the database is empty, behind, or at a revision this version does not know.
+    """
+    revision = await current(url_or_engine)
+    expected = head()
+    if revision != expected:
+        state = "not initialised" if revision is None else f"at revision {revision}"
+        raise SchemaError(
+            f"the database is {state}, but this version of sessionstore needs {expected}: "
+            "run `sessionstore db upgrade`"
+        )
+    return revision

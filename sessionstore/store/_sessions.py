@@ -1,0 +1,329 @@
+"""Units of work on sessions and loops: each a sync function of a `Connection`.
+
+They run inside a transaction the facade opened. Every write starts with `lock`, which
+bumps the session's `version` with an `UPDATE ... RETURNING` and so takes the session's
+write lock (a row lock on PostgreSQL, the database write lock on SQLite): concurrent
+writers to one session queue up instead of interleaving.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, Row, and_, insert, literal, or_, select, update
+from sqlalchemy.exc import IntegrityError
+
+from sessionstore.errors import (
+    LoopNotFoundError,
+    SessionExistsError,
+    SessionNotFoundError,
+    StaleWriteError,
+)
+from sessionstore.models import SESSION_ID_MAX_LENGTH, LoopRecord, Page, Session
+from sessionstore.store import _statements as sql
+from sessionstore.store._tables import loop_model, session_model
+
+__all__ = [
+    "Locked",
+    "Tenant",
+    "chain",
+    "check_version",
+    "close_loop",
+    "delete_session",
+    "insert_session",
+    "list_loops",
+    "list_sessions",
+    "lock",
+    "loop_row",
+    "new_session_values",
+    "now",
+    "resolve_loop",
+    "start_loop",
+    "switch_loop",
+    "visible_session",
+]
+
+
+def now() -> datetime:
+    """The current time, aware UTC."""
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    """The `(app_name, user_id)` a store handle is scoped to."""
+
+    app_name: str
+    user_id: str
+
+    @property
+    def params(self) -> dict[str, str]:
+        """The bind parameters of the tenant filter."""
+        return {"t_app": self.app_name, "t_user": self.user_id}
+
+
+def _params(tenant: Tenant | None) -> dict[str, str]:
+    return {} if tenant is None else tenant.params
+
+
+@dataclass(frozen=True, slots=True)
+class Locked:
+    """What the version-bumping UPDATE of a session returns."""
+
+    version: int
+    active_loop_id: int | None
+    loop_count: int
+
+
+def lock(db: Connection, tenant: Tenant | None, session_id: str, moment: datetime) -> Locked:
+    """Bump the session's version (taking its write lock) and return its state."""
+    params = {"sid": session_id, "now": moment, **_params(tenant)}
+    row = db.execute(sql.lock_session(tenant is not None), params).first()
+    if row is None:
+        raise SessionNotFoundError(session_id)
+    return Locked(row.version, row.active_loop_id, row.loop_count)
+
+
+def check_version(session_id: str, locked: Locked, expected: int | None) -> None:
+    """Refuse the write unless the session was at version `expected` (when given)."""
+    # The lock has already bumped the version: the stored one was one less.
+    if expected is not None and locked.version - 1 != expected:
+        raise StaleWriteError(session_id, expected=expected, actual=locked.version - 1)
+
+
+def visible_session(db: Connection, tenant: Tenant | None, session_id: str) -> Row[Any]:
+    """Return the session's row; raise `SessionNotFoundError` if the tenant cannot see it."""
+    params = {"sid": session_id, **_params(tenant)}
+    row = db.execute(sql.select_session(tenant is not None), params).first()
+    if row is None:
+        raise SessionNotFoundError(session_id)
+    return row
+
+
+def loop_row(db: Connection, session_id: str, loop_id: int) -> Row[Any]:
+    """Return a loop's row; raise `LoopNotFoundError` if it is not a loop of the session."""
+    row = db.execute(sql.SELECT_LOOP, {"lid": loop_id, "sid": session_id}).first()
+    if row is None:
+        raise LoopNotFoundError(loop_id, session_id=session_id)
+    return row
+
+
+def resolve_loop(
+    db: Connection, tenant: Tenant | None, session_id: str, loop_id: int | None
+) -> int | None:
+    """Return `loop_id` (checked to be in the session) or the session's active loop."""
+    session = visible_session(db, tenant, session_id)
+    if loop_id is None:
+        return session.active_loop_id  # type: ignore[no-any-return]  # a nullable int column
+    loop_row(db, session_id, loop_id)
+    return loop_id
+
+
+# ── sessions ────────────────────────────────────────────────────────────────────
+
+
+def new_session_values(
+    tenant: Tenant | None,
+    *,
+    session_id: str | None,
+    app_name: str | None,
+    user_id: str | None,
+    title: str | None,
+    metadata: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """Return the row of a new session, owned by the handle's tenant or the given one."""
+    if tenant is not None:
+        if (app_name or tenant.app_name, user_id or tenant.user_id) != (
+            tenant.app_name,
+            tenant.user_id,
+        ):
+            raise ValueError("a tenant-scoped handle creates sessions for its own tenant only")
+        app_name, user_id = tenant.app_name, tenant.user_id
+    elif not app_name or not user_id:
+        raise ValueError("app_name and user_id are required on an unscoped store")
+    if session_id is None:
+        session_id = uuid.uuid4().hex
+    elif not 0 < len(session_id) <= SESSION_ID_MAX_LENGTH:
+        raise ValueError(f"session_id must be 1 to {SESSION_ID_MAX_LENGTH} characters")
+    moment = now()
+    return {
+        "id": session_id,
+        "app_name": app_name,
+        "user_id": user_id,
+        "title": title,
+        "metadata": dict(metadata or {}),
+        "active_loop_id": None,
+        "version": 1,
+        "loop_count": 0,
+        "created_at": moment,
+        "updated_at": moment,
+    }
+
+
+def insert_session(db: Connection, values: Mapping[str, Any]) -> None:
+    """Insert a session row; raise `SessionExistsError` if its id is taken."""
+    try:
+        db.execute(insert(sql.sessions), values)
+    except IntegrityError as exc:
+        # The id is the table's only unique key (app and user are plain columns).
+        raise SessionExistsError(values["id"]) from exc
+
+
+def list_sessions(
+    db: Connection,
+    tenant: Tenant | None,
+    *,
+    limit: int,
+    cursor: str | None,
+    app_name: str | None,
+    user_id: str | None,
+) -> Page:
+    """Return one page of sessions, newest first (see `SessionStore.list_sessions`)."""
+    columns = sql.sessions.c
+    filters: list[Any] = list(sql.TENANT_WHERE) if tenant is not None else []
+    if tenant is None:
+        if app_name is not None:
+            filters.append(columns.app_name == app_name)
+        if user_id is not None:
+            filters.append(columns.user_id == user_id)
+    if cursor is not None:
+        created_at, last_id = _decode_cursor(cursor)
+        filters.append(
+            or_(
+                columns.created_at < created_at,
+                and_(columns.created_at == created_at, columns.id < last_id),
+            )
+        )
+    stmt = (
+        select(sql.sessions)
+        .where(*filters)
+        .order_by(columns.created_at.desc(), columns.id.desc())
+        .limit(limit + 1)
+    )
+    rows = db.execute(stmt, _params(tenant)).all()
+    items = [session_model(row._mapping) for row in rows[:limit]]
+    next_cursor = _encode_cursor(items[-1]) if len(rows) > limit else None
+    return Page(items=items, next_cursor=next_cursor)
+
+
+def delete_session(db: Connection, tenant: Tenant | None, session_id: str) -> None:
+    """Delete a session; its loops, messages and blocks go with it (cascade)."""
+    lock(db, tenant, session_id, now())
+    db.execute(sql.sessions.delete().where(sql.sessions.c.id == session_id))
+
+
+def _encode_cursor(session: Session) -> str:
+    raw = json.dumps([session.created_at.isoformat(), session.id]).encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        created_at, session_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        return datetime.fromisoformat(created_at), str(session_id)
+    except (binascii.Error, ValueError, TypeError) as exc:
+        raise ValueError(
+            f"invalid cursor {cursor!r}: pass a next_cursor from list_sessions"
+        ) from exc
+
+
+# ── loops ───────────────────────────────────────────────────────────────────────
+
+
+def start_loop(
+    db: Connection,
+    session_id: str,
+    parent_loop_id: int | None,
+    sequence: int,
+    moment: datetime,
+) -> LoopRecord:
+    """Insert loop number `sequence` after `parent_loop_id` and make it the active loop.
+
+    The parent is closed. The caller holds the session's lock (`lock`).
+    """
+    depth = 0
+    columns = sql.loops.c
+    if parent_loop_id is not None:
+        parent = loop_row(db, session_id, parent_loop_id)
+        depth = parent.depth + 1
+        if parent.closed_at is None:
+            db.execute(
+                update(sql.loops)
+                .where(columns.id == parent_loop_id, columns.session_id == session_id)
+                .values(closed_at=moment)
+            )
+    values: dict[str, Any] = {
+        "session_id": session_id,
+        "parent_loop_id": parent_loop_id,
+        "sequence": sequence,
+        "depth": depth,
+        "created_at": moment,
+        "closed_at": None,
+        "message_count": 0,
+        "token_total": 0,
+        "turn_count": 0,
+        "open_tool_call_ids": [],
+    }
+    row = db.execute(insert(sql.loops).returning(*sql.LOOP_COLUMNS), values).one()
+    db.execute(
+        update(sql.sessions)
+        .where(sql.sessions.c.id == session_id)
+        .values(active_loop_id=row.id, loop_count=sequence + 1)
+    )
+    return loop_model(row)
+
+
+def close_loop(db: Connection, session_id: str, loop_id: int, moment: datetime) -> Row[Any]:
+    """Close a loop (if open) and return its row."""
+    loop_row(db, session_id, loop_id)
+    columns = sql.loops.c
+    db.execute(
+        update(sql.loops)
+        .where(columns.id == loop_id, columns.session_id == session_id, columns.closed_at.is_(None))
+        .values(closed_at=moment)
+    )
+    return loop_row(db, session_id, loop_id)
+
+
+def switch_loop(db: Connection, session_id: str, loop_id: int) -> None:
+    """Make `loop_id` the session's active loop."""
+    loop_row(db, session_id, loop_id)
+    db.execute(
+        update(sql.sessions).where(sql.sessions.c.id == session_id).values(active_loop_id=loop_id)
+    )
+
+
+def list_loops(db: Connection, session_id: str) -> list[LoopRecord]:
+    """Return every loop of a session, in order of creation."""
+    stmt = (
+        select(*sql.LOOP_COLUMNS)
+        .where(sql.loops.c.session_id == session_id)
+        .order_by(sql.loops.c.sequence)
+    )
+    return [loop_model(row) for row in db.execute(stmt).all()]
+
+
+def chain(db: Connection, session_id: str, head: int, limit: int | None) -> list[LoopRecord]:
+    """Return the chain of loops ending at `head`, root first (the newest `limit` of them)."""
+    columns = sql.loops.c
+    walk = (
+        select(columns.id, columns.parent_loop_id, literal(1).label("hops"))
+        .where(columns.id == head, columns.session_id == session_id)
+        .cte("chain", recursive=True)
+    )
+    parent = sql.loops.alias("parent")
+    step = select(parent.c.id, parent.c.parent_loop_id, walk.c.hops + 1).where(
+        parent.c.id == walk.c.parent_loop_id, parent.c.session_id == session_id
+    )
+    if limit is not None:
+        step = step.where(walk.c.hops < limit)
+    walk = walk.union_all(step)
+    stmt = select(*sql.LOOP_COLUMNS).join(walk, walk.c.id == columns.id).order_by(columns.depth)
+    return [loop_model(row) for row in db.execute(stmt).all()]
