@@ -25,6 +25,7 @@ from pydantic import (
     model_validator,
 )
 
+from sessionstore._protocols import BlockCompactionStrategy, CompactionStrategy
 from sessionstore.errors import ConfigurationError, describe_validation_error
 
 __all__ = [
@@ -127,10 +128,10 @@ class CompactionConfig(_Config):
     """The token budget of one loop's summarised (`keep_compacted`) section."""
     tool_output_max_lines: PositiveInt = 50
     """The most lines a tool output keeps in the `keep_recent` section (head + tail)."""
-    in_memory_strategy: Any = "default"
-    """The legacy `CompactionStrategy` (a name or an object with `compact`)."""
-    block_strategy: Any = "default"
-    """The `BlockCompactionStrategy` (a name or an object with `compact`)."""
+    in_memory_strategy: str | CompactionStrategy = "default"
+    """The legacy `CompactionStrategy`: a registered name or the object."""
+    block_strategy: str | BlockCompactionStrategy = "default"
+    """The `BlockCompactionStrategy`: a registered name or the object."""
 
     def snapshot(self) -> dict[str, Any]:
         """Return the JSON-able settings a block records as the config it was built with."""

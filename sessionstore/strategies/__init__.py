@@ -22,16 +22,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
+from sessionstore._protocols import BlockCompactionStrategy, CompactionStrategy
 from sessionstore.errors import ConfigurationError
 from sessionstore.strategies._block import (
-    BlockCompactionStrategy,
     LoopView,
+    SectionedBlockStrategy,
     SectionLayout,
     section_layout,
 )
 from sessionstore.strategies._default import DefaultBlockCompaction
 from sessionstore.strategies._legacy import (
-    CompactionStrategy,
     DefaultCompaction,
     compact_messages,
     keep_within_budget,
@@ -50,6 +50,7 @@ __all__ = [
     "DefaultCompaction",
     "LoopView",
     "SectionLayout",
+    "SectionedBlockStrategy",
     "compact_messages",
     "get_block_strategy",
     "get_compaction_strategy",

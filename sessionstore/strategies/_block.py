@@ -32,7 +32,7 @@ from sessionstore.models import (
     TurnRange,
 )
 
-__all__ = ["BlockCompactionStrategy", "LoopView", "SectionLayout", "section_layout"]
+__all__ = ["LoopView", "SectionLayout", "SectionedBlockStrategy", "section_layout"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,12 +88,12 @@ def section_layout(
     )
 
 
-class BlockCompactionStrategy(ABC):
-    """Builds a `CompactionBlock` for one loop. Subclasses give the three sections.
+class SectionedBlockStrategy(ABC):
+    """A `BlockCompactionStrategy` built from its three sections; subclasses give them.
 
     `compact` assembles the block from `keep_first`, `keep_compacted` and `keep_recent`;
-    override it for a strategy that works on the loop as a whole. Strategies are pure:
-    no I/O, no clock, the same input gives the same block.
+    a strategy that works on the loop as a whole implements the protocol directly.
+    Strategies are pure: no I/O, no clock, the same input gives the same block.
     """
 
     name: str = "custom"

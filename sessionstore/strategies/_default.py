@@ -21,14 +21,14 @@ from sessionstore.models import (
     ToolResultMessage,
     TurnRange,
 )
-from sessionstore.strategies._block import BlockCompactionStrategy, LoopView, section_layout
+from sessionstore.strategies._block import LoopView, SectionedBlockStrategy, section_layout
 from sessionstore.strategies._legacy import truncate_head_tail, truncate_tool_result
 from sessionstore.summarizers import OneLineSummarizer, TurnSummarizer
 
 __all__ = ["DefaultBlockCompaction"]
 
 
-class DefaultBlockCompaction(BlockCompactionStrategy):
+class DefaultBlockCompaction(SectionedBlockStrategy):
     """The default `BlockCompactionStrategy`, the seed's `DefaultBlockCompaction`.
 
     - `keep_first`: turns `0..keep_first_turns-1`, clamped to the loop.

@@ -30,7 +30,6 @@ The seed's choices that a caller should know:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
 
 from sessionstore._tokens import message_tokens
 from sessionstore.config import ContextConfig
@@ -44,7 +43,6 @@ from sessionstore.models import (
 )
 
 __all__ = [
-    "CompactionStrategy",
     "DefaultCompaction",
     "compact_messages",
     "keep_within_budget",
@@ -275,15 +273,6 @@ def _marker(text: str) -> UserMessage:
 
 
 # ── strategies ─────────────────────────────────────────────────────────────────
-
-
-@runtime_checkable
-class CompactionStrategy(Protocol):
-    """The legacy, stateless extension point: a message list in, a shorter one out."""
-
-    def compact(self, messages: Sequence[Message], config: ContextConfig) -> list[Message]:
-        """Return `messages` compacted to fit the budget `config` gives."""
-        ...
 
 
 class DefaultCompaction:

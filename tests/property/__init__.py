@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 from sessionstore import (
     AssistantMessage,
     BashExecutionMessage,
-    BlockCompactionStrategy,
     BuiltContext,
     CompactedSection,
     CompactionConfig,
@@ -33,6 +32,7 @@ from sessionstore import (
     LoopView,
     Message,
     ReplacementMessage,
+    SectionedBlockStrategy,
     StoredMessage,
     TextContent,
     ThinkingContent,
@@ -182,7 +182,7 @@ max_context_tokens = st.one_of(st.integers(1, 400), st.integers(400, 5_000), st.
 system_prompt_tokens = st.one_of(st.just(0), st.integers(0, 300), st.integers(0, 2_000))
 
 
-class RegroupingBlockCompaction(BlockCompactionStrategy):
+class RegroupingBlockCompaction(SectionedBlockStrategy):
     """A valid but unusual block strategy, to check guarantees that hold for any strategy.
 
     Its summaries cover `group` turns each and are written as `summary_as` messages
