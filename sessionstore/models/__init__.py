@@ -1,0 +1,85 @@
+"""The domain types: messages and their content blocks, sessions, loops and compaction blocks.
+
+Messages are immutable pydantic models, one class per `kind`, joined in the `Message`
+union. They validate on the way in and serialise to JSON and back without loss:
+
+>>> msg = UserMessage(content="hello")
+>>> message_from_json(msg.model_dump_json()) == msg
+True
+"""
+
+from sessionstore.models._messages import (
+    MESSAGE_ADAPTER,
+    SESSION_ID_MAX_LENGTH,
+    AssistantContent,
+    AssistantMessage,
+    BashExecutionMessage,
+    BranchSummaryMessage,
+    CompactionSummaryMessage,
+    CustomMessage,
+    ImageContent,
+    Message,
+    MessageKind,
+    SystemMessage,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserContent,
+    UserMessage,
+    canonical_payload,
+    content_hash,
+    message_from_json,
+    message_payload,
+)
+from sessionstore.models._records import (
+    CompactedSection,
+    CompactionBlock,
+    CompactionEnded,
+    CompactionEvent,
+    CompactionStarted,
+    LoopRecord,
+    Page,
+    ReplacementMessage,
+    Session,
+    StoredMessage,
+    TurnRange,
+)
+
+__all__ = [
+    "MESSAGE_ADAPTER",
+    "SESSION_ID_MAX_LENGTH",
+    "AssistantContent",
+    "AssistantMessage",
+    "BashExecutionMessage",
+    "BranchSummaryMessage",
+    "CompactedSection",
+    "CompactionBlock",
+    "CompactionEnded",
+    "CompactionEvent",
+    "CompactionStarted",
+    "CompactionSummaryMessage",
+    "CustomMessage",
+    "ImageContent",
+    "LoopRecord",
+    "Message",
+    "MessageKind",
+    "Page",
+    "ReplacementMessage",
+    "Session",
+    "StoredMessage",
+    "SystemMessage",
+    "TextContent",
+    "ThinkingContent",
+    "ToolCall",
+    "ToolResultMessage",
+    "TurnRange",
+    "Usage",
+    "UserContent",
+    "UserMessage",
+    "canonical_payload",
+    "content_hash",
+    "message_from_json",
+    "message_payload",
+]

@@ -1,0 +1,276 @@
+"""Stored records (sessions, loops, stored messages), compaction blocks and their lifecycle."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    NonNegativeInt,
+    model_validator,
+)
+
+from sessionstore.models._messages import Message
+
+# ── stored records ─────────────────────────────────────────────────────────────
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class Session(_Record):
+    """One agent conversation, owned by a tenant (`app_name`, `user_id`)."""
+
+    id: str
+    """The session id (chosen by the caller or generated)."""
+    app_name: str
+    """The application that owns the session."""
+    user_id: str
+    """The user within that application."""
+    title: str | None = None
+    """A human-readable title."""
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    """Free-form application data."""
+    active_loop_id: int | None = None
+    """The head of the active chain, or None before the first loop."""
+    loop_count: int = 0
+    """How many loops the session has, on every branch."""
+    version: int
+    """Bumped by every write; pass it back as `expected_version` for optimistic concurrency."""
+    created_at: datetime
+    """When the session was created (UTC)."""
+    updated_at: datetime
+    """When the session was last written (UTC)."""
+
+
+class LoopRecord(_Record):
+    """One agent run: the work done for one user request."""
+
+    id: int
+    """The loop id, unique in the database."""
+    session_id: str
+    """The session it belongs to."""
+    parent_loop_id: int | None
+    """The loop it continues, or None for a root."""
+    sequence: int
+    """Its number in the session, in order of creation, from 0."""
+    depth: int
+    """Its distance from the root of its chain (a root is 0)."""
+    created_at: datetime
+    """When the loop started (UTC)."""
+    closed_at: datetime | None
+    """When the loop was closed (a new loop started after it, or it was closed explicitly)."""
+    message_count: int
+    """How many messages it holds (cached)."""
+    token_total: int
+    """The sum of its messages' token counts (cached)."""
+    turn_count: int
+    """How many turns it holds (cached)."""
+
+
+class StoredMessage(_Record):
+    """A message as stored: the immutable message plus where and when it was written."""
+
+    id: int
+    """The message id, unique in the database; replacement messages name these ids."""
+    session_id: str
+    """The session it belongs to."""
+    loop_id: int
+    """The loop it belongs to."""
+    position: int
+    """Its position in the loop, from 0, contiguous."""
+    turn_index: int
+    """The turn it belongs to, from 0 in each loop."""
+    token_count: int
+    """Its token count, computed once when it was appended."""
+    content_hash: str
+    """SHA-256 of its canonical payload."""
+    created_at: datetime
+    """When it was appended (UTC)."""
+    message: Message
+    """The message itself."""
+
+
+class Page(_Record):
+    """One page of a cursor-paginated listing."""
+
+    items: list[Session]
+    """The sessions on this page."""
+    next_cursor: str | None
+    """Pass this as `cursor` for the next page; None on the last page."""
+
+
+class TurnRange(_Record):
+    """An inclusive range of turn indices inside one loop."""
+
+    start_turn: NonNegativeInt
+    end_turn: NonNegativeInt
+
+    @model_validator(mode="after")
+    def _ordered(self) -> TurnRange:
+        if self.end_turn < self.start_turn:
+            raise ValueError(f"end_turn {self.end_turn} is before start_turn {self.start_turn}")
+        return self
+
+    def __contains__(self, turn_index: object) -> bool:
+        return isinstance(turn_index, int) and self.start_turn <= turn_index <= self.end_turn
+
+    def __len__(self) -> int:
+        return self.end_turn - self.start_turn + 1
+
+
+class ReplacementMessage(_Record):
+    """A message a compaction put in place of raw messages, naming the ids it covers."""
+
+    message: Message
+    """What the model sees instead of the raw messages."""
+    covers: list[int] = Field(default_factory=list)
+    """The ids of the raw messages it stands for (its provenance)."""
+    token_count: int | None = None
+    """Its token count; the store computes it when it is None."""
+    id: int | None = None
+    """Its id once stored."""
+
+
+class CompactedSection(_Record):
+    """A turn range plus the replacement messages that stand for it."""
+
+    range: TurnRange
+    messages: list[ReplacementMessage] = Field(default_factory=list)
+
+
+class CompactionBlock(_Record):
+    """A non-destructive overlay on one loop.
+
+    A strategy builds one with the section fields; the store fills in `id`,
+    `session_id`, `loop_id`, `generation` and `created_at` when it writes it.
+    """
+
+    overlay: str = Field(default="default", min_length=1, max_length=64)
+    """The overlay's name; several named overlays can coexist on one loop."""
+    keep_first: TurnRange | None = None
+    """Turns kept verbatim from the start (only for the most recent loop)."""
+    keep_compacted: CompactedSection | None = None
+    """Summarised turns (for every loop)."""
+    keep_recent: CompactedSection | None = None
+    """Recent turns with tool output truncated (only for the most recent loop)."""
+    strategy: str = "manual"
+    """The name of the strategy that built it."""
+    config: dict[str, JsonValue] = Field(default_factory=dict)
+    """A snapshot of the configuration it was built with."""
+    tokens_before: NonNegativeInt = 0
+    """Estimated tokens of the raw messages it covers."""
+    tokens_after: NonNegativeInt = 0
+    """Estimated tokens of what the model sees instead."""
+    id: int | None = None
+    session_id: str | None = None
+    loop_id: int | None = None
+    generation: int | None = None
+    """1 for the first block of a loop and overlay, then 2, 3, ..."""
+    created_at: datetime | None = None
+
+    def sections(self) -> Sequence[tuple[str, CompactedSection]]:
+        """Return the present sections as `(kind, section)`, `compacted` first."""
+        found = [("compacted", self.keep_compacted), ("recent", self.keep_recent)]
+        return [(kind, section) for kind, section in found if section is not None]
+
+
+class CompactionEvent(_Record):
+    """A persisted `CompactionStarted` or `CompactionEnded` event."""
+
+    id: int
+    session_id: str
+    loop_id: int | None
+    block_id: int | None
+    event: Literal["started", "ended"]
+    tokens_before: int
+    tokens_after: int | None
+    duration_ms: float | None
+    details: dict[str, JsonValue] = Field(default_factory=dict)
+    created_at: datetime
+
+
+# ── compaction lifecycle ───────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionStarted:
+    """Fired before a compaction runs; persisted as a `started` compaction event."""
+
+    session_id: str
+    current_loop_id: int
+    loop_ids: list[int]
+    """The loops in scope, oldest first."""
+    tokens_before: int
+    """The estimated context tokens of the loops in scope before this compaction."""
+    strategy: str
+    overlay: str
+
+    def record(self) -> dict[str, Any]:
+        """Return the fields of its `CompactionEvent` row (without id and time)."""
+        return {
+            "event": "started",
+            "loop_id": self.current_loop_id,
+            "block_id": None,
+            "tokens_before": self.tokens_before,
+            "tokens_after": None,
+            "duration_ms": None,
+            "details": {
+                "loop_ids": self.loop_ids,
+                "strategy": self.strategy,
+                "overlay": self.overlay,
+            },
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionEnded:
+    """Fired after the blocks are built and before they are written; persisted as `ended`.
+
+    Raising from `after_compaction_end` vetoes the compaction: nothing is written. A
+    failed compaction is recorded with `status="failed"` and the `error`.
+    """
+
+    session_id: str
+    current_loop_id: int
+    loop_ids: list[int]
+    tokens_before: int
+    tokens_after: int | None
+    """The estimated context tokens of the loops in scope with the new blocks."""
+    blocks: list[tuple[int, CompactionBlock]]
+    """`(loop_id, block)` for every block about to be written (not yet stored)."""
+    duration_ms: float
+    strategy: str = ""
+    overlay: str = "default"
+    status: Literal["ok", "failed"] = "ok"
+    error: str | None = None
+    """`Type: message` of the exception that failed the compaction."""
+    skipped_loop_ids: list[int] = field(default_factory=list)
+    """Earlier loops in scope whose current block was already a summary built the same way."""
+
+    def record(self) -> dict[str, Any]:
+        """Return the fields of its `CompactionEvent` row (without id and time)."""
+        details: dict[str, Any] = {"status": self.status, "loop_ids": self.loop_ids}
+        if self.status == "ok":
+            details["compacted_loop_ids"] = [loop_id for loop_id, _ in self.blocks]
+            details["skipped_loop_ids"] = self.skipped_loop_ids
+        details["strategy"] = self.strategy
+        details["overlay"] = self.overlay
+        if self.error is not None:
+            details["error"] = self.error
+        return {
+            "event": "ended",
+            "loop_id": self.current_loop_id,
+            "block_id": None,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "duration_ms": self.duration_ms,
+            "details": details,
+        }

@@ -1,0 +1,336 @@
+"""The store's calls on compaction blocks, context reads and compaction events."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection
+
+from sessionstore._overlay import ContextSources
+from sessionstore._scope import ChainEntry
+from sessionstore.config import CompactionScope
+from sessionstore.errors import BlockNotFoundError
+from sessionstore.models import (
+    CompactionBlock,
+    CompactionEnded,
+    CompactionEvent,
+    CompactionStarted,
+    ReplacementMessage,
+)
+from sessionstore.store import _blocks, _reads, _sessions
+from sessionstore.store import _statements as sql
+from sessionstore.store._handle import _Handle, check_aware, check_event_kind, check_limit
+from sessionstore.store._sessions import now
+
+__all__ = ["BlockMethods"]
+
+
+class BlockMethods(_Handle):
+    """`SessionStore`'s calls on blocks, context reads and compaction events."""
+
+    # ── compaction blocks ───────────────────────────────────────────────────────
+
+    async def write_block(
+        self,
+        session_id: str,
+        loop_id: int,
+        block: CompactionBlock,
+        *,
+        expected_version: int | None = None,
+    ) -> CompactionBlock:
+        """Write a compaction block for a loop, atomically, and return it as stored.
+
+        The block becomes the loop's current block for its overlay name (generation
+        = previous + 1); earlier generations stay for audit and time travel.
+
+        Raises:
+            InvalidBlockError: a turn range is out of the loop's bounds, ranges overlap,
+                or a replacement message covers messages that are not in its section's
+                turns of this loop.
+            SessionNotFoundError: no such session (or another tenant's).
+            LoopNotFoundError: `loop_id` is not a loop of this session.
+            StaleWriteError: `expected_version` is not the session's version.
+        """
+        (written,) = await self.write_blocks(
+            session_id, [(loop_id, block)], expected_version=expected_version
+        )
+        return written
+
+    async def write_blocks(
+        self,
+        session_id: str,
+        blocks: Sequence[tuple[int, CompactionBlock]],
+        *,
+        events: Sequence[CompactionStarted | CompactionEnded] = (),
+        expected_version: int | None = None,
+    ) -> list[CompactionBlock]:
+        """Write blocks for several loops and their compaction events in one transaction.
+
+        Every block is validated before anything is written; if one is refused, none
+        is written. Each event is persisted as a `CompactionEvent`; an event whose loop
+        gets a block here is linked to that block.
+
+        Raises:
+            The errors of `write_block`; `ValueError` for the same loop and overlay twice.
+        """
+        keys = [(loop_id, block.overlay) for loop_id, block in blocks]
+        if len(set(keys)) != len(keys):
+            raise ValueError("write_blocks got the same loop and overlay twice")
+        records = [event.record() for event in events]
+        moment = now()
+
+        def work(db: Connection) -> list[CompactionBlock]:
+            locked = _sessions.lock(db, self._tenant, session_id, moment)
+            _sessions.check_version(session_id, locked, expected_version)
+            for loop_id, block in blocks:
+                loop = _sessions.loop_row(db, session_id, loop_id)
+                _blocks.validate_block(db, session_id, loop_id, loop.turn_count, block)
+            written = [
+                _blocks.insert_block(db, self._counter, session_id, loop_id, block, moment)
+                for loop_id, block in blocks
+            ]
+            block_of = {block.loop_id: block.id for block in written}
+            rows = [
+                {
+                    **record,
+                    "session_id": session_id,
+                    "block_id": record["block_id"] or block_of.get(record["loop_id"]),
+                    "created_at": moment,
+                }
+                for record in records
+            ]
+            _blocks.insert_events(db, rows)
+            return written
+
+        return await self._write(work)
+
+    async def get_block(
+        self,
+        session_id: str,
+        loop_id: int,
+        *,
+        overlay: str = "default",
+        generation: int | None = None,
+        as_of: datetime | None = None,
+    ) -> CompactionBlock | None:
+        """Return the loop's current block for `overlay`, or None if it has none.
+
+        Args:
+            session_id: The session.
+            loop_id: The loop.
+            overlay: The overlay name.
+            generation: Return this generation instead of the newest.
+            as_of: Return the newest block written at or before this time.
+        """
+        check_aware(as_of)
+        columns = sql.blocks.c
+        stmt = sql.select_blocks(session_id, loop_id, overlay)
+        if generation is not None:
+            stmt = stmt.where(columns.generation == generation)
+        if as_of is not None:
+            stmt = stmt.where(columns.created_at <= as_of)
+
+        def work(db: Connection) -> CompactionBlock | None:
+            _sessions.visible_session(db, self._tenant, session_id)
+            _sessions.loop_row(db, session_id, loop_id)
+            row = db.execute(stmt.order_by(columns.generation.desc()).limit(1)).first()
+            return None if row is None else _blocks.load_blocks(db, session_id, [row])[0]
+
+        return await self._read(work)
+
+    async def block_history(
+        self, session_id: str, loop_id: int, *, overlay: str | None = None
+    ) -> list[CompactionBlock]:
+        """Return every block of a loop (of one overlay, or all), oldest first."""
+        stmt = sql.select_blocks(session_id, loop_id, overlay).order_by(sql.blocks.c.id)
+
+        def work(db: Connection) -> list[CompactionBlock]:
+            _sessions.visible_session(db, self._tenant, session_id)
+            _sessions.loop_row(db, session_id, loop_id)
+            return _blocks.load_blocks(db, session_id, db.execute(stmt).all())
+
+        return await self._read(work)
+
+    async def get_replacement_message(
+        self, session_id: str, replacement_id: int
+    ) -> ReplacementMessage:
+        """Return one replacement message of a block of this session, by id.
+
+        Raises:
+            BlockNotFoundError: no replacement message with this id in the session.
+        """
+
+        def work(db: Connection) -> ReplacementMessage | None:
+            _sessions.visible_session(db, self._tenant, session_id)
+            return _blocks.replacement(db, session_id, replacement_id)
+
+        found = await self._read(work)
+        if found is None:
+            raise BlockNotFoundError(
+                f"session {session_id!r} has no replacement message {replacement_id}"
+            )
+        return found
+
+    async def chain_blocks(
+        self,
+        session_id: str,
+        *,
+        loop_id: int | None = None,
+        overlay: str = "default",
+        as_of: datetime | None = None,
+        limit: int | None = None,
+    ) -> list[ChainEntry]:
+        """Return the chain ending at `loop_id` (default: active), root first, with blocks.
+
+        Each loop comes with its current block for `overlay` (None when it has none).
+
+        Args:
+            session_id: The session.
+            loop_id: The loop the chain ends at; the active loop by default.
+            overlay: The overlay name.
+            as_of: Only loops and blocks created at or before this time.
+            limit: Only the newest `limit` loops of the chain.
+        """
+        check_limit(limit)
+        check_aware(as_of)
+
+        def work(db: Connection) -> list[ChainEntry]:
+            head = _sessions.resolve_loop(db, self._tenant, session_id, loop_id)
+            if head is None:
+                return []
+            loops, _ = _reads.chain_as_of(db, session_id, head, limit, as_of)
+            found = _blocks.current_blocks(db, session_id, loops, overlay, as_of, messages=True)
+            return [(loop, found.get(loop.id)) for loop in loops]
+
+        return await self._read(work)
+
+    async def chain_in_scope(
+        self,
+        session_id: str,
+        *,
+        scope: CompactionScope,
+        max_context_tokens: int,
+        summary_cap: int | None = None,
+        loop_id: int | None = None,
+        overlay: str = "default",
+    ) -> list[ChainEntry]:
+        """Return the loops in `scope` of the chain ending at `loop_id`, root first.
+
+        Each loop comes with its current block's header for `overlay` (sections without
+        their replacement messages). The scope is resolved by `resolve_scope` against
+        `max_context_tokens`, a loop counting at most `summary_cap` tokens.
+        """
+
+        def work(db: Connection) -> list[ChainEntry]:
+            return _reads.chain_in_scope(
+                db,
+                self._tenant,
+                session_id,
+                scope=scope,
+                max_context_tokens=max_context_tokens,
+                summary_cap=summary_cap,
+                loop_id=loop_id,
+                overlay=overlay,
+            )
+
+        return await self._read(work)
+
+    async def read_context(
+        self,
+        session_id: str,
+        *,
+        budget: int,
+        scope: CompactionScope | None = None,
+        loop_id: int | None = None,
+        overlay: str = "default",
+        as_of: datetime | int | None = None,
+    ) -> ContextSources:
+        """Read, in one transaction, what the loader needs to build a loop's context.
+
+        The chain ending at `loop_id` is read newest first, a window of loops at a time,
+        until the scope (`resolve_scope` against `budget`, on the block headers) is known
+        to end inside it. Only the loops in scope are read further: their blocks'
+        replacement messages and the raw messages of the turns their blocks do not
+        replace. The latest raw user message of the chain is found through an index.
+
+        Args:
+            session_id: The session.
+            budget: The tokens a `TokenBudget` scope walks against.
+            scope: The scope; None for the one the loop's current block was compacted
+                with (the default scope when it has none).
+            loop_id: The loop whose context it is; the active loop by default.
+            overlay: The overlay name.
+            as_of: A time, or a generation of the newest loop's block for `overlay`
+                (read as the time that block was written): rebuild what the loader
+                saw then; loops, messages and blocks written later are left out.
+
+        Raises:
+            BlockNotFoundError: `as_of` is a generation the newest loop does not have.
+        """
+        if budget < 1:
+            raise ValueError("budget must be at least 1")
+        if isinstance(as_of, datetime):
+            check_aware(as_of)
+
+        def work(db: Connection) -> ContextSources:
+            return _reads.read_context(
+                db,
+                self._tenant,
+                session_id,
+                scope=scope,
+                budget=budget,
+                loop_id=loop_id,
+                overlay=overlay,
+                as_of=as_of,
+            )
+
+        return await self._read(work)
+
+    # ── compaction events ───────────────────────────────────────────────────────
+
+    async def record_compaction_event(
+        self,
+        session_id: str,
+        *,
+        event: str,
+        tokens_before: int,
+        loop_id: int | None = None,
+        block_id: int | None = None,
+        tokens_after: int | None = None,
+        duration_ms: float | None = None,
+        details: Mapping[str, Any] | None = None,
+    ) -> CompactionEvent:
+        """Persist a `started` or `ended` compaction event of a session."""
+        check_event_kind(event)
+        moment = now()
+        values = {
+            "session_id": session_id,
+            "loop_id": loop_id,
+            "block_id": block_id,
+            "event": event,
+            "tokens_before": tokens_before,
+            "tokens_after": tokens_after,
+            "duration_ms": duration_ms,
+            "details": dict(details or {}),
+            "created_at": moment,
+        }
+
+        def work(db: Connection) -> list[int]:
+            _sessions.lock(db, self._tenant, session_id, moment)
+            if loop_id is not None:
+                _sessions.loop_row(db, session_id, loop_id)
+            return _blocks.insert_events(db, [values])
+
+        (event_id,) = await self._write(work)
+        return CompactionEvent.model_validate({**values, "id": event_id})
+
+    async def list_compaction_events(self, session_id: str) -> list[CompactionEvent]:
+        """Return a session's compaction events, oldest first."""
+
+        def work(db: Connection) -> list[CompactionEvent]:
+            _sessions.visible_session(db, self._tenant, session_id)
+            return _blocks.list_events(db, session_id)
+
+        return await self._read(work)

@@ -1,0 +1,179 @@
+"""The store's calls on raw messages (the facade over `_messages`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from sqlalchemy import Connection
+
+from sessionstore._turns import TurnMap
+from sessionstore.models import (
+    Message,
+    StoredMessage,
+    TurnRange,
+)
+from sessionstore.store import _messages, _sessions
+from sessionstore.store._handle import Rollback, _Handle
+from sessionstore.store._sessions import now
+
+__all__ = ["MessageMethods"]
+
+
+class MessageMethods(_Handle):
+    """`SessionStore`'s calls on raw messages."""
+
+    # ── messages ────────────────────────────────────────────────────────────────
+
+    async def append_messages(
+        self,
+        session_id: str,
+        messages: Sequence[Message],
+        *,
+        loop_id: int | None = None,
+        expected_version: int | None = None,
+    ) -> list[StoredMessage]:
+        """Append messages to a loop in one transaction and return them as stored.
+
+        Positions continue the loop's; turn indices follow the turn rules (see
+        `TurnMap`); token counts come from the store's counter. A message whose
+        `client_id` is already stored with the same content is not written again: the
+        stored one is returned in its place (a safe retry).
+
+        Args:
+            session_id: The session.
+            messages: The messages, in order. Dicts are validated into messages.
+            loop_id: The loop to append to; the active loop by default (a first loop is
+                started when the session has none).
+            expected_version: Fail with `StaleWriteError` unless the session is at this version.
+
+        Raises:
+            pydantic.ValidationError: a message is malformed (nothing is written).
+            SessionNotFoundError: no such session (or another tenant's).
+            LoopNotFoundError: `loop_id` is not a loop of this session.
+            ConflictError: a `client_id` is stored with different content, or the loop is closed.
+            StaleWriteError: `expected_version` is not the session's version.
+        """
+        batch = [_messages.prepare(_messages.validated(m), self._counter) for m in messages]
+        if not batch:
+            return []
+        moment = now()
+
+        def work(db: Connection) -> list[StoredMessage]:
+            locked = _sessions.lock(db, self._tenant, session_id, moment)
+            known = _messages.known_client_ids(db, session_id, batch)
+            # Write each message once: skip stored client ids and in-batch repeats.
+            first_of: dict[str, int] = {}
+            fresh = []
+            for i, item in enumerate(batch):
+                cid = item.message.client_id
+                if cid is None or (cid not in known and first_of.setdefault(cid, i) == i):
+                    fresh.append(i)
+            if not fresh:
+                # A pure retry: answer with what is stored and leave the version alone.
+                raise Rollback([known[item.message.client_id] for item in batch])  # type: ignore[index]  # all known
+            _sessions.check_version(session_id, locked, expected_version)
+            target = loop_id if loop_id is not None else locked.active_loop_id
+            if target is None:
+                target = _sessions.start_loop(db, session_id, None, locked.loop_count, moment).id
+            inserted = _messages.insert_messages(
+                db, session_id, target, [batch[i] for i in fresh], moment
+            )
+            by_index = dict(zip(fresh, inserted, strict=True))
+            for cid, i in first_of.items():
+                known.setdefault(cid, by_index[i])
+            return [
+                by_index[i] if i in by_index else known[item.message.client_id]  # type: ignore[index]  # not written => known
+                for i, item in enumerate(batch)
+            ]
+
+        try:
+            return await self._write(work)
+        except Rollback as done:
+            result: list[StoredMessage] = done.result
+            return result
+
+    async def append_message(
+        self,
+        session_id: str,
+        message: Message,
+        *,
+        loop_id: int | None = None,
+        expected_version: int | None = None,
+    ) -> StoredMessage:
+        """Append one message; see `append_messages`."""
+        (stored,) = await self.append_messages(
+            session_id, [message], loop_id=loop_id, expected_version=expected_version
+        )
+        return stored
+
+    async def get_messages(
+        self,
+        session_id: str,
+        loop_id: int | None = None,
+        *,
+        last: int | None = None,
+    ) -> list[StoredMessage]:
+        """Return a loop's messages in order (the active loop by default).
+
+        Args:
+            session_id: The session.
+            loop_id: The loop; the active loop by default.
+            last: Only the newest `last` messages (still returned oldest first).
+        """
+        if last is not None and last < 0:
+            raise ValueError("last must not be negative")
+
+        def work(db: Connection) -> list[StoredMessage]:
+            target = _sessions.resolve_loop(db, self._tenant, session_id, loop_id)
+            if target is None or last == 0:
+                return []
+            return _messages.loop_messages(db, session_id, target, last)
+
+        return await self._read(work)
+
+    async def get_turns(
+        self, session_id: str, loop_id: int, turns: TurnRange
+    ) -> list[StoredMessage]:
+        """Return the messages of an inclusive turn range of a loop, in order.
+
+        Raises:
+            InvalidBlockError: the range ends past the loop's last turn.
+        """
+
+        def work(db: Connection) -> list[StoredMessage]:
+            _sessions.visible_session(db, self._tenant, session_id)
+            return _messages.turns(db, session_id, loop_id, turns)
+
+        return await self._read(work)
+
+    async def get_turn_map(self, session_id: str, loop_id: int | None = None) -> TurnMap:
+        """Return the loop's `TurnMap`: turn index → range of positions, from the index."""
+
+        def work(db: Connection) -> TurnMap:
+            target = _sessions.resolve_loop(db, self._tenant, session_id, loop_id)
+            return TurnMap(()) if target is None else _messages.turn_map(db, session_id, target)
+
+        return await self._read(work)
+
+    async def get_history(
+        self, session_id: str, *, loop_id: int | None = None
+    ) -> list[StoredMessage]:
+        """Return every raw message of the chain ending at `loop_id` (default: active), in order."""
+
+        def work(db: Connection) -> list[StoredMessage]:
+            head = _sessions.resolve_loop(db, self._tenant, session_id, loop_id)
+            return [] if head is None else _messages.history(db, session_id, head)
+
+        return await self._read(work)
+
+    async def get_messages_by_id(
+        self, session_id: str, message_ids: Iterable[int]
+    ) -> list[StoredMessage]:
+        """Return the raw messages with these ids, in loop and position order."""
+        ids = list(message_ids)
+
+        def work(db: Connection) -> list[StoredMessage]:
+            _sessions.visible_session(db, self._tenant, session_id)
+            return _messages.by_id(db, session_id, ids)
+
+        return await self._read(work)

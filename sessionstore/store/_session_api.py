@@ -1,0 +1,245 @@
+"""The store's calls on sessions and loops (the facade over `_sessions`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import Connection
+
+from sessionstore.errors import ConflictError
+from sessionstore.models import (
+    LoopRecord,
+    Message,
+    Page,
+    Session,
+)
+from sessionstore.store import _messages, _sessions
+from sessionstore.store._handle import _Handle, check_limit
+from sessionstore.store._sessions import now
+from sessionstore.store._tables import loop_model, session_model
+
+__all__ = ["SessionMethods"]
+
+
+class SessionMethods(_Handle):
+    """`SessionStore`'s calls on sessions and loops."""
+
+    # ── sessions ────────────────────────────────────────────────────────────────
+
+    async def create_session(
+        self,
+        *,
+        session_id: str | None = None,
+        app_name: str | None = None,
+        user_id: str | None = None,
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Session:
+        """Create a session, owned by this handle's tenant or by `app_name` / `user_id`.
+
+        Args:
+            session_id: The id to use (1 to 128 characters); a random one by default.
+                Ids are unique across tenants, so prefer the generated ones.
+            app_name: The owning application (taken from the handle when it is scoped).
+            user_id: The owning user (taken from the handle when it is scoped).
+            title: A human-readable title.
+            metadata: Free-form JSON data.
+
+        Raises:
+            SessionExistsError: `session_id` is already taken.
+        """
+        values = _sessions.new_session_values(
+            self._tenant,
+            session_id=session_id,
+            app_name=app_name,
+            user_id=user_id,
+            title=title,
+            metadata=metadata,
+        )
+        await self._write(lambda db: _sessions.insert_session(db, values))
+        return session_model(values)
+
+    async def import_session(
+        self,
+        loops: Sequence[Sequence[Message]],
+        *,
+        session_id: str | None = None,
+        app_name: str | None = None,
+        user_id: str | None = None,
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Session:
+        """Create a session with its whole history in one transaction.
+
+        Each entry of `loops` becomes a loop continuing the one before it (the last one
+        is active), with its messages appended as by `append_messages`. Either all of it
+        is written or none of it.
+
+        Raises:
+            pydantic.ValidationError: a message is malformed.
+            SessionExistsError: `session_id` is already taken.
+            ConflictError: a `client_id` appears twice.
+        """
+        batches = [[_messages.validated(message) for message in loop] for loop in loops]
+        client_ids = [m.client_id for batch in batches for m in batch if m.client_id]
+        if len(client_ids) != len(set(client_ids)):
+            raise ConflictError("a client_id appears twice in the imported history")
+        prepared = [[_messages.prepare(m, self._counter) for m in batch] for batch in batches]
+        values = _sessions.new_session_values(
+            self._tenant,
+            session_id=session_id,
+            app_name=app_name,
+            user_id=user_id,
+            title=title,
+            metadata=metadata,
+        )
+        moment, sid = values["created_at"], values["id"]
+
+        def work(db: Connection) -> Session:
+            _sessions.insert_session(db, values)
+            parent: int | None = None
+            for sequence, items in enumerate(prepared):
+                parent = _sessions.start_loop(db, sid, parent, sequence, moment).id
+                _messages.insert_messages(db, sid, parent, items, moment)
+            return session_model(_sessions.visible_session(db, self._tenant, sid)._mapping)
+
+        return await self._write(work)
+
+    async def get_session(self, session_id: str) -> Session:
+        """Return one session.
+
+        Raises:
+            SessionNotFoundError: no such session, or it belongs to another tenant.
+        """
+        row = await self._read(lambda db: _sessions.visible_session(db, self._tenant, session_id))
+        return session_model(row._mapping)
+
+    async def list_sessions(
+        self,
+        *,
+        limit: int = 50,
+        cursor: str | None = None,
+        app_name: str | None = None,
+        user_id: str | None = None,
+    ) -> Page:
+        """List sessions, newest first, one page at a time.
+
+        A scoped handle lists its tenant's sessions; an unscoped one lists all, or those
+        of `app_name` (and `user_id`) when given.
+
+        Args:
+            limit: Page size, 1 to 1000.
+            cursor: The `next_cursor` of the previous page.
+            app_name: Filter for an unscoped handle.
+            user_id: Filter for an unscoped handle (with `app_name`).
+        """
+        if not 1 <= limit <= 1000:
+            raise ValueError("limit must be between 1 and 1000")
+        if self._tenant is None and user_id is not None and app_name is None:
+            raise ValueError("filtering by user_id needs app_name too")
+        return await self._read(
+            lambda db: _sessions.list_sessions(
+                db, self._tenant, limit=limit, cursor=cursor, app_name=app_name, user_id=user_id
+            )
+        )
+
+    async def delete_session(self, session_id: str) -> None:
+        """Delete a session with all its loops, messages and blocks.
+
+        This is the only way raw messages ever go away (retention, erasure requests).
+
+        Raises:
+            SessionNotFoundError: no such session, or it belongs to another tenant.
+        """
+        await self._write(lambda db: _sessions.delete_session(db, self._tenant, session_id))
+
+    # ── loops ───────────────────────────────────────────────────────────────────
+
+    async def start_loop(
+        self,
+        session_id: str,
+        *,
+        parent_loop_id: int | None = None,
+        expected_version: int | None = None,
+    ) -> LoopRecord:
+        """Start a loop and make it the session's active loop.
+
+        Without `parent_loop_id` the loop continues the active chain: its parent is the
+        active loop (none for the first loop), which is closed. With `parent_loop_id` the
+        loop starts a branch from that loop; the previously active loop stays open, and
+        `switch_loop` can return to it.
+
+        Raises:
+            SessionNotFoundError: no such session (or another tenant's).
+            LoopNotFoundError: `parent_loop_id` is not a loop of this session.
+            StaleWriteError: `expected_version` is not the session's version.
+        """
+        moment = now()
+
+        def work(db: Connection) -> LoopRecord:
+            locked = _sessions.lock(db, self._tenant, session_id, moment)
+            _sessions.check_version(session_id, locked, expected_version)
+            parent = parent_loop_id if parent_loop_id is not None else locked.active_loop_id
+            return _sessions.start_loop(db, session_id, parent, locked.loop_count, moment)
+
+        return await self._write(work)
+
+    async def close_loop(self, session_id: str, loop_id: int) -> LoopRecord:
+        """Close a loop: no more messages can be appended to it. Closing twice is harmless."""
+        moment = now()
+
+        def work(db: Connection) -> LoopRecord:
+            _sessions.lock(db, self._tenant, session_id, moment)
+            return loop_model(_sessions.close_loop(db, session_id, loop_id, moment))
+
+        return await self._write(work)
+
+    async def switch_loop(
+        self, session_id: str, loop_id: int, *, expected_version: int | None = None
+    ) -> Session:
+        """Make `loop_id` the session's active loop (for example to return to a branch)."""
+
+        def work(db: Connection) -> Session:
+            locked = _sessions.lock(db, self._tenant, session_id, now())
+            _sessions.check_version(session_id, locked, expected_version)
+            _sessions.switch_loop(db, session_id, loop_id)
+            return session_model(_sessions.visible_session(db, self._tenant, session_id)._mapping)
+
+        return await self._write(work)
+
+    async def get_loop(self, session_id: str, loop_id: int) -> LoopRecord:
+        """Return one loop of a session."""
+
+        def work(db: Connection) -> LoopRecord:
+            _sessions.visible_session(db, self._tenant, session_id)
+            return loop_model(_sessions.loop_row(db, session_id, loop_id))
+
+        return await self._read(work)
+
+    async def list_loops(self, session_id: str) -> list[LoopRecord]:
+        """Return every loop of a session (all branches), in order of creation."""
+
+        def work(db: Connection) -> list[LoopRecord]:
+            _sessions.visible_session(db, self._tenant, session_id)
+            return _sessions.list_loops(db, session_id)
+
+        return await self._read(work)
+
+    async def active_chain(
+        self, session_id: str, *, loop_id: int | None = None, limit: int | None = None
+    ) -> list[LoopRecord]:
+        """Return the chain of loops ending at `loop_id` (default: the active loop), root first.
+
+        Args:
+            session_id: The session.
+            loop_id: The loop the chain ends at; the active loop by default.
+            limit: Return only the last `limit` loops of the chain (the newest ones).
+        """
+        check_limit(limit)
+
+        def work(db: Connection) -> list[LoopRecord]:
+            head = _sessions.resolve_loop(db, self._tenant, session_id, loop_id)
+            return [] if head is None else _sessions.chain(db, session_id, head, limit)
+
+        return await self._read(work)
