@@ -20,9 +20,10 @@ from sessionstore._tokens import (
     TiktokenCounter,
     TokenCounter,
     estimate_tokens,
+    message_tokens,
 )
 from sessionstore._tracker import ContextTracker
-from sessionstore._turns import TurnMap
+from sessionstore._turns import TurnAssigner, TurnMap
 from sessionstore.config import (
     CompactionConfig,
     ContextConfig,
@@ -162,6 +163,7 @@ __all__ = [
     "TokenCounter",
     "ToolCall",
     "ToolResultMessage",
+    "TurnAssigner",
     "TurnMap",
     "TurnRange",
     "TurnSummarizer",
@@ -180,6 +182,7 @@ __all__ = [
     "loop_context_tokens",
     "make_engine",
     "maybe_compact",
+    "message_tokens",
     "register_block_strategy",
     "resolve_scope",
     "should_compact",

@@ -63,7 +63,7 @@ class FixedCount(_Config):
 class TokenBudget(_Config):
     """Walk back from the current loop, adding loops while their estimates fit the budget.
 
-    See `sessionstore.orchestration.resolve_scope` for the exact rule.
+    See `sessionstore.resolve_scope` for the exact rule.
     """
 
     kind: Literal["token_budget"] = "token_budget"

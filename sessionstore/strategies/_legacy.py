@@ -17,7 +17,7 @@ True
 The seed's choices that a caller should know:
 
 - The budget is `max_context_tokens - system_prompt_tokens`, counted with
-  `sessionstore.tokens.message_tokens`.
+  `sessionstore.message_tokens`.
 - The `[Context compacted: ...]` marker that `keep_within_budget` adds is not counted
   against the budget, so that last resort can exceed it by the marker's few tokens.
 - The levels do not keep tool calls and results paired: the recent messages kept by
