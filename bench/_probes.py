@@ -555,7 +555,8 @@ _ID_SHAPES = (
     # UUIDs.
     re.compile(r"\b[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}\b"),
 )
-_ID_KEY = re.compile(r"(?:^|_)(?:id|number|no)$|[a-z]Id$|ID$", re.I)
+_ID_KEY = re.compile(r"(?i:(?:^|_)(?:ids?|numbers?|no))$|[a-z](?:Ids?|IDs?|Numbers?)$")
+"""Keys whose values are record ids: `id`, `user_id`, `item_ids`, `flight_number`, `orderId`."""
 
 
 def _shaped_ids(text: str) -> list[str]:
@@ -566,15 +567,23 @@ def _shaped_ids(text: str) -> list[str]:
     return [value for _, value in found]
 
 
+def _id_value(value: object) -> str | None:
+    if isinstance(value, str) and 3 <= len(value) <= 64 and value.split() == [value]:
+        return value
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 1000:
+        return str(value)
+    return None
+
+
 def _keyed_ids(value: object) -> Iterator[str]:
-    """Yield the values under id-like keys of a JSON value."""
+    """Yield the values under id-like keys of a JSON value (or in lists under them)."""
     if isinstance(value, Mapping):
         for key, item in value.items():
             if isinstance(key, str) and _ID_KEY.search(key):
-                if isinstance(item, str) and 3 <= len(item) <= 64 and " " not in item:
-                    yield item
-                elif isinstance(item, int) and not isinstance(item, bool) and abs(item) >= 1000:
-                    yield str(item)
+                for candidate in item if isinstance(item, list) else [item]:
+                    found = _id_value(candidate)
+                    if found is not None:
+                        yield found
             if isinstance(item, Mapping | list):
                 yield from _keyed_ids(item)
     elif isinstance(value, list):
@@ -612,12 +621,11 @@ def record_ids(messages: Sequence[Msg]) -> list[str]:
             add(referenced, _shaped_ids(message_text(message)))
         elif role == "assistant":
             for _, arguments in tool_calls(message):
+                # Commands and code passed to a tool are not records: only argument
+                # values that are one word each are read for id shapes.
                 parsed = _loads(arguments)
-                strings = list(_strings(parsed)) if parsed is not None else [arguments]
-                add(
-                    referenced,
-                    [*_keyed_ids(parsed), *(i for s in strings for i in _shaped_ids(s))],
-                )
+                words = [s for s in _strings(parsed) if s.split() == [s]]
+                add(referenced, [*_keyed_ids(parsed), *(i for s in words for i in _shaped_ids(s))])
     ordered = list(reversed(referenced))
     ordered += [value for value in reversed(listed) if value not in referenced]
     return ordered
@@ -642,7 +650,7 @@ def _tool_output_messages(messages: Sequence[Msg]) -> list[Msg]:
 def _unique(kind: FactKind, texts: Iterable[str]) -> list[Fact]:
     facts: list[Fact] = []
     seen: set[str] = set()
-    for text in texts:
+    for text in map(normalize, texts):
         if text and text not in seen:
             seen.add(text)
             facts.append(Fact(kind, text))
