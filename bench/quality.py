@@ -340,6 +340,11 @@ async def _evaluate(task: Task) -> dict[str, Any]:
                         context = await strategy(case, budget, store)
                     except ContextOverflowError as error:
                         outcome: dict[str, Any] = {"outcome": "no_context", "reason": str(error)}
+                    except Exception as error:
+                        # A strategy that fails otherwise has a bug: stop, and say where.
+                        raise RuntimeError(
+                            f"{name} failed on {result['id']} at {percent}%: {error!r}"
+                        ) from error
                     else:
                         outcome = _score(facts, latest_user, context, budget)
                     outcome["seconds"] = time.perf_counter() - started
