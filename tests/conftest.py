@@ -14,12 +14,12 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import factory.random
 import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from sessionstore import SessionStore, make_engine, migrate
+from tests.factories import reseed_random
 
 POSTGRES_ENV = "SESSIONSTORE_TEST_POSTGRES_URL"
 SEED = 20261122
@@ -39,7 +39,7 @@ def postgres_url() -> str:
 
 @pytest.fixture(autouse=True)
 def _seed_factories() -> None:
-    factory.random.reseed_random(SEED)
+    reseed_random(SEED)
 
 
 @pytest.fixture(scope="session")

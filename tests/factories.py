@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
-import factory
+import factory.random
+from factory.base import Factory
+from factory.declarations import BaseDeclaration, LazyAttribute, LazyFunction, Sequence
+from factory.faker import Faker
 
 from sessionstore import (
     AssistantMessage,
@@ -17,38 +22,46 @@ from sessionstore import (
     UserMessage,
 )
 
+# factory-boy 3.3 types `Factory[T].build() -> T`, but its declarations and `reseed_random` carry no
+# annotations, so strict mypy refuses to call them. Each gets the signature we use, once, here.
+faker: Callable[..., BaseDeclaration] = Faker
+lazy_function: Callable[[Callable[[], object]], BaseDeclaration] = LazyFunction
+lazy_attribute: Callable[[Callable[[Any], object]], BaseDeclaration] = LazyAttribute
+sequence: Callable[[Callable[[int], object]], BaseDeclaration] = Sequence
+reseed_random: Callable[[int], None] = factory.random.reseed_random
 
-class TextContentFactory(factory.Factory):
+
+class TextContentFactory(Factory[TextContent]):
     class Meta:
         model = TextContent
 
-    text = factory.Faker("paragraph", nb_sentences=3)
+    text = faker("paragraph", nb_sentences=3)
 
 
-class UserMessageFactory(factory.Factory):
+class UserMessageFactory(Factory[UserMessage]):
     class Meta:
         model = UserMessage
 
-    content = factory.LazyFunction(lambda: [TextContentFactory.build()])
+    content = lazy_function(lambda: [TextContentFactory.build()])
 
 
-class SystemMessageFactory(factory.Factory):
+class SystemMessageFactory(Factory[SystemMessage]):
     class Meta:
         model = SystemMessage
 
-    content = factory.Faker("paragraph", nb_sentences=2)
+    content = faker("paragraph", nb_sentences=2)
 
 
-class ToolCallFactory(factory.Factory):
+class ToolCallFactory(Factory[ToolCall]):
     class Meta:
         model = ToolCall
 
-    id = factory.Sequence(lambda n: f"call_{n:04d}")
-    name = factory.Faker("random_element", elements=["bash", "read_file", "search", "edit"])
-    arguments = factory.Sequence(lambda n: json.dumps({"command": f"cat src/module_{n}.py"}))
+    id = sequence(lambda n: f"call_{n:04d}")
+    name = faker("random_element", elements=["bash", "read_file", "search", "edit"])
+    arguments = sequence(lambda n: json.dumps({"command": f"cat src/module_{n}.py"}))
 
 
-class AssistantMessageFactory(factory.Factory):
+class AssistantMessageFactory(Factory[AssistantMessage]):
     """An assistant message with some text and, by default, one tool call."""
 
     class Meta:
@@ -57,38 +70,38 @@ class AssistantMessageFactory(factory.Factory):
     class Params:
         calls = 1
 
-    content = factory.LazyAttribute(
+    content = lazy_attribute(
         lambda o: [TextContentFactory.build()] + [ToolCallFactory.build() for _ in range(o.calls)]
     )
 
 
-class ToolResultMessageFactory(factory.Factory):
+class ToolResultMessageFactory(Factory[ToolResultMessage]):
     class Meta:
         model = ToolResultMessage
 
-    tool_call_id = factory.Sequence(lambda n: f"call_{n:04d}")
+    tool_call_id = sequence(lambda n: f"call_{n:04d}")
     tool_name = "bash"
-    content = factory.LazyFunction(
+    content = lazy_function(
         lambda: [TextContentFactory.build(text="\n".join(f"line {i}" for i in range(30)))]
     )
     is_error = False
 
 
-class BashExecutionMessageFactory(factory.Factory):
+class BashExecutionMessageFactory(Factory[BashExecutionMessage]):
     class Meta:
         model = BashExecutionMessage
 
     command = "git status"
-    output = factory.Faker("paragraph")
+    output = faker("paragraph")
     exit_code = 0
 
 
-class CustomMessageFactory(factory.Factory):
+class CustomMessageFactory(Factory[CustomMessage]):
     class Meta:
         model = CustomMessage
 
     custom_type = "note"
-    data = factory.LazyFunction(lambda: {"pinned": True, "tags": ["a", "b"]})
+    data = lazy_function(lambda: {"pinned": True, "tags": ["a", "b"]})
 
 
 def tool_turn(calls: int = 1) -> list[UserMessage | AssistantMessage | ToolResultMessage]:

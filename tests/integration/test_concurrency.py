@@ -4,15 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+from collections.abc import Sequence
 
 import pytest
 
-from sessionstore import SessionStore, UserMessage
+from sessionstore import SessionStore, StoredMessage, UserMessage
 from sessionstore.errors import StaleWriteError
 
 
 async def _positions(store: SessionStore, session_id: str) -> list[int]:
     return [m.position for m in await store.get_messages(session_id)]
+
+
+def _user_texts(stored: Sequence[StoredMessage]) -> list[str]:
+    """The text of each message; the writers here append user messages only."""
+    texts = []
+    for m in stored:
+        assert isinstance(m.message, UserMessage)
+        texts.append(m.message.text)
+    return texts
 
 
 async def test_concurrent_tasks_keep_positions_contiguous(store: SessionStore) -> None:
@@ -27,7 +37,7 @@ async def test_concurrent_tasks_keep_positions_contiguous(store: SessionStore) -
     await asyncio.gather(*(writer(n) for n in range(12)))
     assert await _positions(store, session.id) == list(range(12 * 5 * 3))
     # Each batch landed in one piece: its three messages are adjacent.
-    texts = [m.message.text for m in await store.get_messages(session.id)]  # type: ignore[union-attr]
+    texts = _user_texts(await store.get_messages(session.id))
     for start in range(0, len(texts), 3):
         prefixes = {t.rsplit(" ", 1)[0] for t in texts[start : start + 3]}
         assert len(prefixes) == 1
@@ -93,10 +103,15 @@ async def test_several_processes_append_to_one_sqlite_file(sqlite_url: str) -> N
         ]
         for process in processes:
             process.start()
-        await asyncio.to_thread(lambda: [p.join(120) for p in processes])
+
+        def join_all() -> None:
+            for process in processes:
+                process.join(120)
+
+        await asyncio.to_thread(join_all)
         assert [p.exitcode for p in processes] == [0, 0, 0, 0]
         messages = await store.get_messages(session.id)
         assert [m.position for m in messages] == list(range(4 * 15 * 4))
-        texts = [m.message.text for m in messages]  # type: ignore[union-attr]
+        texts = _user_texts(messages)
         for start in range(0, len(texts), 4):
             assert len({t.rsplit(" ", 1)[0] for t in texts[start : start + 4]}) == 1

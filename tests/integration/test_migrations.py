@@ -75,7 +75,9 @@ async def test_upgrade_from_0001_keeps_rows_and_adds_the_user_index(empty_db_url
         assert await _inspect(empty_db_url, user_indexes) == []
         await migrate.upgrade(empty_db_url)
         assert await _inspect(empty_db_url, user_indexes) == ["ix_sessionstore_messages_user"]
-        assert [m.message.text for m in await store.get_messages("s1")] == ["hello"]
+        (stored,) = await store.get_messages("s1")
+        assert isinstance(stored.message, UserMessage)
+        assert stored.message.text == "hello"
         await migrate.downgrade(empty_db_url, "0001_initial")
         assert await _inspect(empty_db_url, user_indexes) == []
         with pytest.raises(SchemaError):

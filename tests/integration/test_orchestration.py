@@ -15,6 +15,7 @@ from sessionstore import (
     CompactionConfig,
     CompactionEnded,
     CompactionStarted,
+    CompactionSummaryMessage,
     FixedCount,
     Message,
     ReplacementMessage,
@@ -112,7 +113,7 @@ async def test_context_loads_overlays_for_the_scope_and_raw_tail(store: SessionS
     first_raw = await store.get_messages(session_id, chain[-1].id)
     assert context.messages[-1] == first_raw[-1].message  # recent copies are verbatim here
     # Messages appended after the compaction show raw, after the block's sections.
-    extra = [UserMessage(content="one more thing"), AssistantMessage(content="done")]
+    extra: list[Message] = [UserMessage(content="one more thing"), AssistantMessage(content="done")]
     await store.append_messages(session_id, extra)
     later = await build_context(store, session_id, max_context_tokens=1_000_000, config=SMALL)
     assert later.messages[-2:] == extra
@@ -201,6 +202,7 @@ async def test_trimming_keeps_the_latest_user_request_and_says_so(store: Session
     assert context.trimmed_messages > 0
     markers = [item for item in context.items if item.source == "marker"]
     assert markers
+    assert isinstance(markers[0].message, CompactionSummaryMessage)
     assert "messages removed" in markers[0].message.summary
     with pytest.raises(ContextOverflowError) as caught:
         await build_context(store, session_id, max_context_tokens=10)
@@ -238,6 +240,7 @@ async def test_callbacks_fire_and_a_failing_one_leaves_no_block(store: SessionSt
 
     def after(event: CompactionEnded) -> None:
         seen.append(event)
+        assert event.tokens_after is not None
         assert event.tokens_after < event.tokens_before
         raise RuntimeError("verification failed")
 

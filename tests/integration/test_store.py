@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -19,8 +20,10 @@ from sessionstore import (
     CompactionSummaryMessage,
     CustomMessage,
     ImageContent,
+    Message,
     ReplacementMessage,
     SessionStore,
+    StoredMessage,
     SystemMessage,
     TextContent,
     ThinkingContent,
@@ -57,8 +60,8 @@ PNG_1PX = (
 )
 
 
-async def new_session(store: SessionStore, **kwargs: object) -> str:
-    session = await store.create_session(app_name="app", user_id="ada", **kwargs)  # type: ignore[arg-type]
+async def new_session(store: SessionStore, *, title: str | None = None) -> str:
+    session = await store.create_session(app_name="app", user_id="ada", title=title)
     return session.id
 
 
@@ -281,7 +284,7 @@ async def test_append_to_a_closed_loop_is_refused(store: SessionStore) -> None:
 async def test_append_assigns_positions_and_turns(store: SessionStore) -> None:
     session_id = await new_session(store)
     calls = [ToolCall(id="a", name="bash"), ToolCall(id="b", name="read")]
-    batch = [
+    batch: list[Message] = [
         SystemMessage(content="be brief"),
         UserMessage(content="fix it"),
         AssistantMessage(content=[TextContent(text="on it"), *calls]),
@@ -305,6 +308,7 @@ async def test_append_assigns_positions_and_turns(store: SessionStore) -> None:
 async def test_tool_result_in_a_later_batch_joins_its_assistant_turn(store: SessionStore) -> None:
     session_id = await new_session(store)
     assistant, result = tool_turn()
+    assert isinstance(result, ToolResultMessage)
     await store.append_messages(session_id, [UserMessageFactory.build()])
     (a,) = await store.append_messages(session_id, [assistant])
     (r,) = await store.append_messages(session_id, [result])
@@ -320,7 +324,7 @@ async def test_tool_result_in_a_later_batch_joins_its_assistant_turn(store: Sess
 
 async def test_reused_tool_call_ids_join_the_latest_call(store: SessionStore) -> None:
     session_id = await new_session(store)
-    batch = [
+    batch: list[Message] = [
         UserMessage(content="q"),
         AssistantMessage(content=[ToolCall(id="call_1", name="search")]),
         ToolResultMessage(tool_call_id="call_1", tool_name="search", content="r1"),
@@ -333,7 +337,7 @@ async def test_reused_tool_call_ids_join_the_latest_call(store: SessionStore) ->
 
 async def test_every_message_kind_round_trips_through_the_database(store: SessionStore) -> None:
     session_id = await new_session(store)
-    batch = [
+    batch: list[Message] = [
         SystemMessage(content="sys", name="policy"),
         UserMessage(
             content=[
@@ -413,12 +417,12 @@ async def test_a_malformed_message_names_the_field_and_writes_nothing(store: Ses
     good = {"kind": "user", "content": "fine"}
     bad = {"kind": "tool_result", "tool_call_id": "", "content": "x"}
     with pytest.raises(ValidationError) as info:
-        await store.append_messages(session_id, [good, bad])  # type: ignore[list-item]
+        await store.append_messages(session_id, [good, bad])  # type: ignore[list-item]  # the wrong type is the point
     assert "tool_call_id" in str(info.value)
     with pytest.raises(ValidationError, match="kind"):
-        await store.append_messages(session_id, [{"kind": "wizard"}])  # type: ignore[list-item]
+        await store.append_messages(session_id, [{"kind": "wizard"}])  # type: ignore[list-item]  # the wrong type is the point
     with pytest.raises(TypeError, match="not a message"):
-        await store.append_messages(session_id, [42])  # type: ignore[list-item]
+        await store.append_messages(session_id, [42])  # type: ignore[list-item]  # the wrong type is the point
     assert len(await store.get_messages(session_id)) == 1
 
 
@@ -507,7 +511,9 @@ async def test_database_refuses_updates_of_immutable_rows(store: SessionStore, d
 # ── blocks ─────────────────────────────────────────────────────────────────────
 
 
-def _summary_block(stored, start: int, end: int, overlay: str = "default") -> CompactionBlock:  # type: ignore[no-untyped-def]
+def _summary_block(
+    stored: Sequence[StoredMessage], start: int, end: int, overlay: str = "default"
+) -> CompactionBlock:
     covered = [m for m in stored if start <= m.turn_index <= end]
     return CompactionBlock(
         overlay=overlay,
@@ -624,7 +630,8 @@ async def test_json_payload_survives_unicode_and_nesting(store: SessionStore) ->
     (stored,) = await store.append_messages(session_id, [CustomMessage(custom_type="t", data=data)])
     (read,) = await store.get_messages(session_id)
     assert read == stored
-    assert json.loads(json.dumps(read.message.data)) == data  # type: ignore[union-attr]
+    assert isinstance(read.message, CustomMessage)
+    assert json.loads(json.dumps(read.message.data)) == data
 
 
 async def test_factories_build_valid_conversations(store: SessionStore) -> None:
@@ -639,7 +646,11 @@ async def test_factories_build_valid_conversations(store: SessionStore) -> None:
 
 
 async def test_import_session_writes_chained_loops_in_one_go(store: SessionStore) -> None:
-    loops = [conversation(2), conversation(1), [UserMessage(content="last")]]
+    loops: list[Sequence[Message]] = [
+        conversation(2),
+        conversation(1),
+        [UserMessage(content="last")],
+    ]
     session = await store.import_session(
         loops, session_id="imported", app_name="app", user_id="ada", title="t", metadata={"k": 1}
     )
@@ -661,9 +672,12 @@ async def test_import_session_writes_chained_loops_in_one_go(store: SessionStore
 
 
 async def test_import_session_is_all_or_nothing(store: SessionStore) -> None:
-    bad = [conversation(1), [UserMessage(content="ok"), {"kind": "tool_result"}]]
+    bad: list[Sequence[Message]] = [
+        conversation(1),
+        [UserMessage(content="ok"), {"kind": "tool_result"}],  # type: ignore[list-item]  # the wrong type is the point
+    ]
     with pytest.raises(ValidationError):
-        await store.import_session(bad, session_id="half", app_name="app", user_id="ada")  # type: ignore[list-item]
+        await store.import_session(bad, session_id="half", app_name="app", user_id="ada")
     with pytest.raises(SessionNotFoundError):
         await store.get_session("half")
     dup = [[UserMessage(content="a", client_id="x")], [UserMessage(content="b", client_id="x")]]

@@ -19,13 +19,13 @@ from hypothesis import strategies as st
 
 from sessionstore import (
     AssistantMessage,
-    BlockCompactionStrategy,
     BuiltContext,
     CompactionConfig,
     CustomMessage,
     LoopRecord,
     LoopView,
     Message,
+    SectionedBlockStrategy,
     StoredMessage,
     ToolResultMessage,
     UserMessage,
@@ -133,7 +133,8 @@ def chains(draw: st.DrawFn) -> Chain:
     for loop, stored in in_scope:
         block = None
         if loop.turn_count and draw(st.booleans()):
-            strategy: BlockCompactionStrategy = draw(block_strategies)
+            # Sectioned strategies are pure: `compact` returns the block, never an awaitable.
+            strategy: SectionedBlockStrategy = draw(block_strategies)
             config: CompactionConfig = draw(configs)
             # The block was written when the loop had `upto` turns; later ones show raw.
             upto = draw(st.integers(1, loop.turn_count))

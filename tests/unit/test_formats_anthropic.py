@@ -13,6 +13,7 @@ from sessionstore import (
     CompactionSummaryMessage,
     CustomMessage,
     ImageContent,
+    Message,
     SystemMessage,
     TextContent,
     ThinkingContent,
@@ -44,7 +45,7 @@ def _tool_use(call_id: str, name: str, **arguments: Any) -> dict[str, Any]:
 
 SYSTEM = "You are a careful coding agent."
 
-AGENT_RUN = [
+AGENT_RUN: list[dict[str, Any]] = [
     {"role": "user", "content": "The tests in tests/test_io.py fail. Fix them."},
     {
         "role": "assistant",
@@ -136,7 +137,7 @@ def transcripts() -> list[dict[str, Any]]:
     files = sorted(DATASET.glob("*.jsonl"))
     if not files:
         pytest.skip(f"the real-transcripts dataset is not at {DATASET}")
-    conversations = []
+    conversations: list[dict[str, Any]] = []
     for path in files:
         with path.open(encoding="utf-8") as lines:
             conversations.extend(json.loads(line) for line in lines if line.strip())
@@ -165,7 +166,7 @@ def test_realistic_conversation_round_trips_exactly(system):
 
 
 def test_round_trip_keeps_unknown_message_keys():
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": "hi", "x-trace": "t1"},
         {"role": "assistant", "content": [_tool_use("t1", "f")], "x-id": 7},
         {
@@ -180,7 +181,7 @@ def test_round_trip_keeps_unknown_message_keys():
 
 
 def test_merged_messages_keep_the_unknown_keys_of_each():
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": "a", "x": 1},
         {"role": "user", "content": "b", "x": 2, "y": 3},
         {"role": "assistant", "content": "c"},
@@ -253,7 +254,7 @@ def test_blocks_map_to_our_content():
 
 
 def test_common_case_needs_no_hints():
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": "hi"},
         {
             "role": "assistant",
@@ -305,7 +306,7 @@ def test_hints_hold_only_what_the_canonical_export_misses(messages, hints):
 
 
 def test_reused_tool_use_id_resolves_to_the_latest_call():
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": "go"},
         {"role": "assistant", "content": [_tool_use("t1", "think")]},
         {
@@ -354,7 +355,7 @@ def test_cache_control_and_null_keys_are_dropped():
 
 
 def test_consecutive_same_role_messages_merge_and_alternate():
-    messages = [
+    messages: list[Message] = [
         SystemMessage(content="one"),
         UserMessage(content="a"),
         BashExecutionMessage(command="make", output="ok", exit_code=0),
@@ -442,7 +443,7 @@ def test_openai_image_detail_and_names_are_not_exported():
     ],
 )
 def test_tool_arguments_that_are_not_a_json_object_cannot_be_exported(arguments, expected):
-    messages = [
+    messages: list[Message] = [
         UserMessage(content="go"),
         AssistantMessage(content=[ToolCall(id="t1", name="f", arguments=arguments)]),
     ]

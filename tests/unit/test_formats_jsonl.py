@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from sessionstore import AssistantMessage, SystemMessage, UserMessage
+from sessionstore import AssistantMessage, Message, SystemMessage, UserMessage
 from sessionstore.errors import FormatError
 from sessionstore.formats._jsonl import parse_conversation_line, split_into_loops
 
 
 def test_every_user_message_starts_a_loop_and_the_system_prompt_joins_the_first() -> None:
-    messages = [
+    messages: list[Message] = [
         SystemMessage(content="s"),
         UserMessage(content="u1"),
         AssistantMessage(content="a1"),

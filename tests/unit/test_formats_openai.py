@@ -1,5 +1,6 @@
 import copy
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from sessionstore import (
     CompactionSummaryMessage,
     CustomMessage,
     ImageContent,
+    Message,
     SystemMessage,
     TextContent,
     ThinkingContent,
@@ -23,6 +25,7 @@ from sessionstore import (
     to_openai,
 )
 from sessionstore.errors import FormatError
+from sessionstore.models import AssistantContent
 
 DATASET = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "real-transcripts"
 
@@ -37,11 +40,17 @@ def transcripts() -> list[dict[str, Any]]:
     files = sorted(DATASET.glob("*.jsonl"))
     if not files:
         pytest.skip(f"the real-transcripts dataset is not at {DATASET}")
-    conversations = []
+    conversations: list[dict[str, Any]] = []
     for path in files:
         with path.open(encoding="utf-8") as lines:
             conversations.extend(json.loads(line) for line in lines if line.strip())
     return conversations
+
+
+def _blocks(message: Message) -> Sequence[AssistantContent]:
+    """The content blocks of a message of a kind that has them (the four OpenAI roles)."""
+    assert isinstance(message, SystemMessage | UserMessage | AssistantMessage | ToolResultMessage)
+    return message.content
 
 
 # ── the dataset ────────────────────────────────────────────────────────────────
@@ -73,7 +82,7 @@ def test_dataset_maps_roles_content_and_tool_calls(transcripts):
         for original, message in zip(originals, imported, strict=True):
             assert message.kind == expected_kind[original["role"]]
             content = original["content"]
-            texts = [b.text for b in message.content if isinstance(b, TextContent)]
+            texts = [b.text for b in _blocks(message) if isinstance(b, TextContent)]
             assert texts == ([] if content is None else [content])
             if isinstance(message, AssistantMessage):
                 calls = [
@@ -125,7 +134,7 @@ def _call(call_id: str, name: str, arguments: str = "{}") -> dict[str, Any]:
 
 
 def test_reused_tool_call_id_resolves_to_the_latest_call():
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": "cancel it"},
         {"role": "assistant", "content": None, "tool_calls": [_call("call_1", "think")]},
         {"role": "tool", "tool_call_id": "call_1", "content": ""},
@@ -140,7 +149,7 @@ def test_reused_tool_call_id_resolves_to_the_latest_call():
 
 
 def test_tool_name_is_looked_up_only_in_earlier_messages():
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "tool", "tool_call_id": "call_1", "content": "early"},
         {"role": "assistant", "content": None, "tool_calls": [_call("call_1", "late")]},
     ]
@@ -150,7 +159,7 @@ def test_tool_name_is_looked_up_only_in_earlier_messages():
 
 
 def test_tool_message_name_is_kept_and_restored():
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "assistant", "content": None, "tool_calls": [_call("c1", "search")]},
         {"role": "tool", "tool_call_id": "c1", "name": "search", "content": "[]"},
     ]
@@ -160,7 +169,7 @@ def test_tool_message_name_is_kept_and_restored():
 
 
 def test_tool_message_without_name_gets_no_name_on_export():
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "assistant", "content": None, "tool_calls": [_call("c1", "search")]},
         {"role": "tool", "tool_call_id": "c1", "content": "[]"},
     ]
@@ -171,7 +180,7 @@ def test_tool_message_without_name_gets_no_name_on_export():
 
 # ── exact round trip of variants ───────────────────────────────────────────────
 
-VARIANTS = {
+VARIANTS: dict[str, list[dict[str, Any]]] = {
     "assistant None with tool calls": [
         {"role": "assistant", "content": None, "tool_calls": [_call("c1", "f", '{"a": 1}')]},
         {"role": "tool", "tool_call_id": "c1", "content": "ok"},
@@ -295,6 +304,8 @@ def test_assistant_null_content_is_empty_and_empty_string_is_a_text_block():
             {"role": "assistant", "content": "", "tool_calls": [_call("c2", "f")]},
         ]
     )
+    assert isinstance(none, AssistantMessage)
+    assert isinstance(empty, AssistantMessage)
     assert none.content == [ToolCall(id="c1", name="f")]
     assert empty.content == [TextContent(text=""), ToolCall(id="c2", name="f")]
     assert none.extra == empty.extra == {}
@@ -350,6 +361,7 @@ def test_reasoning_content_becomes_a_thinking_block():
     (message,) = from_openai(
         [{"role": "assistant", "content": "42", "reasoning_content": "six times seven"}]
     )
+    assert isinstance(message, AssistantMessage)
     assert message.content == [ThinkingContent(thinking="six times seven"), TextContent(text="42")]
 
 
@@ -366,7 +378,7 @@ def test_data_url_becomes_inline_image_and_other_urls_stay_urls():
 
 
 def test_image_round_trip_from_our_model():
-    messages = [
+    messages: list[UserMessage | ToolResultMessage] = [
         UserMessage(
             content=[
                 ImageContent(data=PNG_BASE64, mime_type="image/png", detail="auto"),
@@ -385,7 +397,7 @@ def test_image_round_trip_from_our_model():
         },
         {"type": "image_url", "image_url": {"url": "https://example.test/a.webp"}},
     ]
-    assert [m.content for m in from_openai(exported)] == [m.content for m in messages]
+    assert [_blocks(m) for m in from_openai(exported)] == [m.content for m in messages]
 
 
 def test_inline_image_without_mime_type_cannot_be_exported():

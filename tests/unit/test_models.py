@@ -11,6 +11,7 @@ from sessionstore import (
     AssistantMessage,
     CustomMessage,
     ImageContent,
+    Message,
     SystemMessage,
     TextContent,
     ToolCall,
@@ -70,7 +71,7 @@ def test_image_needs_exactly_one_valid_source() -> None:
 def test_messages_are_immutable() -> None:
     message = UserMessage(content="x")
     with pytest.raises(ValidationError, match="frozen"):
-        message.name = "y"  # type: ignore[misc]
+        message.name = "y"
 
 
 def test_turn_range_is_ordered_and_inclusive() -> None:
@@ -123,6 +124,6 @@ messages = st.one_of(
 
 @settings(max_examples=200, derandomize=True)
 @given(messages)
-def test_every_message_survives_json(message: object) -> None:
-    restored = message_from_json(message.model_dump_json())  # type: ignore[attr-defined]
+def test_every_message_survives_json(message: Message) -> None:
+    restored = message_from_json(message.model_dump_json())
     assert restored == message

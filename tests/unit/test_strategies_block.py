@@ -341,6 +341,7 @@ def test_the_marker_takes_the_place_of_one_liners_when_it_needs_room() -> None:
     # marker for it needs the room of the fourth.
     tight = cfg(keep_first_turns=0, keep_recent_turns=0, max_summary_tokens=sum(tokens[:4]))
     section = strategy.keep_compacted(view, view.turn_map, tight, True)
+    assert section is not None
     assert summaries(section)[-1] == "[Context compacted: 2 turns omitted]"
     assert [r.covers for r in section.messages[:-1]] == [turn_ids(view, i, i) for i in range(3)]
     assert section.messages[-1].covers == turn_ids(view, 3, 4)
@@ -612,7 +613,7 @@ def test_get_block_strategy_resolves_names_and_objects() -> None:
     with pytest.raises(ConfigurationError, match=r"unknown block strategy 'nope'.*'default'"):
         get_block_strategy("nope")
     with pytest.raises(TypeError, match="compact"):
-        get_block_strategy(object())  # type: ignore[arg-type]
+        get_block_strategy(object())  # type: ignore[arg-type]  # the wrong type is the point
 
 
 def test_register_block_strategy() -> None:
@@ -668,4 +669,4 @@ def test_summary_request_refuses_a_bad_budget_or_scope() -> None:
     with pytest.raises(ValueError, match="budget_tokens"):
         SummaryRequest(messages=[], budget_tokens=0)
     with pytest.raises(ValueError, match="scope"):
-        SummaryRequest(messages=[], scope="world")  # type: ignore[arg-type]
+        SummaryRequest(messages=[], scope="world")  # type: ignore[arg-type]  # an unknown scope is the point

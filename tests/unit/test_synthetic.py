@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -36,7 +37,7 @@ ARGUMENT_KEYS = {
 }
 
 
-def _dump(session: Sequence[Sequence[Message]]) -> list[list[dict]]:
+def _dump(session: Sequence[Sequence[Message]]) -> list[list[dict[str, Any]]]:
     return [[message.model_dump(mode="json") for message in loop] for loop in session]
 
 
@@ -106,7 +107,7 @@ def test_each_result_joins_the_turn_of_its_call():
     for loop in generate_session(seed=8, loops=5):
         assigner = TurnAssigner()
         turns = [assigner.assign(message) for message in loop]
-        call_turn = {}
+        call_turn: dict[str, int] = {}
         for message, turn in zip(loop, turns, strict=True):
             if isinstance(message, AssistantMessage):
                 call_turn.update((call.id, turn) for call in message.tool_calls)
@@ -250,7 +251,7 @@ def test_messages_round_trip_through_json():
 
 
 def test_tool_arguments_are_json_objects_with_the_tool_s_keys():
-    names = Counter()
+    names: Counter[str] = Counter()
     for message in _flat(generate_session(seed=19, loops=10)):
         if isinstance(message, AssistantMessage):
             for call in message.tool_calls:

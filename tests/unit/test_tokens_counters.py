@@ -236,7 +236,7 @@ def test_tiktoken_counter_refuses_an_encoding_it_cannot_load() -> None:
 def test_tiktoken_counter_refuses_other_encoding_types() -> None:
     pytest.importorskip("tiktoken")
     with pytest.raises(TypeError, match="not dict"):
-        TiktokenCounter({"name": "o200k_base"})  # type: ignore[arg-type]
+        TiktokenCounter({"name": "o200k_base"})  # type: ignore[arg-type]  # the wrong type is the point
 
 
 def test_tiktoken_counter_names_the_extra_when_tiktoken_is_missing(
@@ -538,4 +538,4 @@ def test_docstring_examples_run() -> None:
 
 def test_message_tokens_refuses_what_is_not_a_message() -> None:
     with pytest.raises(TypeError, match="not a message: TextContent"):
-        message_tokens(TextContent(text="x"))  # type: ignore[arg-type]
+        message_tokens(TextContent(text="x"))  # type: ignore[arg-type]  # the wrong type is the point

@@ -9,6 +9,7 @@ from sessionstore import (
     CustomMessage,
     HeuristicTokenCounter,
     ImageContent,
+    Message,
     TextContent,
     ThinkingContent,
     TokenCounter,
@@ -63,7 +64,7 @@ def test_heuristic_counter_implements_the_protocol() -> None:
 
 def test_turn_assigner_rules() -> None:
     assigner = TurnAssigner()
-    kinds = [
+    kinds: list[Message] = [
         UserMessage(content="q"),
         AssistantMessage(content=[ToolCall(id="a", name="t"), ToolCall(id="b", name="t")]),
         ToolResultMessage(tool_call_id="b", content="x"),
