@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
-from sessionstore._overlay import segments
+from sessionstore._overlay import segments, summary_runs_tokens
 from sessionstore._scope import recorded_scope, resolve_scope
 from sessionstore.config import CompactionConfig, CompactionScope, validated_config
 from sessionstore.models import (
@@ -92,6 +92,9 @@ class LoopAudit:
     turns: list[AuditedTurn]
     in_scope: bool = True
     """False when the loop is outside the scope of the context: the model sees none of it."""
+    framing_tokens: int = 0
+    """What showing the compacted section as one framed summary adds to (or saves on) the
+    sum of its replacement messages' counts."""
 
     @property
     def raw_tokens(self) -> int:
@@ -102,7 +105,7 @@ class LoopAudit:
     def context_tokens(self) -> int:
         """The tokens the overlay shows for the loop (out of scope: only a pinned request)."""
         if self.in_scope:
-            return sum(turn.context_tokens for turn in self.turns)
+            return sum(turn.context_tokens for turn in self.turns) + self.framing_tokens
         # Out of scope the model sees nothing of the loop but a pinned latest request.
         return sum(m.message.token_count for t in self.turns for m in t.messages if m.pinned)
 
@@ -240,7 +243,12 @@ def audit_loop(
                     context_tokens=kept_raw + sum(r.token_count or 0 for r in replacements),
                 )
             )
-    return LoopAudit(loop=loop, block=block, turns=turns, in_scope=in_scope)
+    framing = 0
+    if block is not None and block.keep_compacted is not None:
+        shown = [r.message for r in block.keep_compacted.messages]
+        counted = sum(r.token_count or 0 for r in block.keep_compacted.messages)
+        framing = summary_runs_tokens(shown) - counted
+    return LoopAudit(loop=loop, block=block, turns=turns, in_scope=in_scope, framing_tokens=framing)
 
 
 def _turns(turns: TurnRange) -> range:

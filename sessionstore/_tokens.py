@@ -3,7 +3,9 @@
 The heuristic is the one the seed specifies, kept exactly so that budgets mean the
 same thing everywhere: ceil(UTF-8 bytes / 4) for text, clamp(decoded bytes / 750, 85,
 16000) for an image, name + arguments + 8 for a tool call, +4 framing for a message,
-content + tool name + 8 for a tool result, JSON + 4 for an extension message.
+content + tool name + 8 for a tool result. The kinds providers have no role for (shell
+commands, summaries, custom messages) are counted as the text they are sent as, + 4: what
+is counted is what is sent (the seed counts a custom message's bare JSON).
 
 `TiktokenCounter` counts text exactly with tiktoken and keeps the same framing rules,
 and `CalibratedTokenCounter` scales another counter by what the provider reports.
@@ -11,12 +13,12 @@ and `CalibratedTokenCounter` scales another counter by what the provider reports
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from sessionstore.errors import ConfigurationError, MissingDependencyError
+from sessionstore.formats._text import render_as_text
 from sessionstore.models import (
     AssistantMessage,
     BashExecutionMessage,
@@ -89,8 +91,9 @@ def content_tokens(
 def message_tokens(message: Message, count_text: Callable[[str], int] = estimate_tokens) -> int:
     """Return the token count of one message, framing included.
 
-    The seed names user, assistant, tool result and extension messages. The other kinds
-    are counted as the text the model is shown for them, plus the message framing.
+    The seed names user, assistant and tool result messages. The other kinds are
+    counted as the text the model is shown for them (`render_as_text`), plus the
+    message framing: a custom message with `display=False` is not sent and counts 0.
 
     Args:
         message: The message.
@@ -105,14 +108,23 @@ def message_tokens(message: Message, count_text: Callable[[str], int] = estimate
             + count_text(message.tool_name)
             + TOOL_RESULT_OVERHEAD
         )
-    if isinstance(message, CustomMessage):
-        data = json.dumps(message.data, separators=(",", ":"), ensure_ascii=False)
-        return count_text(data) + MESSAGE_FRAMING
-    if isinstance(message, BashExecutionMessage):
-        return count_text(message.command) + count_text(message.output) + MESSAGE_FRAMING
-    if isinstance(message, BranchSummaryMessage | CompactionSummaryMessage):
-        return count_text(message.summary) + MESSAGE_FRAMING
+    if isinstance(
+        message,
+        CustomMessage | BashExecutionMessage | BranchSummaryMessage | CompactionSummaryMessage,
+    ):
+        return _rendered_tokens(message, count_text)
     raise TypeError(f"not a message: {type(message).__name__}")
+
+
+def _rendered_tokens(
+    message: CustomMessage | BashExecutionMessage | BranchSummaryMessage | CompactionSummaryMessage,
+    count_text: Callable[[str], int],
+) -> int:
+    # Providers have no role for these kinds: they are sent as the text `render_as_text`
+    # writes (labels, fences, exit code included), so that is what is counted. A custom
+    # message not displayed is not sent at all.
+    text = render_as_text(message)
+    return 0 if text is None else count_text(text) + MESSAGE_FRAMING
 
 
 @runtime_checkable

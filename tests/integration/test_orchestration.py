@@ -15,7 +15,6 @@ from sessionstore import (
     CompactionConfig,
     CompactionEnded,
     CompactionStarted,
-    CompactionSummaryMessage,
     FixedCount,
     Message,
     ReplacementMessage,
@@ -202,8 +201,9 @@ async def test_trimming_keeps_the_latest_user_request_and_says_so(store: Session
     assert context.trimmed_messages > 0
     markers = [item for item in context.items if item.source == "marker"]
     assert markers
-    assert isinstance(markers[0].message, CompactionSummaryMessage)
-    assert "messages removed" in markers[0].message.summary
+    marker = markers[0].message
+    assert isinstance(marker, UserMessage | AssistantMessage)
+    assert "messages removed" in marker.text
     with pytest.raises(ContextOverflowError) as caught:
         await build_context(store, session_id, max_context_tokens=10)
     assert caught.value.available == 10

@@ -457,9 +457,10 @@ def test_a_ten_thousand_message_loop_is_summarised_lazily_and_not_recounted() ->
     block = strategy.compact(view, config, is_most_recent=True)
     assert block.keep_compacted is not None
     kept = len(block.keep_compacted.messages) - 1  # the marker is last
-    # Every kept line, the line that did not fit, and the line popped to make room for
-    # the marker: about a hundred calls, not five thousand.
-    assert summarizer.calls == kept + 2
+    # Every kept line, the line that did not fit, and the line or two popped to make room
+    # for the marker: about a hundred calls, not five thousand.
+    assert kept + 2 <= summarizer.calls <= kept + 3
+    assert summarizer.calls < 200
     assert block.keep_compacted.messages[-1].covers == turn_ids(view, 2 + kept, 4_989)
 
     everything = cfg(keep_first_turns=0, keep_recent_turns=0, max_summary_tokens=10**9)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import doctest
-import json
 import math
 import sys
 from collections.abc import Callable
@@ -41,6 +40,7 @@ from sessionstore import (
 )
 from sessionstore._tokens import content_tokens, message_tokens
 from sessionstore.errors import ConfigurationError, MissingDependencyError
+from sessionstore.formats._text import render_as_text
 
 # ── strategies ─────────────────────────────────────────────────────────────────
 
@@ -108,11 +108,9 @@ def _parts(message: Message) -> tuple[list[str], int]:
             else:
                 fixed += _image_tokens(block)
         return found, fixed
-    if isinstance(message, CustomMessage):
-        return [json.dumps(message.data, separators=(",", ":"), ensure_ascii=False)], 4
-    if isinstance(message, BashExecutionMessage):
-        return [message.command, message.output], 4
-    return [message.summary], 4
+    # The kinds without a provider role are counted as the text they are sent as.
+    rendered = render_as_text(message)
+    return ([], 0) if rendered is None else ([rendered], 4)
 
 
 def _utf8_bytes(text: str) -> int:
@@ -201,8 +199,10 @@ def test_tiktoken_counter_keeps_the_heuristic_framing_and_image_clamp(
     assert tiktoken_counter.count_message(AssistantMessage(content=[call])) == 1 + 1 + 8 + 4
     result = ToolResultMessage(tool_call_id="c", tool_name="the", content="the the")
     assert tiktoken_counter.count_message(result) == 2 + 1 + 8
-    custom = CustomMessage(custom_type="t", data=["the"])  # '["' 'the' '"]': 2 + 1 + 2
-    assert tiktoken_counter.count_message(custom) == 5 + 4
+    custom = CustomMessage(custom_type="t", data=["the"])  # sent as its rendered text
+    rendered = render_as_text(custom)
+    assert rendered == '[t]\n[\n  "the"\n]'
+    assert tiktoken_counter.count_message(custom) == tiktoken_counter.count_text(rendered) + 4
 
 
 def test_tiktoken_counter_is_a_token_counter(

@@ -42,8 +42,10 @@ def test_message_tokens_follow_the_seed() -> None:
     assert message_tokens(assistant) == 1 + 3 + 11 + 4
     result = ToolResultMessage(tool_call_id="c", tool_name="bash", content="abcd")  # 1 + 1 + 8
     assert message_tokens(result) == 10
-    custom = CustomMessage(custom_type="t", data={"a": 1})  # '{"a":1}' = 7 bytes -> 2, + 4
-    assert message_tokens(custom) == 6
+    custom = CustomMessage(custom_type="t", data={"a": 1})  # sent as '[t]\n{\n  "a": 1\n}'
+    assert message_tokens(custom) == 4 + 4  # 16 bytes -> 4, + framing
+    hidden = CustomMessage(custom_type="t", data={"a": 1}, display=False)
+    assert message_tokens(hidden) == 0  # not sent, not counted
 
 
 def test_image_tokens_are_clamped() -> None:
