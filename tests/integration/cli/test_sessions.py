@@ -1,27 +1,16 @@
-"""The command line, end to end through click's `CliRunner`, on SQLite and PostgreSQL.
-
-The tests are plain functions: each command runs its own `asyncio.run()`, and the
-checks through the store do the same.
-"""
+"""`sessionstore import`, `export` and `sessions list|show|delete`, with real dataset lines."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import subprocess
-import sys
-from collections.abc import Awaitable, Callable
 from functools import cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
 
-from sessionstore import SessionStore, migrate
-from sessionstore.cli import main
-
-T = TypeVar("T")
+from sessionstore import SessionStore
+from tests.integration.cli.runner import SMALL, fails, json_out, ok, with_store, write_jsonl
 
 TAU = "tau_bench_gpt4o_airline.jsonl"
 SWE = "mini_swe_agent_gemini3pro_swebench_verified.jsonl"
@@ -39,30 +28,6 @@ PICKED = {
     ],
 }
 PICKED_IDS = [conversation_id for ids in PICKED.values() for conversation_id in ids]
-
-SMALL = {
-    "id": "small-1",
-    "source": "hand-written",
-    "messages": [
-        {"role": "system", "content": "Be brief."},
-        {"role": "user", "content": "What is 2+2?"},
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {
-                    "id": "call_1",
-                    "type": "function",
-                    "function": {"name": "calc", "arguments": '{"expr": "2+2"}'},
-                }
-            ],
-        },
-        {"role": "tool", "tool_call_id": "call_1", "content": "4"},
-        {"role": "assistant", "content": "4."},
-        {"role": "user", "content": "And 3+3?"},
-        {"role": "assistant", "content": "6."},
-    ],
-}
 
 
 @cache
@@ -88,98 +53,6 @@ def picked(dataset_dir: Path) -> dict[str, dict[str, Any]]:
 @pytest.fixture
 def picked_file(tmp_path: Path, picked: dict[str, dict[str, Any]]) -> Path:
     return write_jsonl(tmp_path / "picked.jsonl", list(picked.values()))
-
-
-def write_jsonl(path: Path, conversations: list[Any]) -> Path:
-    lines = [c if isinstance(c, str) else json.dumps(c, ensure_ascii=False) for c in conversations]
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    return path
-
-
-def cli(url: str | None, *args: str, input: str | None = None, **kwargs: Any) -> Result:
-    prefix = [] if url is None else ["--url", url]
-    return CliRunner().invoke(main, [*prefix, *args], input=input, catch_exceptions=False, **kwargs)
-
-
-def ok(url: str | None, *args: str, **kwargs: Any) -> Result:
-    result = cli(url, *args, **kwargs)
-    assert result.exit_code == 0, result.output
-    return result
-
-
-def fails(url: str | None, *args: str, **kwargs: Any) -> Result:
-    """Run a command that must fail cleanly: non-zero exit, a message, no traceback."""
-    result = cli(url, *args, **kwargs)
-    assert result.exit_code != 0, result.output
-    assert "Traceback" not in result.output
-    assert result.stderr.strip()
-    return result
-
-
-def json_out(result: Result) -> Any:
-    return json.loads(result.stdout)
-
-
-def with_store(url: str, work: Callable[..., Awaitable[T]], *args: Any) -> T:
-    """Return `await work(store, *args)` on a store opened (and closed) for the call."""
-
-    async def run() -> T:
-        async with SessionStore.from_url(url) as store:
-            return await work(store, *args)
-
-    return asyncio.run(run())
-
-
-# ── db ─────────────────────────────────────────────────────────────────────────
-
-
-def test_db_check_fails_before_upgrade_and_passes_after(empty_db_url):
-    head = migrate.head()
-
-    assert ok(empty_db_url, "db", "current").stdout.strip() == "none"
-    assert json_out(ok(empty_db_url, "db", "current", "--json")) == {
-        "revision": None,
-        "head": head,
-        "is_up_to_date": False,
-    }
-    result = fails(empty_db_url, "db", "check")
-    assert result.exit_code == 1
-    assert "not initialised" in result.stderr
-    assert "sessionstore db upgrade" in result.stderr
-    assert result.stdout == ""
-    result = fails(empty_db_url, "db", "check", "--json")
-    assert json_out(result)["is_up_to_date"] is False
-
-    result = ok(empty_db_url, "db", "upgrade")
-    assert head in result.stdout
-    assert json_out(ok(empty_db_url, "db", "upgrade", "--json")) == {
-        "revision": head,
-        "head": head,
-    }
-
-    assert ok(empty_db_url, "db", "current").stdout.strip() == head
-    assert "up to date" in ok(empty_db_url, "db", "check").stdout
-    assert json_out(ok(empty_db_url, "db", "check", "--json")) == {
-        "revision": head,
-        "head": head,
-        "is_up_to_date": True,
-    }
-
-
-def test_commands_refuse_a_database_that_is_not_migrated(empty_db_url, tmp_path):
-    small = write_jsonl(tmp_path / "small.jsonl", [SMALL])
-    for args in (["sessions", "list"], ["sessions", "show", "x"], ["import", str(small)]):
-        result = fails(empty_db_url, *args)
-        assert "run `sessionstore db upgrade`" in result.stderr
-
-
-def test_import_upgrade_migrates_first(empty_db_url, tmp_path):
-    small = write_jsonl(tmp_path / "small.jsonl", [SMALL])
-
-    result = ok(empty_db_url, "import", "--upgrade", str(small), "--json")
-
-    assert json_out(result)["sessions"] == ["small-1"]
-    assert ok(empty_db_url, "db", "current").stdout.strip() == migrate.head()
 
 
 # ── import ─────────────────────────────────────────────────────────────────────
@@ -509,50 +382,3 @@ def test_export_is_pretty_by_default(db_url, tmp_path):
 
     assert text.startswith('{\n  "id": "small-1",')
     assert json.loads(text)["messages"] == SMALL["messages"]
-
-
-# ── the group ──────────────────────────────────────────────────────────────────
-
-
-def test_the_url_comes_from_the_environment(db_url, tmp_path):
-    ok(db_url, "import", str(write_jsonl(tmp_path / "s.jsonl", [SMALL])))
-
-    result = ok(None, "sessions", "list", "--json", env={"SESSIONSTORE_URL": db_url})
-
-    assert [s["id"] for s in json_out(result)["items"]] == ["small-1"]
-
-
-def test_the_default_url_is_a_sqlite_file_in_the_working_directory(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("SESSIONSTORE_URL", raising=False)
-
-    ok(None, "db", "upgrade")
-
-    assert (tmp_path / "sessionstore.db").is_file()
-
-
-def test_a_bad_url_is_a_clean_error():
-    result = fails("mysql://localhost/x", "db", "current")
-
-    assert "unsupported database 'mysql'" in result.stderr
-
-
-@pytest.mark.parametrize("flag", ["--help", "-h"])
-def test_help_flags(flag):
-    assert "Usage: sessionstore" in ok(None, flag).stdout
-    assert "Usage: sessionstore sessions list" in ok(None, "sessions", "list", flag).stdout
-
-
-def test_python_m_sessionstore_help():
-    result = subprocess.run(
-        [sys.executable, "-m", "sessionstore", "--help"],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
-
-    assert result.returncode == 0, result.stderr
-    assert "Usage:" in result.stdout
-    for command in ("db", "import", "export", "sessions"):
-        assert command in result.stdout

@@ -1,0 +1,301 @@
+"""`sessionstore compact`, `context` and `audit`: write overlays, read them, compare them."""
+
+# Click keeps the line breaks of a paragraph that follows a line holding only "\b" (a
+# backspace character), which is how every help text shows its example; a raw docstring
+# would hold a backslash and a "b" instead.
+# ruff: noqa: D301
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, TypeVar
+
+import click
+
+from sessionstore import (
+    CompactionConfig,
+    FixedCount,
+    audit_session,
+    build_context,
+    compact_session_loops,
+)
+from sessionstore.cli._options import (
+    AS_OF,
+    COUNT,
+    TOKENS,
+    Scope,
+    Settings,
+    budget_option,
+    json_option,
+    loop_option,
+    overlay_option,
+    run_with_store,
+    scope_option,
+)
+from sessionstore.cli._render import (
+    ContextFormat,
+    compaction_json,
+    print_audit,
+    print_compaction,
+    print_context,
+    print_json,
+)
+
+__all__ = ["audit", "compact", "context"]
+
+_DEFAULTS = CompactionConfig()
+"""The library's defaults, which the options show."""
+
+_DEFAULT_SCOPE = (
+    str(_DEFAULTS.compaction_scope.count)
+    if isinstance(_DEFAULTS.compaction_scope, FixedCount)
+    else "budget"
+)
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _setting_option(
+    name: str, field: str, kind: click.ParamType[int], metavar: str, help_text: str
+) -> Callable[[_F], _F]:
+    """Return an option for a `CompactionConfig` field that shows the library's default."""
+    return click.option(
+        name,
+        type=kind,
+        default=getattr(_DEFAULTS, field),
+        show_default=True,
+        metavar=metavar,
+        help=help_text,
+    )
+
+
+# ── compact ────────────────────────────────────────────────────────────────────
+
+
+@click.command("compact")
+@click.argument("session_id", metavar="SESSION")
+@loop_option("Compact this loop (and the loops before it in scope) instead of the active loop.")
+@budget_option(
+    "The model's window (max_context_tokens), which `--scope budget` walks back against.",
+    default=100_000,
+)
+@click.option(
+    "--strategy",
+    default="default",
+    show_default=True,
+    metavar="NAME",
+    help="The block strategy, by its registered name.",
+)
+@scope_option(
+    "How many earlier loops of the chain are summarised with the current one, or "
+    "`budget` for as many as fit --budget.",
+    default=_DEFAULT_SCOPE,
+)
+@_setting_option(
+    "--keep-first",
+    "keep_first_turns",
+    COUNT,
+    "TURNS",
+    "Turns kept verbatim from the start of the current loop.",
+)
+@_setting_option(
+    "--keep-recent",
+    "keep_recent_turns",
+    COUNT,
+    "TURNS",
+    "Turns kept from the end of the current loop, with tool output truncated.",
+)
+@_setting_option(
+    "--max-summary-tokens",
+    "max_summary_tokens",
+    TOKENS,
+    "TOKENS",
+    "The token budget of one loop's summary.",
+)
+@_setting_option(
+    "--tool-output-max-lines",
+    "tool_output_max_lines",
+    TOKENS,
+    "LINES",
+    "The most lines a tool output keeps in the recent turns (head and tail).",
+)
+@overlay_option("The named overlay to write; other overlays are left alone.")
+@json_option()
+@click.pass_obj
+def compact(
+    settings: Settings,
+    session_id: str,
+    loop_id: int | None,
+    max_context_tokens: int,
+    strategy: str,
+    scope: Scope,
+    keep_first: int,
+    keep_recent: int,
+    max_summary_tokens: int,
+    tool_output_max_lines: int,
+    overlay: str,
+    as_json: bool,
+) -> None:
+    """Compact a session's current loop and the earlier loops in scope.
+
+    Writes one compaction block per loop, in one transaction: the current loop keeps
+    its first turns raw, has its middle turns summarised and its recent turns kept with
+    tool output truncated; each earlier loop in scope is summarised whole (unless its
+    block already is such a summary). Raw messages never change: a newer block
+    supersedes the loop's previous one, which stays for audit and `context --as-of`.
+
+    \b
+    Examples:
+        sessionstore compact 3f2a9c...
+        sessionstore compact 3f2a9c... --scope budget --budget 32000 --keep-recent 6 --json
+    """
+    config = CompactionConfig(
+        compaction_scope=scope,
+        keep_first_turns=keep_first,
+        keep_recent_turns=keep_recent,
+        max_summary_tokens=max_summary_tokens,
+        tool_output_max_lines=tool_output_max_lines,
+        block_strategy=strategy,
+    )
+    result = run_with_store(
+        settings.url,
+        lambda store: compact_session_loops(
+            store, session_id, loop_id, strategy, config, max_context_tokens, overlay=overlay
+        ),
+    )
+    if as_json:
+        print_json(compaction_json(session_id, result))
+    else:
+        print_compaction(session_id, result, strategy=strategy, overlay=overlay)
+
+
+# ── context ────────────────────────────────────────────────────────────────────
+
+
+@click.command("context")
+@click.argument("session_id", metavar="SESSION")
+@budget_option(
+    "The model's window (max_context_tokens): the context fits it, or the command fails."
+)
+@click.option(
+    "--system-prompt-tokens",
+    type=COUNT,
+    default=0,
+    show_default=True,
+    metavar="TOKENS",
+    help="Tokens of the window reserved for the system prompt.",
+)
+@loop_option("Rebuild the context of this loop instead of the active loop.")
+@click.option(
+    "--as-of",
+    type=AS_OF,
+    metavar="GENERATION|TIME",
+    help="Rebuild what the model saw then: a generation of the loop's block (1, 2, ...) "
+    "or an ISO 8601 time; a time without an offset is read as UTC.",
+)
+@overlay_option("The named overlay to load.")
+@scope_option()
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "openai", "json"]),
+    help="text: readable, one header line per message, summary at the end; openai: the "
+    "messages as an OpenAI chat-completions list; json: every message with where it comes "
+    "from.  [default: text]",
+)
+@json_option("The same as --format json.")
+@click.pass_obj
+def context(
+    settings: Settings,
+    session_id: str,
+    max_context_tokens: int,
+    system_prompt_tokens: int,
+    loop_id: int | None,
+    as_of: int | datetime | None,
+    overlay: str,
+    scope: Scope | None,
+    output_format: ContextFormat | None,
+    as_json: bool,
+) -> None:
+    """Print the context the model sees, rebuilt within a budget.
+
+    Loads the loops in scope oldest first (from their compaction blocks where they have
+    one, raw otherwise), pairs every tool call with its result, and trims the oldest
+    messages if it must to fit, always keeping the latest user request. With --format
+    openai or json the summary (tokens, loops in scope, trimmed messages, interrupted
+    calls) goes to stderr, so stdout can be piped.
+
+    \b
+    Examples:
+        sessionstore context 3f2a9c... --budget 8000
+        sessionstore context 3f2a9c... --budget 128000 --system-prompt-tokens 4000 --format openai
+        sessionstore context 3f2a9c... --budget 32000 --as-of 1 --json
+    """
+    if as_json and output_format not in (None, "json"):
+        raise click.UsageError(f"--json contradicts --format {output_format}")
+    chosen: ContextFormat = "json" if as_json else output_format or "text"
+    built = run_with_store(
+        settings.url,
+        lambda store: build_context(
+            store,
+            session_id,
+            max_context_tokens=max_context_tokens,
+            loop_id=loop_id,
+            scope=scope,
+            system_prompt_tokens=system_prompt_tokens,
+            overlay=overlay,
+            as_of=as_of,
+        ),
+    )
+    print_context(session_id, built, max_context_tokens, chosen)
+
+
+# ── audit ──────────────────────────────────────────────────────────────────────
+
+
+@click.command("audit")
+@click.argument("session_id", metavar="SESSION")
+@loop_option("Audit the chain of loops ending at this loop instead of the active chain.")
+@overlay_option("The named overlay to audit.")
+@scope_option()
+@budget_option("The window a `budget` scope walks back against.", default=100_000)
+@json_option()
+@click.pass_obj
+def audit(
+    settings: Settings,
+    session_id: str,
+    loop_id: int | None,
+    overlay: str,
+    scope: Scope | None,
+    max_context_tokens: int,
+    as_json: bool,
+) -> None:
+    """Compare raw turns with what the model sees, turn by turn.
+
+    For each turn of the loops in scope: its raw messages and their tokens, what the
+    overlay did with them (kept, truncated, summarised, omitted or dropped), the
+    replacement messages that stand for them (`#id`) and their tokens. Loops outside the
+    scope are one row each: the model sees none of them. Then one row per loop and the
+    totals. Counts are before any trim to a budget (see `sessionstore context`).
+
+    \b
+    Examples:
+        sessionstore audit 3f2a9c...
+        sessionstore audit 3f2a9c... --loop 12 --json
+    """
+    result = run_with_store(
+        settings.url,
+        lambda store: audit_session(
+            store,
+            session_id,
+            loop_id=loop_id,
+            overlay=overlay,
+            scope=scope,
+            max_context_tokens=max_context_tokens,
+        ),
+    )
+    if as_json:
+        print_json(result.to_dict())
+    else:
+        print_audit(session_id, overlay, result)

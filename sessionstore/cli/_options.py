@@ -1,0 +1,231 @@
+"""What every command shares: its settings, its options and parameter types, and how it runs.
+
+A command takes its options through the decorators here (so an option reads the same
+everywhere it appears), then runs one coroutine with `run`, which turns the errors a
+user can cause into clean messages, or with `run_with_store`, which first opens the
+store and checks its schema (`open_store`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import click
+from pydantic import ValidationError
+
+from sessionstore import FixedCount, SessionStore, SessionStoreError, TokenBudget
+from sessionstore.errors import describe_validation_error
+from sessionstore.store._engine import DEFAULT_URL
+
+__all__ = [
+    "AS_OF",
+    "COUNT",
+    "SCOPE",
+    "TOKENS",
+    "URL_ENVVAR",
+    "AsOfType",
+    "Scope",
+    "ScopeType",
+    "Settings",
+    "budget_option",
+    "json_option",
+    "loop_option",
+    "open_store",
+    "overlay_option",
+    "run",
+    "run_with_store",
+    "scope_option",
+    "url_option",
+]
+
+_T = TypeVar("_T")
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+URL_ENVVAR = "SESSIONSTORE_URL"
+
+Scope = FixedCount | TokenBudget
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """What the group's options give every command."""
+
+    url: str
+    is_url_given: bool = False
+    """True when `--url` was on the command line (so hints to run more commands repeat it)."""
+
+
+# ── running a command ──────────────────────────────────────────────────────────
+
+
+def run(work: Coroutine[Any, Any, _T]) -> _T:
+    """Run one coroutine and turn the errors a user can cause into clean messages."""
+    try:
+        return asyncio.run(work)
+    except ValidationError as exc:  # before ValueError, which it subclasses
+        raise click.ClickException(describe_validation_error(exc)) from exc
+    except (SessionStoreError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@contextlib.asynccontextmanager
+async def open_store(url: str, *, upgrade: bool = False) -> AsyncIterator[SessionStore]:
+    """Open a store whose schema is at the head (or is brought there with `upgrade`)."""
+    async with SessionStore.from_url(url) as store:
+        if upgrade:
+            await store.upgrade()
+        else:
+            await store.check_schema()
+        yield store
+
+
+def run_with_store(
+    url: str, work: Callable[[SessionStore], Awaitable[_T]], *, upgrade: bool = False
+) -> _T:
+    """Open the store at `url`, run `work` on it, and close it, in one `run`."""
+
+    async def main() -> _T:
+        async with open_store(url, upgrade=upgrade) as store:
+            return await work(store)
+
+    return run(main())
+
+
+# ── parameter types ────────────────────────────────────────────────────────────
+
+
+class ScopeType(click.ParamType[Scope]):
+    """A number of earlier loops (`FixedCount`), or `budget` (`TokenBudget`)."""
+
+    name = "N|budget"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> Scope:
+        if isinstance(value, FixedCount | TokenBudget):
+            return value
+        text = str(value).strip().lower()
+        if text == "budget":
+            return TokenBudget()
+        if not text.isdigit():
+            self.fail(
+                f"{value!r} is neither a number of earlier loops (0, 1, 2, ...) nor 'budget'",
+                param,
+                ctx,
+            )
+        return FixedCount(int(text))
+
+
+class AsOfType(click.ParamType[int | datetime]):
+    """A generation of the loop's block (1, 2, ...) or an ISO 8601 time."""
+
+    name = "GENERATION|TIME"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> int | datetime:
+        if isinstance(value, int | datetime):
+            return value
+        text = str(value).strip()
+        if text.isdigit():
+            if int(text) < 1:
+                self.fail("block generations start at 1", param, ctx)
+            return int(text)
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            self.fail(
+                f"{value!r} is neither a block generation (1, 2, ...) nor an ISO 8601 time "
+                "such as 2026-05-09T14:30:00Z",
+                param,
+                ctx,
+            )
+        # Everything is stored in UTC, so a time without an offset is read as UTC.
+        return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+SCOPE = ScopeType()
+AS_OF = AsOfType()
+TOKENS = click.IntRange(min=1)
+COUNT = click.IntRange(min=0)
+
+
+# ── options ────────────────────────────────────────────────────────────────────
+
+url_option = click.option(
+    "--url",
+    envvar=URL_ENVVAR,
+    default=DEFAULT_URL,
+    show_default=True,
+    show_envvar=True,
+    metavar="URL",
+    help="The database: sqlite+aiosqlite:///PATH or postgresql+asyncpg://USER@HOST/DB.",
+)
+"""The group's database option; every command reads it from `Settings`."""
+
+
+def json_option(help_text: str = "Print machine-readable JSON to stdout.") -> Callable[[_F], _F]:
+    """Return the output switch every command that lists or shows something takes."""
+    return click.option("--json", "as_json", is_flag=True, help=help_text)
+
+
+def loop_option(help_text: str) -> Callable[[_F], _F]:
+    """Return `--loop LOOP_ID`: the loop to work on instead of the active one."""
+    return click.option("--loop", "loop_id", type=int, metavar="LOOP_ID", help=help_text)
+
+
+def overlay_option(help_text: str) -> Callable[[_F], _F]:
+    """Return `--overlay NAME`: the named overlay, `default` by default."""
+    return click.option(
+        "--overlay", default="default", show_default=True, metavar="NAME", help=help_text
+    )
+
+
+_READ_SCOPE_HELP = (
+    "The earlier loops of the chain that take part: a number, or `budget` for as many as "
+    "fit --budget.  [default: the scope the loop was last compacted with, else 3]"
+)
+
+
+def scope_option(
+    help_text: str = _READ_SCOPE_HELP, default: str | None = None
+) -> Callable[[_F], _F]:
+    """Return `--scope N|budget`.
+
+    Without a default, a command that reads gets None and the library uses the scope
+    the loop was last compacted with.
+    """
+    if default is None:
+        return click.option("--scope", type=SCOPE, metavar="N|budget", help=help_text)
+    return click.option(
+        "--scope",
+        type=SCOPE,
+        metavar="N|budget",
+        default=default,
+        show_default=True,
+        help=help_text,
+    )
+
+
+def budget_option(
+    help_text: str, *, default: int | None = None, dest: str = "max_context_tokens"
+) -> Callable[[_F], _F]:
+    """Return `--budget TOKENS`: the model's window; required when there is no default."""
+    if default is None:
+        return click.option(
+            "--budget", dest, type=TOKENS, required=True, metavar="TOKENS", help=help_text
+        )
+    return click.option(
+        "--budget",
+        dest,
+        type=TOKENS,
+        default=default,
+        show_default=True,
+        metavar="TOKENS",
+        help=help_text,
+    )

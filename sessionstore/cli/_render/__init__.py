@@ -1,0 +1,27 @@
+"""How the commands print: rich tables and text by default, JSON with `--json`.
+
+One module per kind of result: sessions, a compaction, a built context, an audit, and
+the demo's report, which reuses the last three; `_output` holds what they share.
+"""
+
+from sessionstore.cli._render._audit import print_audit
+from sessionstore.cli._render._compaction import compaction_json, print_compaction
+from sessionstore.cli._render._context import ContextFormat, print_context
+from sessionstore.cli._render._demo import demo_json, print_demo
+from sessionstore.cli._render._output import print_json, progress_bar
+from sessionstore.cli._render._sessions import print_session, print_session_page, session_json
+
+__all__ = [
+    "ContextFormat",
+    "compaction_json",
+    "demo_json",
+    "print_audit",
+    "print_compaction",
+    "print_context",
+    "print_demo",
+    "print_json",
+    "print_session",
+    "print_session_page",
+    "progress_bar",
+    "session_json",
+]

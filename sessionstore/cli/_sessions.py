@@ -1,0 +1,280 @@
+"""`sessionstore sessions list|show|delete`, `import` and `export`: sessions in and out."""
+
+# Click keeps the line breaks of a paragraph that follows a line holding only "\b" (a
+# backspace character), which is how every help text shows its example; a raw docstring
+# would hold a backslash and a "b" instead.
+# ruff: noqa: D301
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import IO
+
+import click
+from rich.progress import DownloadColumn
+
+from sessionstore import LoopRecord, Page, Session, SessionStore
+from sessionstore.cli._options import Settings, json_option, loop_option, run_with_store
+from sessionstore.cli._render import (
+    print_json,
+    print_session,
+    print_session_page,
+    progress_bar,
+    session_json,
+)
+from sessionstore.formats._export import export_conversation
+from sessionstore.formats._import import ImportLineError, ImportReport, import_jsonl
+
+__all__ = ["export", "import_", "sessions"]
+
+
+# ── import ─────────────────────────────────────────────────────────────────────
+
+
+async def _import(
+    store: SessionStore, lines: Iterable[bytes], *, app_name: str, user_id: str
+) -> ImportReport:
+    try:
+        return await import_jsonl(store, lines, app_name=app_name, user_id=user_id)
+    except ImportLineError as exc:
+        imported = len(exc.report.imported)
+        kept = (
+            f"the {imported} session(s) imported from earlier lines stay imported"
+            if imported
+            else "no session was imported by this run"
+        )
+        raise click.ClickException(
+            f"{exc}\n({kept}; fix the line and run the import again: "
+            "sessions that already exist are skipped)"
+        ) from exc
+
+
+def _advancing(file: IO[bytes], advance: Callable[[int], None]) -> Iterator[bytes]:
+    for line in file:
+        advance(len(line))
+        yield line
+
+
+@click.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, readable=True, path_type=Path))
+@click.option(
+    "--app-name", default="cli", show_default=True, help="The application that owns the sessions."
+)
+@click.option(
+    "--user-id", default="local", show_default=True, help="The user that owns the sessions."
+)
+@click.option("--upgrade", is_flag=True, help="Migrate the database to the newest schema first.")
+@json_option()
+@click.pass_obj
+def import_(
+    settings: Settings, file: Path, app_name: str, user_id: str, upgrade: bool, as_json: bool
+) -> None:
+    """Import conversations from a JSONL file, one session per line.
+
+    Each line is one conversation in the OpenAI chat-completions format, as in the
+    shared datasets: {"id", "source", "license", "meta", "messages": [...]}. The session
+    id is the line's id (when it has at most 128 characters; otherwise one derived from
+    the line), its title is the id, and source, license and meta go into its metadata.
+    Every user message starts a new loop of the session. The output of `sessionstore
+    export` imports back too.
+
+    Lines whose session already exists are skipped, so running an import again is safe.
+    A bad line stops the import with its line number; the sessions of the lines before
+    it stay imported.
+
+    \b
+    Examples:
+        sessionstore import conversations.jsonl
+        sessionstore import --app-name bench --user-id ci --upgrade runs.jsonl --json
+    """
+    progress = progress_bar("Importing", DownloadColumn())
+    with file.open("rb") as lines, progress:
+        # A pipe has no size: the bar then only shows that the import is running.
+        task = progress.add_task("import", total=file.stat().st_size or None)
+        advancing = _advancing(lines, lambda size: progress.advance(task, size))
+        report = run_with_store(
+            settings.url,
+            lambda store: _import(store, advancing, app_name=app_name, user_id=user_id),
+            upgrade=upgrade,
+        )
+    if as_json:
+        print_json(
+            {
+                "imported": len(report.imported),
+                "skipped": len(report.skipped),
+                "sessions": report.imported,
+                "skipped_sessions": report.skipped,
+            }
+        )
+    else:
+        click.echo(
+            f"Imported {len(report.imported)} session(s); "
+            f"skipped {len(report.skipped)} that already exist."
+        )
+
+
+# ── export ─────────────────────────────────────────────────────────────────────
+
+
+@click.command("export")
+@click.argument("session_id", metavar="SESSION")
+@loop_option("Export the chain of loops ending at this loop instead of the active chain.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.File("w", encoding="utf-8", lazy=True),
+    default="-",
+    metavar="FILE",
+    help="Write to this file instead of stdout.",
+)
+@click.option(
+    "--compact", is_flag=True, help="Write one line, to append to a JSONL file, not indented JSON."
+)
+@click.pass_obj
+def export(
+    settings: Settings, session_id: str, loop_id: int | None, output: IO[str], compact: bool
+) -> None:
+    """Export a session's raw history as OpenAI chat-completions messages.
+
+    Writes one JSON object, {"id", "title", "metadata", "messages": [...]}, with the raw
+    messages of the session's active chain of loops (compaction never changes them).
+    Importing a conversation and exporting it gives back the same messages, and a
+    `--compact` export is a line `sessionstore import` reads.
+
+    \b
+    Examples:
+        sessionstore export 3f2a9c... -o session.json
+        sessionstore export 3f2a9c... --compact >> sessions.jsonl
+    """
+    exported = run_with_store(
+        settings.url, lambda store: export_conversation(store, session_id, loop_id=loop_id)
+    )
+    indent = None if compact else 2
+    output.write(json.dumps(exported, indent=indent, ensure_ascii=False) + "\n")
+    if output.name != "-":
+        click.echo(
+            f"Exported {len(exported['messages'])} message(s) of session {session_id!r} "
+            f"to {output.name}.",
+            err=True,
+        )
+
+
+# ── sessions ───────────────────────────────────────────────────────────────────
+
+
+@click.group()
+def sessions() -> None:
+    """List, show and delete sessions.
+
+    \b
+    Examples:
+        sessionstore sessions list --app-name cli
+        sessionstore sessions show 3f2a9c...
+    """
+
+
+async def _list_sessions(
+    store: SessionStore,
+    *,
+    limit: int,
+    cursor: str | None,
+    app_name: str | None,
+    user_id: str | None,
+) -> Page:
+    try:
+        return await store.list_sessions(
+            limit=limit, cursor=cursor, app_name=app_name, user_id=user_id
+        )
+    except ValueError as exc:
+        # The command checks the other options, so the cursor is what the store refused.
+        raise click.BadParameter(str(exc), param_hint="--cursor") from exc
+
+
+@sessions.command("list")
+@click.option("--app-name", help="Only the sessions of this application.")
+@click.option("--user-id", help="Only the sessions of this user (needs --app-name).")
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 1000),
+    default=50,
+    show_default=True,
+    help="Sessions per page.",
+)
+@click.option("--cursor", help="Show the page after the one that printed this cursor.")
+@json_option()
+@click.pass_obj
+def sessions_list(
+    settings: Settings,
+    app_name: str | None,
+    user_id: str | None,
+    limit: int,
+    cursor: str | None,
+    as_json: bool,
+) -> None:
+    """List sessions, newest first, one page at a time.
+
+    When there are more, the output ends with the cursor of the next page.
+
+    \b
+    Examples:
+        sessionstore sessions list --app-name cli --user-id local --limit 20
+        sessionstore sessions list --cursor WyIyMDI2LTA1LTA5...
+    """
+    if user_id is not None and app_name is None:
+        raise click.BadParameter("filtering by user needs --app-name too", param_hint="--user-id")
+    page = run_with_store(
+        settings.url,
+        lambda store: _list_sessions(
+            store, limit=limit, cursor=cursor, app_name=app_name, user_id=user_id
+        ),
+    )
+    if as_json:
+        print_json(page.model_dump(mode="json"))
+    else:
+        print_session_page(page)
+
+
+async def _show_session(store: SessionStore, session_id: str) -> tuple[Session, list[LoopRecord]]:
+    return await store.get_session(session_id), await store.list_loops(session_id)
+
+
+@sessions.command("show")
+@click.argument("session_id", metavar="SESSION")
+@json_option()
+@click.pass_obj
+def sessions_show(settings: Settings, session_id: str, as_json: bool) -> None:
+    """Show a session and its loops.
+
+    Each loop is one user request and the agent's work on it; the active loop, marked
+    with "*", is the head of the chain that new messages continue.
+
+    \b
+    Example:
+        sessionstore sessions show 3f2a9c... --json
+    """
+    session, loops = run_with_store(settings.url, lambda store: _show_session(store, session_id))
+    if as_json:
+        print_json(session_json(session, loops))
+    else:
+        print_session(session, loops)
+
+
+@sessions.command("delete")
+@click.argument("session_id", metavar="SESSION")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_obj
+def sessions_delete(settings: Settings, session_id: str, yes: bool) -> None:
+    """Delete a session with all its loops, messages and compaction blocks.
+
+    This cannot be undone: it is how raw history goes away (retention, erasure requests).
+
+    \b
+    Example:
+        sessionstore sessions delete 3f2a9c... --yes
+    """
+    if not yes:
+        click.confirm(f"Delete session {session_id!r} and all its history?", abort=True, err=True)
+    run_with_store(settings.url, lambda store: store.delete_session(session_id))
+    click.echo(f"Deleted session {session_id!r}.")
