@@ -177,6 +177,7 @@ def microcompact(
     or is a shell call whose command only reads (`cat`, `sed -n`, `head`, `grep`, `ls`,
     `find`, ...). Results that answer no call, other tools' results and results already
     cleared are left as they are; a cleared result does not take a `keep_recent` place.
+    A result no larger than the marker (an empty one) is not replaced by it.
 
     Args:
         messages: The history; not changed.
@@ -191,6 +192,7 @@ def microcompact(
     keep = max(keep_recent, 1)
     tools = frozenset(normalize_tool_name(name) for name in tools)
     answered = answered_calls(messages)
+    count = _counter_fn(counter)
     replaced: dict[int, Message] = {}
     kept = 0
     for index in sorted(answered, reverse=True):
@@ -201,7 +203,9 @@ def microcompact(
         if kept < keep:
             kept += 1
             continue
-        replaced[index] = _with_text(result, CLEARED_TOOL_RESULT)
+        cleared = _with_text(result, CLEARED_TOOL_RESULT)
+        if count(cleared) < count(result):
+            replaced[index] = cleared
     return _finish(messages, replaced, counter, cleared=len(replaced))
 
 
@@ -398,26 +402,28 @@ def prune_tool_results(
 ) -> PassResult:
     """Shrink old tool output to one-line stubs, keeping every message in its place.
 
-    Seed 001's `_prune_old_tool_results`, in four steps:
+    Seed 001's `_prune_old_tool_results` (with its `_strip_historical_media`), in four
+    steps:
 
-    1. **Dedup** (whole history): of tool outputs with the same text, at least
+    1. **Images** (whole history): images older than the newest `keep_images` become
+       the text block `IMAGE_REMOVED`.
+    2. **Dedup** (whole history): of tool outputs with the same text, at least
        `min_result_chars` long, only the newest keeps it; older copies become
        `DUPLICATE_TOOL_RESULT`.
-    2. **Stubs** (before the protected tail): a tool result longer than
+    3. **Stubs** (before the protected tail): a tool result longer than
        `min_result_chars` becomes `tool_result_stub` (what ran, how it ended, how much
        it printed), when the stub is smaller.
-    3. **Arguments** (before the protected tail): a tool call whose arguments are longer
+    4. **Arguments** (before the protected tail): a tool call whose arguments are longer
        than `max_argument_chars` gets every string value longer than
        `max_string_chars` cut with a `...[truncated N chars]` marker. The arguments are
        re-encoded, so they stay valid JSON with every key (seed 001's first version cut
        the JSON text and left it invalid, which broke every later request).
-    4. **Images** (whole history): images older than the newest `keep_images` become
-       the text block `IMAGE_REMOVED`.
 
     The protected tail is the last `protect_last_n` messages, or the newest messages
     within `protect_tail_tokens` when that is given (at least `protect_last_n`),
     widened to the start of the unit it begins in. Results with images are not stubbed
-    or deduplicated. Running the pass again changes nothing more.
+    or deduplicated while they still hold an image. Running the pass again changes
+    nothing more.
 
     Raises:
         ValueError: a count or limit is negative.
@@ -438,49 +444,14 @@ def prune_tool_results(
     replaced: dict[int, Message] = {}
     deduped = stubbed = shrunk = dropped = 0
 
-    if dedup:
-        seen: set[bytes] = set()
-        for index in range(len(messages) - 1, -1, -1):
-            message = messages[index]
-            if not isinstance(message, ToolResultMessage):
-                continue
-            text = _only_text(message)
-            if text is None or len(text) < min_result_chars or is_pass_stub(text):
-                continue
-            digest = hashlib.sha256(text.encode()).digest()
-            if digest in seen:
-                replaced[index] = _with_text(message, DUPLICATE_TOOL_RESULT)
-                deduped += 1
-            else:
-                seen.add(digest)
-
-    for index in range(protected):
-        message = messages[index]
-        if isinstance(message, ToolResultMessage) and index not in replaced:
-            text = _only_text(message)
-            if text is None or len(text) <= min_result_chars or is_pass_stub(text):
-                continue
-            stub = tool_result_stub(answered.get(index), message)
-            if text_of(stub) < text_of(text):
-                replaced[index] = _with_text(message, stub)
-                stubbed += 1
-        elif isinstance(message, AssistantMessage) and message.tool_calls:
-            content = list(message.content)
-            for position, block in enumerate(content):
-                if isinstance(block, ToolCall):
-                    smaller = _shrink_arguments(block, max_argument_chars, max_string_chars)
-                    if smaller is not None:
-                        content[position] = smaller
-                        shrunk += 1
-            if content != message.content:
-                replaced[index] = message.model_copy(update={"content": content})
-
+    # Images first: a result whose images are gone is text only, and so can be stubbed
+    # now rather than on a second run.
     remaining = keep_images
     for index in range(len(messages) - 1, -1, -1):
-        current = replaced.get(index, messages[index])
-        if not isinstance(current, UserMessage | AssistantMessage | ToolResultMessage):
+        message = messages[index]
+        if not isinstance(message, UserMessage | AssistantMessage | ToolResultMessage):
             continue
-        blocks: list[Any] = list(current.content)
+        blocks: list[Any] = list(message.content)
         for position in range(len(blocks) - 1, -1, -1):
             if isinstance(blocks[position], ImageContent):
                 if remaining > 0:
@@ -488,8 +459,45 @@ def prune_tool_results(
                 else:
                     blocks[position] = TextContent(text=IMAGE_REMOVED)
                     dropped += 1
-        if blocks != current.content:
-            replaced[index] = current.model_copy(update={"content": blocks})
+        if blocks != message.content:
+            replaced[index] = message.model_copy(update={"content": blocks})
+
+    if dedup:
+        seen: set[bytes] = set()
+        for index in range(len(messages) - 1, -1, -1):
+            current = replaced.get(index, messages[index])
+            if not isinstance(current, ToolResultMessage):
+                continue
+            text = _only_text(current)
+            if text is None or len(text) < min_result_chars or is_pass_stub(text):
+                continue
+            digest = hashlib.sha256(text.encode()).digest()
+            if digest in seen:
+                replaced[index] = _with_text(current, DUPLICATE_TOOL_RESULT)
+                deduped += 1
+            else:
+                seen.add(digest)
+
+    for index in range(protected):
+        current = replaced.get(index, messages[index])
+        if isinstance(current, ToolResultMessage):
+            text = _only_text(current)
+            if text is None or len(text) <= min_result_chars or is_pass_stub(text):
+                continue
+            stub = tool_result_stub(answered.get(index), current)
+            if text_of(stub) < text_of(text):
+                replaced[index] = _with_text(current, stub)
+                stubbed += 1
+        elif isinstance(current, AssistantMessage) and current.tool_calls:
+            content = list(current.content)
+            for position, block in enumerate(content):
+                if isinstance(block, ToolCall):
+                    smaller = _shrink_arguments(block, max_argument_chars, max_string_chars)
+                    if smaller is not None:
+                        content[position] = smaller
+                        shrunk += 1
+            if content != current.content:
+                replaced[index] = current.model_copy(update={"content": content})
 
     return _finish(
         messages,

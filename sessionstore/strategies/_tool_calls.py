@@ -483,6 +483,23 @@ def file_read(call: ToolCall) -> FileRead | None:
     return shell_file_read(command) if command is not None else None
 
 
+def _sed_files(arguments: list[str]) -> list[str]:
+    """Return the files a sed command line names (the script is not one)."""
+    operands: list[str] = []
+    script_given = False
+    index = 0
+    while index < len(arguments):
+        argument = arguments[index]
+        if argument in {"-e", "--expression", "-f", "--file"}:
+            script_given = True
+            index += 2
+            continue
+        if not argument.startswith("-"):
+            operands.append(argument)
+        index += 1
+    return operands if script_given else operands[1:]
+
+
 def _shell_writes(command: str) -> Iterable[str]:
     pipelines = _pipelines(command)
     for pipeline in pipelines or []:
@@ -492,10 +509,7 @@ def _shell_writes(command: str) -> Iterable[str]:
                     yield _normal_path(target)
             program, arguments = _program(simple.words)
             if program == "sed" and any(a.startswith("-i") for a in arguments):
-                operands = [a for a in arguments if not a.startswith("-")]
-                # The first operand is the script unless -e gave it.
-                files = operands if "-e" in arguments else operands[1:]
-                yield from (_normal_path(f) for f in files)
+                yield from (_normal_path(f) for f in _sed_files(arguments))
             elif program == "tee":
                 yield from (_normal_path(a) for a in arguments if not a.startswith("-"))
 
