@@ -33,6 +33,7 @@ from sessionstore._tokens import TokenCounter, message_tokens
 from sessionstore.models import (
     AssistantMessage,
     Message,
+    SystemMessage,
     TextContent,
     ToolResultMessage,
     UserMessage,
@@ -135,6 +136,18 @@ def _last_user(messages: Sequence[Message]) -> int | None:
     return None
 
 
+def _head_end(messages: Sequence[Message], starts: Sequence[int], protect_first_n: int) -> int:
+    """Return the end of the head: the first `protect_first_n` and leading system messages.
+
+    It is widened forward to the end of the unit that holds the last of them.
+    """
+    leading = 0
+    while leading < len(messages) and isinstance(messages[leading], SystemMessage):
+        leading += 1
+    bounds = [*starts, len(messages)]
+    return bounds[bisect.bisect_left(bounds, min(max(protect_first_n, leading), len(messages)))]
+
+
 # ── head / middle / tail ───────────────────────────────────────────────────────
 
 
@@ -154,7 +167,8 @@ def split_history(
     its results:
 
     - **head**: the first `protect_first_n` messages (the system prompt and the first
-      exchange), widened forward to the end of the unit the count ends in;
+      exchange) and any leading system messages, widened forward to the end of the
+      unit the count ends in;
     - **tail**: walking back from the end a unit at a time, the newest units that fit
       `tail_token_budget`; the unit that crosses the budget is kept whole when the tail
       stays within `soft_ceiling` times the budget (rather than cutting it), and the
@@ -193,8 +207,8 @@ def split_history(
     if length == 0:
         return NoCompression("there are no messages")
     starts = unit_starts(messages)
+    head_end = _head_end(messages, starts, protect_first_n)
     bounds = [*starts, length]
-    head_end = bounds[bisect.bisect_left(bounds, min(protect_first_n, length))]
     if head_end >= length:
         return NoCompression(f"all {length} messages are in the protected head")
     counts = _counts(messages, counter)
@@ -336,40 +350,50 @@ def plan_slice(
     messages: Sequence[Message],
     *,
     keep_recent: int = DEFAULT_TAIL_TOKEN_BUDGET,
+    protect_first_n: int = 0,
     counter: TokenCounter | None = None,
 ) -> CompressionPlan:
     """Keep the largest suffix of whole units that fits `keep_recent` tokens; fold the rest.
 
-    Seed 003's `plan_slice`, with no head: the plan's middle is everything before the
-    cut. The latest user message is always kept, so the cut moves back to it when the
-    budget would fold it.
+    Seed 003's `plan_slice`: prefix sums and a binary search (`SlicePlanner`) find the
+    cut. Leading system messages and the first `protect_first_n` messages stay in a
+    head, as in `split_history` (seed 003 has none). The latest user message is always
+    kept: when the budget would fold it, the cut moves back to it. So a long tool loop
+    after a single request can be folded only when the request is in the head
+    (`protect_first_n=2` for a system prompt and one request).
 
     Returns:
-        `Compress(range(0, 0), middle, tail)`, or `NoCompression` when everything fits.
+        `Compress(head, middle, tail)`, or `NoCompression` when nothing is left to fold.
 
     Raises:
-        ValueError: `keep_recent` is negative.
+        ValueError: `keep_recent` or `protect_first_n` is negative.
     """
     _check_int("keep_recent", keep_recent)
+    _check_int("protect_first_n", protect_first_n)
+    length = len(messages)
     counts = _counts(messages, counter)
-    planner = SlicePlanner(counts, unit_starts(messages))
-    cut = planner.fit(keep_recent)
+    starts = unit_starts(messages)
+    head_end = _head_end(messages, starts, protect_first_n)
+    planner = SlicePlanner(counts, starts)
+    cut = max(planner.fit(keep_recent), head_end)
     last_user = _last_user(messages)
-    if last_user is not None:
-        cut = min(cut, last_user)
-    if cut == 0:
-        return NoCompression(
-            f"all {len(messages)} messages ({planner.total} tokens) fit keep_recent "
-            f"({keep_recent} tokens)"
-            if planner.total <= keep_recent
-            else "the latest user message is the first message; nothing before it to fold"
-        )
+    if last_user is not None and head_end <= last_user < cut:
+        cut = last_user
+    if cut <= head_end:
+        if planner.tokens(head_end, length) <= keep_recent:
+            reason = (
+                f"the {length - head_end} message(s) after the head "
+                f"({planner.tokens(head_end, length)} tokens) fit keep_recent ({keep_recent})"
+            )
+        else:
+            reason = "the latest user message starts right after the head; nothing to fold"
+        return NoCompression(reason)
     return Compress(
-        range(0, 0),
-        range(0, cut),
-        range(cut, len(messages)),
-        middle_tokens=planner.tokens(0, cut),
-        tail_tokens=planner.tokens(cut, len(messages)),
+        range(0, head_end),
+        range(head_end, cut),
+        range(cut, length),
+        middle_tokens=planner.tokens(head_end, cut),
+        tail_tokens=planner.tokens(cut, length),
     )
 
 

@@ -310,7 +310,7 @@ def test_prune_token_tail_protects_more_than_the_count_floor() -> None:
 
 
 def test_prune_leaves_short_results_alone() -> None:
-    history = [UserMessage(content="go"), ask(bash("c", "ls")), result("c", "a\nb\nc")]
+    history: list[Message] = [UserMessage(content="go"), ask(bash("c", "ls")), result("c", "x")]
     assert prune_tool_results(history, protect_last_n=0).changed == ()
 
 
