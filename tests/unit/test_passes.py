@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import doctest
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -584,3 +585,9 @@ def test_prune_shrinks_real_transcripts(dataset_dir: Path, name: str) -> None:
             if i in outcome.changed and isinstance(m, ToolResultMessage)
         ]
         assert all(is_pass_stub(text) for text in stubs)
+
+
+def test_the_docs_example_runs() -> None:
+    page = Path(__file__).resolve().parents[2] / "docs" / "concepts" / "passes.md"
+    (code,) = re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.DOTALL)
+    exec(compile(code, str(page), "exec"), {})

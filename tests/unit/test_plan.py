@@ -39,11 +39,11 @@ from tests.unit._histories import (
     ask,
     bash,
     check_pairs,
-    lines,
     load_conversations,
     result,
     valid_histories,
 )
+from tests.unit.test_layers import FORBIDDEN, PACKAGE, _imports
 
 PROPERTY = settings(derandomize=True, max_examples=100, deadline=None)
 
@@ -498,5 +498,9 @@ def test_split_history_on_real_transcripts(dataset_dir: Path, name: str) -> None
         assert sanitize_orphans(history)[0] == history
 
 
-def test_lines_helper() -> None:
-    assert lines(2) == "line 0\nline 1"
+@pytest.mark.parametrize(
+    "module", ["_passes.py", "_plan.py", "_rehydrate.py", "_tool_calls.py", "_units.py"]
+)
+def test_the_new_strategy_modules_are_pure(module: str) -> None:
+    imported = _imports(PACKAGE / "strategies" / module)
+    assert not {name for name in imported if name.startswith(FORBIDDEN)}
