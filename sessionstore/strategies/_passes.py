@@ -182,7 +182,7 @@ def microcompact(
     Args:
         messages: The history; not changed.
         keep_recent: How many compactable results keep their content (at least 1).
-        tools: Lowercase names of the read-style tools (`READ_TOOLS` by default).
+        tools: Names of the read-style tools (`READ_TOOLS` by default).
         counter: Counts the tokens saved (the seed heuristic by default).
 
     Raises:

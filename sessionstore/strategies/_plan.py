@@ -230,12 +230,12 @@ def split_history(
             break
         cut, used = start, used + size
     if cut <= head_end:
-        if used > tail_token_budget:
+        if used > ceiling:
             reason = f"the tail's minimum of {min_tail_messages} message(s) reaches the head"
         else:
             reason = (
                 f"everything after the head ({used} tokens) fits the tail budget "
-                f"({tail_token_budget} tokens)"
+                f"({tail_token_budget} tokens, up to {soft_ceiling:g}x for a whole unit)"
             )
         return NoCompression(reason)
 

@@ -3,7 +3,7 @@
 Seed 003's post-pass (`rehydrate_recent_reads`), pure: given the messages a compaction
 folds and the messages it keeps, find the newest reads of files whose content the
 folded part held (a read tool's result, or a shell `cat` / `sed -n` / `head` / `nl` of
-one file), skip any file still read in the kept messages, and build one
+one file), skip any file whose content the kept messages still show, and build one
 `[Restored file after compaction]` user message per file. `apply_rehydrate` is the
 strict-shrink guard: it keeps only as many restored files as leave the compacted
 context smaller than the original.
@@ -119,22 +119,16 @@ def _reads(messages: Sequence[Message]) -> list[_Read]:
 
 
 def _visible_paths(kept: Sequence[Message]) -> set[str]:
-    """Paths the kept messages read (whether or not the result is there) or restored."""
-    paths: set[str] = set()
+    """Paths whose content the kept messages show: a read there, or a restored file.
+
+    A kept read whose result was blanked or stubbed by a pass shows nothing, so it does
+    not count.
+    """
+    paths = {read.path for read in _reads(kept)}
     for message in kept:
-        if isinstance(message, AssistantMessage):
-            for call in message.tool_calls:
-                found = file_read(call)
-                if found is not None:
-                    paths.add(found.path)
-        elif isinstance(message, BashExecutionMessage):
-            shown = shell_file_read(message.command)
-            if shown is not None:
-                paths.add(shown.path)
-        else:
-            restored = restored_path(message)
-            if restored is not None:
-                paths.add(restored)
+        restored = restored_path(message)
+        if restored is not None:
+            paths.add(restored)
     return paths
 
 
@@ -167,9 +161,9 @@ def rehydrate_recent_reads(
     Seed 003's rule: collect the successful one-file reads in `folded` (a read tool's
     result, a shell view such as `cat f`, `sed -n '1,80p' f`, `nl -ba f | sed -n ...`,
     or a user's shell run of one), keep the freshest read of each path, leave out any
-    path that `kept` reads or already restores, then take the most recent first, up to
-    `max_files`, stopping before the one that would take the messages past
-    `token_budget`. The freshest is always restored: when it alone is over the budget,
+    path whose content `kept` still shows (a read there that no pass blanked, or a
+    restored file), then take the most recent first, up to `max_files`, stopping before
+    the one that would take the messages past `token_budget`. The freshest is always restored: when it alone is over the budget,
     its content is cut to its first and last lines to fit (seed 003 would send it whole).
 
     A read whose file a later call changed (an edit or write tool, `sed -i`, a `>`

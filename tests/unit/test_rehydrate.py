@@ -26,6 +26,7 @@ from sessionstore.strategies._rehydrate import (
     restored_path,
 )
 from sessionstore.strategies._tool_calls import file_read
+from sessionstore.strategies._units import answered_calls
 from tests.unit._histories import (
     DATASETS,
     ask,
@@ -79,6 +80,12 @@ def test_never_restores_a_file_still_read_in_the_kept_messages() -> None:
     ]
     assert rehydrate_recent_reads(folded, kept) == []
     assert [r.path for r in rehydrate_recent_reads(folded, kept[:2])] == ["src/a.py"]
+
+
+def test_a_kept_read_that_a_pass_blanked_does_not_count_as_visible() -> None:
+    folded = read("a", "src/a.py", "A")
+    kept = [*read("k", "src/a.py", CLEARED_TOOL_RESULT), *read("e", "src/a.py", "", error=True)]
+    assert [r.path for r in rehydrate_recent_reads(folded, kept)] == ["src/a.py"]
 
 
 def test_skips_failed_empty_and_already_cleared_reads() -> None:
@@ -222,12 +229,14 @@ def test_restores_only_folded_reads_within_the_limits(
     if len(restored) > 1:
         assert sum(r.tokens for r in restored) <= budget
         assert not any(r.truncated for r in restored)
+    # Reads in the kept messages that plainly show their file.
     kept_reads = {
         read.path
-        for message in kept
-        if isinstance(message, AssistantMessage)
-        for tool_call in message.tool_calls
+        for index, tool_call in answered_calls(kept).items()
         if (read := file_read(tool_call)) is not None
+        and not (shown := kept[index]).is_error  # type: ignore[union-attr]
+        and shown.text.strip()  # type: ignore[union-attr]
+        and "<returncode>" not in shown.text  # type: ignore[union-attr]
     }
     for item in restored:
         assert item.path not in kept_reads
