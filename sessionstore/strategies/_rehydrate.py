@@ -163,8 +163,9 @@ def rehydrate_recent_reads(
     or a user's shell run of one), keep the freshest read of each path, leave out any
     path whose content `kept` still shows (a read there that no pass blanked, or a
     restored file), then take the most recent first, up to `max_files`, stopping before
-    the one that would take the messages past `token_budget`. The freshest is always restored: when it alone is over the budget,
-    its content is cut to its first and last lines to fit (seed 003 would send it whole).
+    the one that would take the messages past `token_budget`. The freshest is always
+    restored: when it alone is over the budget, its content is cut to its first and last
+    lines to fit (seed 003 would send it whole).
 
     A read whose file a later call changed (an edit or write tool, `sed -i`, a `>`
     redirect) carries a note saying the content may be stale, and so does a read of
