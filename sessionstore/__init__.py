@@ -37,6 +37,7 @@ from sessionstore.errors import (
     ConflictError,
     ContextOverflowError,
     FormatError,
+    ImportLineError,
     InvalidBlockError,
     LoopNotFoundError,
     MissingDependencyError,
@@ -48,7 +49,15 @@ from sessionstore.errors import (
     StaleWriteError,
     StorageError,
 )
-from sessionstore.formats import from_anthropic, from_openai, to_anthropic, to_openai
+from sessionstore.formats import (
+    ImportReport,
+    export_conversation,
+    from_anthropic,
+    from_openai,
+    import_jsonl,
+    to_anthropic,
+    to_openai,
+)
 from sessionstore.models import (
     AssistantMessage,
     BashExecutionMessage,
@@ -130,6 +139,8 @@ __all__ = [
     "FormatError",
     "HeuristicTokenCounter",
     "ImageContent",
+    "ImportLineError",
+    "ImportReport",
     "InterruptedCall",
     "InvalidBlockError",
     "LoopNotFoundError",
@@ -176,9 +187,11 @@ __all__ = [
     "compact_session_loops",
     "estimate_tokens",
     "expand",
+    "export_conversation",
     "from_anthropic",
     "from_openai",
     "get_block_strategy",
+    "import_jsonl",
     "loop_context_tokens",
     "make_engine",
     "maybe_compact",

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
 
+from sessionstore._pairing import interrupted_result
 from sessionstore._tokens import message_tokens
 from sessionstore.config import CompactionScope
 from sessionstore.errors import ContextOverflowError
@@ -59,9 +60,6 @@ __all__ = [
 ]
 
 Source = Literal["raw", "compacted", "recent", "synthetic", "marker"]
-
-INTERRUPTED_RESULT = "[interrupted: no result was recorded for this tool call]"
-"""The text of the synthetic result given to a tool call that has none."""
 
 TRIM_MARKER = "[Context compacted: {removed} messages removed to fit the token budget]"
 """The text that stands where trimming left messages out."""
@@ -278,12 +276,7 @@ def assemble(
 
 
 def _synthetic_result(call_id: str, tool_name: str) -> ContextItem:
-    message = ToolResultMessage(
-        tool_call_id=call_id,
-        tool_name=tool_name,
-        content=[TextContent(text=INTERRUPTED_RESULT)],
-        is_error=True,
-    )
+    message = interrupted_result(call_id, tool_name)
     return ContextItem(message=message, tokens=message_tokens(message), source="synthetic")
 
 

@@ -14,6 +14,7 @@ SessionStoreError
 ├── InvalidBlockError            a block that does not fit its loop (turn range, provenance)
 ├── ContextOverflowError         even the smallest valid context does not fit the budget
 ├── FormatError                  a conversation that cannot be imported or exported
+│   └── ImportLineError          a line of a conversation file that could not be imported
 ├── SchemaError                  the database is not at the expected migration head
 └── StorageError                 any other database failure (original chained)
 ```
@@ -25,7 +26,12 @@ This tree is for outcomes and state.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pydantic import ValidationError
+
+if TYPE_CHECKING:
+    from sessionstore.formats import ImportReport
 
 __all__ = [
     "BlockNotFoundError",
@@ -33,6 +39,7 @@ __all__ = [
     "ConflictError",
     "ContextOverflowError",
     "FormatError",
+    "ImportLineError",
     "InvalidBlockError",
     "LoopNotFoundError",
     "MissingDependencyError",
@@ -137,6 +144,26 @@ class ContextOverflowError(SessionStoreError):
 
 class FormatError(SessionStoreError):
     """A conversation in an external format cannot be imported or exported."""
+
+
+class ImportLineError(FormatError):
+    """A line could not be imported; the sessions of the lines before it stay imported.
+
+    The error that stopped the line is chained (`__cause__`).
+    """
+
+    line_number: int
+    """The number of the line, from 1."""
+    reason: str
+    """What is wrong with the line."""
+    report: ImportReport
+    """What the lines before it did."""
+
+    def __init__(self, line_number: int, reason: str, report: ImportReport) -> None:
+        super().__init__(f"line {line_number}: {reason}")
+        self.line_number = line_number
+        self.reason = reason
+        self.report = report
 
 
 class SchemaError(SessionStoreError):

@@ -15,7 +15,16 @@ from typing import IO
 import click
 from rich.progress import DownloadColumn
 
-from sessionstore import LoopRecord, Page, Session, SessionStore
+from sessionstore import (
+    ImportLineError,
+    ImportReport,
+    LoopRecord,
+    Page,
+    Session,
+    SessionStore,
+    export_conversation,
+    import_jsonl,
+)
 from sessionstore.cli._options import Settings, json_option, loop_option, run_with_store
 from sessionstore.cli._render import (
     print_json,
@@ -24,8 +33,6 @@ from sessionstore.cli._render import (
     progress_bar,
     session_json,
 )
-from sessionstore.formats._export import export_conversation
-from sessionstore.formats._import import ImportLineError, ImportReport, import_jsonl
 
 __all__ = ["export", "import_", "sessions"]
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from sessionstore.errors import (
-    FormatError,
+    ImportLineError,
     SessionExistsError,
     SessionStoreError,
     describe_validation_error,
@@ -25,7 +25,7 @@ from sessionstore.formats._jsonl import parse_conversation_line
 if TYPE_CHECKING:
     from sessionstore.store import SessionStore
 
-__all__ = ["ImportLineError", "ImportReport", "import_jsonl"]
+__all__ = ["ImportReport", "import_jsonl"]
 
 
 @dataclass(slots=True)
@@ -36,26 +36,6 @@ class ImportReport:
     """The ids of the sessions created."""
     skipped: list[str] = field(default_factory=list)
     """The ids of the lines' sessions that already existed; they were left as they were."""
-
-
-class ImportLineError(FormatError):
-    """A line could not be imported; the sessions of the lines before it stay imported.
-
-    The error that stopped the line is chained (`__cause__`).
-    """
-
-    line_number: int
-    """The number of the line, from 1."""
-    reason: str
-    """What is wrong with the line."""
-    report: ImportReport
-    """What the lines before it did."""
-
-    def __init__(self, line_number: int, reason: str, report: ImportReport) -> None:
-        super().__init__(f"line {line_number}: {reason}")
-        self.line_number = line_number
-        self.reason = reason
-        self.report = report
 
 
 async def import_jsonl(

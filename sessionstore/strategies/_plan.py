@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TypeAlias, TypeVar
 
-from sessionstore._overlay import INTERRUPTED_RESULT
+from sessionstore._pairing import INTERRUPTED_RESULT
 from sessionstore._tokens import TokenCounter, message_tokens
 from sessionstore.models import (
     AssistantMessage,

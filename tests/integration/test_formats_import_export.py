@@ -7,9 +7,14 @@ from typing import Any
 
 import pytest
 
-from sessionstore import FormatError, SessionNotFoundError, SessionStore
-from sessionstore.formats._export import export_conversation
-from sessionstore.formats._import import ImportLineError, import_jsonl
+from sessionstore import (
+    FormatError,
+    ImportLineError,
+    SessionNotFoundError,
+    SessionStore,
+    export_conversation,
+    import_jsonl,
+)
 
 MESSAGES: list[dict[str, Any]] = [
     {"role": "system", "content": "Be brief."},

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sessionstore._overlay import INTERRUPTED_RESULT
+from sessionstore._pairing import INTERRUPTED_RESULT
 from sessionstore._tokens import HeuristicTokenCounter, message_tokens
 from sessionstore.models import (
     AssistantMessage,
@@ -43,7 +43,6 @@ from tests.unit._histories import (
     result,
     valid_histories,
 )
-from tests.unit.test_layers import FORBIDDEN, PACKAGE, _imports
 
 PROPERTY = settings(derandomize=True, max_examples=100, deadline=None)
 
@@ -496,11 +495,3 @@ def test_split_history_on_real_transcripts(dataset_dir: Path, name: str) -> None
         assert isinstance(sliced, Compress)
         check_pairs(sliced.split(history)[2])
         assert sanitize_orphans(history)[0] == history
-
-
-@pytest.mark.parametrize(
-    "module", ["_passes.py", "_plan.py", "_rehydrate.py", "_tool_calls.py", "_units.py"]
-)
-def test_the_new_strategy_modules_are_pure(module: str) -> None:
-    imported = _imports(PACKAGE / "strategies" / module)
-    assert not {name for name in imported if name.startswith(FORBIDDEN)}
