@@ -404,6 +404,9 @@ async def test_a_refused_connection_is_unavailable() -> None:
     assert caught.value.status_code is None
     assert "could not reach" in str(caught.value)
     assert "ConnectError" in str(caught.value)
+    # httpx's exception is not chained: its request carries the API key in its headers.
+    assert caught.value.__cause__ is None
+    assert caught.value.__context__ is None
 
 
 # ── errors that are not retried ────────────────────────────────────────────────
