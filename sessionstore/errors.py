@@ -16,7 +16,12 @@ SessionStoreError
 ├── FormatError                  a conversation that cannot be imported or exported
 │   └── ImportLineError          a line of a conversation file that could not be imported
 ├── SchemaError                  the database is not at the expected migration head
-└── StorageError                 any other database failure (original chained)
+├── StorageError                 any other database failure (original chained)
+└── SummarizerError              a summarizer could not produce a digest
+    ├── SummarizerUnavailableError   no answer: connection refused, DNS, 5xx or 429 after retries
+    ├── SummarizerTimeoutError       no answer within the timeout, after retries
+    ├── SummarizerAuthError          the server refused the credentials (401, 403)
+    └── SummarizerResponseError      an answer without a usable digest (bad JSON, no text, 4xx)
 ```
 
 Bad arguments (a negative limit, a wrong type) raise `ValueError` / `TypeError`, and
@@ -50,6 +55,11 @@ __all__ = [
     "SessionStoreError",
     "StaleWriteError",
     "StorageError",
+    "SummarizerAuthError",
+    "SummarizerError",
+    "SummarizerResponseError",
+    "SummarizerTimeoutError",
+    "SummarizerUnavailableError",
     "describe_validation_error",
 ]
 
@@ -175,6 +185,66 @@ class SchemaError(SessionStoreError):
 
 class StorageError(SessionStoreError):
     """Any other database failure; the driver's exception is chained as `__cause__`."""
+
+
+class SummarizerError(SessionStoreError):
+    """A summarizer could not produce a digest; nothing was summarised.
+
+    The message says what happened and how to fix it, and never holds an API key.
+
+    Attributes:
+        url: the endpoint called, without credentials (None for an offline summarizer).
+        status_code: the last HTTP status received, if any.
+        attempts: how many requests were sent, retries included.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        url: str | None = None,
+        status_code: int | None = None,
+        attempts: int = 0,
+    ) -> None:
+        super().__init__(message)
+        self.url = url
+        self.status_code = status_code
+        self.attempts = attempts
+
+
+class SummarizerUnavailableError(SummarizerError):
+    """The summarizer could not be reached or kept failing: connection refused, DNS, 5xx, 429.
+
+    `retry_after` is the delay in seconds the server asked for (429, 503), when it gave one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        url: str | None = None,
+        status_code: int | None = None,
+        attempts: int = 0,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, url=url, status_code=status_code, attempts=attempts)
+        self.retry_after = retry_after
+
+
+class SummarizerTimeoutError(SummarizerError):
+    """The summarizer did not answer within its timeout, on any attempt."""
+
+
+class SummarizerAuthError(SummarizerError):
+    """The summarizer's server refused the credentials (HTTP 401 or 403); not retried."""
+
+
+class SummarizerResponseError(SummarizerError):
+    """The server answered, but not with a usable digest.
+
+    Malformed JSON, no choices, an empty text, or a status that retrying cannot fix
+    (400, 404, 422: a wrong model name or URL, a request the server rejects).
+    """
 
 
 def describe_validation_error(exc: ValidationError) -> str:

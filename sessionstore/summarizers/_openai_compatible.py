@@ -1,0 +1,449 @@
+"""A summarizer backed by any `/v1/chat/completions` endpoint: OpenAI, vLLM, llama.cpp, Ollama.
+
+`OpenAICompatibleSummarizer` sends the handoff prompt of `sessionstore.summarizers._prompt`
+through httpx, with the secrets of everything it sends and receives redacted, retries
+what retrying can fix (connection errors, timeouts, 429, 5xx) with exponential backoff,
+and turns every failure into a typed `SummarizerError` that says how to fix it.
+
+```python
+async with OpenAICompatibleSummarizer("http://localhost:8000/v1", "qwen2.5-7b-instruct") as s:
+    summary = await s.summarize(SummaryRequest(messages=folded, budget_tokens=1_000))
+```
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import os
+import time
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from types import TracebackType
+from typing import Any, Self
+
+import httpx
+
+from sessionstore._redact import redact, redact_message
+from sessionstore._tokens import estimate_tokens
+from sessionstore.errors import (
+    ConfigurationError,
+    SummarizerAuthError,
+    SummarizerError,
+    SummarizerResponseError,
+    SummarizerTimeoutError,
+    SummarizerUnavailableError,
+)
+from sessionstore.summarizers._prompt import PROMPT_VERSION, SummaryPrompt, build_summary_prompt
+from sessionstore.summarizers._protocol import Summary, SummaryRequest
+
+__all__ = ["OpenAICompatibleSummarizer"]
+
+logger = logging.getLogger("sessionstore.summarizers")
+
+OUTPUT_HEADROOM = 1.25
+"""`max_tokens` asked of the server, as a multiple of the digest's budget.
+
+The budget is counted with sessionstore's heuristic and the server counts with its own
+tokenizer, so the server gets some room and the answer is then cut to the budget here,
+at a line boundary, rather than mid-sentence by the server."""
+
+_RETRIED_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+_ERROR_DETAIL_CHARS = 300
+
+
+class OpenAICompatibleSummarizer:
+    """A `Summarizer` that asks a chat-completions model for the handoff digest.
+
+    Args:
+        base_url: the API root, such as `https://api.openai.com/v1`,
+            `http://localhost:8000/v1` (vLLM, llama.cpp server) or
+            `http://localhost:11434/v1` (Ollama). A URL with no path gets `/v1`; a URL that
+            already ends in `/chat/completions` is used as it is.
+        model: the model name the server knows.
+        api_key_env: the environment variable that holds the API key, read at each call;
+            when it is unset (or `api_key_env` is None) no key is sent, which local
+            servers accept.
+        timeout: seconds one attempt may take, from connecting to the last byte.
+        max_retries: attempts after the first, for connection errors, timeouts, 408,
+            429 and 5xx. 401, 403 and other 4xx are not retried.
+        temperature: sent as is; None leaves it out (for models that reject it).
+        backoff: seconds before the first retry; each later retry waits twice as long,
+            up to `max_backoff`. A `Retry-After` from the server is used instead.
+        max_backoff: the longest wait between two attempts, backoff or `Retry-After`.
+            A server that asks for a longer wait fails the call at once with
+            `SummarizerUnavailableError` (its `retry_after` says how long).
+        client: an `httpx.AsyncClient` to send through (proxies, TLS, tests); a client
+            passed in is not closed by `aclose()`.
+
+    Raises:
+        ConfigurationError: `base_url` is not an http(s) URL with a host.
+        TypeError: `model` is not a string or `max_retries` not an int.
+        ValueError: `model` is empty, or a number is out of range.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key_env: str | None = "OPENAI_API_KEY",
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        temperature: float | None = 0.2,
+        backoff: float = 0.5,
+        max_backoff: float = 30.0,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        _check_type("model", model, str)
+        _check_type("max_retries", max_retries, int)
+        if not model.strip():
+            raise ValueError("model must be a non-empty model name")
+        if not timeout > 0:
+            raise ValueError(f"timeout must be positive, got {timeout}")
+        if max_retries < 0:
+            raise ValueError(f"max_retries must not be negative, got {max_retries}")
+        if backoff < 0 or max_backoff < 0:
+            raise ValueError("backoff and max_backoff must not be negative")
+        if temperature is not None and not 0 <= temperature <= 2:
+            raise ValueError(f"temperature must be between 0 and 2, got {temperature}")
+        self.endpoint = _endpoint(base_url)
+        self.model = model
+        self.api_key_env = api_key_env
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.temperature = temperature
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self._client = client
+        self._owns_client = client is None
+        self._closed = False
+        self._display_url = redact(str(self.endpoint))
+
+    def __repr__(self) -> str:
+        return (
+            f"OpenAICompatibleSummarizer({self._display_url!r}, {self.model!r}, "
+            f"api_key_env={self.api_key_env!r}, timeout={self.timeout}, "
+            f"max_retries={self.max_retries})"
+        )
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the HTTP client, if this summarizer created it. Calling it twice is fine."""
+        self._closed = True
+        if self._owns_client and self._client is not None:
+            await self._client.aclose()
+
+    def prompt_for(self, request: SummaryRequest) -> SummaryPrompt:
+        """Return the prompt `summarize` sends for `request`, with every secret redacted."""
+        safe = SummaryRequest(
+            messages=[redact_message(message) for message in request.messages],
+            prior_digest=redact(request.prior_digest) if request.prior_digest else None,
+            focus_topic=redact(request.focus_topic) if request.focus_topic else None,
+            budget_tokens=request.budget_tokens,
+            scope=request.scope,
+        )
+        prompt = build_summary_prompt(safe)
+        return SummaryPrompt(system=prompt.system, user=redact(prompt.user))
+
+    async def summarize(self, request: SummaryRequest) -> Summary:
+        """Return the model's digest of `request.messages`, redacted and within the budget.
+
+        A longer answer is cut at the last line that fits (and a warning is logged).
+
+        Raises:
+            SummarizerUnavailableError: the server cannot be reached, or kept answering
+                429 or 5xx through every retry.
+            SummarizerTimeoutError: no answer within `timeout`, on every attempt.
+            SummarizerAuthError: the server refused the credentials (401, 403).
+            SummarizerResponseError: the answer holds no usable text, or the server
+                rejected the request (another 4xx).
+            RuntimeError: the summarizer was closed.
+        """
+        if self._closed:
+            raise RuntimeError("this OpenAICompatibleSummarizer is closed; create a new one")
+        clock = time.perf_counter()
+        prompt = self.prompt_for(request)
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": prompt.as_chat_messages(),
+            "max_tokens": math.ceil(request.budget_tokens * OUTPUT_HEADROOM),
+            "stream": False,
+        }
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
+        # Lone surrogates cannot be sent as UTF-8; they become "?" rather than an error.
+        content = json.dumps(body, ensure_ascii=False).encode("utf-8", errors="replace")
+        response, attempts = await self._post(content)
+        text, model = self._read_answer(response, attempts)
+        text = redact(text)
+        fitted = _fit_to_budget(text, request.budget_tokens)
+        if fitted != text:
+            logger.warning(
+                "summary from %s was %d tokens, over its budget of %d: cut to %d tokens",
+                model,
+                estimate_tokens(text),
+                request.budget_tokens,
+                estimate_tokens(fitted),
+            )
+        return Summary(
+            text=fitted,
+            model=model,
+            prompt_version=PROMPT_VERSION,
+            duration_ms=(time.perf_counter() - clock) * 1000,
+        )
+
+    # ── HTTP ───────────────────────────────────────────────────────────────────
+
+    def _headers(self) -> tuple[dict[str, str], str | None]:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        return headers, key or None
+
+    async def _post(self, content: bytes) -> tuple[httpx.Response, int]:
+        """Send the request, retrying what can be retried; return the 2xx response."""
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout))
+        headers, key = self._headers()
+        attempts = self.max_retries + 1
+        failure: SummarizerError | None = None
+        for attempt in range(1, attempts + 1):
+            retry_after: float | None = None
+            try:
+                async with asyncio.timeout(self.timeout):
+                    response = await self._client.post(
+                        self.endpoint, content=content, headers=headers
+                    )
+            except (TimeoutError, httpx.TimeoutException):
+                failure = SummarizerTimeoutError(
+                    f"the summarizer at {self._display_url} did not answer within "
+                    f"{self.timeout:g} s, on {attempt} attempt(s). Raise `timeout`, use a "
+                    "faster model, or fold fewer messages at once.",
+                    url=self._display_url,
+                    attempts=attempt,
+                )
+            except httpx.TransportError as exc:
+                reason = _scrub(f"{type(exc).__name__}: {exc}", key)
+                failure = SummarizerUnavailableError(
+                    f"could not reach the summarizer at {self._display_url} after {attempt} "
+                    f"attempt(s) ({reason}). Check that the server is running and that "
+                    "base_url is right (for example http://localhost:8000/v1).",
+                    url=self._display_url,
+                    attempts=attempt,
+                )
+            else:
+                status = response.status_code
+                if 200 <= status < 300:
+                    return response, attempt
+                detail = _error_detail(response, key)
+                if status in (401, 403):
+                    raise SummarizerAuthError(
+                        f"the summarizer at {self._display_url} refused the credentials "
+                        f"(HTTP {status}: {detail}). {self._key_advice(key)}",
+                        url=self._display_url,
+                        status_code=status,
+                        attempts=attempt,
+                    )
+                if status not in _RETRIED_STATUSES:
+                    raise SummarizerResponseError(
+                        f"the summarizer at {self._display_url} rejected the request with "
+                        f"HTTP {status} ({detail}). Check the model name ({self.model!r}) "
+                        "and base_url.",
+                        url=self._display_url,
+                        status_code=status,
+                        attempts=attempt,
+                    )
+                retry_after = _retry_after(response.headers.get("Retry-After"))
+                what = "is rate limiting requests" if status == 429 else "kept failing"
+                failure = SummarizerUnavailableError(
+                    f"the summarizer at {self._display_url} {what}: HTTP {status} after "
+                    f"{attempt} attempt(s) ({detail}). Try again later"
+                    + (f" (the server asks for {retry_after:g} s)" if retry_after else "")
+                    + ", or use another summarizer.",
+                    url=self._display_url,
+                    status_code=status,
+                    attempts=attempt,
+                    retry_after=retry_after,
+                )
+                if retry_after is not None and retry_after > self.max_backoff:
+                    raise failure  # waiting that long here would stall the caller
+            if attempt < attempts:
+                delay = min(self.backoff * 2 ** (attempt - 1), self.max_backoff)
+                await asyncio.sleep(retry_after if retry_after is not None else delay)
+        assert failure is not None  # the loop ran at least once and did not return
+        raise failure
+
+    def _key_advice(self, key: str | None) -> str:
+        if self.api_key_env is None:
+            return "No API key is sent (api_key_env=None); name the variable that holds one."
+        if key is None:
+            return (
+                f"No API key was sent: the environment variable {self.api_key_env} is not "
+                "set. Set it, or name another variable with api_key_env."
+            )
+        return f"Check the API key in the environment variable {self.api_key_env}."
+
+    def _read_answer(self, response: httpx.Response, attempts: int) -> tuple[str, str]:
+        """Return the answer's text and the model that wrote it."""
+
+        def fail(what: str) -> SummarizerResponseError:
+            return SummarizerResponseError(
+                f"the summarizer at {self._display_url} answered without a usable digest: "
+                f"{what}. Check that base_url points at a /v1/chat/completions API and that "
+                f"the model {self.model!r} can write text.",
+                url=self._display_url,
+                status_code=response.status_code,
+                attempts=attempts,
+            )
+
+        try:
+            data = json.loads(response.content)
+        except ValueError:
+            snippet = _scrub(response.text[:_ERROR_DETAIL_CHARS], None)
+            raise fail(f"the body is not JSON ({snippet!r})") from None
+        if not isinstance(data, dict):
+            raise fail(f"the body is a JSON {type(data).__name__}, not an object")
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices:
+            error = data.get("error")
+            if error:
+                raise fail(f"no choices, and an error: {_scrub(str(error), None)}")
+            raise fail("no choices")
+        first = choices[0]
+        message = first.get("message") if isinstance(first, dict) else None
+        text = _answer_text(message.get("content") if isinstance(message, dict) else None)
+        text = _without_thinking(text).strip()
+        if not text:
+            reason = first.get("finish_reason") if isinstance(first, dict) else None
+            raise fail(f"the text is empty (finish_reason: {reason!r})")
+        model = data.get("model")
+        return text, model if isinstance(model, str) and model else self.model
+
+
+# ── helpers ────────────────────────────────────────────────────────────────────
+
+
+def _check_type(name: str, value: object, kind: type) -> None:
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise TypeError(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
+
+
+def _endpoint(base_url: str) -> httpx.URL:
+    """Return the chat-completions URL of an API root."""
+    if not isinstance(base_url, str):
+        raise ConfigurationError(f"base_url must be a string, got {type(base_url).__name__}")
+    try:
+        url = httpx.URL(base_url.strip())
+    except httpx.InvalidURL as exc:
+        raise ConfigurationError(f"base_url {redact(base_url)!r} is not a URL: {exc}") from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ConfigurationError(
+            f"base_url {redact(base_url)!r} must be an http:// or https:// URL with a host, "
+            "such as http://localhost:8000/v1"
+        )
+    path = url.path.rstrip("/")
+    if not path.endswith("/chat/completions"):
+        path = f"{path or '/v1'}/chat/completions"
+    return url.copy_with(path=path)
+
+
+def _scrub(text: str, key: str | None) -> str:
+    """Return `text` safe to put in an error message: no key, no secret, not too long."""
+    if key:
+        text = text.replace(key, "[REDACTED]")
+    text = " ".join(redact(text).split())
+    return text if len(text) <= _ERROR_DETAIL_CHARS else text[: _ERROR_DETAIL_CHARS - 1] + "…"
+
+
+def _error_detail(response: httpx.Response, key: str | None) -> str:
+    """Return the server's own explanation of an error status, if it gave one."""
+    try:
+        data = json.loads(response.content)
+    except ValueError:
+        return _scrub(response.text, key) or response.reason_phrase
+    if isinstance(data, dict):
+        error = data.get("error", data.get("detail", data.get("message")))
+        if isinstance(error, dict):
+            error = error.get("message", error)
+        if error:
+            return _scrub(str(error), key)
+    return response.reason_phrase
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Return the seconds a `Retry-After` header asks for (a number or an HTTP date)."""
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - datetime.now(UTC)).total_seconds()
+    if not math.isfinite(seconds):
+        return None
+    return max(seconds, 0.0)
+
+
+def _answer_text(content: object) -> str:
+    """Return the text of a message's `content`: a string, or a list of text parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part["text"]
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    return ""
+
+
+def _without_thinking(text: str) -> str:
+    """Drop a leading `<think>...</think>` block, which some reasoning models put in the text."""
+    stripped = text.lstrip()
+    if not stripped.startswith("<think>"):
+        return text
+    end = stripped.find("</think>")
+    return stripped[end + len("</think>") :] if end >= 0 else ""
+
+
+def _fit_to_budget(text: str, budget_tokens: int) -> str:
+    """Return `text` cut after its last line that fits `budget_tokens` (the heuristic's count).
+
+    When even the first line does not fit, it is cut at the last space that fits.
+    """
+    if estimate_tokens(text) <= budget_tokens:
+        return text
+    max_bytes = budget_tokens * 4  # estimate_tokens is ceil(UTF-8 bytes / 4)
+    kept: list[str] = []
+    used = 0
+    for line in text.split("\n"):
+        cost = len(line.encode()) + (1 if kept else 0)
+        if used + cost > max_bytes:
+            break
+        kept.append(line)
+        used += cost
+    fitted = "\n".join(kept).rstrip()
+    if fitted:
+        return fitted
+    head = text.encode()[:max_bytes].decode(errors="ignore")
+    cut = head.rsplit(None, 1)[0] if len(head.split(None, 1)) > 1 else head
+    return cut.rstrip()
