@@ -18,10 +18,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sessionstore._context import build_context, context_budget
+from sessionstore._feedback import CompactionFeedback, Shown, compaction_feedback, shown
 from sessionstore._scope import ChainEntry, loop_context_tokens
 from sessionstore.config import CompactionConfig, should_compact, validated_config
 from sessionstore.errors import ConfigurationError
-from sessionstore.models import CompactionBlock, CompactionEnded, CompactionStarted, LoopRecord
+from sessionstore.models import (
+    CompactionBlock,
+    CompactionEnded,
+    CompactionStarted,
+    LoopRecord,
+)
 from sessionstore.store import SessionStore
 from sessionstore.strategies import BlockCompactionStrategy, LoopView, get_block_strategy
 
@@ -63,6 +69,17 @@ class CompactionResult:
     tokens_before: int = 0
     tokens_after: int = 0
     duration_ms: float = 0.0
+    unchanged_loop_ids: list[int] = field(default_factory=list)
+    """Loops whose new block would have been the same as their current one: not written."""
+    oversized_loop_ids: list[int] = field(default_factory=list)
+    """Loops whose new block would not have been smaller than their raw messages: not written."""
+    feedback: CompactionFeedback | None = None
+    """What to tell the user (`feedback.lines()`)."""
+
+    @property
+    def noop(self) -> bool:
+        """True when the compaction wrote nothing."""
+        return not self.blocks
 
 
 async def _call(callback: Callback | None, event: Any) -> None:
@@ -104,6 +121,25 @@ def _is_summary_of_whole_loop(
         and block.strategy == strategy
         and block.config == snapshot
     )
+
+
+def _same_content(old: CompactionBlock | None, new: CompactionBlock) -> bool:
+    """True when `new` would show exactly what `old` shows, built the same way."""
+    if old is None:
+        return False
+
+    def content(block: CompactionBlock) -> object:
+        return (
+            block.keep_first,
+            block.strategy,
+            block.config,
+            [
+                (kind, section.range, [(r.message, sorted(r.covers)) for r in section.messages])
+                for kind, section in block.sections()
+            ],
+        )
+
+    return content(old) == content(new)
 
 
 def _elapsed_ms(clock: float) -> float:
@@ -178,6 +214,10 @@ async def compact_session_loops(
         todo.append((loop, most_recent))
     started = CompactionStarted(session_id, current.id, loop_ids, tokens_before, name, overlay)
     clock = time.perf_counter()
+    unchanged: list[int] = []
+    oversized: list[int] = []
+    notes: list[str] = []
+    before = after = Shown(0, 0)
     try:
         await _call(callbacks.before_compaction_start if callbacks else None, started)
         blocks: list[tuple[int, CompactionBlock]] = []
@@ -186,7 +226,23 @@ async def compact_session_loops(
             built = await _run_strategy(
                 chosen, name, LoopView.of(loop, messages), policy, most_recent
             )
-            blocks.append((loop.id, built.model_copy(update={"overlay": overlay})))
+            built = built.model_copy(update={"overlay": overlay})
+            built.check_ranges(loop.id, loop.turn_count)
+            old = await store.get_block(session_id, loop.id, overlay=overlay)
+            was, will = shown(messages, old), shown(messages, built)
+            raw = sum(m.token_count for m in messages)
+            if _same_content(old, built):
+                unchanged.append(loop.id)
+                will = was
+            elif will.tokens >= raw:
+                oversized.append(loop.id)
+                notes.append(_oversized_note(loop, built, will, raw))
+                will = was
+            else:
+                blocks.append((loop.id, built))
+            before = Shown(before.messages + was.messages, before.tokens + was.tokens)
+            after = Shown(after.messages + will.messages, after.tokens + will.tokens)
+        feedback = compaction_feedback(before, after, noop=not blocks, notes=notes)
         new = dict(blocks)
         tokens_after = sum(
             loop_context_tokens(loop, new.get(loop.id, block)) for loop, block in in_scope
@@ -202,12 +258,19 @@ async def compact_session_loops(
             strategy=name,
             overlay=overlay,
             skipped_loop_ids=skipped,
+            details={
+                "unchanged_loop_ids": unchanged,
+                "oversized_loop_ids": oversized,
+                "feedback": feedback.to_dict(),
+            },
         )
         await _call(callbacks.after_compaction_end if callbacks else None, ended)
     except BaseException as error:
         await _record_failure(store, started, error, clock)
         raise
-    written = await store.write_blocks(session_id, blocks, events=[started, ended])
+    written = (
+        await store.write_blocks(session_id, blocks, events=[started, ended]) if blocks else []
+    )
     return CompactionResult(
         blocks=written,
         skipped_loop_ids=skipped,
@@ -215,6 +278,16 @@ async def compact_session_loops(
         tokens_before=tokens_before,
         tokens_after=tokens_after,
         duration_ms=ended.duration_ms,
+        unchanged_loop_ids=unchanged,
+        oversized_loop_ids=oversized,
+        feedback=feedback,
+    )
+
+
+def _oversized_note(loop: LoopRecord, block: CompactionBlock, will: Shown, raw: int) -> str:
+    return (
+        f"Loop {loop.id} was left as it was: its new block would show {will.tokens:,} tokens, "
+        f"not fewer than its {raw:,} raw tokens."
     )
 
 

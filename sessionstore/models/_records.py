@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import pairwise
 from typing import Any, Literal
 
 from pydantic import (
@@ -16,6 +17,7 @@ from pydantic import (
     model_validator,
 )
 
+from sessionstore.errors import InvalidBlockError
 from sessionstore.models._messages import Message
 
 # ── stored records ─────────────────────────────────────────────────────────────
@@ -176,6 +178,32 @@ class CompactionBlock(_Record):
     """1 for the first block of a loop and overlay, then 2, 3, ..."""
     created_at: datetime | None = None
 
+    def check_ranges(self, loop_id: int | None, turn_count: int) -> None:
+        """Refuse ranges that leave a loop of `turn_count` turns or overlap each other.
+
+        Raises:
+            InvalidBlockError: a range is out of bounds, or two ranges overlap.
+        """
+        ranges = [("keep_first", self.keep_first)] + [
+            (f"keep_{kind}", section.range) for kind, section in self.sections()
+        ]
+        for name, span in ranges:
+            if span is not None and span.end_turn >= turn_count:
+                raise InvalidBlockError(
+                    f"{name} turn range {span.start_turn}..{span.end_turn} is out of bounds: "
+                    f"loop {loop_id} has {turn_count} turns"
+                )
+        present = sorted(
+            ((span, name) for name, span in ranges if span is not None),
+            key=lambda pair: pair[0].start_turn,
+        )
+        for (before, first), (after, second) in pairwise(present):
+            if after.start_turn <= before.end_turn:
+                raise InvalidBlockError(
+                    f"{first} ({before.start_turn}..{before.end_turn}) and {second} "
+                    f"({after.start_turn}..{after.end_turn}) overlap: a turn is shown once"
+                )
+
     def sections(self) -> Sequence[tuple[str, CompactedSection]]:
         """Return the present sections as `(kind, section)`, `compacted` first."""
         found = [("compacted", self.keep_compacted), ("recent", self.keep_recent)]
@@ -254,6 +282,8 @@ class CompactionEnded:
     """`Type: message` of the exception that failed the compaction."""
     skipped_loop_ids: list[int] = field(default_factory=list)
     """Earlier loops in scope whose current block was already a summary built the same way."""
+    details: dict[str, Any] = field(default_factory=dict)
+    """More to record: loops left as they were and why, the user-facing feedback."""
 
     def record(self) -> dict[str, Any]:
         """Return the fields of its `CompactionEvent` row (without id and time)."""
@@ -261,6 +291,7 @@ class CompactionEnded:
         if self.status == "ok":
             details["compacted_loop_ids"] = [loop_id for loop_id, _ in self.blocks]
             details["skipped_loop_ids"] = self.skipped_loop_ids
+        details.update(self.details)
         details["strategy"] = self.strategy
         details["overlay"] = self.overlay
         if self.error is not None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from itertools import pairwise
 from typing import Any
 
 from sqlalchemy import Connection, Row, func, select
@@ -46,25 +45,7 @@ def validate_block(
     db: Connection, session_id: str, loop_id: int, turn_count: int, block: CompactionBlock
 ) -> None:
     """Refuse a block whose ranges leave the loop or overlap, or whose provenance strays."""
-    ranges = [("keep_first", block.keep_first)] + [
-        (f"keep_{kind}", section.range) for kind, section in block.sections()
-    ]
-    for name, span in ranges:
-        if span is not None and span.end_turn >= turn_count:
-            raise InvalidBlockError(
-                f"{name} turn range {span.start_turn}..{span.end_turn} is out of bounds: "
-                f"loop {loop_id} has {turn_count} turns"
-            )
-    present = sorted(
-        ((span, name) for name, span in ranges if span is not None),
-        key=lambda pair: pair[0].start_turn,
-    )
-    for (before, first), (after, second) in pairwise(present):
-        if after.start_turn <= before.end_turn:
-            raise InvalidBlockError(
-                f"{first} ({before.start_turn}..{before.end_turn}) and {second} "
-                f"({after.start_turn}..{after.end_turn}) overlap: a turn is shown once"
-            )
+    block.check_ranges(loop_id, turn_count)
     covered = {i for _, s in block.sections() for r in s.messages for i in r.covers}
     if not covered:
         return

@@ -49,6 +49,10 @@ def compaction_json(session_id: str, result: CompactionResult) -> dict[str, Any]
         "tokens_before": result.tokens_before,
         "tokens_after": result.tokens_after,
         "duration_ms": round(result.duration_ms, 3),
+        "noop": result.noop,
+        "unchanged_loop_ids": result.unchanged_loop_ids,
+        "oversized_loop_ids": result.oversized_loop_ids,
+        "feedback": None if result.feedback is None else result.feedback.to_dict(),
         "blocks": [_block_json(block) for block in result.blocks],
     }
 
@@ -95,7 +99,7 @@ def print_compaction_blocks(console: Console, session_id: str, result: Compactio
             )
         console.print(table)
         console.print("* the current loop", style="dim")
-    else:
+    elif not result.unchanged_loop_ids and not result.oversized_loop_ids:
         console.print("No block was written: no loop in scope has turns to compact.")
     if result.skipped_loop_ids:
         console.print(
@@ -104,6 +108,16 @@ def print_compaction_blocks(console: Console, session_id: str, result: Compactio
             markup=False,
             soft_wrap=True,
         )
+    if result.unchanged_loop_ids:
+        console.print(
+            f"Unchanged loop(s) {ids(sorted(result.unchanged_loop_ids))}: compacting them again "
+            "gives the blocks they already have, so nothing was written.",
+            markup=False,
+            soft_wrap=True,
+        )
+    if result.feedback is not None:
+        for line in result.feedback.lines():
+            console.print(line, markup=False, soft_wrap=True)
     console.print(
         f"Loops in scope {ids(result.loop_ids)}: {result.tokens_before:,} → "
         f"{result.tokens_after:,} context tokens "

@@ -106,23 +106,50 @@ def test_compact_writes_a_block_per_loop_in_scope(db_url):
     assert sorted(i for i in ids if i is not None) == sorted(b["id"] for b in blocks)
 
 
-def test_compact_again_supersedes_the_current_block_and_skips_summaries(db_url):
+def test_compact_again_on_an_unchanged_session_writes_nothing_and_says_so(db_url):
     session_id = make_session(db_url)
     chain = with_store(db_url, _chain_ids, session_id)
-    ok(db_url, "compact", session_id)
+    first = json_out(ok(db_url, "compact", session_id, "--json"))
+    assert first["noop"] is False
+    assert first["feedback"]["headline"].startswith("Compressed: ")
+    events = with_store(db_url, lambda s: s.list_compaction_events(session_id))
 
     text = ok(db_url, "compact", session_id, env={"COLUMNS": "120"}).stdout
 
     assert f"Compacted session {session_id!r} (strategy 'default', overlay 'default'" in text
-    assert f"{chain[-1]}*" in text
     assert f"Skipped loop(s) {', '.join(map(str, chain[-4:-1]))}" in text
+    assert f"Unchanged loop(s) {chain[-1]}" in text
+    assert "No changes from compression: " in text
     assert f"Loops in scope {', '.join(map(str, chain[-4:]))}: " in text
     data = json_out(ok(db_url, "compact", session_id, "--json"))
-    assert [(b["loop_id"], b["generation"]) for b in data["blocks"]] == [(chain[-1], 3)]
+    assert data["blocks"] == []
+    assert data["noop"] is True
+    assert data["unchanged_loop_ids"] == [chain[-1]]
     assert data["skipped_loop_ids"] == chain[-4:-1][::-1]
+    # Nothing was written: one generation, and no new events.
+    history = with_store(db_url, lambda s: s.block_history(session_id, chain[-1]))
+    assert [b.generation for b in history] == [1]
+    assert with_store(db_url, lambda s: s.list_compaction_events(session_id)) == events
+
+
+def test_compact_after_new_messages_supersedes_the_current_block(db_url):
+    session_id = make_session(db_url)
+    chain = with_store(db_url, _chain_ids, session_id)
+    ok(db_url, "compact", session_id)
+
+    async def more(store: SessionStore) -> None:
+        await store.append_messages(
+            session_id,
+            [UserMessage(content="One more thing: also update the changelog.")]
+            + [AssistantMessage(content=f"Step {i} of the changelog update.") for i in range(6)],
+        )
+
+    with_store(db_url, more)
+    data = json_out(ok(db_url, "compact", session_id, "--json"))
+    assert [(b["loop_id"], b["generation"]) for b in data["blocks"]] == [(chain[-1], 2)]
     # Every generation stays, for audit and time travel.
     history = with_store(db_url, lambda s: s.block_history(session_id, chain[-1]))
-    assert [b.generation for b in history] == [1, 2, 3]
+    assert [b.generation for b in history] == [1, 2]
 
 
 def test_compact_options_reach_the_blocks(db_url):
