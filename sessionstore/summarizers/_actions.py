@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sessionstore.summarizers._scan import (
+    MAX_ERROR_LINE_CHARS,
     collapse,
     cut,
     error_lines,
@@ -465,8 +466,11 @@ def describe_outcome(
         parts.append(tests)
     if failed:
         lines = [line.strip() for line in body.split("\n") if line.strip()]
-        if not tests and (errors or lines):
-            parts.append(errors[-1] if errors else lines[0])
+        if not errors and lines:
+            # No known error line: the last line a failing command printed is the likeliest.
+            errors = [cut(lines[-1], MAX_ERROR_LINE_CHARS)]
+        if not tests and errors:
+            parts.append(errors[-1])
         return Outcome(_outcome(parts or ["error"]), True, errors, code, tests)
     if not tests:
         parts.append(_size(body, reading=reading, has_code=code is not None))

@@ -8,17 +8,32 @@ prior digest when there is one, and trims by priority to the token budget. It is
 deterministic and pure: the same request always gives the same text.
 
 >>> import asyncio
->>> from sessionstore.models import UserMessage
->>> request = SummaryRequest(messages=[UserMessage(content="Fix the bug in src/io.py")])
->>> print(asyncio.run(ExtractiveSummarizer().summarize(request)).text)
+>>> from sessionstore.models import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
+>>> output = "FAILED tests/test_io.py::test_read - KeyError: 1\n1 failed in 0.1s\nExit code: 1"
+>>> messages = [
+...     UserMessage(content="Fix the failing test in tests/test_io.py"),
+...     AssistantMessage(
+...         content=[ToolCall(id="1", name="bash", arguments={"command": "pytest tests/test_io.py"})]
+...     ),
+...     ToolResultMessage(tool_call_id="1", content=output),
+... ]
+>>> summary = asyncio.run(ExtractiveSummarizer().summarize(SummaryRequest(messages=messages)))
+>>> print(summary.text)
 ## Active Task
-Fix the bug in src/io.py
+Fix the failing test in tests/test_io.py
 <BLANKLINE>
-## Goal
-Fix the bug in src/io.py
+## Completed Actions
+1. TESTED pytest tests/test_io.py - exit 1, 1 failed [tool: bash]
+<BLANKLINE>
+## Active State
+- Last test run: pytest tests/test_io.py - exit 1, 1 failed
+<BLANKLINE>
+## Blocked
+- action 1 failed (exit 1):
+- FAILED tests/test_io.py::test_read - KeyError: 1
 <BLANKLINE>
 ## Relevant Files
-- src/io.py
+- tests/test_io.py
 """
 
 from __future__ import annotations

@@ -65,6 +65,9 @@ MAX_OUTPUT_PATHS = 10
 MAX_DIFF_PATHS = 500
 MAX_VALUES_PER_RESULT = 12
 MAX_FAILURES = 2
+"""Latest failures whose error lines are all kept."""
+MAX_EARLIER_FAILURES = 6
+"""Failures before those, kept as one line each (their last error line)."""
 FEEDBACK_CHARS = 3_000
 
 _CONSTRAINT = re.compile(
@@ -291,11 +294,11 @@ class _Walker:
             )
         )
         if outcome.failed or outcome.errors:
-            errors = outcome.errors or ([cut(collapse(output), 300)] if output.strip() else [])
+            errors = outcome.errors
             status = "" if outcome.exit_code is None else f" (exit {outcome.exit_code})"
             what = "failed" if outcome.failed else "printed errors"
             self.failures.append((f"action {opened.number} {what}{status}", opened.number, errors))
-            self.failures = self.failures[-MAX_FAILURES:]
+            self.failures = self.failures[-(MAX_FAILURES + MAX_EARLIER_FAILURES) :]
         if outcome.tests is not None or call.verb == "TESTED":
             self.last_test = f"{call.target} - {outcome.text}"
         for key, value in outcome_values(output)[:MAX_VALUES_PER_RESULT]:
@@ -354,8 +357,12 @@ class _Walker:
             Item(text, rank=rank, key=key)
             for key, (_, rank, text) in sorted(self.values.items(), key=lambda kv: kv[1][0])
         ]
-        for index, (header, number, errors) in enumerate(self.failures):
-            rank = 2 if index == len(self.failures) - 1 else 1
+        earlier, latest = self.failures[:-MAX_FAILURES], self.failures[-MAX_FAILURES:]
+        for header, _, errors in earlier:
+            last = f" {errors[-1]}" if errors else ""
+            handoff.blocked.append(Item(f"earlier: {header}:{last}", rank=0))
+        for index, (header, number, errors) in enumerate(latest):
+            rank = 2 if index == len(latest) - 1 else 1
             since = sum(1 for a in handoff.actions if a.first > number)
             since_note = f"; {since} action(s) since" if since else ""
             handoff.blocked.append(Item(f"{header}{since_note}:", rank))

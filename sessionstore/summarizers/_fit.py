@@ -25,7 +25,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from sessionstore._tokens import estimate_tokens
-from sessionstore.summarizers._handoff import Action, Handoff, Item, render_handoff, tallies
+from sessionstore.summarizers._handoff import (
+    FOLLOW_UP,
+    Action,
+    Handoff,
+    Item,
+    render_handoff,
+    tallies,
+)
 from sessionstore.summarizers._scan import collapse, cut
 
 __all__ = ["fit_handoff"]
@@ -88,7 +95,7 @@ class _Fitter:
     def render(self, plan: _Plan) -> str:
         doc = self.doc
         view = Handoff(
-            task=_cut_middle(doc.task, plan.task_cut),
+            task=_cut_task(doc.task, plan.task_cut),
             goal=_cut_goal(doc.goal, plan.goal_cut),
             actions=self.actions(plan),
         )
@@ -300,6 +307,23 @@ def _cut_middle(text: str, remove: int) -> str:
         if tail
         else f"{text[:head]}\n{marker}"
     )
+
+
+def _cut_task(task: str, remove: int) -> str:
+    """Return the task with `remove` characters cut, from the request before the later replies.
+
+    The user's later replies are their latest words, so they are cut only once the
+    request itself is gone.
+    """
+    if remove <= 0:
+        return task
+    lines = task.split("\n")
+    replies = [line for line in lines if line.startswith(FOLLOW_UP)]
+    request = "\n".join(line for line in lines if not line.startswith(FOLLOW_UP))
+    if not replies or remove < len(request):
+        return "\n".join([_cut_middle(request, remove), *replies])
+    rest = "\n".join(replies)
+    return "\n".join([_cut_middle(request, len(request)), _cut_middle(rest, remove - len(request))])
 
 
 def _cut_goal(goal: str, remove: int) -> str:
