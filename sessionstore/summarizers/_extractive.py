@@ -1,4 +1,4 @@
-"""`ExtractiveSummarizer`: the offline default summarizer, a structured handoff without a model.
+r"""`ExtractiveSummarizer`: the offline default summarizer, a structured handoff without a model.
 
 It reads the facts an assistant taking over needs straight out of the messages (the
 latest request verbatim, the goal, constraints, each tool call with its outcome, the
@@ -10,11 +10,10 @@ deterministic and pure: the same request always gives the same text.
 >>> import asyncio
 >>> from sessionstore.models import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 >>> output = "FAILED tests/test_io.py::test_read - KeyError: 1\n1 failed in 0.1s\nExit code: 1"
+>>> run = ToolCall(id="1", name="bash", arguments={"command": "pytest tests/test_io.py"})
 >>> messages = [
 ...     UserMessage(content="Fix the failing test in tests/test_io.py"),
-...     AssistantMessage(
-...         content=[ToolCall(id="1", name="bash", arguments={"command": "pytest tests/test_io.py"})]
-...     ),
+...     AssistantMessage(content=[run]),
 ...     ToolResultMessage(tool_call_id="1", content=output),
 ... ]
 >>> summary = asyncio.run(ExtractiveSummarizer().summarize(SummaryRequest(messages=messages)))
