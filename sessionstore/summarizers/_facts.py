@@ -46,12 +46,12 @@ from sessionstore.summarizers._scan import (
     cut,
     find_paths,
     head_tail,
+    is_noise_path,
     parse_json,
     record_values,
     sentences,
     without_fences,
 )
-from sessionstore.summarizers._scan import is_noise_path as _is_noise_path
 
 __all__ = ["extract_facts"]
 
@@ -312,7 +312,7 @@ class _Walker:
     # ── facts ─────────────────────────────────────────────────────────────────
 
     def file(self, path: str, *, rank: int, note: str = "") -> None:
-        if _is_noise_path(path) or path in (".", "..", "/"):
+        if is_noise_path(path) or path in (".", "..", "/"):
             return
         _, old_rank, old_note = self.files.pop(path, (0, 0, ""))
         self.files[path] = (self.clock, max(rank, old_rank), note or old_note)
@@ -453,7 +453,7 @@ def _output_paths(output: str) -> list[tuple[str, int]]:
     for pattern in (_TRACE_PATH, _LOCATED_PATH):
         for match in pattern.finditer(window):
             path = match.group(1)
-            if path not in found and not _is_noise_path(path):
+            if path not in found and not is_noise_path(path):
                 located.setdefault(path, 1)
     return [*found.items(), *list(located.items())[:MAX_OUTPUT_PATHS]]
 

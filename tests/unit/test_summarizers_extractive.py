@@ -650,3 +650,16 @@ def test_modules_are_pure(module: str) -> None:
         "sessionstore.store",
     )
     assert not {name for name in imported if name.startswith(io)}
+
+
+def test_the_docs_example_prints_what_the_page_shows() -> None:
+    page = (
+        Path(__file__).resolve().parents[2] / "docs" / "concepts" / "summarizers.md"
+    ).read_text()
+    code = re.search(r"```python\n(.*?)```", page, re.S)
+    shown = re.search(r"```text\n(.*?)```", page, re.S)
+    assert code is not None
+    assert shown is not None
+    printed: list[str] = []
+    exec(code.group(1), {"print": printed.append})
+    assert printed == [shown.group(1).rstrip("\n")]
