@@ -223,6 +223,7 @@ _IGNORED_WORDS = frozenset(
     ]
 )
 _PREFIX_WORDS = frozenset(["sudo", "time", "env", "nice", "nohup", "command", "exec"])
+_QUOTED = re.compile(r"'[^'\n]*'|\"(?:[^\"\\\n]|\\.)*\"")
 _SEGMENT_SPLIT = re.compile(r"&&|\|\||;|\||\n")
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_]\w*)\1")
 _REDIRECT = re.compile(r"(?<![<>&\d])>{1,2}\s*([^\s;&|<>]+)")
@@ -311,13 +312,15 @@ def describe_command(command: str, *, tool: str) -> Call:
     """Return the verb, target and files of a shell command.
 
     The verb is the strongest among the command's parts (`cd x && pytest` is TESTED);
-    the target is the command's first line as written; heredoc bodies are not read for
-    paths, while the files a part edits or writes get a note.
+    the target is the command's first line as written; heredoc bodies and quoted
+    arguments are not read for paths, while the files a part edits or writes get a note.
     """
-    stripped = _strip_heredocs(command)
+    # Quoted arguments are patterns, scripts and messages (`sed -i 's/a/b/'`, `grep "x"`,
+    # `python -c "..."`), not the files a command touches.
+    unquoted = _QUOTED.sub(" ", _strip_heredocs(command))
     verbs: list[str] = []
     files: dict[str, str] = {}
-    for segment in _SEGMENT_SPLIT.split(stripped):
+    for segment in _SEGMENT_SPLIT.split(unquoted):
         verb = _segment_verb(segment.strip())
         if verb is not None:
             verbs.append(verb)
@@ -454,9 +457,10 @@ def describe_outcome(
     tests = test_summary(body)
     reading = verb in READ_VERBS
     errors = error_lines(body) if (is_error or code or not reading) else []
+    no_match = verb == "SEARCHED" and code == 1 and not errors
     failed = (
         is_error
-        or bool(code)
+        or (bool(code) and not no_match)
         or (tests is not None and _FAILED_TESTS.search(tests) is not None)
         or _STARTS_WITH_ERROR.match(body) is not None
         or (code is None and not reading and any(_EXCEPTION.match(e) for e in errors))
@@ -472,7 +476,9 @@ def describe_outcome(
         if not tests and errors:
             parts.append(errors[-1])
         return Outcome(_outcome(parts or ["error"]), True, errors, code, tests)
-    if not tests:
+    if no_match and not body.strip():
+        parts.append("no match")
+    elif not tests:
         parts.append(_size(body, reading=reading, has_code=code is not None))
     return Outcome(_outcome([p for p in parts if p]), False, errors, code, tests)
 

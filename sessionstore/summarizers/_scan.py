@@ -149,11 +149,11 @@ _CLEAR_EXTENSIONS = [
     "properties",
     "pem",
     "crt",
-    "sqlite",
-    "db",
     "parquet",
 ]
 _AMBIGUOUS_EXTENSIONS = [
+    "db",
+    "sqlite",
     "c",
     "h",
     "m",

@@ -663,3 +663,19 @@ def test_the_docs_example_prints_what_the_page_shows() -> None:
     printed: list[str] = []
     exec(code.group(1), {"print": printed.append})
     assert printed == [shown.group(1).rstrip("\n")]
+
+
+def test_quoted_scripts_are_not_files_and_grep_without_match_is_no_failure() -> None:
+    messages: list[Message] = [
+        UserMessage(content="Clean up pkg/mod.py"),
+        call("q1", "bash", command="sed -i '/name/d;s|django.db|x|' pkg/mod.py"),
+        result("q1", "<returncode>0</returncode>\n<output>\n</output>"),
+        call("q2", "bash", command='grep -rn "TODO" pkg/'),
+        result("q2", "<returncode>1</returncode>\n<output>\n</output>"),
+    ]
+    text = digest(messages)
+    assert section(text, "Relevant Files") == "- pkg/mod.py (edited)\n- pkg/"
+    assert section(text, "Completed Actions").endswith(
+        '2. SEARCHED grep -rn "TODO" pkg/ - exit 1, no match [tool: bash]'
+    )
+    assert section(text, "Blocked") == ""
