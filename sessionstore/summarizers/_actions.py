@@ -136,6 +136,7 @@ _TOOL_VERBS = {
     "install": "INSTALLED",
     "submit": "SUBMITTED",
 }
+_FILE_TOOL_KEYS = PATH_KEYS | {"command", "view_range"}
 _EDITOR_VERBS = {
     "view": "READ",
     "read": "READ",
@@ -169,6 +170,7 @@ _TEST_COMMAND = re.compile(
     r"^(?:python\d?(?:\.\d+)? +-m +(?:pytest|unittest|tox|nox)|pytest|py\.test|tox|nox"
     r"|(?:npm|yarn|pnpm|bun) +(?:run +)?test|go +test|cargo +test|make +(?:test|check)"
     r"|(?:python\d?(?:\.\d+)? +)?(?:\./)?(?:tests/)?runtests\.py|mvn +test|gradle +test|rspec"
+    r"|(?:python\d?(?:\.\d+)? +)?(?:\./)?(?:manage|setup)\.py +test|(?:\./)?gradlew +test"
     r"|jest|vitest|phpunit|ctest|bin/test)\b"
 )
 _SIMPLE_VERBS = {
@@ -281,19 +283,29 @@ def describe_call(name: str, arguments: str) -> Call:
     if verb is None:
         verb = next((v for w in words[:2] if (v := _TOOL_VERBS.get(w))), None)
     rest = " ".join(words[1:] if verb and words and words[0] in _TOOL_VERBS else words)
+    note = CHANGE_NOTES.get(verb or "", "")
     files: list[tuple[str, str]] = []
     if isinstance(args, dict):
         for key, value in args.items():
             if str(key).lower() in PATH_KEYS:
                 for path in value if isinstance(value, list) else [value]:
                     if isinstance(path, str) and path and "\n" not in path and len(path) < 300:
-                        files.append((path, CHANGE_NOTES.get(verb or "", "")))
+                        files.append((path, note))
+            elif isinstance(value, str) and key not in _SKIPPED_ARGS and len(value) < 300:
+                files.extend((path, "") for path in find_paths(value))
+    elif isinstance(args, str):
+        # Arguments that are not JSON: an action line such as SWE-agent's `open x.py 10`.
+        first_line = args.strip().split("\n", 1)[0]
+        files.extend((path, note) for path in find_paths(first_line, lenient=True))
     values = list(json_values(args)) if isinstance(args, dict | list) else []
     if files:
         target = brief = ", ".join(path for path, _ in files)
         lines = args.get("view_range") if isinstance(args, dict) else None
         if isinstance(lines, list) and len(lines) == 2 and len(files) == 1:
             target += f":{lines[0]}-{lines[1]}"
+        shown = _shown_arguments(args, skip=_FILE_TOOL_KEYS) if isinstance(args, dict) else ""
+        if shown:
+            target += f" ({shown})"
     else:
         shown = _shown_arguments(args)
         target = f"{rest} ({shown})" if shown and rest else rest or shown
@@ -424,13 +436,13 @@ def _words(name: str) -> list[str]:
     return [w for w in re.split(r"[^A-Za-z0-9]+", spaced.lower()) if w]
 
 
-def _shown_arguments(args: Any) -> str:
+def _shown_arguments(args: Any, *, skip: frozenset[str] = frozenset()) -> str:
     """Return the scalar arguments as `key=value`, id-like keys first."""
     if not isinstance(args, dict):
         return collapse(str(args)) if args not in (None, "", {}) else ""
     pairs = []
     for key, value in args.items():
-        if key in _SKIPPED_ARGS:
+        if key in _SKIPPED_ARGS or str(key).lower() in skip:
             continue
         if isinstance(value, str | int | float) and not isinstance(value, bool):
             text = collapse(str(value))

@@ -282,11 +282,13 @@ class _Walker:
             self.open_calls.remove(opened)
         call = opened.call
         outcome = describe_outcome(call.verb, output, is_error=is_error, code=code)
+        # A run that printed a test summary was a test run, whatever the command's name.
+        verb = "TESTED" if outcome.tests is not None and call.verb == "RAN" else call.verb
         self.handoff.actions.append(
             Action(
                 opened.number,
                 opened.number,
-                call.verb,
+                verb,
                 call.target,
                 outcome.text,
                 call.tool,
@@ -299,7 +301,7 @@ class _Walker:
             what = "failed" if outcome.failed else "printed errors"
             self.failures.append((f"action {opened.number} {what}{status}", opened.number, errors))
             self.failures = self.failures[-(MAX_FAILURES + MAX_EARLIER_FAILURES) :]
-        if outcome.tests is not None or call.verb == "TESTED":
+        if verb == "TESTED":
             self.last_test = f"{call.target} - {outcome.text}"
         for key, value in outcome_values(output)[:MAX_VALUES_PER_RESULT]:
             self.value(value, f"{key}={value}", rank=1)

@@ -235,7 +235,7 @@ def is_noise_path(path: str) -> bool:
 _VALUE_PATTERNS = [
     re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"),
     re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}\b"),
-    re.compile(r"(?<![\w&])#\d{2,}\b"),
+    re.compile(r"(?<![\w&])#[A-Z]?\d{3,}\b|(?<![\w&])#\d{2}\b"),
     # Record codes: upper-case letters and digits, both present (ZFA04Y, HAT136).
     re.compile(r"\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{5,12}\b"),
     # Ids written as words and a number (mia_li_3668, credit_card_4421486).
@@ -254,6 +254,7 @@ _USER_VALUE_PATTERNS = [
     ),
     re.compile(r"\bv?\d+\.\d+(?:\.\d+)+(?:[-.]?[a-z]+\d*)?\b|\bv\d+\.\d+\b"),
 ]
+MAX_VALUES = 100
 _ID_KEY = re.compile(
     r"(?:^|_)(?:id|ids|number|no|code|confirmation|reference|ref|reservations?|orders?|tickets?)$",
     re.IGNORECASE,
@@ -271,7 +272,14 @@ def record_values(text: str, *, from_user: bool = False) -> list[str]:
     hits: list[tuple[int, str]] = []
     for pattern in patterns:
         hits.extend((m.start(), m.group().strip()) for m in pattern.finditer(window))
-    return list(dict.fromkeys(value for _, value in sorted(hits) if value))
+    values = list(dict.fromkeys(value for _, value in sorted(hits) if value))[:MAX_VALUES]
+    # `W2378156` is already in `#W2378156` (but `#12` is not in `#1234`).
+    return [v for v in values if not any(v in o and _inside(v, o) for o in values if o != v)]
+
+
+def _inside(value: str, other: str) -> bool:
+    """Return True when `value` is a whole token of `other`."""
+    return re.search(rf"(?<![\w]){re.escape(value)}(?![\w])", other) is not None
 
 
 _CODE_IDENTIFIERS = [
@@ -334,20 +342,28 @@ def parse_json(text: str) -> Any:
 
 # ── outputs: exit codes, test results, error lines ─────────────────────────────
 
-_EXIT_CODE = re.compile(
-    r"<returncode>\s*(-?\d+)\s*</returncode>"
-    r"|(?:^|\n)\s*\[?(?:exit code|exit status|exited with code|return code|returncode|exit)"
-    r"[:= ]+(-?\d+)\]?\s*(?:\n|$)",
-    re.IGNORECASE,
+_RETURN_CODE_TAG = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
+_EXIT_CODE_LINE = re.compile(
+    r"^\W*(?:error:\s*)?(?:exit code|exit status|exited with code|return code|returncode|exit)"
+    r"[:= ]+(-?\d+)\W*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+_EXIT_CODE_NOTE = re.compile(
+    r"\b(?:finished|completed|exited|failed) with (?:exit )?code (-?\d+)", re.IGNORECASE
 )
 
 
 def exit_code(output: str) -> int | None:
-    """Return the exit code an output reports (`<returncode>1</returncode>`, `Exit code: 1`)."""
-    match = _EXIT_CODE.search(output[:2_000]) or _EXIT_CODE.search(output[-2_000:])
-    if match is None:
-        return None
-    return int(match.group(1) or match.group(2))
+    """Return the exit code an output reports.
+
+    Read from a `<returncode>1</returncode>` tag (mini-swe-agent), a line of its own at
+    either end (`Exit code: 1`, `[exit 1]`, `Error: Exit code 1`), or a closing note
+    (`[Command finished with exit code 1]`).
+    """
+    head, tail = output[:2_000], output[-2_000:]
+    match = _RETURN_CODE_TAG.search(head) or _EXIT_CODE_LINE.search(head)
+    match = match or _EXIT_CODE_LINE.search(tail) or _EXIT_CODE_NOTE.search(output[-500:])
+    return None if match is None else int(match.group(1))
 
 
 _TEST_SUMMARIES = [

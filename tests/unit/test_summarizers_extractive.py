@@ -679,3 +679,34 @@ def test_quoted_scripts_are_not_files_and_grep_without_match_is_no_failure() -> 
         '2. SEARCHED grep -rn "TODO" pkg/ - exit 1, no match [tool: bash]'
     )
     assert section(text, "Blocked") == ""
+
+
+def test_other_agents_tool_shapes() -> None:
+    messages: list[Message] = [
+        UserMessage(content="Where is order #W2378156? Then fix app/views.py."),
+        call("a1", "get_order_details", order_id="#W2378156"),
+        result("a1", json.dumps({"order_id": "#W2378156", "status": "delivered"})),
+        call("a2", "Read", file_path="/work/app/views.py"),
+        result("a2", "1\tdef index():\n2\t    return 1\n", name="Read"),
+        call("a3", "Grep", pattern="def index", path="app"),
+        result("a3", "app/views.py:1:def index():", name="Grep"),
+        call("a4", "execute_bash", command="python manage.py test"),
+        result(
+            "a4", "Ran 3 tests in 0.2s\n\nFAILED (failures=1)\n[Command finished with exit code 1]"
+        ),
+        AssistantMessage(content=[ToolCall(id="a5", name="open", arguments="app/urls.py 20")]),
+        result("a5", "[File: app/urls.py (40 lines total)]", name="open"),
+    ]
+    text = digest(messages)
+    actions = section(text, "Completed Actions").splitlines()
+    assert actions[0].startswith("1. GOT order details (order_id=#W2378156) - ok:")
+    assert actions[1] == "2. READ /work/app/views.py - 2 lines [tool: Read]"
+    assert actions[2] == "3. SEARCHED app (pattern=def index) - 1 line [tool: Grep]"
+    assert actions[3] == (
+        "4. TESTED python manage.py test - exit 1, Ran 3 tests: FAILED (failures=1)"
+        " [tool: execute_bash]"
+    )
+    assert actions[4].startswith("5. READ app/urls.py - ")
+    files = section(text, "Relevant Files")
+    assert "/work/app/views.py" in files
+    assert "app/urls.py" in files
