@@ -24,13 +24,8 @@ from sessionstore.models import (
     ToolResultMessage,
     UserMessage,
 )
-from sessionstore.summarizers._actions import (
-    Call,
-    describe_call,
-    describe_command,
-    describe_outcome,
-    outcome_values,
-)
+from sessionstore.summarizers._actions import describe_call, describe_outcome, outcome_values
+from sessionstore.summarizers._commands import Call, describe_command
 from sessionstore.summarizers._handoff import (
     MAX_FOLLOW_UPS,
     Action,

@@ -627,7 +627,7 @@ def test_real_transcripts_keep_request_files_and_errors(dataset_dir: Path, name:
 
 
 @pytest.mark.parametrize(
-    "module", ["_extractive", "_facts", "_actions", "_handoff", "_fit", "_scan"]
+    "module", ["_extractive", "_facts", "_actions", "_commands", "_handoff", "_fit", "_scan"]
 )
 def test_modules_are_pure(module: str) -> None:
     import ast
