@@ -226,24 +226,44 @@ def _unescape(body: str) -> str:
     )
 
 
-def _section_name(line: str) -> str | None:
+def _section_name(line: str, *, aliases: bool = False) -> str | None:
+    """Return the section a heading line opens, if it is a template heading.
+
+    With `aliases`, a window_budget seed heading (`# Objective`, ...) counts too, read as
+    its closest match.
+    """
     match = _HEADING.match(line)
     if match is None:
         return None
-    title = match.group(1).strip().rstrip(":").strip()
-    lowered = title.lower()
+    lowered = match.group(1).strip().rstrip(":").strip().lower()
     for name in HANDOFF_SECTIONS:
         if lowered == name.lower():
             return name
-    for alias, name in _ALIASES.items():
-        if lowered.startswith(alias):
-            return name
+    if aliases:
+        for alias, name in _ALIASES.items():
+            if lowered.startswith(alias):
+                return name
     return None
 
 
 def looks_like_handoff(text: str) -> bool:
-    """Return True when `text` has at least two handoff section headings."""
-    return sum(1 for line in text.split("\n")[:2_000] if _section_name(line)) >= 2
+    """Return True when `text` is a digest rather than a message that has headings.
+
+    A digest has an `Active Task` heading and another of the template's, or the
+    window_budget seed's `Objective` and `Carryover`; a request that merely uses
+    `## Plan` or `## Status` is not one.
+    """
+    titles = {
+        match.group(1).strip().rstrip(":").lower()
+        for line in text.split("\n")[:2_000]
+        if (match := _HEADING.match(line))
+    }
+    known = {name.lower() for name in HANDOFF_SECTIONS}
+    if "active task" in titles and len(titles & known) >= 2:
+        return True
+    return any(t.startswith("objective") for t in titles) and any(
+        t.startswith("carryover") for t in titles
+    )
 
 
 def parse_handoff(text: str) -> Handoff:
@@ -257,8 +277,12 @@ def parse_handoff(text: str) -> Handoff:
     bodies: dict[str, list[str]] = {}
     current: str | None = None
     preamble: list[str] = []
-    for line in text.split("\n"):
-        name = _section_name(line)
+    lines = text.split("\n")
+    # A digest written to this template is read by its headings alone, so that a task
+    # quoting `## Status` stays whole; the seed's headings are read only without them.
+    aliases = not any(_section_name(line) for line in lines)
+    for line in lines:
+        name = _section_name(line, aliases=aliases)
         if name is not None:
             current = name
             bodies.setdefault(name, [])

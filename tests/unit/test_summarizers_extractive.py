@@ -371,12 +371,13 @@ def test_a_model_written_digest_and_the_seed_003_headings_parse() -> None:
 ## Active Task
 User asked: "migrate the billing tables"
 
+## Goal
+Move billing
+to PostgreSQL.
+
 ## Relevant Files
 * db/migrations/0042_billing.sql — created
 - billing/models.py
-
-# Objective
-Move billing to PostgreSQL.
 """
     handoff = parse_handoff(written)
     assert handoff.task == 'User asked: "migrate the billing tables"'
@@ -386,6 +387,21 @@ Move billing to PostgreSQL.
         "billing/models.py",
     ]
     assert "migrate the billing tables" in digest([], prior_digest=written)
+    seed_003 = """[session digest — older turns condensed]
+# Objective
+Move billing to PostgreSQL.
+# Guardrails
+- never drop a table
+# Status (Shipped / Active / Stuck)
+- stuck on the enum type
+# Carryover
+- 14 messages elided
+"""
+    handoff = parse_handoff(seed_003)
+    assert handoff.goal == "Move billing to PostgreSQL."
+    assert [i.text for i in handoff.constraints] == ["never drop a table"]
+    assert [i.text for i in handoff.state] == ["stuck on the enum type"]
+    assert [i.text for i in handoff.critical] == ["14 messages elided"]
     unknown = "Some free text digest without headings."
     assert unknown in digest([], prior_digest=unknown)
 
@@ -710,3 +726,10 @@ def test_other_agents_tool_shapes() -> None:
     files = section(text, "Relevant Files")
     assert "/work/app/views.py" in files
     assert "app/urls.py" in files
+
+
+def test_a_request_with_markdown_headings_is_not_taken_for_a_digest() -> None:
+    request = "Write the design doc.\n\n## Status\nDraft\n\n## Plan\nShip it"
+    text = digest([UserMessage(content=request), AssistantMessage(content="On it.")])
+    assert parse_handoff(text).task == request
+    assert parse_handoff(digest([], prior_digest=text)).task == request
