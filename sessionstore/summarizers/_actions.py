@@ -227,7 +227,7 @@ def describe_call(name: str, arguments: str) -> Call:
 def _decode(arguments: str) -> Any:
     try:
         return json.loads(arguments)
-    except ValueError:
+    except (ValueError, RecursionError):  # deeply nested JSON is not worth reading
         return arguments
 
 

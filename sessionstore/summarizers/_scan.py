@@ -336,7 +336,7 @@ def parse_json(text: str) -> Any:
         return None
     try:
         return json.loads(stripped)
-    except ValueError:
+    except (ValueError, RecursionError):  # deeply nested JSON is not worth reading
         return None
 
 

@@ -702,7 +702,7 @@ def test_other_agents_tool_shapes() -> None:
         UserMessage(content="Where is order #W2378156? Then fix app/views.py."),
         call("a1", "get_order_details", order_id="#W2378156"),
         result("a1", json.dumps({"order_id": "#W2378156", "status": "delivered"})),
-        call("a2", "Read", file_path="/work/app/views.py"),
+        call("a2", "Read", file_path="/srv/app/views.py"),
         result("a2", "1\tdef index():\n2\t    return 1\n", name="Read"),
         call("a3", "Grep", pattern="def index", path="app"),
         result("a3", "app/views.py:1:def index():", name="Grep"),
@@ -716,7 +716,7 @@ def test_other_agents_tool_shapes() -> None:
     text = digest(messages)
     actions = section(text, "Completed Actions").splitlines()
     assert actions[0].startswith("1. GOT order details (order_id=#W2378156) - ok:")
-    assert actions[1] == "2. READ /work/app/views.py - 2 lines [tool: Read]"
+    assert actions[1] == "2. READ /srv/app/views.py - 2 lines [tool: Read]"
     assert actions[2] == "3. SEARCHED app (pattern=def index) - 1 line [tool: Grep]"
     assert actions[3] == (
         "4. TESTED python manage.py test - exit 1, Ran 3 tests: FAILED (failures=1)"
@@ -724,7 +724,7 @@ def test_other_agents_tool_shapes() -> None:
     )
     assert actions[4].startswith("5. READ app/urls.py - ")
     files = section(text, "Relevant Files")
-    assert "/work/app/views.py" in files
+    assert "/srv/app/views.py" in files
     assert "app/urls.py" in files
 
 
@@ -733,3 +733,13 @@ def test_a_request_with_markdown_headings_is_not_taken_for_a_digest() -> None:
     text = digest([UserMessage(content=request), AssistantMessage(content="On it.")])
     assert parse_handoff(text).task == request
     assert parse_handoff(digest([], prior_digest=text)).task == request
+
+
+def test_deeply_nested_json_is_read_safely() -> None:
+    nested = "[" * 100_000 + "]" * 100_000
+    messages: list[Message] = [
+        UserMessage(content="go"),
+        AssistantMessage(content=[ToolCall(id="n1", name="lookup", arguments=nested)]),
+        result("n1", nested, name="lookup"),
+    ]
+    assert estimate_tokens(digest(messages, budget_tokens=300)) <= 300
