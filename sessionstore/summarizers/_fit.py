@@ -4,15 +4,17 @@ The handoff is rendered whole when it fits. Otherwise `fit_handoff` applies trim
 stages in a fixed order, each as far as needed and no further (a binary search over how
 many items it drops or shortens), and stops at the first that fits:
 
-1. completed actions: older ones collapsed into `N-M.` runs, resolved questions,
-   decisions, remaining work, system-prompt constraints, older actions folded into one
-   line, active state, pending asks, work in progress;
-2. the task snapshot, when it alone would take more than half the budget, is cut in the
-   middle to half the budget (head and tail kept, with a marker);
-3. the first-priority sections, least valuable items first: constraints, values seen
-   only in tool output, files seen only in output, older failures, then the rest;
-4. the goal, then the task snapshot down to what is left;
-5. a hard cut of the text, so the budget is never exceeded.
+1. older completed actions collapse into `N-M.` runs (the newest five kept whole);
+   resolved questions, decisions, remaining work, questions the assistant waits on and
+   system-prompt constraints go;
+2. a task snapshot longer than half the budget is cut in the middle to half the budget
+   (head and tail kept, with a marker; the user's later replies kept whole);
+3. older actions fold into one line (the newest three kept); active state, pending asks,
+   in progress and the user's constraints go; the newest actions collapse too;
+4. first-priority facts, least valuable first: values seen only in tool output, files
+   seen only in output, older failures; all actions fold, the goal shortens, then values,
+   blockers, files, actions and the goal go;
+5. the task snapshot is cut to what is left, and a hard cut guarantees the budget.
 
 Items that mention the focus topic are dropped last within every stage.
 """
