@@ -119,6 +119,7 @@ from sessionstore.strategies import (
 )
 from sessionstore.summarizers import (
     HANDOFF_SECTIONS,
+    ExtractiveSummarizer,
     OneLineSummarizer,
     OpenAICompatibleSummarizer,
     Summarizer,
@@ -161,6 +162,7 @@ __all__ = [
     "CustomMessage",
     "DefaultBlockCompaction",
     "DefaultCompaction",
+    "ExtractiveSummarizer",
     "FixedCount",
     "FormatError",
     "HeuristicTokenCounter",

@@ -1,15 +1,18 @@
 """Summarizers: the injectable calls a strategy makes to turn history into short text.
 
 `Summarizer` (async, may call a model) and `TurnSummarizer` (one line per turn, pure)
-are the extension points. `OneLineSummarizer` is the per-turn default;
-`OpenAICompatibleSummarizer` calls any `/v1/chat/completions` endpoint with the seeds'
-handoff prompt (`build_summary_prompt`).
+are the extension points. `ExtractiveSummarizer`, the offline default `Summarizer`, writes
+a structured handoff under the `HANDOFF_SECTIONS` headings without a model;
+`OpenAICompatibleSummarizer` asks any `/v1/chat/completions` endpoint for the same
+handoff with the seeds' prompt (`build_summary_prompt`); `OneLineSummarizer` is the
+per-turn default of `DefaultBlockCompaction`.
 """
 
+from sessionstore.summarizers._extractive import ExtractiveSummarizer
+from sessionstore.summarizers._handoff import HANDOFF_SECTIONS
 from sessionstore.summarizers._oneline import OneLineSummarizer
 from sessionstore.summarizers._openai_compatible import OpenAICompatibleSummarizer
 from sessionstore.summarizers._prompt import (
-    HANDOFF_SECTIONS,
     PROMPT_VERSION,
     SummaryPrompt,
     build_summary_prompt,
@@ -20,6 +23,7 @@ from sessionstore.summarizers._protocol import Summarizer, Summary, SummaryReque
 __all__ = [
     "HANDOFF_SECTIONS",
     "PROMPT_VERSION",
+    "ExtractiveSummarizer",
     "OneLineSummarizer",
     "OpenAICompatibleSummarizer",
     "Summarizer",

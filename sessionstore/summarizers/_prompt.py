@@ -35,6 +35,7 @@ from sessionstore.models import (
     ToolResultMessage,
     UserMessage,
 )
+from sessionstore.summarizers._handoff import HANDOFF_SECTIONS
 from sessionstore.summarizers._protocol import SummaryRequest
 
 __all__ = [
@@ -79,27 +80,6 @@ SUMMARIZER_PREAMBLE = (
     "present, but never preserve their values."
 )
 """The system message of every summary request: who the model is and what it must not do."""
-
-HANDOFF_SECTIONS: tuple[str, ...] = (
-    "Active Task",
-    "Goal",
-    "Constraints & Preferences",
-    "Completed Actions",
-    "Active State",
-    "In Progress",
-    "Blocked",
-    "Key Decisions",
-    "Resolved Questions",
-    "Pending User Asks",
-    "Relevant Files",
-    "Remaining Work",
-    "Critical Context",
-)
-"""The section titles of a handoff, in order; each is written as a `## <title>` heading.
-
-The model-backed and the offline summarizers fill the same sections, so a digest reads
-the same whichever wrote it, and an update can merge one into the other.
-"""
 
 _SECTION_GUIDANCE: dict[str, str] = {
     "Active Task": (

@@ -1,0 +1,350 @@
+"""What an agent's tool call was and how it went: verbs from tools, outcomes (pure).
+
+`describe_call` reads a tool call (its name and arguments; a shell command in a
+`command`-like argument goes to `describe_command`) into a verb, a target and the files
+it touched;
+`describe_outcome` reads the result into a short outcome, whether it failed, and its
+error lines.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from sessionstore.summarizers._commands import (
+    BRIEF_CHARS,
+    CHANGE_NOTES,
+    TARGET_CHARS,
+    Call,
+    describe_command,
+)
+from sessionstore.summarizers._scan import (
+    MAX_ERROR_LINE_CHARS,
+    collapse,
+    cut,
+    error_lines,
+    exit_code,
+    find_paths,
+    json_values,
+    parse_json,
+    test_summary,
+)
+
+__all__ = ["Outcome", "describe_call", "describe_outcome", "outcome_values"]
+
+OUTCOME_CHARS = 160
+LISTED_IDS = 6
+"""Ids of a JSON list result named in its outcome (`3 results: HAT069, HAT083, HAT100`)."""
+
+SHELL_TOOLS = frozenset(
+    [
+        "bash",
+        "sh",
+        "zsh",
+        "shell",
+        "terminal",
+        "cmd",
+        "command",
+        "run",
+        "run_command",
+        "execute",
+        "execute_command",
+        "exec",
+        "exec_command",
+        "run_shell_command",
+        "shell_exec",
+        "local_shell",
+        "run_terminal_cmd",
+        "terminal_exec",
+        "powershell",
+        "container.exec",
+    ]
+)
+COMMAND_KEYS = ("command", "cmd", "commands", "script", "shell_command")
+PATH_KEYS = frozenset(
+    [
+        "path",
+        "file",
+        "file_path",
+        "filepath",
+        "filename",
+        "target_file",
+        "target_path",
+        "source_path",
+        "dest_path",
+        "notebook_path",
+        "dir",
+        "directory",
+        "paths",
+        "files",
+    ]
+)
+_SKIPPED_ARGS = frozenset(
+    ["content", "contents", "new_str", "old_str", "new_string", "old_string", "text", "code"]
+)
+
+# Past tenses for the first word of a tool name (`get_user_details` -> GOT user details).
+_TOOL_VERBS = {
+    "get": "GOT",
+    "read": "READ",
+    "view": "READ",
+    "open": "READ",
+    "cat": "READ",
+    "show": "READ",
+    "fetch": "FETCHED",
+    "search": "SEARCHED",
+    "find": "SEARCHED",
+    "grep": "SEARCHED",
+    "glob": "SEARCHED",
+    "query": "SEARCHED",
+    "lookup": "SEARCHED",
+    "list": "LISTED",
+    "ls": "LISTED",
+    "write": "WROTE",
+    "create": "CREATED",
+    "add": "ADDED",
+    "insert": "EDITED",
+    "edit": "EDITED",
+    "str": "EDITED",
+    "replace": "EDITED",
+    "patch": "EDITED",
+    "apply": "EDITED",
+    "multiedit": "EDITED",
+    "update": "UPDATED",
+    "modify": "UPDATED",
+    "set": "UPDATED",
+    "delete": "DELETED",
+    "remove": "DELETED",
+    "cancel": "CANCELLED",
+    "book": "BOOKED",
+    "send": "SENT",
+    "post": "SENT",
+    "run": "RAN",
+    "execute": "RAN",
+    "exec": "RAN",
+    "test": "TESTED",
+    "calculate": "CALCULATED",
+    "compute": "CALCULATED",
+    "transfer": "TRANSFERRED",
+    "navigate": "NAVIGATED",
+    "click": "CLICKED",
+    "type": "TYPED",
+    "install": "INSTALLED",
+    "submit": "SUBMITTED",
+}
+_FILE_TOOL_KEYS = PATH_KEYS | {"command", "view_range"}
+_EDITOR_VERBS = {
+    "view": "READ",
+    "read": "READ",
+    "create": "CREATED",
+    "write": "WROTE",
+    "str_replace": "EDITED",
+    "insert": "EDITED",
+    "undo_edit": "EDITED",
+    "edit": "EDITED",
+    "append": "EDITED",
+    "delete": "DELETED",
+}
+READ_VERBS = frozenset({"READ", "SEARCHED", "LISTED", "GOT", "FETCHED", "CHECKED"})
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a call went."""
+
+    text: str
+    failed: bool
+    errors: list[str]
+    """Its error lines: of a failure, or printed by a call that is not a read."""
+    exit_code: int | None = None
+    tests: str | None = None
+
+
+def describe_call(name: str, arguments: str) -> Call:
+    """Return the verb, target and files of a tool call.
+
+    A shell tool, or any tool with a command-like argument, is read as that command
+    (`describe_command`); a tool with a path argument targets that path; any other tool
+    gets its verb from the first word of its name (`search_flights` -> SEARCHED) and its
+    scalar arguments, ids first, as the target.
+    """
+    args = _decode(arguments)
+    words = _words(name)
+    shell = name.lower() in SHELL_TOOLS or any(w in ("bash", "shell", "terminal") for w in words)
+    command = _command_of(args)
+    if command is None and shell and not isinstance(args, dict):
+        command = arguments
+    has_path = isinstance(args, dict) and any(str(k).lower() in PATH_KEYS for k in args)
+    if command is not None and (shell or not has_path):
+        return describe_command(command, tool=name)
+    verb = None
+    if isinstance(args, dict) and isinstance(args.get("command"), str):
+        # Editor tools name their operation in `command` (`view`, `str_replace`, ...).
+        verb = _EDITOR_VERBS.get(args["command"])
+    if verb is None:
+        verb = next((v for w in words[:2] if (v := _TOOL_VERBS.get(w))), None)
+    rest = " ".join(words[1:] if verb and words and words[0] in _TOOL_VERBS else words)
+    note = CHANGE_NOTES.get(verb or "", "")
+    files: list[tuple[str, str]] = []
+    if isinstance(args, dict):
+        for key, value in args.items():
+            if str(key).lower() in PATH_KEYS:
+                for path in value if isinstance(value, list) else [value]:
+                    if isinstance(path, str) and path and "\n" not in path and len(path) < 300:
+                        files.append((path, note))
+            elif isinstance(value, str) and key not in _SKIPPED_ARGS and len(value) < 300:
+                files.extend((path, "") for path in find_paths(value))
+    elif isinstance(args, str):
+        # Arguments that are not JSON: an action line such as SWE-agent's `open x.py 10`.
+        first_line = args.strip().split("\n", 1)[0]
+        files.extend((path, note) for path in find_paths(first_line, lenient=True))
+    values = list(json_values(args)) if isinstance(args, dict | list) else []
+    if files:
+        target = brief = ", ".join(path for path, _ in files)
+        lines = args.get("view_range") if isinstance(args, dict) else None
+        if isinstance(lines, list) and len(lines) == 2 and len(files) == 1:
+            target += f":{lines[0]}-{lines[1]}"
+        shown = _shown_arguments(args, skip=_FILE_TOOL_KEYS) if isinstance(args, dict) else ""
+        if shown:
+            target += f" ({shown})"
+    else:
+        shown = _shown_arguments(args)
+        target = f"{rest} ({shown})" if shown and rest else rest or shown
+        brief = rest or shown
+    return Call(
+        verb=verb or "CALLED",
+        target=cut(collapse(target), TARGET_CHARS) or name,
+        tool=name,
+        brief=cut(collapse(brief), BRIEF_CHARS),
+        files=files,
+        values=values,
+    )
+
+
+def _decode(arguments: str) -> Any:
+    try:
+        return json.loads(arguments)
+    except (ValueError, RecursionError):  # deeply nested JSON is not worth reading
+        return arguments
+
+
+def _command_of(args: Any) -> str | None:
+    if not isinstance(args, dict):
+        return None
+    for key in COMMAND_KEYS:
+        value = args.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            return " ".join(value)
+    return None
+
+
+def _words(name: str) -> list[str]:
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name)
+    return [w for w in re.split(r"[^A-Za-z0-9]+", spaced.lower()) if w]
+
+
+def _shown_arguments(args: Any, *, skip: frozenset[str] = frozenset()) -> str:
+    """Return the scalar arguments as `key=value`, id-like keys first."""
+    if not isinstance(args, dict):
+        return collapse(str(args)) if args not in (None, "", {}) else ""
+    pairs = []
+    for key, value in args.items():
+        if key in _SKIPPED_ARGS or str(key).lower() in skip:
+            continue
+        if isinstance(value, str | int | float) and not isinstance(value, bool):
+            text = collapse(str(value))
+            if text and len(text) <= 80:
+                pairs.append((not re.search(r"(?:^|_)(?:id|number|code)$", key), f"{key}={text}"))
+    return ", ".join(text for _, text in sorted(pairs, key=lambda pair: pair[0]))
+
+
+def describe_outcome(
+    verb: str, output: str, *, is_error: bool = False, code: int | None = None
+) -> Outcome:
+    """Return how a call went, from its output.
+
+    The outcome names the exit code (as reported by the tool or in the output), a test
+    summary, the last error line of a failure, or else the size of the output (`120
+    lines`, `3 results`, or `ok` with the ids of a JSON record). A call failed when its
+    result is an error, its exit code is not zero, a test summary counts failures, the
+    output starts with `Error`, or a call that is not a read and reports no exit code
+    printed an exception.
+    """
+    if code is None:
+        code = exit_code(output)
+    body = _body(output)
+    tests = test_summary(body)
+    reading = verb in READ_VERBS
+    errors = error_lines(body) if (is_error or code or not reading) else []
+    no_match = verb == "SEARCHED" and code == 1 and not errors
+    failed = (
+        is_error
+        or (bool(code) and not no_match)
+        or (tests is not None and _FAILED_TESTS.search(tests) is not None)
+        or _STARTS_WITH_ERROR.match(body) is not None
+        or (code is None and not reading and any(_EXCEPTION.match(e) for e in errors))
+    )
+    parts = [f"exit {code}"] if code is not None else []
+    if tests:
+        parts.append(tests)
+    if failed:
+        lines = [line.strip() for line in body.split("\n") if line.strip()]
+        if not errors and lines:
+            # No known error line: the last line a failing command printed is the likeliest.
+            errors = [cut(lines[-1], MAX_ERROR_LINE_CHARS)]
+        if not tests and errors:
+            parts.append(errors[-1])
+        return Outcome(_outcome(parts or ["error"]), True, errors, code, tests)
+    if no_match and not body.strip():
+        parts.append("no match")
+    elif not tests:
+        parts.append(_size(body, reading=reading, has_code=code is not None))
+    return Outcome(_outcome([p for p in parts if p]), False, errors, code, tests)
+
+
+_FAILED_TESTS = re.compile(r"\b[1-9]\d* (?:failed|errors?)\b|FAILED")
+_STARTS_WITH_ERROR = re.compile(r"\s*(?:error|Error|ERROR)\b")
+_EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\b")
+_OUTPUT_TAGS = re.compile(r"</?(?:output|stdout|stderr)>")
+_RETURN_CODE = re.compile(r"<returncode>\s*-?\d+\s*</returncode>")
+
+
+def _outcome(parts: list[str]) -> str:
+    return cut(", ".join(parts), OUTCOME_CHARS) or "ok"
+
+
+def _size(body: str, *, reading: bool, has_code: bool) -> str:
+    data = parse_json(body)
+    if isinstance(data, list):
+        ids = list(dict.fromkeys(value for _, value in json_values(data)))
+        shown = (
+            f": {', '.join(ids[:LISTED_IDS])}{', …' if len(ids) > LISTED_IDS else ''}"
+            if ids
+            else ""
+        )
+        return f"{len(data)} result{'' if len(data) == 1 else 's'}{shown}"
+    if isinstance(data, dict):
+        ids = [f"{key}={value}" for key, value in json_values(data)][:2]
+        return "ok: " + ", ".join(ids) if ids else "ok"
+    if not body.strip():
+        return "" if has_code else "no output"
+    count = body.count("\n") + 1
+    if not reading:
+        return "" if has_code else "ok"
+    return "1 line" if count == 1 else f"{count} lines"
+
+
+def _body(output: str) -> str:
+    """Return the output without harness tags (`<returncode>`, `<output>`)."""
+    return _OUTPUT_TAGS.sub("", _RETURN_CODE.sub("", output, count=1)).strip("\n")
+
+
+def outcome_values(output: str) -> list[tuple[str, str]]:
+    """Return the id-like `(key, value)` pairs of a JSON output (`reservation_id`, ...)."""
+    data = parse_json(_body(output))
+    return list(json_values(data)) if data is not None else []

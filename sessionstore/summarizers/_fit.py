@@ -1,0 +1,346 @@
+"""Fitting a handoff into a token budget by priority (pure).
+
+The handoff is rendered whole when it fits. Otherwise `fit_handoff` applies trimming
+stages in a fixed order, each as far as needed and no further (a binary search over how
+many items it drops or shortens), and stops at the first that fits:
+
+1. older completed actions collapse into `N-M.` runs (the newest five kept whole);
+   resolved questions, decisions, remaining work, questions the assistant waits on and
+   system-prompt constraints go;
+2. a task snapshot longer than half the budget is cut in the middle to half the budget
+   (head and tail kept, with a marker; the user's later replies kept whole);
+3. older actions fold into one line (the newest three kept); active state, pending asks,
+   in progress and the user's constraints go; the newest actions collapse too;
+4. first-priority facts, least valuable first: values seen only in tool output, files
+   seen only in output, older failures; all actions fold, the goal shortens, then values,
+   blockers, files, actions and the goal go;
+5. the task snapshot is cut to what is left, and a hard cut guarantees the budget.
+
+Items that mention the focus topic are dropped last within every stage.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from sessionstore._tokens import estimate_tokens
+from sessionstore.summarizers._handoff import (
+    FOLLOW_UP,
+    Action,
+    Handoff,
+    Item,
+    render_handoff,
+    tallies,
+)
+from sessionstore.summarizers._scan import collapse, cut
+
+__all__ = ["fit_handoff"]
+
+SNAPSHOT_SHARE = 0.5
+"""The share of the budget the task snapshot keeps before first-priority facts are cut."""
+KEEP_FULL_ACTIONS = 5
+"""Newest completed actions kept in full while older ones are collapsed."""
+KEEP_ACTIONS = 3
+"""Newest completed actions kept while older ones are folded into one line."""
+SHORT_GOAL_CHARS = 160
+RUN_TARGET_CHARS = 120
+RUN_OUTCOME_CHARS = 80
+CUT_MARKER = "\n[… cut to fit the budget]"
+_STOPWORDS = frozenset(
+    ["the", "and", "for", "with", "from", "into", "about", "that", "this", "what", "when"]
+)
+
+
+@dataclass(slots=True)
+class _Plan:
+    collapse: int = 0
+    fold: int = 0
+    drop_actions: int = 0
+    goal_cut: int = 0
+    task_cut: int = 0
+    drops: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class _Stage:
+    get: Callable[[_Plan], int]
+    set: Callable[[_Plan, int], _Plan]
+    limit: int
+
+
+class _Fitter:
+    def __init__(self, doc: Handoff, budget: int, focus: str | None, branch: bool) -> None:
+        self.doc = doc
+        self.budget = budget
+        self.branch = branch
+        self.words = _focus_words(focus)
+        self.order = {name: self.drop_order(items) for name, items in doc.lists().items()}
+        plain = [i for i, a in enumerate(doc.actions) if not self.is_focus(_action_text(a))]
+        focused = [i for i, a in enumerate(doc.actions) if self.is_focus(_action_text(a))]
+        self.action_order = plain + focused
+        self.plain_actions = len(plain)
+
+    def drop_order(self, items: list[Item]) -> list[int]:
+        """Return the indices of `items` in the order they go: off-topic, low rank, old first."""
+        keys = [(self.is_focus(item.text), item.rank, i) for i, item in enumerate(items)]
+        return [i for *_, i in sorted(keys)]
+
+    def is_focus(self, text: str) -> bool:
+        lowered = text.lower()
+        return any(word in lowered for word in self.words)
+
+    # ── rendering a plan ──────────────────────────────────────────────────────
+
+    def render(self, plan: _Plan) -> str:
+        doc = self.doc
+        view = Handoff(
+            task=_cut_task(doc.task, plan.task_cut),
+            goal=_cut_goal(doc.goal, plan.goal_cut),
+            actions=self.actions(plan),
+        )
+        kept = view.lists()
+        for name, items in doc.lists().items():
+            dropped = set(self.order[name][: plan.drops.get(name, 0)])
+            kept[name].extend(item for i, item in enumerate(items) if i not in dropped)
+        # What the task snapshot already shows verbatim is not repeated below it.
+        task = collapse(view.task)
+        if collapse(view.goal) in task:
+            view.goal = ""
+        view.constraints = [i for i in view.constraints if collapse(i.text.rstrip("…")) not in task]
+        view.pending = [i for i in view.pending if collapse(i.text.rstrip("…")) not in task]
+        critical, view.critical = view.critical, []
+        shown = render_handoff(view, branch=self.branch)
+        view.critical = [
+            item for item in critical if len(item.identity) < 4 or item.identity not in shown
+        ]
+        return render_handoff(view, branch=self.branch) if view.critical else shown
+
+    def actions(self, plan: _Plan) -> list[Action]:
+        actions = self.doc.actions
+        if plan.drop_actions or not actions:
+            return []
+        folded = set(self.action_order[: plan.fold])
+        collapsed = set(self.action_order[: plan.collapse])
+        result: list[Action] = []
+        if folded:
+            gone = [actions[i] for i in sorted(folded)]
+            counts = tallies(gone)
+            tally = ", ".join(f"{verb} x{n}" for verb, n in counts.items())
+            first = min(a.first for a in gone)
+            last = max(a.last for a in gone)
+            numbers = (
+                f"{first}-{last}. " if first and last > first else f"{first}. " if first else ""
+            )
+            result.append(
+                Action(0, 0, "", "", line=f"{numbers}(earlier actions, details left out: {tally})")
+            )
+        run: list[Action] = []
+        for index, action in enumerate(actions):
+            if index in folded:
+                continue
+            if index in collapsed and action.verb:
+                if run and (run[-1].verb, run[-1].tool) != (action.verb, action.tool):
+                    result.append(_collapse(run))
+                    run = []
+                run.append(action)
+                continue
+            if run:
+                result.append(_collapse(run))
+                run = []
+            result.append(action)
+        if run:
+            result.append(_collapse(run))
+        return result
+
+    # ── fitting ───────────────────────────────────────────────────────────────
+
+    def fits(self, text: str) -> bool:
+        return estimate_tokens(text) <= self.budget
+
+    def stages(self) -> list[_Stage]:
+        doc = self.doc
+        lists = doc.lists()
+        total = len(doc.actions)
+
+        def drop(name: str, max_rank: int | None = None) -> _Stage:
+            items = lists[name]
+            if max_rank is None:
+                limit = len(items)
+            else:
+                limit = sum(
+                    1 for item in items if item.rank <= max_rank and not self.is_focus(item.text)
+                )
+
+            def setter(plan: _Plan, k: int) -> _Plan:
+                return replace(plan, drops={**plan.drops, name: k})
+
+            return _Stage(lambda plan: plan.drops.get(name, 0), setter, limit)
+
+        def knob(attribute: str, limit: int) -> _Stage:
+            def setter(plan: _Plan, k: int) -> _Plan:
+                changed = replace(plan)
+                setattr(changed, attribute, k)
+                return changed
+
+            return _Stage(lambda plan: int(getattr(plan, attribute)), setter, limit)
+
+        task_bytes = len(doc.task.encode())
+        share_bytes = int(self.budget * 4 * SNAPSHOT_SHARE)
+        share_cut = 0
+        if task_bytes > share_bytes:
+            share_cut = int(len(doc.task) * (task_bytes - share_bytes) / task_bytes) + 1
+        return [
+            knob("collapse", self.plain_actions - KEEP_FULL_ACTIONS),
+            drop("Resolved Questions"),
+            drop("Key Decisions"),
+            drop("Remaining Work"),
+            drop("In Progress", max_rank=1),
+            drop("Constraints & Preferences", max_rank=0),
+            knob("task_cut", share_cut),
+            knob("fold", self.plain_actions - KEEP_ACTIONS),
+            drop("Active State"),
+            drop("Pending User Asks"),
+            drop("In Progress"),
+            drop("Constraints & Preferences"),
+            knob("collapse", total),
+            drop("Critical Context", max_rank=1),
+            drop("Relevant Files", max_rank=1),
+            drop("Blocked", max_rank=1),
+            knob("fold", self.plain_actions),
+            knob("goal_cut", max(0, len(doc.goal) - SHORT_GOAL_CHARS)),
+            drop("Critical Context", max_rank=2),
+            knob("fold", total),
+            drop("Critical Context"),
+            drop("Blocked"),
+            drop("Relevant Files"),
+            knob("drop_actions", 1),
+            knob("goal_cut", len(doc.goal)),
+            knob("task_cut", len(doc.task)),
+        ]
+
+    def fit(self) -> str:
+        plan = _Plan()
+        text = self.render(plan)
+        if self.fits(text):
+            return text
+        for stage in self.stages():
+            low = stage.get(plan)
+            if stage.limit <= low:
+                continue
+            widest = stage.set(plan, stage.limit)
+            text = self.render(widest)
+            if not self.fits(text):
+                plan = widest
+                continue
+            high = stage.limit
+            while high - low > 1:
+                middle = (low + high) // 2
+                candidate = self.render(stage.set(plan, middle))
+                if self.fits(candidate):
+                    high, text = middle, candidate
+                else:
+                    low = middle
+            return text
+        return _hard_cut(text, self.budget)
+
+
+def fit_handoff(
+    doc: Handoff, budget: int, *, focus: str | None = None, branch: bool = False
+) -> str:
+    """Return the handoff rendered within `budget` tokens (as `estimate_tokens` counts them).
+
+    Args:
+        doc: The handoff.
+        budget: The most tokens the text may take.
+        focus: A topic; items mentioning it are dropped last.
+        branch: Frame the text as the digest of an abandoned branch.
+    """
+    text = _Fitter(doc, budget, focus, branch).fit()
+    return text if estimate_tokens(text) <= budget else _hard_cut(text, budget)
+
+
+def _focus_words(focus: str | None) -> list[str]:
+    if not focus:
+        return []
+    lowered = focus.lower()
+    words = [w for w in re.findall(r"\w+", lowered) if len(w) >= 3 and w not in _STOPWORDS]
+    if words:
+        return words
+    stripped = " ".join(re.findall(r"\w+", lowered))
+    return [stripped] if len(stripped) >= 2 else []
+
+
+def _action_text(action: Action) -> str:
+    return action.line or f"{action.verb} {action.target} {action.outcome} {action.tool}"
+
+
+def _collapse(run: list[Action]) -> Action:
+    """Return a run of actions with one verb and tool as one short line."""
+    briefs = list(dict.fromkeys(a.brief or a.target for a in run))
+    outcomes = Counter(a.outcome.split(", ")[0] for a in run if a.outcome)
+    summary = ", ".join(f"{o} x{n}" if n > 1 else o for o, n in outcomes.items())
+    first = run[0]
+    return Action(
+        first.first,
+        max(a.last for a in run),
+        first.verb,
+        cut("; ".join(briefs), RUN_TARGET_CHARS),
+        cut(summary, RUN_OUTCOME_CHARS),
+        first.tool,
+        brief=first.brief,
+    )
+
+
+def _cut_middle(text: str, remove: int) -> str:
+    """Return `text` without `remove` characters from its middle (two thirds of the rest first)."""
+    if remove <= 0 or not text:
+        return text
+    keep = max(0, len(text) - remove)
+    marker = f"[… {min(remove, len(text))} characters cut …]"
+    if keep == 0:
+        return marker
+    head = (keep * 2 + 2) // 3
+    tail = keep - head
+    return (
+        f"{text[:head]}\n{marker}\n{text[len(text) - tail :]}"
+        if tail
+        else f"{text[:head]}\n{marker}"
+    )
+
+
+def _cut_task(task: str, remove: int) -> str:
+    """Return the task with `remove` characters cut, from the request before the later replies.
+
+    The user's later replies are their latest words, so they are cut only once the
+    request itself is gone.
+    """
+    if remove <= 0:
+        return task
+    lines = task.split("\n")
+    replies = [line for line in lines if line.startswith(FOLLOW_UP)]
+    request = "\n".join(line for line in lines if not line.startswith(FOLLOW_UP))
+    if not replies or remove < len(request):
+        return "\n".join([_cut_middle(request, remove), *replies])
+    rest = "\n".join(replies)
+    return "\n".join([_cut_middle(request, len(request)), _cut_middle(rest, remove - len(request))])
+
+
+def _cut_goal(goal: str, remove: int) -> str:
+    if remove <= 0:
+        return goal
+    return cut(goal, len(goal) - remove) if remove < len(goal) else ""
+
+
+def _hard_cut(text: str, budget: int) -> str:
+    """Return `text` cut to at most `budget` tokens, with a marker when there is room."""
+    limit = budget * 4
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    room = limit - len(CUT_MARKER.encode())
+    if room <= 0:
+        return data[:limit].decode("utf-8", "ignore")
+    return data[:room].decode("utf-8", "ignore") + CUT_MARKER

@@ -1,0 +1,480 @@
+"""The structured handoff document: its sections, rendering, parsing and iterative merge (pure).
+
+A handoff is what one assistant leaves the next after a compaction, under the section
+headings of the seed's structured summary template (`HANDOFF_SECTIONS`, in order). The
+extractive summarizer fills it from messages; `parse_handoff` reads one back (its own, a
+model's written to the same template, or the seed's `# Objective` ... `# Carryover`
+variant), and `merge_handoffs` folds a newer one into an older one so that facts survive
+any number of compactions.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+
+__all__ = [
+    "BRANCH_HEADER",
+    "HANDOFF_SECTIONS",
+    "Action",
+    "Handoff",
+    "Item",
+    "merge_handoffs",
+    "parse_handoff",
+    "render_handoff",
+]
+
+HANDOFF_SECTIONS = (
+    "Active Task",
+    "Goal",
+    "Constraints & Preferences",
+    "Completed Actions",
+    "Active State",
+    "In Progress",
+    "Blocked",
+    "Key Decisions",
+    "Resolved Questions",
+    "Pending User Asks",
+    "Relevant Files",
+    "Remaining Work",
+    "Critical Context",
+)
+"""The section headings of a handoff, in order (each rendered as `## <heading>`)."""
+
+BRANCH_HEADER = "[branch digest: summary of an abandoned branch, kept for reference only]"
+"""The first line of a digest made with `scope="branch"`."""
+
+NO_TASK = "None."
+FOLLOW_UP = 'Later the user said: "'
+MAX_FOLLOW_UPS = 3
+
+# Section headings of the window_budget seed's template, read as their closest match.
+_ALIASES = {
+    "objective": "Goal",
+    "guardrails": "Constraints & Preferences",
+    "status": "Active State",
+    "rationale": "Key Decisions",
+    "plan": "Remaining Work",
+    "carryover": "Critical Context",
+    "in progress": "In Progress",
+    "active task": "Active Task",
+}
+_HEADING = re.compile(r"^#{1,3} +(.+?) *$")
+_ACTION_LINE = re.compile(r"^(\d+)(?:-(\d+))?\. +(.*)$")
+_ACTION_PARTS = re.compile(r"^([A-Z][A-Z_]+) +(.*?)(?: \[tool: ([^\]]*)\])?$")
+_TALLY = re.compile(r"\b([A-Z][A-Z_]+) x(\d+)\b")
+_FILE_NOTE = re.compile(r"^(.*\S) \((edited|written|created|deleted)\)$")
+_NAME = re.compile(r"^[A-Za-z_][\w.-]{0,40}$")
+_GROUP = re.compile(r"^([A-Za-z_][\w.-]{0,40}): (.+)$")
+_BULLET = re.compile(r"^(?:[-*•] |\d+[.)] )")
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One line of a list section."""
+
+    text: str
+    rank: int = 1
+    """How long it survives trimming, relative to its section's other items (higher: longer)."""
+    key: str = ""
+    """What makes two items the same (the value of `name=value`); `text` when empty."""
+    note: str = ""
+    """A short note rendered in parentheses after the text (`edited` for a file)."""
+
+    @property
+    def identity(self) -> str:
+        """The key two items are deduplicated on."""
+        return self.key or self.text
+
+    def render(self) -> str:
+        """Return the item as its bullet line's body."""
+        return f"{self.text} ({self.note})" if self.note else self.text
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One completed action, or a run of them folded into one line."""
+
+    first: int
+    last: int
+    verb: str
+    target: str
+    outcome: str = ""
+    tool: str = ""
+    brief: str = ""
+    """A short form of the target (paths, or the start of a command) for collapsed runs."""
+    line: str = ""
+    """A line carried verbatim from an earlier digest; rendered as is when set."""
+
+    @property
+    def count(self) -> int:
+        """How many actions the line stands for."""
+        return max(1, self.last - self.first + 1)
+
+    def render(self) -> str:
+        """Return the line `N. ACTION target - outcome [tool: name]`."""
+        if self.line:
+            return self.line
+        number = f"{self.first}" if self.last <= self.first else f"{self.first}-{self.last}"
+        text = f"{number}. {self.verb} {self.target}".rstrip()
+        if self.outcome:
+            text += f" - {self.outcome}"
+        if self.tool:
+            text += f" [tool: {self.tool}]"
+        return text
+
+
+@dataclass(slots=True)
+class Handoff:
+    """The facts of a handoff, section by section; rendering and trimming are separate."""
+
+    task: str = ""
+    """The latest request, verbatim (with the user's later short replies)."""
+    goal: str = ""
+    """The gist of the first request."""
+    constraints: list[Item] = field(default_factory=list)
+    actions: list[Action] = field(default_factory=list)
+    state: list[Item] = field(default_factory=list)
+    in_progress: list[Item] = field(default_factory=list)
+    blocked: list[Item] = field(default_factory=list)
+    decisions: list[Item] = field(default_factory=list)
+    resolved: list[Item] = field(default_factory=list)
+    pending: list[Item] = field(default_factory=list)
+    files: list[Item] = field(default_factory=list)
+    remaining: list[Item] = field(default_factory=list)
+    critical: list[Item] = field(default_factory=list)
+    later: list[str] = field(default_factory=list)
+    """The user's replies after the latest request, when the request is an earlier digest's."""
+    has_reply: bool = False
+    """True when the assistant wrote text (so earlier pending questions were addressed)."""
+
+    @property
+    def next_number(self) -> int:
+        """The number the next completed action gets."""
+        return max((a.last for a in self.actions), default=0) + 1
+
+    def lists(self) -> dict[str, list[Item]]:
+        """Return the list sections by heading, in order."""
+        return {
+            "Constraints & Preferences": self.constraints,
+            "Active State": self.state,
+            "In Progress": self.in_progress,
+            "Blocked": self.blocked,
+            "Key Decisions": self.decisions,
+            "Resolved Questions": self.resolved,
+            "Pending User Asks": self.pending,
+            "Relevant Files": self.files,
+            "Remaining Work": self.remaining,
+            "Critical Context": self.critical,
+        }
+
+
+def render_handoff(handoff: Handoff, *, branch: bool = False) -> str:
+    """Return the handoff as text: `## ` headings in order, empty sections left out.
+
+    The active task is always present (`None.` when there is none); lines of it that
+    would read as a heading are escaped with a backslash so the digest parses back.
+    """
+    parts: list[str] = [BRANCH_HEADER] if branch else []
+    parts.append(f"## Active Task\n{_escape(handoff.task) or NO_TASK}")
+    if handoff.goal:
+        parts.append(f"## Goal\n{handoff.goal}")
+    lists = handoff.lists()
+    for heading in HANDOFF_SECTIONS[2:]:
+        if heading == "Completed Actions":
+            lines = [action.render() for action in handoff.actions]
+        elif heading == "Critical Context":
+            lines = _value_lines(lists[heading])
+        else:
+            lines = [f"- {item.render()}" for item in lists[heading]]
+        if lines:
+            parts.append(f"## {heading}\n" + "\n".join(lines))
+    return "\n\n".join(parts)
+
+
+def _value_lines(items: list[Item]) -> list[str]:
+    """Return critical values as bullet lines, `name=value` items grouped (`- name: a, b`)."""
+    lines: list[str | list[str]] = []
+    groups: dict[str, list[str]] = {}
+    for item in items:
+        name = item.text[: -len(item.key) - 1] if item.key else ""
+        if name and item.text == f"{name}={item.key}" and _NAME.match(name):
+            if name not in groups:
+                groups[name] = []
+                lines.append(groups[name])
+            groups[name].append(item.key)
+        else:
+            lines.append(f"- {item.render()}")
+    names = {id(values): name for name, values in groups.items()}
+    return [
+        line if isinstance(line, str) else f"- {names[id(line)]}: {', '.join(line)}"
+        for line in lines
+    ]
+
+
+def _escape(task: str) -> str:
+    """Return the task with a backslash before lines that would read as a section heading."""
+    lines = task.split("\n")
+    return "\n".join(f"\\{line}" if _section_name(line) else line for line in lines)
+
+
+def _unescape(body: str) -> str:
+    lines = body.split("\n")
+    return "\n".join(
+        line[1:] if line.startswith("\\") and _section_name(line[1:]) else line for line in lines
+    )
+
+
+def _section_name(line: str, *, aliases: bool = False) -> str | None:
+    """Return the section a heading line opens, if it is a template heading.
+
+    With `aliases`, a window_budget seed heading (`# Objective`, ...) counts too, read as
+    its closest match.
+    """
+    match = _HEADING.match(line)
+    if match is None:
+        return None
+    lowered = match.group(1).strip().rstrip(":").strip().lower()
+    for name in HANDOFF_SECTIONS:
+        if lowered == name.lower():
+            return name
+    if aliases:
+        for alias, name in _ALIASES.items():
+            if lowered.startswith(alias):
+                return name
+    return None
+
+
+def looks_like_handoff(text: str) -> bool:
+    """Return True when `text` is a digest rather than a message that has headings.
+
+    A digest has an `Active Task` heading and another of the template's, or the
+    window_budget seed's `Objective` and `Carryover`; a request that merely uses
+    `## Plan` or `## Status` is not one.
+    """
+    titles = {
+        match.group(1).strip().rstrip(":").lower()
+        for line in text.split("\n")[:2_000]
+        if (match := _HEADING.match(line))
+    }
+    known = {name.lower() for name in HANDOFF_SECTIONS}
+    if "active task" in titles and len(titles & known) >= 2:
+        return True
+    return any(t.startswith("objective") for t in titles) and any(
+        t.startswith("carryover") for t in titles
+    )
+
+
+def parse_handoff(text: str) -> Handoff:
+    """Read a digest back into a `Handoff`.
+
+    Known headings (this template's, or the window_budget seed's) map to sections; bullet
+    and numbered lines become items; text before the first heading, other than a digest's
+    own header line, is kept in Critical Context so that nothing of an unknown format is
+    lost.
+    """
+    bodies: dict[str, list[str]] = {}
+    current: str | None = None
+    preamble: list[str] = []
+    lines = text.split("\n")
+    # A digest written to this template is read by its headings alone, so that a task
+    # quoting `## Status` stays whole; the seed's headings are read only without them.
+    aliases = not any(_section_name(line) for line in lines)
+    for line in lines:
+        name = _section_name(line, aliases=aliases)
+        if name is not None:
+            current = name
+            bodies.setdefault(name, [])
+            continue
+        if current is None:
+            preamble.append(line)
+        else:
+            bodies[current].append(line)
+    handoff = Handoff()
+    task = _unescape("\n".join(bodies.get("Active Task", [])).strip())
+    handoff.task = "" if task == NO_TASK else task
+    handoff.goal = " ".join(line.strip() for line in bodies.get("Goal", []) if line.strip())
+    handoff.actions = [_parse_action(line) for line in _entries(bodies.get("Completed Actions"))]
+    lists = handoff.lists()
+    for heading, lines in bodies.items():
+        if heading == "Critical Context":
+            lists[heading].extend(
+                item for entry in _entries(lines) for item in _parse_values(entry)
+            )
+        elif heading in lists:
+            lists[heading].extend(_parse_item(heading, entry) for entry in _entries(lines))
+    kept = [line.strip() for line in preamble if line.strip() and not line.startswith("[")]
+    handoff.critical[:0] = [Item(line, rank=2) for line in kept if line != NO_TASK]
+    return handoff
+
+
+def _entries(lines: list[str] | None) -> list[str]:
+    """Return the items of a section body: a bullet or numbered line with its continuation."""
+    entries: list[str] = []
+    for raw in lines or []:
+        line = raw.strip()
+        if not line or line == NO_TASK:
+            continue
+        if _BULLET.match(line) or not entries or not raw[:1].isspace():
+            entries.append(line)
+        else:
+            entries[-1] += " " + line
+    return entries
+
+
+def _parse_item(heading: str, entry: str) -> Item:
+    text = entry[2:].strip() if entry[:2] in ("- ", "* ", "• ") else entry
+    if heading == "Relevant Files":
+        match = _FILE_NOTE.match(text)
+        if match:
+            return Item(match.group(1), rank=2, note=match.group(2))
+    if heading == "Critical Context":
+        # Values that survived an earlier trimming rank with the task's own identifiers.
+        key = text.split("=", 1)[1] if "=" in text and " " not in text else ""
+        return Item(text, rank=3, key=key)
+    return Item(text, rank=2)
+
+
+def _parse_values(entry: str) -> list[Item]:
+    """Return the items of a Critical Context line: one, or a group `- name: a, b`."""
+    text = entry[2:].strip() if entry[:2] in ("- ", "* ", "• ") else entry
+    match = _GROUP.match(text)
+    if match:
+        values = match.group(2).split(", ")
+        if all(value and " " not in value for value in values):
+            name = match.group(1)
+            return [Item(f"{name}={value}", rank=3, key=value) for value in values]
+    return [_parse_item("Critical Context", entry)]
+
+
+def _parse_action(entry: str) -> Action:
+    match = _ACTION_LINE.match(entry)
+    if match is None:
+        return Action(0, 0, "", "", line=entry)
+    first = int(match.group(1))
+    last = int(match.group(2) or first)
+    rest = match.group(3)
+    parts = _ACTION_PARTS.match(rest)
+    if parts is None:
+        return Action(first, max(first, last), "", rest, brief=rest[:40], line=entry)
+    verb, target, tool = parts.group(1), parts.group(2), parts.group(3) or ""
+    outcome = ""
+    if " - " in target:
+        target, outcome = target.rsplit(" - ", 1)
+    brief = target[:40]
+    return Action(first, max(first, last), verb, target, outcome, tool, brief=brief, line=entry)
+
+
+def tallies(actions: Iterable[Action]) -> dict[str, int]:
+    """Return how many actions of each verb the lines stand for (fold lines included)."""
+    counts: dict[str, int] = {}
+    for action in actions:
+        found = _TALLY.findall(action.line) if action.line and not action.verb else []
+        if found:
+            for verb, count in found:
+                counts[verb] = counts.get(verb, 0) + int(count)
+        else:
+            verb = action.verb or "OTHER"
+            counts[verb] = counts.get(verb, 0) + action.count
+    return counts
+
+
+def merge_handoffs(older: Handoff, newer: Handoff) -> Handoff:
+    """Return `older` updated with `newer`, as the seed's iterative update asks.
+
+    Goal, constraints, decisions, files and critical values carry forward (newer items
+    added, duplicates dropped, files in order of last touch); completed actions append
+    (the newer ones numbered after the older); the task, active state, work in progress,
+    blockers and remaining work are replaced by newer ones when there are any. Pending
+    questions move to resolved once the assistant has replied since.
+    """
+    pending = newer.pending
+    resolved = older.resolved
+    if older.pending and newer.has_reply:
+        resolved = [
+            *resolved,
+            *(replace(q, text=f"{q.text} (addressed later)") for q in older.pending),
+        ]
+    else:
+        pending = [*older.pending, *pending]
+    return Handoff(
+        task=newer.task or with_follow_ups(older.task, newer.later),
+        goal=older.goal or newer.goal,
+        constraints=_union(older.constraints, newer.constraints),
+        actions=[*older.actions, *newer.actions],
+        state=newer.state or older.state,
+        in_progress=newer.in_progress or older.in_progress,
+        blocked=newer.blocked or older.blocked,
+        decisions=_union(older.decisions, newer.decisions),
+        resolved=_union(resolved, newer.resolved),
+        pending=_union([], pending),
+        files=merge_files(older.files, newer.files),
+        remaining=newer.remaining or older.remaining,
+        critical=_union(older.critical, newer.critical, keep_last=True),
+        has_reply=older.has_reply or newer.has_reply,
+    )
+
+
+def with_follow_ups(task: str, replies: list[str]) -> str:
+    """Return the task with the user's later replies after it, the last three kept."""
+    if not task or not replies:
+        return task
+    lines = task.split("\n")
+    request = [line for line in lines if not line.startswith(FOLLOW_UP)]
+    earlier = [
+        line[len(FOLLOW_UP) :].removesuffix('"') for line in lines if line.startswith(FOLLOW_UP)
+    ]
+    kept = [*earlier, *replies][-MAX_FOLLOW_UPS:]
+    return "\n".join([*request, *(f'{FOLLOW_UP}{reply}"' for reply in kept)])
+
+
+def _union(first: list[Item], second: list[Item], *, keep_last: bool = False) -> list[Item]:
+    """Return the items of both, each identity once, at its first (or last) place."""
+    merged: dict[str, Item] = {}
+    for item in [*first, *second]:
+        previous = merged.get(item.identity)
+        if previous is not None:
+            item = replace(item, rank=max(item.rank, previous.rank))
+            if keep_last:
+                del merged[item.identity]
+            else:
+                merged[item.identity] = item
+                continue
+        merged[item.identity] = item
+    return list(merged.values())
+
+
+def merge_files(first: list[Item], second: list[Item]) -> list[Item]:
+    """Return file items in order of last touch, each path once.
+
+    A path that ends another one at a `/` (`io.py` and `src/io.py`, or a relative path and
+    its absolute form) is the same file: the longer spelling is kept, since it contains
+    the shorter, at the place of whichever spelling was touched last.
+    """
+    touched: dict[str, tuple[int, Item]] = {}
+    for position, item in enumerate([*first, *second]):
+        previous = touched.get(item.text)
+        if previous is not None:
+            item = _same_file(item, previous[1])
+        touched[item.text] = (position, item)
+    owners: dict[str, str] = {}
+    for path in sorted(touched, key=len, reverse=True):
+        parts = path.split("/")
+        for index in range(1, len(parts)):
+            suffix = "/".join(parts[index:])
+            if suffix:
+                owners.setdefault(suffix, path)
+    merged: dict[str, tuple[int, Item]] = {}
+    for path, (position, item) in touched.items():
+        owner = owners.get(path.removeprefix("./"), path)
+        if owner in merged:
+            other_position, other = merged[owner]
+            position = max(position, other_position)
+            item = _same_file(replace(item, text=owner), other)
+        merged[owner] = (position, replace(item, text=owner))
+    return [item for _, item in sorted(merged.values(), key=lambda pair: pair[0])]
+
+
+def _same_file(item: Item, other: Item) -> Item:
+    return replace(item, rank=max(item.rank, other.rank), note=item.note or other.note)

@@ -1,0 +1,461 @@
+"""Text scanners for the extractive summarizer: paths, identifiers, errors, exit codes (pure).
+
+Each scanner reads text an agent produced or received (a command, a tool output, a
+request) and returns what the handoff keeps verbatim. They never raise, and they look
+at most at a bounded window of huge texts, so that a megabyte of output costs
+milliseconds.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = [
+    "clean_text",
+    "code_identifiers",
+    "collapse",
+    "cut",
+    "error_lines",
+    "exit_code",
+    "find_paths",
+    "head_tail",
+    "is_noise_path",
+    "json_values",
+    "parse_json",
+    "record_values",
+    "sentences",
+    "test_summary",
+    "without_fences",
+]
+
+ELLIPSIS = "…"
+SCAN_WINDOW = 40_000
+"""Characters read from each end of a huge text; the middle of a long output rarely matters."""
+
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def clean_text(text: str) -> str:
+    r"""Return `text` as it would show on a terminal, and safe to encode as UTF-8.
+
+    ANSI escapes and control characters other than tab and newline are removed, `\r\n`
+    becomes `\n`, a line rewritten with `\r` (a progress bar) keeps its last state, and
+    lone surrogates become `?`.
+    """
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+        text = "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
+    text = _CONTROL.sub("", _ANSI.sub("", text))
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def head_tail(text: str, window: int = SCAN_WINDOW) -> str:
+    """Return `text`, or its first and last `window` characters joined by a newline."""
+    if len(text) <= 2 * window:
+        return text
+    return f"{text[:window]}\n{text[-window:]}"
+
+
+def collapse(text: str) -> str:
+    """Return `text` on one line with single spaces."""
+    return " ".join(text.split())
+
+
+def cut(text: str, max_chars: int) -> str:
+    """Return `text` cut to `max_chars` characters, the last one `…` when it was cut."""
+    if len(text) <= max_chars:
+        return text
+    if max_chars < 1:
+        return ""
+    return text[: max_chars - 1].rstrip() + ELLIPSIS
+
+
+# ── file paths ─────────────────────────────────────────────────────────────────
+
+_CLEAR_EXTENSIONS = [
+    "py",
+    "pyi",
+    "pyx",
+    "pxd",
+    "ipynb",
+    "js",
+    "mjs",
+    "cjs",
+    "jsx",
+    "ts",
+    "tsx",
+    "json",
+    "jsonl",
+    "yaml",
+    "yml",
+    "toml",
+    "cfg",
+    "ini",
+    "conf",
+    "txt",
+    "md",
+    "rst",
+    "html",
+    "htm",
+    "css",
+    "scss",
+    "sass",
+    "less",
+    "cpp",
+    "hpp",
+    "cxx",
+    "hh",
+    "java",
+    "kt",
+    "kts",
+    "scala",
+    "rb",
+    "php",
+    "bash",
+    "zsh",
+    "fish",
+    "sql",
+    "xml",
+    "csv",
+    "tsv",
+    "lock",
+    "gradle",
+    "swift",
+    "vue",
+    "svelte",
+    "diff",
+    "patch",
+    "tex",
+    "lua",
+    "dart",
+    "exs",
+    "erl",
+    "hs",
+    "clj",
+    "proto",
+    "graphql",
+    "tf",
+    "cmake",
+    "mak",
+    "po",
+    "jinja",
+    "j2",
+    "tmpl",
+    "tpl",
+    "properties",
+    "pem",
+    "crt",
+    "parquet",
+]
+_AMBIGUOUS_EXTENSIONS = [
+    "db",
+    "sqlite",
+    "c",
+    "h",
+    "m",
+    "r",
+    "R",
+    "cc",
+    "in",
+    "log",
+    "env",
+    "mo",
+    "ml",
+    "cs",
+    "pl",
+    "ex",
+    "go",
+    "rs",
+    "sh",
+    "d",
+    "mk",
+    "out",
+    "err",
+]
+_PATH = re.compile(
+    r"(?<![\w@:/.\\$<-])"
+    r"(?:(?:~|\.{1,2})?/)?(?:[\w.+-]+/)*[\w.+-]*[\w+-]/?"
+)
+_PATH_EXT = re.compile(r"\.([A-Za-z][A-Za-z0-9]{0,9})$")
+_NOT_PATHS = frozenset({"and/or", "i/o", "n/a", "w/o", "tcp/ip", "input/output", "read/write"})
+_NOISE_PARTS = ("site-packages/", "dist-packages/", "/usr/lib/", "/usr/local/lib/", "/.venv/")
+_TRAILING = ".,:;'\")]}>"
+_SED_SCRIPT = re.compile(r"^(?:\d+(?:,\d+)?)?[sy]/")
+
+
+def find_paths(text: str, *, lenient: bool = False) -> list[str]:
+    """Return the file paths in `text`, in order, each once.
+
+    A path has a slash and looks like one (`src/io.py`, `/testbed`, `./run.sh`, `tests/`),
+    or is a file name with a known extension (`setup.cfg`). URLs, dates and prose such as
+    `and/or` are not paths. `lenient` (for commands and tool arguments, where a name is
+    far more likely a file than in prose) also accepts extensions that are common words
+    or code (`main.go`, `app.log`, `x.c`).
+    """
+    found: dict[str, None] = {}
+    for match in _PATH.finditer(head_tail(text)):
+        candidate = match.group().rstrip(_TRAILING)
+        if _is_path(candidate, lenient=lenient):
+            found.setdefault(candidate, None)
+    return list(found)
+
+
+def _is_path(candidate: str, *, lenient: bool) -> bool:
+    if len(candidate) < 3 or len(candidate) > 300 or not any(c.isalpha() for c in candidate):
+        return False
+    if candidate.lower() in _NOT_PATHS or _SED_SCRIPT.match(candidate):
+        return False
+    extension = _PATH_EXT.search(candidate.rstrip("/"))
+    has_extension = extension is not None and (
+        extension.group(1).lower() in _CLEAR_EXTENSIONS
+        or (lenient and extension.group(1) in _AMBIGUOUS_EXTENSIONS)
+    )
+    if "/" not in candidate:
+        stem = candidate.rsplit(".", 1)[0]
+        return has_extension and any(c.isalpha() for c in stem) and not stem[0].isdigit()
+    parts = candidate.strip("/").split("/")
+    if any(not part or part.isdigit() for part in parts) or all(len(p) <= 1 for p in parts):
+        return False
+    if has_extension or candidate.endswith("/") or len(parts) >= 3:
+        return True
+    return candidate.startswith(("/", "./", "../", "~/"))
+
+
+def is_noise_path(path: str) -> bool:
+    """Return True for paths inside installed packages or the interpreter."""
+    return path.startswith("<") or any(part in path for part in _NOISE_PARTS)
+
+
+# ── identifiers and record values ──────────────────────────────────────────────
+
+_VALUE_PATTERNS = [
+    re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"),
+    re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}\b"),
+    re.compile(r"(?<![\w&])#[A-Z]?\d{3,}\b|(?<![\w&])#\d{2}\b"),
+    # Record codes: upper-case letters and digits, both present (ZFA04Y, HAT136).
+    re.compile(r"\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{5,12}\b"),
+    # Ids written as words and a number (mia_li_3668, credit_card_4421486).
+    re.compile(r"\b[A-Za-z]+(?:_[A-Za-z]+)*_\d{3,}\b"),
+]
+_USER_VALUE_PATTERNS = [
+    re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b"),
+    re.compile(
+        r"\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.? "
+        r"\d{1,2}(?:st|nd|rd|th)?(?:,? \d{4})?\b"
+    ),
+    re.compile(r"[$€£]\s?\d[\d,]*(?:\.\d+)?|\b\d[\d,]*(?:\.\d+)? ?(?:USD|EUR|GBP|dollars)\b"),
+    re.compile(
+        r"\b\d+(?:\.\d+)? ?(?:ms|seconds?|minutes?|hours?|days?|weeks?|KB|MB|GB|TB|KiB|MiB|GiB|"
+        r"kg|km|%|px|tokens|lbs?|miles)(?!\w)"
+    ),
+    re.compile(r"\bv?\d+\.\d+(?:\.\d+)+(?:[-.]?[a-z]+\d*)?\b|\bv\d+\.\d+\b"),
+]
+MAX_VALUES = 100
+_ID_KEY = re.compile(
+    r"(?:^|_)(?:id|ids|number|no|code|confirmation|reference|ref|reservations?|orders?|tickets?)$",
+    re.IGNORECASE,
+)
+
+
+def record_values(text: str, *, from_user: bool = False) -> list[str]:
+    """Return the identifiers in `text`: ids, codes, UUIDs, emails, ticket numbers.
+
+    With `from_user`, also dates, amounts, versions and numbers with units, which in a
+    user's words are facts but in tool output are mostly noise (timings, sizes).
+    """
+    window = head_tail(text)
+    patterns = _VALUE_PATTERNS + (_USER_VALUE_PATTERNS if from_user else [])
+    hits: list[tuple[int, str]] = []
+    for pattern in patterns:
+        hits.extend((m.start(), m.group().strip()) for m in pattern.finditer(window))
+    values = list(dict.fromkeys(value for _, value in sorted(hits) if value))[:MAX_VALUES]
+    # `W2378156` is already in `#W2378156` (but `#12` is not in `#1234`).
+    return [v for v in values if not any(v in o and _inside(v, o) for o in values if o != v)]
+
+
+def _inside(value: str, other: str) -> bool:
+    """Return True when `value` is a whole token of `other`."""
+    return re.search(rf"(?<![\w]){re.escape(value)}(?![\w])", other) is not None
+
+
+_CODE_IDENTIFIERS = [
+    re.compile(r"`([^`\n]{2,60})`"),
+    re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:\(\))?"),
+    re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b"),
+    re.compile(r"\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+\b"),
+    re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b"),
+    re.compile(r"\b[A-Za-z_]\w*\(\)"),
+]
+_DOTTED_PROSE = frozenset({"e.g", "i.e", "etc.", "vs.", "a.k.a"})
+
+
+def code_identifiers(text: str) -> list[str]:
+    """Return the code-like names in a task statement: backticked spans, dotted names, ..."""
+    window = head_tail(text)
+    hits: list[tuple[int, str]] = []
+    for index, pattern in enumerate(_CODE_IDENTIFIERS):
+        for match in pattern.finditer(window):
+            value = match.group(1) if index == 0 else match.group()
+            value = value.strip()
+            if value and value.lower() not in _DOTTED_PROSE and not value.endswith("."):
+                hits.append((match.start(), value))
+    return list(dict.fromkeys(value for _, value in sorted(hits)))
+
+
+def json_values(data: Any) -> Iterator[tuple[str, str]]:
+    """Yield `(key, value)` for the id-like scalars of decoded JSON (`reservation_id`, ...).
+
+    A scalar counts when its key looks like an id (`id`, `*_id`, `*_number`, `code`,
+    `reservations`, ...) or, anywhere, when it matches a record-code pattern.
+    """
+    stack: list[tuple[str, Any]] = [("", data)]
+    seen = 0
+    while stack and seen < 5_000:
+        seen += 1
+        key, value = stack.pop(0)
+        if isinstance(value, dict):
+            stack.extend((str(k), v) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((key, v) for v in value)
+        elif isinstance(value, str | int) and not isinstance(value, bool):
+            text = str(value)
+            if not text or len(text) > 80 or "\n" in text:
+                continue
+            if _ID_KEY.search(key) or any(p.fullmatch(text) for p in _VALUE_PATTERNS):
+                yield key, text
+
+
+def parse_json(text: str) -> Any:
+    """Return `text` decoded from JSON, or None when it is not a JSON object or array."""
+    stripped = text.strip()
+    if not stripped or stripped[0] not in "[{" or len(stripped) > 2 * SCAN_WINDOW:
+        return None
+    try:
+        return json.loads(stripped)
+    except (ValueError, RecursionError):  # deeply nested JSON is not worth reading
+        return None
+
+
+# ── outputs: exit codes, test results, error lines ─────────────────────────────
+
+_RETURN_CODE_TAG = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
+_EXIT_CODE_LINE = re.compile(
+    r"^\W*(?:error:\s*)?(?:exit code|exit status|exited with code|return code|returncode|exit)"
+    r"[:= ]+(-?\d+)\W*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+_EXIT_CODE_NOTE = re.compile(
+    r"\b(?:finished|completed|exited|failed) with (?:exit )?code (-?\d+)", re.IGNORECASE
+)
+
+
+def exit_code(output: str) -> int | None:
+    """Return the exit code an output reports.
+
+    Read from a `<returncode>1</returncode>` tag (mini-swe-agent), a line of its own at
+    either end (`Exit code: 1`, `[exit 1]`, `Error: Exit code 1`), or a closing note
+    (`[Command finished with exit code 1]`).
+    """
+    head, tail = output[:2_000], output[-2_000:]
+    match = _RETURN_CODE_TAG.search(head) or _EXIT_CODE_LINE.search(head)
+    match = match or _EXIT_CODE_LINE.search(tail) or _EXIT_CODE_NOTE.search(output[-500:])
+    return None if match is None else int(match.group(1))
+
+
+_TEST_SUMMARIES = [
+    # pytest: "==== 2 failed, 3 passed in 0.12s ====" (also without the rules)
+    re.compile(
+        r"^=*\s*((?:\d+ (?:failed|passed|errors?|skipped|xfailed|xpassed|deselected|warnings?)"
+        r"(?:, )?)+)(?: in [\d.]+s)?",
+        re.MULTILINE,
+    ),
+    # unittest / django: "Ran 5 tests in 0.1s" ... "FAILED (failures=2)" or "OK"
+    re.compile(r"^(Ran \d+ tests?) in [\d.]+s\s*\n\s*\n?((?:FAILED|OK)\b.*)$", re.MULTILINE),
+    # jest, cargo, go
+    re.compile(r"^(Tests?:\s+.*(?:failed|passed).*)$", re.MULTILINE),
+    re.compile(r"^(test result: \w+\. \d+ passed; \d+ failed.*)$", re.MULTILINE),
+]
+
+
+def test_summary(output: str) -> str | None:
+    """Return the last test-run summary line of an output (`2 failed, 3 passed`)."""
+    window = output[-SCAN_WINDOW:]
+    for pattern in _TEST_SUMMARIES:
+        matches = list(pattern.finditer(window))
+        if matches:
+            groups = [g for g in matches[-1].groups() if g]
+            return collapse(": ".join(groups)).rstrip(" =,")
+    return None
+
+
+_ERROR_LINE = re.compile(
+    r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Failure|Fault|Exit|Interrupt)\b"
+    r"|^E\s+\S"
+    r"|^(?:FAILED|ERROR|FAIL)\b[: ]"
+    r"|^(?:fatal|panic|npm ERR!|Error|ERROR)\b"
+    r"|\b(?:error|Error|ERROR)(?:\[[\w-]+\])?: *\S"
+    r"|: (?:command not found|No such file or directory|Permission denied)$"
+    r"|^Segmentation fault|^Killed$",
+)
+_TRACEBACK = "Traceback (most recent call last):"
+_FRAME = re.compile(r'^\s*File "[^"]+", line \d+')
+MAX_ERROR_LINES = 10
+MAX_ERROR_LINE_CHARS = 300
+
+
+def error_lines(output: str) -> list[str]:
+    """Return the error lines of an output, verbatim, in order, at most ten.
+
+    Error lines are exception lines (the last line of a traceback, with the frame just
+    before it), pytest's `E` and `FAILED` lines, `Error:`/`error:` lines, `fatal:` and
+    shell errors. Past ten, the first two and the last eight are kept.
+    """
+    lines = [line.rstrip() for line in head_tail(output, SCAN_WINDOW // 2).split("\n")]
+    found: dict[str, None] = {}
+    in_traceback = False
+    last_frame = ""
+    for line in lines:
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if stripped.startswith(_TRACEBACK):
+            in_traceback, last_frame = True, ""
+            continue
+        if in_traceback:
+            if _FRAME.match(line):
+                last_frame = stripped
+                continue
+            if line[:1].isspace():
+                continue
+            in_traceback = False
+            if last_frame:
+                found.setdefault(cut(last_frame, MAX_ERROR_LINE_CHARS), None)
+            found.setdefault(cut(stripped, MAX_ERROR_LINE_CHARS), None)
+            continue
+        if _ERROR_LINE.search(stripped) and not stripped.startswith(("#", "//", "raise ")):
+            found.setdefault(cut(stripped, MAX_ERROR_LINE_CHARS), None)
+    errors = list(found)
+    if len(errors) > MAX_ERROR_LINES:
+        errors = errors[:2] + errors[-(MAX_ERROR_LINES - 2) :]
+    return errors
+
+
+# ── prose ──────────────────────────────────────────────────────────────────────
+
+_FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9`*_-])|\n+")
+
+
+def without_fences(text: str) -> str:
+    """Return `text` without its fenced code blocks."""
+    return _FENCE.sub("\n", text)
+
+
+def sentences(text: str) -> list[str]:
+    """Return the sentences of prose, fenced code left out, each on one line."""
+    prose = _FENCE.sub("\n", head_tail(text, SCAN_WINDOW // 4))
+    return [s for part in _SENTENCE_END.split(prose) if (s := collapse(part))]
