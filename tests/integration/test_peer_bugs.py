@@ -17,7 +17,7 @@ from sessionstore import (
     compact_session_loops,
 )
 from tests.factories import conversation
-from tests.integration.test_orchestration import check_valid
+from tests.integration._helpers import check_valid
 
 CONFIG = CompactionConfig(keep_first_turns=1, keep_recent_turns=2, max_summary_tokens=200)
 

@@ -1,4 +1,4 @@
-"""The counters beyond the heuristic (tiktoken, calibrated) and the context tracker."""
+"""The token counters: the seed heuristic, tiktoken and the calibrated counter."""
 
 from __future__ import annotations
 
@@ -20,9 +20,7 @@ from sessionstore import (
     BashExecutionMessage,
     BranchSummaryMessage,
     CalibratedTokenCounter,
-    CompactionConfig,
     CompactionSummaryMessage,
-    ContextTracker,
     CustomMessage,
     HeuristicTokenCounter,
     ImageContent,
@@ -36,7 +34,6 @@ from sessionstore import (
     ToolResultMessage,
     UserMessage,
     estimate_tokens,
-    should_compact,
 )
 from sessionstore._tokens import content_tokens, message_tokens
 from sessionstore.errors import ConfigurationError, MissingDependencyError
@@ -115,6 +112,49 @@ def _parts(message: Message) -> tuple[list[str], int]:
 
 def _utf8_bytes(text: str) -> int:
     return len(text.encode())
+
+
+# ── the seed heuristic ─────────────────────────────────────────────────────────
+
+
+def test_estimate_tokens_is_ceil_of_utf8_bytes_over_four() -> None:
+    assert estimate_tokens("") == 0
+    assert estimate_tokens("abcd") == 1
+    assert estimate_tokens("abcde") == 2
+    assert estimate_tokens("é") == 1  # two bytes
+    assert estimate_tokens("日本語") == 3  # nine bytes
+
+
+def test_message_tokens_follow_the_seed() -> None:
+    user = UserMessage(content="abcdefgh")  # 2 + framing 4
+    assert message_tokens(user) == 6
+    call = ToolCall(id="c", name="bash", arguments='{"x": 1}')  # 1 + 2 + 8
+    assistant = AssistantMessage(
+        content=[TextContent(text="ab"), ThinkingContent(thinking="abcdefghi"), call]
+    )
+    assert message_tokens(assistant) == 1 + 3 + 11 + 4
+    result = ToolResultMessage(tool_call_id="c", tool_name="bash", content="abcd")  # 1 + 1 + 8
+    assert message_tokens(result) == 10
+    custom = CustomMessage(custom_type="t", data={"a": 1})  # sent as '[t]\n{\n  "a": 1\n}'
+    assert message_tokens(custom) == 4 + 4  # 16 bytes -> 4, + framing
+    hidden = CustomMessage(custom_type="t", data={"a": 1}, display=False)
+    assert message_tokens(hidden) == 0  # not sent, not counted
+
+
+def test_image_tokens_are_clamped() -> None:
+    small = ImageContent(data=base64.b64encode(b"x" * 100).decode())
+    mid = ImageContent(data=base64.b64encode(b"x" * 750 * 200).decode())
+    huge = ImageContent(data=base64.b64encode(b"x" * 750 * 20_000).decode())
+    url = ImageContent(url="https://example.org/x.png")
+    tokens = [message_tokens(UserMessage(content=[i])) - 4 for i in (small, mid, huge, url)]
+    assert tokens == [85, 200, 16_000, 85]
+
+
+def test_heuristic_counter_implements_the_protocol() -> None:
+    counter = HeuristicTokenCounter()
+    assert isinstance(counter, TokenCounter)
+    assert counter.count_text("abcdefgh") == 2
+    assert counter.count_message(UserMessage(content="abcd")) == 5
 
 
 # ── the text-counting function of message_tokens ──────────────────────────────
@@ -391,143 +431,13 @@ def test_calibrated_counter_refuses_bad_input(
     assert (counter.factor, counter.samples) == (1.0, 0)
 
 
-# ── ContextTracker ─────────────────────────────────────────────────────────────
-
-
-def test_tracker_starts_empty() -> None:
-    tracker = ContextTracker(max_context_tokens=10_000, system_prompt_tokens=1_000)
-    assert (tracker.estimated_tokens, tracker.pending_tokens, tracker.last_reported) == (0, 0, None)
-    assert tracker.headroom == 9_000
-    assert tracker.usage_ratio == 0.1
-    assert isinstance(tracker.counter, HeuristicTokenCounter)
-    assert (tracker.max_context_tokens, tracker.system_prompt_tokens) == (10_000, 1_000)
-
-
-def test_tracker_adds_estimates_of_appended_messages() -> None:
-    tracker = ContextTracker(max_context_tokens=10_000)
-    assert tracker.add(_user(8), _user(40)) == 6 + 14
-    assert tracker.add() == 0
-    tracker.add_tokens(30)
-    assert tracker.pending_tokens == tracker.estimated_tokens == 50
-
-
-def test_tracker_anchors_on_reported_usage() -> None:
-    tracker = ContextTracker(max_context_tokens=10_000, system_prompt_tokens=1_000)
-    tracker.add(_user(400))
-    tracker.record_usage(4_000, 250)
-    assert tracker.last_reported == 4_000
-    assert tracker.pending_tokens == 0
-    assert tracker.estimated_tokens == 3_250  # 4,000 + 250 - 1,000 system prompt
-    assert tracker.add(_user(400)) == 104
-    assert tracker.estimated_tokens == 3_354
-    assert tracker.headroom == 10_000 - 1_000 - 3_354
-    assert tracker.usage_ratio == pytest.approx(4_354 / 10_000)
-
-
-def test_tracker_never_anchors_below_zero() -> None:
-    tracker = ContextTracker(max_context_tokens=10_000, system_prompt_tokens=1_000)
-    tracker.record_usage(600)  # the system prompt was over-estimated
-    assert tracker.estimated_tokens == 0
-
-
-def test_tracker_reset_starts_again_from_a_known_size() -> None:
-    tracker = ContextTracker(max_context_tokens=10_000)
-    tracker.record_usage(9_000)
-    tracker.add_tokens(500)
-    tracker.reset(2_000)
-    assert (tracker.estimated_tokens, tracker.pending_tokens, tracker.last_reported) == (
-        2_000,
-        0,
-        None,
-    )
-    tracker.add_tokens(10)
-    assert tracker.estimated_tokens == 2_010
-
-
-def test_tracker_headroom_goes_negative_when_over() -> None:
-    tracker = ContextTracker(max_context_tokens=1_000, system_prompt_tokens=100)
-    tracker.add_tokens(1_000)
-    assert tracker.headroom == -100
-    assert tracker.usage_ratio == 1.1
-
-
-def test_tracker_uses_its_counter_and_does_not_feed_a_calibrated_one() -> None:
-    counter = CalibratedTokenCounter()
-    counter.record_estimate(200, 100)
-    tracker = ContextTracker(counter, max_context_tokens=10_000)
-    assert tracker.add(_user(384)) == 200  # 100 heuristic tokens, doubled
-    tracker.record_usage(5_000)
-    assert (counter.factor, counter.samples) == (2.0, 1)
-
-
-def test_tracker_should_compact_at_the_configured_line() -> None:
-    tracker = ContextTracker(max_context_tokens=100_000, system_prompt_tokens=4_000)
-    tracker.reset(81_000)  # 85,000 with the system prompt: exactly 5% below the 90% line
-    assert not tracker.should_compact()
-    tracker.add_tokens(1)
-    assert tracker.should_compact()
-    relaxed = CompactionConfig(compact_at_pct=1.0, compact_budget_threshold_pct=0.0)
-    assert not tracker.should_compact(relaxed)
-
-
-@given(
-    max_context=st.integers(1_000, 500_000),
-    system_share=st.floats(0, 0.5),
-    context_share=st.floats(0, 1.2),
-    at_pct=st.floats(0.5, 1.0),
-    threshold=st.floats(0, 0.3),
-)
-def test_tracker_should_compact_is_config_should_compact(
-    max_context: int, system_share: float, context_share: float, at_pct: float, threshold: float
-) -> None:
-    system = int(max_context * system_share)
-    context = int(max_context * context_share)
-    config = CompactionConfig(compact_at_pct=at_pct, compact_budget_threshold_pct=threshold)
-    tracker = ContextTracker(max_context_tokens=max_context, system_prompt_tokens=system)
-    tracker.add_tokens(context)
-    assert tracker.should_compact(config) == should_compact(context + system, max_context, config)
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "match"),
-    [
-        ({"max_context_tokens": 0}, "max_context_tokens must be positive"),
-        ({"max_context_tokens": -1}, "max_context_tokens must be positive"),
-        ({"max_context_tokens": 100, "system_prompt_tokens": -1}, "must not be negative"),
-        ({"max_context_tokens": 100, "system_prompt_tokens": 100}, "leaves no room"),
-    ],
-)
-def test_tracker_refuses_a_bad_window(kwargs: dict[str, Any], match: str) -> None:
-    with pytest.raises(ValueError, match=match):
-        ContextTracker(**kwargs)
-
-
-@pytest.mark.parametrize(
-    ("call", "match"),
-    [
-        (lambda t: t.record_usage(0), "prompt_tokens must be positive"),
-        (lambda t: t.record_usage(10, -1), "completion_tokens must not be negative"),
-        (lambda t: t.add_tokens(-1), "tokens must not be negative"),
-        (lambda t: t.reset(-1), "context_tokens must not be negative"),
-    ],
-)
-def test_tracker_refuses_bad_counts(call: Callable[[ContextTracker], object], match: str) -> None:
-    tracker = ContextTracker(max_context_tokens=1_000)
-    tracker.add_tokens(7)
-    with pytest.raises(ValueError, match=match):
-        call(tracker)
-    assert tracker.estimated_tokens == 7
+# ── reprs, doctests and bad input ─────────────────────────────────────────────
 
 
 def test_reprs_show_the_state() -> None:
     counter = CalibratedTokenCounter()
     counter.record_estimate(3, 2)
     assert repr(counter) == "CalibratedTokenCounter(HeuristicTokenCounter(), factor=1.5, samples=1)"
-    tracker = ContextTracker(max_context_tokens=100, system_prompt_tokens=10)
-    tracker.add_tokens(5)
-    assert repr(tracker) == (
-        "ContextTracker(estimated_tokens=5, max_context_tokens=100, system_prompt_tokens=10)"
-    )
 
 
 def test_docstring_examples_run() -> None:

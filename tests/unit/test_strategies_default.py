@@ -1,10 +1,8 @@
-"""DefaultBlockCompaction, the OneLineSummarizer and the strategy registry."""
+"""DefaultBlockCompaction: the three sections, their budgets and a real transcript."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -14,111 +12,32 @@ from hypothesis import strategies as st
 from sessionstore import (
     AssistantMessage,
     BashExecutionMessage,
-    BlockCompactionStrategy,
-    BranchSummaryMessage,
     CompactedSection,
     CompactionBlock,
     CompactionConfig,
-    CompactionStrategy,
     CompactionSummaryMessage,
     ContextConfig,
-    CustomMessage,
     DefaultBlockCompaction,
-    DefaultCompaction,
     HeuristicTokenCounter,
     ImageContent,
-    LoopRecord,
     LoopView,
     Message,
-    OneLineSummarizer,
-    StoredMessage,
-    Summarizer,
-    SummaryRequest,
-    SystemMessage,
     TextContent,
-    ThinkingContent,
     TokenCounter,
     ToolCall,
     ToolResultMessage,
     TurnRange,
     TurnSummarizer,
-    UserMessage,
     compact_messages,
-    estimate_tokens,
-    get_block_strategy,
-    register_block_strategy,
 )
 from sessionstore._tokens import message_tokens
-from sessionstore._turns import TurnAssigner
-from sessionstore.errors import ConfigurationError
 from sessionstore.formats._jsonl import parse_conversation_line
-from sessionstore.models import content_hash, message_payload
 from sessionstore.strategies import (
-    get_compaction_strategy,
-    register_compaction_strategy,
     total_tokens,
 )
+from tests.unit._loops import loop_of, stored, tool_turn, user
 
-ROOT = Path(__file__).resolve().parents[2]
-CREATED = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-# ── building loops ─────────────────────────────────────────────────────────────
-
-
-def stored(messages: Sequence[Message], *, loop_id: int = 1, first_id: int = 1) -> LoopView:
-    """A loop of stored messages: ids from `first_id`, turns as the store assigns them."""
-    assigner = TurnAssigner()
-    rows = [
-        StoredMessage(
-            id=first_id + position,
-            session_id="s",
-            loop_id=loop_id,
-            position=position,
-            turn_index=assigner.assign(message),
-            token_count=message_tokens(message),
-            content_hash=content_hash(message_payload(message)),
-            created_at=CREATED,
-            message=message,
-        )
-        for position, message in enumerate(messages)
-    ]
-    loop = LoopRecord(
-        id=loop_id,
-        session_id="s",
-        parent_loop_id=None,
-        sequence=0,
-        depth=0,
-        created_at=CREATED,
-        closed_at=None,
-        message_count=len(rows),
-        token_total=sum(r.token_count for r in rows),
-        turn_count=assigner.next_turn,
-    )
-    return LoopView.of(loop, rows)
-
-
-def user(text: str = "please fix the bug") -> UserMessage:
-    return UserMessage(content=text)
-
-
-def tool_turn(
-    i: int, *, text: str = "", names: Sequence[str] = ("bash",), output: str = "ok"
-) -> list[Message]:
-    calls = [ToolCall(id=f"t{i}_{k}", name=name) for k, name in enumerate(names)]
-    blocks: list[TextContent | ToolCall] = [TextContent(text=text)] if text else []
-    return [
-        AssistantMessage(content=[*blocks, *calls]),
-        *[ToolResultMessage(tool_call_id=c.id, tool_name=c.name, content=output) for c in calls],
-    ]
-
-
-def loop_of(turns: int, *, output: str = "ok") -> LoopView:
-    """A user turn, then `turns - 1` assistant turns with one tool call each."""
-    messages: list[Message] = [user()]
-    for i in range(1, turns):
-        messages += tool_turn(i, text=f"step {i}", output=output)
-    return stored(messages)
+# ── checking blocks ───────────────────────────────────────────────────────────
 
 
 def cfg(**knobs: int) -> CompactionConfig:
@@ -507,167 +426,3 @@ def test_real_transcript_compacts_within_its_bounds(dataset_dir: Path, name: str
         kept = context[1:] if total_tokens(context) > budget else context
         assert total_tokens(kept) <= budget
         assert context[-1] is whole[-1] or isinstance(whole[-1], ToolResultMessage)
-
-
-# ── OneLineSummarizer ──────────────────────────────────────────────────────────
-
-
-def test_one_line_summaries_of_each_kind() -> None:
-    s = OneLineSummarizer()
-    assert isinstance(s, TurnSummarizer)
-    assert s.summarize_turn([UserMessage(content="  fix\n\tthe   bug ")]) == "User: fix the bug"
-    image = ImageContent(url="https://example.org/x.png")
-    assert s.summarize_turn([UserMessage(content=[image])]) == "User: [1 image(s)]"
-    both = UserMessage(content=[TextContent(text="see"), image, image])
-    assert s.summarize_turn([both]) == "User: see [2 image(s)]"
-    assert s.summarize_turn([UserMessage(content="")]) == "User:"
-    assert s.summarize_turn([SystemMessage(content="be\nbrief")]) == "System: be brief"
-    assert s.summarize_turn([BashExecutionMessage(command="make  test", exit_code=2)]) == (
-        "Ran `make test` (exit 2)"
-    )
-    cancelled = BashExecutionMessage(command="sleep 9", cancelled=True)
-    assert s.summarize_turn([cancelled]) == "Ran `sleep 9` (cancelled)"
-    assert s.summarize_turn([BashExecutionMessage(command="x")]) == "Ran `x` (did not finish)"
-    assert s.summarize_turn([CustomMessage(custom_type="note", data=1)]) == "[custom: note]"
-    assert s.summarize_turn([BranchSummaryMessage(summary="left\nbranch")]) == "left branch"
-    assert s.summarize_turn([CompactionSummaryMessage(summary="earlier")]) == "earlier"
-    orphan = ToolResultMessage(tool_call_id="c9", tool_name="", content="x", is_error=True)
-    assert s.summarize_turn([orphan]) == "[Tool result: c9 (error)]"
-
-
-def test_one_line_summaries_of_assistant_turns() -> None:
-    s = OneLineSummarizer()
-    turn = tool_turn(1, text="Let me look.", names=["read", "bash", "read"])
-    failed = turn[2].model_copy(update={"is_error": True})
-    assert s.summarize_turn(turn) == "Let me look. [used 3 tool(s): read, bash]"
-    assert s.summarize_turn([*turn[:2], failed, turn[3]]) == (
-        "Let me look. [used 3 tool(s): read, bash (1 error)]"
-    )
-    quiet = tool_turn(2, names=["bash"])
-    assert s.summarize_turn(quiet) == "[Assistant used 1 tool(s): bash]"
-    both_failed = [quiet[0], *[r.model_copy(update={"is_error": True}) for r in quiet[1:]] * 2]
-    assert s.summarize_turn(both_failed) == "[Assistant used 1 tool(s): bash (2 errors)]"
-    long_text = AssistantMessage(content=[TextContent(text="y" * 201), TextContent(text="ok")])
-    assert s.summarize_turn([long_text]) == "ok"
-    thinking = AssistantMessage(content=[ThinkingContent(thinking="hm"), TextContent(text=" ")])
-    assert s.summarize_turn([thinking]) == "[Assistant response]"
-
-
-def test_one_line_summaries_are_cut_to_max_chars() -> None:
-    s = OneLineSummarizer(max_chars=20)
-    assert s.summarize_turn([user("one two three four five six")]) == "User: one two three…"
-    turn = tool_turn(1, text="a rather long explanation", names=["bash"])
-    assert s.summarize_turn(turn) == "a rather long expla…"  # no room to keep the bracket
-    assert OneLineSummarizer(max_chars=40).summarize_turn(turn) == (
-        "a rather long ex… [used 1 tool(s): bash]"
-    )
-    huge = user("word " * 100_000)
-    assert len(OneLineSummarizer(max_chars=50).summarize_turn([huge])) == 50
-    assert OneLineSummarizer(max_chars=1).summarize_turn([user()]) == "…"
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    text=st.text(max_size=300),
-    name=st.text(min_size=1, max_size=40),
-    calls=st.integers(0, 4),
-    max_chars=st.integers(1, 120),
-)
-def test_one_liners_are_one_line_within_max_chars(
-    text: str, name: str, calls: int, max_chars: int
-) -> None:
-    s = OneLineSummarizer(max_chars=max_chars)
-    call_ids = [f"c{i}" for i in range(calls)]
-    assistant = AssistantMessage(
-        content=[TextContent(text=text), *[ToolCall(id=c, name=name) for c in call_ids]]
-    )
-    results = [ToolResultMessage(tool_call_id=c, tool_name=name, is_error=True) for c in call_ids]
-    turns: list[list[Message]] = [
-        [UserMessage(content=text)],
-        [assistant, *results],
-        [BashExecutionMessage(command=text, exit_code=1)],
-        [CustomMessage(custom_type=name)],
-        [CompactionSummaryMessage(summary=text)],
-        [SystemMessage(content=text)],
-    ]
-    for turn in turns:
-        line = s.summarize_turn(turn)
-        assert len(line) <= max_chars
-        assert len(line.splitlines()) <= 1
-        assert line == s.summarize_turn(turn)
-
-
-def test_one_line_summarizer_refuses_bad_arguments() -> None:
-    with pytest.raises(ValueError, match="max_chars"):
-        OneLineSummarizer(max_chars=0)
-    with pytest.raises(ValueError, match="at least one message"):
-        OneLineSummarizer().summarize_turn([])
-
-
-# ── registry ───────────────────────────────────────────────────────────────────
-
-
-def test_get_block_strategy_resolves_names_and_objects() -> None:
-    assert isinstance(get_block_strategy("default"), DefaultBlockCompaction)
-    mine = DefaultBlockCompaction(OneLineSummarizer(max_chars=80))
-    assert get_block_strategy(mine) is mine
-    with pytest.raises(ConfigurationError, match=r"unknown block strategy 'nope'.*'default'"):
-        get_block_strategy("nope")
-    with pytest.raises(TypeError, match="compact"):
-        get_block_strategy(object())  # type: ignore[arg-type]  # the wrong type is the point
-
-
-def test_register_block_strategy() -> None:
-    class Terse(DefaultBlockCompaction):
-        name = "terse"
-
-    register_block_strategy("terse-test", Terse, replace=True)
-    assert isinstance(get_block_strategy("terse-test"), Terse)
-    with pytest.raises(ValueError, match="already registered"):
-        register_block_strategy("terse-test", Terse)
-    with pytest.raises(ValueError, match="non-empty"):
-        register_block_strategy("", Terse)
-    assert isinstance(get_block_strategy("terse-test"), BlockCompactionStrategy)
-
-
-def test_get_compaction_strategy_resolves_names_and_objects() -> None:
-    assert isinstance(get_compaction_strategy("default"), DefaultCompaction)
-    safe = DefaultCompaction(safe_tool_pairs=True)
-    assert get_compaction_strategy(safe) is safe
-    register_compaction_strategy("safe-test", lambda: safe, replace=True)
-    assert get_compaction_strategy("safe-test") is safe
-    assert isinstance(get_compaction_strategy("safe-test"), CompactionStrategy)
-    with pytest.raises(ConfigurationError, match="unknown compaction strategy"):
-        get_compaction_strategy("nope")
-
-
-# ── docs ───────────────────────────────────────────────────────────────────────
-
-
-def test_strategies_page_examples_run() -> None:
-    page = (ROOT / "docs" / "concepts" / "strategies.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", page, flags=re.DOTALL)
-    assert blocks
-    for code in blocks:
-        exec(compile(code, "strategies.md", "exec"), {"__name__": "strategies_md"})
-
-
-async def test_one_line_summarizer_is_a_summarizer_within_its_budget() -> None:
-    s = OneLineSummarizer()
-    assert isinstance(s, Summarizer)
-    turns = [UserMessage(content=f"step {i} of the plan") for i in range(40)]
-    whole = await s.summarize(SummaryRequest(messages=turns, budget_tokens=10_000))
-    assert whole.text.splitlines() == [f"User: step {i} of the plan" for i in range(40)]
-    assert whole.model == "one-line"
-    small = await s.summarize(SummaryRequest(messages=turns, budget_tokens=40, prior_digest="x"))
-    lines = small.text.splitlines()
-    assert lines[0].endswith("earlier turn(s) left out]")
-    assert lines[-1] == "User: step 39 of the plan"
-    assert sum(estimate_tokens(line) + 1 for line in lines[1:]) <= 40
-
-
-def test_summary_request_refuses_a_bad_budget_or_scope() -> None:
-    with pytest.raises(ValueError, match="budget_tokens"):
-        SummaryRequest(messages=[], budget_tokens=0)
-    with pytest.raises(ValueError, match="scope"):
-        SummaryRequest(messages=[], scope="world")  # type: ignore[arg-type]  # an unknown scope is the point

@@ -1,4 +1,4 @@
-"""Orchestration on SQLite and PostgreSQL: scope, compaction, context rebuild, time travel."""
+"""Compaction on SQLite and PostgreSQL: layout, recompaction, time travel, overlays, callbacks."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ from typing import Any
 import pytest
 
 from sessionstore import (
-    AssistantMessage,
-    BuiltContext,
     CompactedSection,
     CompactionBlock,
     CompactionCallbacks,
@@ -16,13 +14,8 @@ from sessionstore import (
     CompactionEnded,
     CompactionStarted,
     FixedCount,
-    Message,
     ReplacementMessage,
     SessionStore,
-    TextContent,
-    TokenBudget,
-    ToolCall,
-    ToolResultMessage,
     TurnRange,
     UserMessage,
     build_context,
@@ -31,37 +24,10 @@ from sessionstore import (
 )
 from sessionstore.errors import (
     BlockNotFoundError,
-    ConfigurationError,
-    ContextOverflowError,
     InvalidBlockError,
 )
 from tests.factories import conversation
-
-SMALL = CompactionConfig(keep_first_turns=1, keep_recent_turns=2, max_summary_tokens=300)
-
-
-async def _session(store: SessionStore, loops: int = 5, turns: int = 8) -> str:
-    session = await store.create_session(app_name="app", user_id="u")
-    for index in range(loops):
-        if index:
-            await store.start_loop(session.id)
-        await store.append_messages(session.id, conversation(turns=turns))
-    return session.id
-
-
-def check_valid(context: BuiltContext) -> None:
-    """The three guarantees a built context always holds."""
-    assert context.tokens <= context.budget
-    open_calls: set[str] = set()
-    for message in context.messages:
-        if isinstance(message, ToolResultMessage):
-            assert message.tool_call_id in open_calls, "a tool result without its call"
-            open_calls.discard(message.tool_call_id)
-            continue
-        assert not open_calls, "a tool call without its result"
-        if isinstance(message, AssistantMessage):
-            open_calls = {call.id for call in message.tool_calls}
-    assert not open_calls
+from tests.integration._helpers import SMALL, check_valid, session_with_loops
 
 
 async def _raw_snapshot(store: SessionStore, session_id: str) -> list[tuple[int, str]]:
@@ -73,7 +39,7 @@ async def _raw_snapshot(store: SessionStore, session_id: str) -> list[tuple[int,
 
 
 async def test_compaction_writes_the_layout_of_the_seed_and_keeps_raw(store: SessionStore) -> None:
-    session_id = await _session(store)
+    session_id = await session_with_loops(store)
     before = await _raw_snapshot(store, session_id)
     result = await compact_session_loops(store, session_id, config=SMALL)
     chain = await store.active_chain(session_id)
@@ -98,32 +64,10 @@ async def test_compaction_writes_the_layout_of_the_seed_and_keeps_raw(store: Ses
     assert events[1].block_id == current.id
 
 
-async def test_context_loads_overlays_for_the_scope_and_raw_tail(store: SessionStore) -> None:
-    session_id = await _session(store)
-    raw_context = await build_context(store, session_id, max_context_tokens=1_000_000)
-    await compact_session_loops(store, session_id, config=SMALL)
-    context = await build_context(store, session_id, max_context_tokens=1_000_000, config=SMALL)
-    check_valid(context)
-    chain = await store.active_chain(session_id)
-    assert context.loop_ids == [loop.id for loop in chain[-4:]]
-    assert context.tokens < raw_context.tokens
-    sources = {item.source for item in context.items}
-    assert {"raw", "compacted", "recent"} <= sources
-    first_raw = await store.get_messages(session_id, chain[-1].id)
-    assert context.messages[-1] == first_raw[-1].message  # recent copies are verbatim here
-    # Messages appended after the compaction show raw, after the block's sections.
-    extra: list[Message] = [UserMessage(content="one more thing"), AssistantMessage(content="done")]
-    await store.append_messages(session_id, extra)
-    later = await build_context(store, session_id, max_context_tokens=1_000_000, config=SMALL)
-    assert later.messages[-2:] == extra
-    assert [item.source for item in later.items[-2:]] == ["raw", "raw"]
-    check_valid(later)
-
-
 async def test_recompaction_supersedes_and_time_travel_rebuilds_the_past(
     store: SessionStore,
 ) -> None:
-    session_id = await _session(store)
+    session_id = await session_with_loops(store)
     first = await compact_session_loops(store, session_id, config=SMALL)
     then = await build_context(store, session_id, max_context_tokens=50_000, config=SMALL)
     await store.append_messages(session_id, conversation(turns=4))
@@ -150,7 +94,7 @@ async def test_recompaction_supersedes_and_time_travel_rebuilds_the_past(
 
 
 async def test_named_overlays_coexist_and_differ(store: SessionStore) -> None:
-    session_id = await _session(store, loops=2)
+    session_id = await session_with_loops(store, loops=2)
     await compact_session_loops(store, session_id, config=SMALL)
     cheap = CompactionConfig(keep_first_turns=0, keep_recent_turns=1, max_summary_tokens=60)
     await compact_session_loops(store, session_id, config=cheap, overlay="cheap")
@@ -164,75 +108,8 @@ async def test_named_overlays_coexist_and_differ(store: SessionStore) -> None:
     assert overlays == {"default", "cheap"}
 
 
-async def test_token_budget_scope_walks_back_within_the_budget(store: SessionStore) -> None:
-    session_id = await _session(store, loops=6, turns=3)
-    chain = await store.active_chain(session_id)
-    per_loop = chain[-1].token_total
-    budget_for_three = per_loop * 3 + per_loop // 2
-    config = CompactionConfig(compaction_scope=TokenBudget())
-    context = await build_context(
-        store, session_id, max_context_tokens=budget_for_three, config=config
-    )
-    assert len(context.loop_ids) == 3
-    check_valid(context)
-    everything = await build_context(
-        store,
-        session_id,
-        max_context_tokens=10**7,
-        config=CompactionConfig(compaction_scope=TokenBudget()),
-    )
-    assert everything.loop_ids == [loop.id for loop in chain]
-    fixed = await build_context(
-        store,
-        session_id,
-        max_context_tokens=10**7,
-        config=CompactionConfig(compaction_scope=FixedCount(0)),
-    )
-    assert fixed.loop_ids == [chain[-1].id]
-
-
-async def test_trimming_keeps_the_latest_user_request_and_says_so(store: SessionStore) -> None:
-    session_id = await _session(store, loops=2, turns=10)
-    request = UserMessage(content="Now please summarise what you changed.")
-    await store.append_messages(session_id, [request, *conversation(turns=6)[1:]])
-    context = await build_context(store, session_id, max_context_tokens=900)
-    check_valid(context)
-    assert request in context.messages
-    assert context.trimmed_messages > 0
-    markers = [item for item in context.items if item.source == "marker"]
-    assert markers
-    marker = markers[0].message
-    assert isinstance(marker, UserMessage | AssistantMessage)
-    assert "messages removed" in marker.text
-    with pytest.raises(ContextOverflowError) as caught:
-        await build_context(store, session_id, max_context_tokens=10)
-    assert caught.value.available == 10
-    assert caught.value.needed > 10
-
-
-async def test_an_interrupted_call_is_reported_and_answered(store: SessionStore) -> None:
-    session = await store.create_session(app_name="app", user_id="u")
-    call = ToolCall(id="call_x", name="bash", arguments='{"command": "make"}')
-    await store.append_messages(
-        session.id,
-        [UserMessage(content="build it"), AssistantMessage(content=[TextContent(text="ok"), call])],
-    )
-    context = await build_context(store, session.id, max_context_tokens=10_000)
-    check_valid(context)
-    (interrupted,) = context.interrupted_calls
-    assert (interrupted.call_id, interrupted.tool_name, interrupted.at_end) == (
-        "call_x",
-        "bash",
-        True,
-    )
-    last = context.messages[-1]
-    assert isinstance(last, ToolResultMessage)
-    assert last.is_error
-    assert context.items[-1].source == "synthetic"
-
-
 async def test_callbacks_fire_and_a_failing_one_leaves_no_block(store: SessionStore) -> None:
-    session_id = await _session(store, loops=2)
+    session_id = await session_with_loops(store, loops=2)
     seen: list[Any] = []
 
     async def before(event: CompactionStarted) -> None:
@@ -285,7 +162,7 @@ class _ForeignStrategy:
 async def test_invalid_blocks_are_refused_before_anything_is_written(
     store: SessionStore, kind: str
 ) -> None:
-    session_id = await _session(store, loops=3)
+    session_id = await session_with_loops(store, loops=3)
     chain = await store.active_chain(session_id)
     first_id = (await store.get_messages(session_id, chain[0].id))[0].id
     strategy: Any = _BadStrategy() if kind == "keep_first" else _ForeignStrategy(first_id)
@@ -296,46 +173,10 @@ async def test_invalid_blocks_are_refused_before_anything_is_written(
         assert await store.block_history(session_id, loop.id) == []
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "error"),
-    [
-        ({"max_context_tokens": 0}, ValueError),
-        ({"max_context_tokens": -5}, ValueError),
-        ({"max_context_tokens": 100, "system_prompt_tokens": 100}, ValueError),
-        ({"max_context_tokens": 100, "config": {"keep_recent_turns": -1}}, ConfigurationError),
-        ({"max_context_tokens": 100, "config": {"max_summary_tokens": 0}}, ConfigurationError),
-    ],
-)
-async def test_bad_budgets_and_configs_are_refused(
-    store: SessionStore, kwargs: dict[str, Any], error: type[Exception]
-) -> None:
-    """A bad argument is a ValueError, a bad configuration a ConfigurationError."""
-    session_id = await _session(store, loops=1)
-    with pytest.raises(error):
-        await build_context(store, session_id, **kwargs)
-    if "system_prompt_tokens" not in kwargs:
-        with pytest.raises(error):
-            await compact_session_loops(store, session_id, **kwargs)
-    assert await store.list_compaction_events(session_id) == []
-
-
 async def test_maybe_compact_fires_only_near_the_window(store: SessionStore) -> None:
-    session_id = await _session(store, loops=2)
+    session_id = await session_with_loops(store, loops=2)
     assert await maybe_compact(store, session_id, max_context_tokens=10**7, config=SMALL) is None
     loaded = (await build_context(store, session_id, max_context_tokens=10**7)).loaded_tokens
     result = await maybe_compact(store, session_id, max_context_tokens=loaded, config=SMALL)
     assert result is not None
     assert result.blocks
-
-
-async def test_an_empty_session_builds_an_empty_context(store: SessionStore) -> None:
-    session = await store.create_session(app_name="app", user_id="u")
-    context = await build_context(store, session.id, max_context_tokens=1000)
-    assert context.messages == []
-    assert context.tokens == 0
-    result = await compact_session_loops(store, session.id)
-    assert result.blocks == []
-
-
-def _messages(context: BuiltContext) -> list[Message]:
-    return context.messages

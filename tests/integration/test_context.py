@@ -1,0 +1,154 @@
+"""Building the context on SQLite and PostgreSQL: scope, overlays, raw tail, trimming."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sessionstore import (
+    AssistantMessage,
+    BuiltContext,
+    CompactionConfig,
+    FixedCount,
+    Message,
+    SessionStore,
+    TextContent,
+    TokenBudget,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+    build_context,
+    compact_session_loops,
+)
+from sessionstore.errors import (
+    ConfigurationError,
+    ContextOverflowError,
+)
+from tests.factories import conversation
+from tests.integration._helpers import SMALL, check_valid, session_with_loops
+
+
+async def test_context_loads_overlays_for_the_scope_and_raw_tail(store: SessionStore) -> None:
+    session_id = await session_with_loops(store)
+    raw_context = await build_context(store, session_id, max_context_tokens=1_000_000)
+    await compact_session_loops(store, session_id, config=SMALL)
+    context = await build_context(store, session_id, max_context_tokens=1_000_000, config=SMALL)
+    check_valid(context)
+    chain = await store.active_chain(session_id)
+    assert context.loop_ids == [loop.id for loop in chain[-4:]]
+    assert context.tokens < raw_context.tokens
+    sources = {item.source for item in context.items}
+    assert {"raw", "compacted", "recent"} <= sources
+    first_raw = await store.get_messages(session_id, chain[-1].id)
+    assert context.messages[-1] == first_raw[-1].message  # recent copies are verbatim here
+    # Messages appended after the compaction show raw, after the block's sections.
+    extra: list[Message] = [UserMessage(content="one more thing"), AssistantMessage(content="done")]
+    await store.append_messages(session_id, extra)
+    later = await build_context(store, session_id, max_context_tokens=1_000_000, config=SMALL)
+    assert later.messages[-2:] == extra
+    assert [item.source for item in later.items[-2:]] == ["raw", "raw"]
+    check_valid(later)
+
+
+async def test_token_budget_scope_walks_back_within_the_budget(store: SessionStore) -> None:
+    session_id = await session_with_loops(store, loops=6, turns=3)
+    chain = await store.active_chain(session_id)
+    per_loop = chain[-1].token_total
+    budget_for_three = per_loop * 3 + per_loop // 2
+    config = CompactionConfig(compaction_scope=TokenBudget())
+    context = await build_context(
+        store, session_id, max_context_tokens=budget_for_three, config=config
+    )
+    assert len(context.loop_ids) == 3
+    check_valid(context)
+    everything = await build_context(
+        store,
+        session_id,
+        max_context_tokens=10**7,
+        config=CompactionConfig(compaction_scope=TokenBudget()),
+    )
+    assert everything.loop_ids == [loop.id for loop in chain]
+    fixed = await build_context(
+        store,
+        session_id,
+        max_context_tokens=10**7,
+        config=CompactionConfig(compaction_scope=FixedCount(0)),
+    )
+    assert fixed.loop_ids == [chain[-1].id]
+
+
+async def test_trimming_keeps_the_latest_user_request_and_says_so(store: SessionStore) -> None:
+    session_id = await session_with_loops(store, loops=2, turns=10)
+    request = UserMessage(content="Now please summarise what you changed.")
+    await store.append_messages(session_id, [request, *conversation(turns=6)[1:]])
+    context = await build_context(store, session_id, max_context_tokens=900)
+    check_valid(context)
+    assert request in context.messages
+    assert context.trimmed_messages > 0
+    markers = [item for item in context.items if item.source == "marker"]
+    assert markers
+    marker = markers[0].message
+    assert isinstance(marker, UserMessage | AssistantMessage)
+    assert "messages removed" in marker.text
+    with pytest.raises(ContextOverflowError) as caught:
+        await build_context(store, session_id, max_context_tokens=10)
+    assert caught.value.available == 10
+    assert caught.value.needed > 10
+
+
+async def test_an_interrupted_call_is_reported_and_answered(store: SessionStore) -> None:
+    session = await store.create_session(app_name="app", user_id="u")
+    call = ToolCall(id="call_x", name="bash", arguments='{"command": "make"}')
+    await store.append_messages(
+        session.id,
+        [UserMessage(content="build it"), AssistantMessage(content=[TextContent(text="ok"), call])],
+    )
+    context = await build_context(store, session.id, max_context_tokens=10_000)
+    check_valid(context)
+    (interrupted,) = context.interrupted_calls
+    assert (interrupted.call_id, interrupted.tool_name, interrupted.at_end) == (
+        "call_x",
+        "bash",
+        True,
+    )
+    last = context.messages[-1]
+    assert isinstance(last, ToolResultMessage)
+    assert last.is_error
+    assert context.items[-1].source == "synthetic"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"max_context_tokens": 0}, ValueError),
+        ({"max_context_tokens": -5}, ValueError),
+        ({"max_context_tokens": 100, "system_prompt_tokens": 100}, ValueError),
+        ({"max_context_tokens": 100, "config": {"keep_recent_turns": -1}}, ConfigurationError),
+        ({"max_context_tokens": 100, "config": {"max_summary_tokens": 0}}, ConfigurationError),
+    ],
+)
+async def test_bad_budgets_and_configs_are_refused(
+    store: SessionStore, kwargs: dict[str, Any], error: type[Exception]
+) -> None:
+    """A bad argument is a ValueError, a bad configuration a ConfigurationError."""
+    session_id = await session_with_loops(store, loops=1)
+    with pytest.raises(error):
+        await build_context(store, session_id, **kwargs)
+    if "system_prompt_tokens" not in kwargs:
+        with pytest.raises(error):
+            await compact_session_loops(store, session_id, **kwargs)
+    assert await store.list_compaction_events(session_id) == []
+
+
+async def test_an_empty_session_builds_an_empty_context(store: SessionStore) -> None:
+    session = await store.create_session(app_name="app", user_id="u")
+    context = await build_context(store, session.id, max_context_tokens=1000)
+    assert context.messages == []
+    assert context.tokens == 0
+    result = await compact_session_loops(store, session.id)
+    assert result.blocks == []
+
+
+def _messages(context: BuiltContext) -> list[Message]:
+    return context.messages

@@ -1,0 +1,142 @@
+"""The OneLineSummarizer and the summary request it answers."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sessionstore import (
+    AssistantMessage,
+    BashExecutionMessage,
+    BranchSummaryMessage,
+    CompactionSummaryMessage,
+    CustomMessage,
+    ImageContent,
+    Message,
+    OneLineSummarizer,
+    Summarizer,
+    SummaryRequest,
+    SystemMessage,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    TurnSummarizer,
+    UserMessage,
+    estimate_tokens,
+)
+from tests.unit._loops import tool_turn, user
+
+
+def test_one_line_summaries_of_each_kind() -> None:
+    s = OneLineSummarizer()
+    assert isinstance(s, TurnSummarizer)
+    assert s.summarize_turn([UserMessage(content="  fix\n\tthe   bug ")]) == "User: fix the bug"
+    image = ImageContent(url="https://example.org/x.png")
+    assert s.summarize_turn([UserMessage(content=[image])]) == "User: [1 image(s)]"
+    both = UserMessage(content=[TextContent(text="see"), image, image])
+    assert s.summarize_turn([both]) == "User: see [2 image(s)]"
+    assert s.summarize_turn([UserMessage(content="")]) == "User:"
+    assert s.summarize_turn([SystemMessage(content="be\nbrief")]) == "System: be brief"
+    assert s.summarize_turn([BashExecutionMessage(command="make  test", exit_code=2)]) == (
+        "Ran `make test` (exit 2)"
+    )
+    cancelled = BashExecutionMessage(command="sleep 9", cancelled=True)
+    assert s.summarize_turn([cancelled]) == "Ran `sleep 9` (cancelled)"
+    assert s.summarize_turn([BashExecutionMessage(command="x")]) == "Ran `x` (did not finish)"
+    assert s.summarize_turn([CustomMessage(custom_type="note", data=1)]) == "[custom: note]"
+    assert s.summarize_turn([BranchSummaryMessage(summary="left\nbranch")]) == "left branch"
+    assert s.summarize_turn([CompactionSummaryMessage(summary="earlier")]) == "earlier"
+    orphan = ToolResultMessage(tool_call_id="c9", tool_name="", content="x", is_error=True)
+    assert s.summarize_turn([orphan]) == "[Tool result: c9 (error)]"
+
+
+def test_one_line_summaries_of_assistant_turns() -> None:
+    s = OneLineSummarizer()
+    turn = tool_turn(1, text="Let me look.", names=["read", "bash", "read"])
+    failed = turn[2].model_copy(update={"is_error": True})
+    assert s.summarize_turn(turn) == "Let me look. [used 3 tool(s): read, bash]"
+    assert s.summarize_turn([*turn[:2], failed, turn[3]]) == (
+        "Let me look. [used 3 tool(s): read, bash (1 error)]"
+    )
+    quiet = tool_turn(2, names=["bash"])
+    assert s.summarize_turn(quiet) == "[Assistant used 1 tool(s): bash]"
+    both_failed = [quiet[0], *[r.model_copy(update={"is_error": True}) for r in quiet[1:]] * 2]
+    assert s.summarize_turn(both_failed) == "[Assistant used 1 tool(s): bash (2 errors)]"
+    long_text = AssistantMessage(content=[TextContent(text="y" * 201), TextContent(text="ok")])
+    assert s.summarize_turn([long_text]) == "ok"
+    thinking = AssistantMessage(content=[ThinkingContent(thinking="hm"), TextContent(text=" ")])
+    assert s.summarize_turn([thinking]) == "[Assistant response]"
+
+
+def test_one_line_summaries_are_cut_to_max_chars() -> None:
+    s = OneLineSummarizer(max_chars=20)
+    assert s.summarize_turn([user("one two three four five six")]) == "User: one two three…"
+    turn = tool_turn(1, text="a rather long explanation", names=["bash"])
+    assert s.summarize_turn(turn) == "a rather long expla…"  # no room to keep the bracket
+    assert OneLineSummarizer(max_chars=40).summarize_turn(turn) == (
+        "a rather long ex… [used 1 tool(s): bash]"
+    )
+    huge = user("word " * 100_000)
+    assert len(OneLineSummarizer(max_chars=50).summarize_turn([huge])) == 50
+    assert OneLineSummarizer(max_chars=1).summarize_turn([user()]) == "…"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    text=st.text(max_size=300),
+    name=st.text(min_size=1, max_size=40),
+    calls=st.integers(0, 4),
+    max_chars=st.integers(1, 120),
+)
+def test_one_liners_are_one_line_within_max_chars(
+    text: str, name: str, calls: int, max_chars: int
+) -> None:
+    s = OneLineSummarizer(max_chars=max_chars)
+    call_ids = [f"c{i}" for i in range(calls)]
+    assistant = AssistantMessage(
+        content=[TextContent(text=text), *[ToolCall(id=c, name=name) for c in call_ids]]
+    )
+    results = [ToolResultMessage(tool_call_id=c, tool_name=name, is_error=True) for c in call_ids]
+    turns: list[list[Message]] = [
+        [UserMessage(content=text)],
+        [assistant, *results],
+        [BashExecutionMessage(command=text, exit_code=1)],
+        [CustomMessage(custom_type=name)],
+        [CompactionSummaryMessage(summary=text)],
+        [SystemMessage(content=text)],
+    ]
+    for turn in turns:
+        line = s.summarize_turn(turn)
+        assert len(line) <= max_chars
+        assert len(line.splitlines()) <= 1
+        assert line == s.summarize_turn(turn)
+
+
+def test_one_line_summarizer_refuses_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="max_chars"):
+        OneLineSummarizer(max_chars=0)
+    with pytest.raises(ValueError, match="at least one message"):
+        OneLineSummarizer().summarize_turn([])
+
+
+async def test_one_line_summarizer_is_a_summarizer_within_its_budget() -> None:
+    s = OneLineSummarizer()
+    assert isinstance(s, Summarizer)
+    turns = [UserMessage(content=f"step {i} of the plan") for i in range(40)]
+    whole = await s.summarize(SummaryRequest(messages=turns, budget_tokens=10_000))
+    assert whole.text.splitlines() == [f"User: step {i} of the plan" for i in range(40)]
+    assert whole.model == "one-line"
+    small = await s.summarize(SummaryRequest(messages=turns, budget_tokens=40, prior_digest="x"))
+    lines = small.text.splitlines()
+    assert lines[0].endswith("earlier turn(s) left out]")
+    assert lines[-1] == "User: step 39 of the plan"
+    assert sum(estimate_tokens(line) + 1 for line in lines[1:]) <= 40
+
+
+def test_summary_request_refuses_a_bad_budget_or_scope() -> None:
+    with pytest.raises(ValueError, match="budget_tokens"):
+        SummaryRequest(messages=[], budget_tokens=0)
+    with pytest.raises(ValueError, match="scope"):
+        SummaryRequest(messages=[], scope="world")  # type: ignore[arg-type]  # an unknown scope is the point
