@@ -33,6 +33,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from sessionstore._tokens import TokenCounter, estimate_tokens, message_tokens
+from sessionstore._tool_calls import (
+    READ_TOOLS,
+    SHELL_TOOLS,
+    call_arguments,
+    file_read,
+    is_read_command,
+    normalize_tool_name,
+    shell_command,
+    shell_exit_code,
+)
 from sessionstore.models import (
     AssistantMessage,
     ImageContent,
@@ -43,16 +53,6 @@ from sessionstore.models import (
     UserMessage,
 )
 from sessionstore.strategies._legacy import truncate_head_tail
-from sessionstore.strategies._tool_calls import (
-    READ_TOOLS,
-    SHELL_TOOLS,
-    call_arguments,
-    file_read,
-    is_read_command,
-    normalize_tool_name,
-    shell_command,
-    shell_exit_code,
-)
 from sessionstore.strategies._units import answered_calls, unit_of
 
 __all__ = [

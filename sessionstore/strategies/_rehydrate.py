@@ -19,6 +19,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sessionstore._tokens import TokenCounter, estimate_tokens, message_tokens
+from sessionstore._tool_calls import (
+    file_read,
+    shell_command,
+    shell_exit_code,
+    shell_file_read,
+    written_paths,
+)
 from sessionstore.models import (
     AssistantMessage,
     BashExecutionMessage,
@@ -28,13 +35,6 @@ from sessionstore.models import (
     UserMessage,
 )
 from sessionstore.strategies._passes import is_pass_stub, truncate_head_tail_tokens
-from sessionstore.strategies._tool_calls import (
-    file_read,
-    shell_command,
-    shell_exit_code,
-    shell_file_read,
-    written_paths,
-)
 from sessionstore.strategies._units import answered_calls
 
 __all__ = [

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from sessionstore._tool_calls import SHELL_TOOLS
 from sessionstore.summarizers._commands import (
     BRIEF_CHARS,
     CHANGE_NOTES,
@@ -39,30 +40,6 @@ OUTCOME_CHARS = 160
 LISTED_IDS = 6
 """Ids of a JSON list result named in its outcome (`3 results: HAT069, HAT083, HAT100`)."""
 
-SHELL_TOOLS = frozenset(
-    [
-        "bash",
-        "sh",
-        "zsh",
-        "shell",
-        "terminal",
-        "cmd",
-        "command",
-        "run",
-        "run_command",
-        "execute",
-        "execute_command",
-        "exec",
-        "exec_command",
-        "run_shell_command",
-        "shell_exec",
-        "local_shell",
-        "run_terminal_cmd",
-        "terminal_exec",
-        "powershell",
-        "container.exec",
-    ]
-)
 COMMAND_KEYS = ("command", "cmd", "commands", "script", "shell_command")
 PATH_KEYS = frozenset(
     [

@@ -11,7 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sessionstore import _tool_calls
 from sessionstore._tokens import HeuristicTokenCounter, estimate_tokens, message_tokens
+from sessionstore._tool_calls import (
+    file_read,
+    is_read_command,
+    shell_command,
+    shell_exit_code,
+    written_paths,
+)
 from sessionstore.models import (
     AssistantMessage,
     ImageContent,
@@ -21,7 +29,7 @@ from sessionstore.models import (
     ToolResultMessage,
     UserMessage,
 )
-from sessionstore.strategies import _passes, _tool_calls
+from sessionstore.strategies import _passes
 from sessionstore.strategies._passes import (
     CLEARED_TOOL_RESULT,
     DUPLICATE_TOOL_RESULT,
@@ -32,13 +40,6 @@ from sessionstore.strategies._passes import (
     prune_tool_results,
     tool_result_stub,
     truncate_head_tail_tokens,
-)
-from sessionstore.strategies._tool_calls import (
-    file_read,
-    is_read_command,
-    shell_command,
-    shell_exit_code,
-    written_paths,
 )
 from tests.unit._histories import (
     DATASETS,

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sessionstore._tokens import HeuristicTokenCounter, message_tokens
+from sessionstore._tool_calls import file_read
 from sessionstore.models import (
     AssistantMessage,
     BashExecutionMessage,
@@ -25,7 +26,6 @@ from sessionstore.strategies._rehydrate import (
     rehydrate_recent_reads,
     restored_path,
 )
-from sessionstore.strategies._tool_calls import file_read
 from sessionstore.strategies._units import answered_calls
 from tests.unit._histories import (
     DATASETS,
