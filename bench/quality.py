@@ -58,6 +58,7 @@ from sessionstore import (
     ContextConfig,
     ContextOverflowError,
     DefaultBlockCompaction,
+    SummarizingBlockCompaction,
     Message,
     SessionStore,
     SystemMessage,
@@ -216,6 +217,7 @@ STRATEGIES: dict[str, Strategy] = {
     "newest": InMemory(keep_newest),
     "legacy": InMemory(legacy),
     "default": Stored(lambda: DefaultBlockCompaction()),
+    "summarize": Stored(lambda: SummarizingBlockCompaction()),
 }
 """The strategies by name, in report order."""
 

@@ -184,8 +184,8 @@ async def compact_session_loops(
         InvalidBlockError: the strategy built a block that does not fit its loop.
         SessionNotFoundError, LoopNotFoundError: nothing to compact.
     """
-    policy = validated_config(config, CompactionConfig)
     context_budget(max_context_tokens, 0)
+    policy = validated_config(config, CompactionConfig).within(max_context_tokens)
     chosen = get_block_strategy(strategy if strategy is not None else policy.block_strategy)
     name = getattr(chosen, "name", type(chosen).__name__)
     snapshot = policy.snapshot()
@@ -223,12 +223,12 @@ async def compact_session_loops(
         blocks: list[tuple[int, CompactionBlock]] = []
         for loop, most_recent in todo:
             messages = await store.get_messages(session_id, loop.id)
+            old = await store.get_block(session_id, loop.id, overlay=overlay)
             built = await _run_strategy(
-                chosen, name, LoopView.of(loop, messages), policy, most_recent
+                chosen, name, LoopView.of(loop, messages, old), policy, most_recent
             )
             built = built.model_copy(update={"overlay": overlay})
             built.check_ranges(loop.id, loop.turn_count)
-            old = await store.get_block(session_id, loop.id, overlay=overlay)
             was, will = shown(messages, old), shown(messages, built)
             raw = sum(m.token_count for m in messages)
             if _same_content(old, built):

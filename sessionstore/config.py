@@ -128,10 +128,31 @@ class CompactionConfig(_Config):
     """The token budget of one loop's summarised (`keep_compacted`) section."""
     tool_output_max_lines: PositiveInt = 50
     """The most lines a tool output keeps in the `keep_recent` section (head + tail)."""
+    keep_recent_tokens: PositiveInt = 6_000
+    """The tokens of recent messages a summarizing strategy keeps (seed 001's protected
+    tail, by tokens: up to 1.5 times this to keep a tool call with its results)."""
     in_memory_strategy: str | CompactionStrategy = "default"
     """The legacy `CompactionStrategy`: a registered name or the object."""
     block_strategy: str | BlockCompactionStrategy = "default"
     """The `BlockCompactionStrategy`: a registered name or the object."""
+
+    def within(self, max_context_tokens: int) -> CompactionConfig:
+        """Return this config with its default summary and tail budgets capped to a window.
+
+        Unless set explicitly, a summary gets at most a quarter of the window and the tail
+        kept verbatim at most two fifths, so a small window is not asked to hold more than
+        it can. Values set explicitly are kept; a config that fits comes back unchanged.
+        """
+        chosen = self.model_fields_set
+        summary = self.max_summary_tokens
+        if "max_summary_tokens" not in chosen:
+            summary = max(1, min(summary, max_context_tokens // 4))
+        tail = self.keep_recent_tokens
+        if "keep_recent_tokens" not in chosen:
+            tail = max(1, min(tail, max_context_tokens * 2 // 5))
+        if (summary, tail) == (self.max_summary_tokens, self.keep_recent_tokens):
+            return self
+        return self.model_copy(update={"max_summary_tokens": summary, "keep_recent_tokens": tail})
 
     def snapshot(self) -> dict[str, Any]:
         """Return the JSON-able settings a block records as the config it was built with."""

@@ -43,6 +43,7 @@ from sessionstore.models._records import (
     Page,
     ReplacementMessage,
     Session,
+    SessionDigest,
     StoredMessage,
     TurnRange,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "Page",
     "ReplacementMessage",
     "Session",
+    "SessionDigest",
     "StoredMessage",
     "SystemMessage",
     "TextContent",

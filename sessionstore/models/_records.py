@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import pairwise
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -14,11 +14,13 @@ from pydantic import (
     Field,
     JsonValue,
     NonNegativeInt,
+    SerializerFunctionWrapHandler,
+    model_serializer,
     model_validator,
 )
 
 from sessionstore.errors import InvalidBlockError
-from sessionstore.models._messages import Message
+from sessionstore.models._messages import MESSAGE_ADAPTER, CompactionSummaryMessage, Message
 
 # ── stored records ─────────────────────────────────────────────────────────────
 
@@ -97,7 +99,83 @@ class StoredMessage(_Record):
     created_at: datetime
     """When it was appended (UTC)."""
     message: Message
-    """The message itself."""
+    """The message itself (read from the database, it is decoded the first time it is used)."""
+
+    @classmethod
+    def from_row(cls, payload: str | bytes, client_id: str | None, **fields: Any) -> StoredMessage:
+        """Build a stored message whose message is decoded from `payload` when first used.
+
+        A bulk read builds thousands of these; decoding each message only when it is
+        used keeps a read cheap (no cyclic-GC pressure from objects never looked at).
+        The object behaves as an eagerly built one: attribute access, equality,
+        hashing, copying, pickling and serialisation (nested too) decode it first.
+        """
+        stored = cls.model_construct(**fields)
+        object.__setattr__(stored, "__pydantic_private__", {_PENDING: (payload, client_id)})
+        return stored
+
+    def _decode(self) -> None:
+        private = self.__pydantic_private__
+        if not private or _PENDING not in private:
+            return
+        payload, client_id = private[_PENDING]
+        message = MESSAGE_ADAPTER.validate_json(payload)
+        if client_id is not None:
+            message = message.model_copy(update={"client_id": client_id})
+        self.__dict__["message"] = message
+        self.__pydantic_fields_set__.add("message")
+        object.__setattr__(self, "__pydantic_private__", None)
+
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            if name == "message":
+                self._decode()
+                return self.__dict__["message"]
+            return super().__getattr__(name)
+
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler: SerializerFunctionWrapHandler) -> Any:
+        self._decode()
+        return handler(self)
+
+    def __eq__(self, other: object) -> bool:
+        self._decode()
+        if isinstance(other, StoredMessage):
+            other._decode()
+        return super().__eq__(other)
+
+    def __hash__(self) -> int:
+        self._decode()
+        return super().__hash__()
+
+    def __iter__(self) -> Any:
+        self._decode()
+        return super().__iter__()
+
+    def __repr_args__(self) -> Any:
+        self._decode()
+        return super().__repr_args__()
+
+    def __getstate__(self) -> dict[Any, Any]:
+        self._decode()
+        return super().__getstate__()
+
+    def __copy__(self) -> Self:
+        self._decode()
+        return super().__copy__()
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Self:
+        self._decode()
+        return super().__deepcopy__(memo)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """Return a copy (see `pydantic.BaseModel.model_copy`), the message decoded."""
+        self._decode()
+        return super().model_copy(update=update, deep=deep)
+
+
+_PENDING = "_pending_message"
 
 
 class Page(_Record):
@@ -305,3 +383,29 @@ class CompactionEnded:
             "duration_ms": self.duration_ms,
             "details": details,
         }
+
+
+class SessionDigest(_Record):
+    """The loops of a chain before a compaction's scope, summarised and carried forward.
+
+    Each compaction updates it from the previous one and the loops that left the scope
+    since, so the original task and the key facts survive any number of loops. The loader
+    shows it first, and shows every loop after `through_loop_id`.
+    """
+
+    id: int | None = None
+    session_id: str | None = None
+    overlay: str = "default"
+    head_loop_id: int
+    """The current loop of the compaction that wrote it."""
+    through_loop_id: int
+    """The newest loop it folds; the loops after it are shown by their own blocks."""
+    folded: list[tuple[int, int]] = Field(default_factory=list)
+    """Provenance: `(loop_id, messages folded)` for each loop folded in, oldest first
+    (carried forward from the previous digest)."""
+    message: CompactionSummaryMessage
+    """The digest, as a summary message."""
+    token_count: int
+    details: dict[str, JsonValue] = Field(default_factory=dict)
+    """Who wrote it: the summarizer's model, prompt version, duration and budget."""
+    created_at: datetime | None = None

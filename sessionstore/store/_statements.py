@@ -16,6 +16,7 @@ from sqlalchemy import Table, Text, bindparam, cast, func, insert, literal_colum
 from sessionstore.store._tables import (
     BlockRow,
     CompactionEventRow,
+    DigestRow,
     LoopRow,
     MessageRow,
     SectionMessageRow,
@@ -31,6 +32,7 @@ blocks = table_of(BlockRow)
 sections = table_of(SectionRow)
 section_messages = table_of(SectionMessageRow)
 events = table_of(CompactionEventRow)
+digests = table_of(DigestRow)
 
 LOOP_COLUMNS = (
     loops.c.id,

@@ -40,6 +40,7 @@ from sessionstore.models import (
     LoopRecord,
     ReplacementMessage,
     Session,
+    SessionDigest,
     StoredMessage,
     TurnRange,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "Base",
     "BlockRow",
     "CompactionEventRow",
+    "DigestRow",
     "LoopRow",
     "MessageRow",
     "SectionMessageRow",
@@ -55,6 +57,7 @@ __all__ = [
     "SessionRow",
     "UTCDateTime",
     "block_model",
+    "digest_model",
     "event_model",
     "loop_model",
     "replacement_model",
@@ -283,6 +286,31 @@ class CompactionEventRow(Base):
     created_at: Mapped[datetime]
 
 
+class DigestRow(Base):
+    """A session digest: the loops of a chain before a compaction's scope, summarised."""
+
+    __tablename__ = "sessionstore_digests"
+    __table_args__ = (
+        Index("ix_sessionstore_digests_head", "session_id", "overlay", "head_loop_id", "id"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(String(128), _session_fk())
+    overlay: Mapped[str] = mapped_column(String(64))
+    head_loop_id: Mapped[int] = mapped_column(
+        Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE")
+    )
+    through_loop_id: Mapped[int] = mapped_column(
+        Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE")
+    )
+    folded: Mapped[list[list[int]]] = mapped_column(JSONPayload)
+    payload: Mapped[dict[str, Any]]
+    token_count: Mapped[int] = mapped_column(Integer)
+    details: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime]
+
+
 def table_of(row_class: type[Base]) -> Table:
     """Return the `Table` behind a row class, typed as one."""
     return cast(Table, row_class.__table__)
@@ -327,11 +355,9 @@ def stored_model(row: Sequence[Any], session_id: str) -> StoredMessage:
     """Build a `StoredMessage` from a row of the store's message columns, in their order."""
     # Positional unpacking: faster than attribute access on a hot path.
     message_id, loop_id, position, turn_index, tokens, digest, client_id, created_at, payload = row
-    message = MESSAGE_ADAPTER.validate_json(payload)
-    if client_id is not None:
-        message = message.model_copy(update={"client_id": client_id})
-    # The row's values are the database's own: skip re-validating them.
-    return StoredMessage.model_construct(
+    return StoredMessage.from_row(
+        payload,
+        client_id,
         id=message_id,
         session_id=session_id,
         loop_id=loop_id,
@@ -340,7 +366,6 @@ def stored_model(row: Sequence[Any], session_id: str) -> StoredMessage:
         token_count=tokens,
         content_hash=digest,
         created_at=created_at,
-        message=message,
     )
 
 
@@ -377,6 +402,22 @@ def block_model(row: Any, sections: Mapping[str, CompactedSection]) -> Compactio
         config=row.config,
         tokens_before=row.tokens_before,
         tokens_after=row.tokens_after,
+        created_at=row.created_at,
+    )
+
+
+def digest_model(row: Any) -> SessionDigest:
+    """Build a `SessionDigest` from a digests row."""
+    return SessionDigest(
+        id=row.id,
+        session_id=row.session_id,
+        overlay=row.overlay,
+        head_loop_id=row.head_loop_id,
+        through_loop_id=row.through_loop_id,
+        folded=[(loop_id, count) for loop_id, count in row.folded],
+        message=MESSAGE_ADAPTER.validate_python(row.payload),
+        token_count=row.token_count,
+        details=row.details,
         created_at=row.created_at,
     )
 

@@ -65,6 +65,7 @@ from sessionstore.strategies._rehydrate import (
     apply_rehydrate,
     rehydrate_recent_reads,
 )
+from sessionstore.strategies._summarizing import SummarizingBlockCompaction, digest_of
 
 __all__ = [
     "RESTORED_FILE_PREFIX",
@@ -81,8 +82,10 @@ __all__ = [
     "RestoredFile",
     "SectionLayout",
     "SectionedBlockStrategy",
+    "SummarizingBlockCompaction",
     "apply_rehydrate",
     "compact_messages",
+    "digest_of",
     "fit_suffix",
     "forced_boundary",
     "get_block_strategy",
@@ -110,6 +113,7 @@ _S = TypeVar("_S")
 
 _BLOCK_STRATEGIES: dict[str, Callable[[], BlockCompactionStrategy]] = {
     "default": DefaultBlockCompaction,
+    "summarize": SummarizingBlockCompaction,
 }
 _COMPACTION_STRATEGIES: dict[str, Callable[[], CompactionStrategy]] = {
     "default": DefaultCompaction,

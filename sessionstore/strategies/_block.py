@@ -42,11 +42,19 @@ class LoopView:
     loop: LoopRecord
     messages: Sequence[StoredMessage]
     turn_map: TurnMap
+    previous: CompactionBlock | None = None
+    """The loop's current block for the overlay being written (with its messages), if any:
+    a summarizing strategy carries its digest forward."""
 
     @classmethod
-    def of(cls, loop: LoopRecord, messages: Sequence[StoredMessage]) -> LoopView:
+    def of(
+        cls,
+        loop: LoopRecord,
+        messages: Sequence[StoredMessage],
+        previous: CompactionBlock | None = None,
+    ) -> LoopView:
         """Build the view, with the turn map taken from the messages' turn indices."""
-        return cls(loop, messages, TurnMap.from_messages(messages))
+        return cls(loop, messages, TurnMap.from_messages(messages), previous)
 
     def turn_messages(self, turns: TurnRange) -> Sequence[StoredMessage]:
         """Return the messages of an inclusive turn range."""

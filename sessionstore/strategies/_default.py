@@ -25,7 +25,23 @@ from sessionstore.strategies._block import LoopView, SectionedBlockStrategy, sec
 from sessionstore.strategies._legacy import truncate_head_tail, truncate_tool_result
 from sessionstore.summarizers import OneLineSummarizer, TurnSummarizer
 
-__all__ = ["DefaultBlockCompaction"]
+__all__ = ["DefaultBlockCompaction", "truncated_copy"]
+
+
+def truncated_copy(raw: StoredMessage, max_lines: int, counter: TokenCounter) -> ReplacementMessage:
+    """Return a `keep_recent` replacement of `raw`: tool output cut to `max_lines` lines.
+
+    A message that needs no cut is the raw message itself, with its cached token count.
+    """
+    message = raw.message
+    if isinstance(message, ToolResultMessage):
+        message = truncate_tool_result(message, max_lines)
+    elif isinstance(message, BashExecutionMessage):
+        output = truncate_head_tail(message.output, max_lines)
+        if output != message.output:
+            message = message.model_copy(update={"output": output})
+    token_count = raw.token_count if message is raw.message else counter.count_message(message)
+    return ReplacementMessage(message=message, covers=[raw.id], token_count=token_count)
 
 
 class DefaultBlockCompaction(SectionedBlockStrategy):
@@ -129,17 +145,7 @@ class DefaultBlockCompaction(SectionedBlockStrategy):
         return CompactedSection(range=turns, messages=replacements)
 
     def _truncated(self, raw: StoredMessage, max_lines: int) -> ReplacementMessage:
-        message = raw.message
-        if isinstance(message, ToolResultMessage):
-            message = truncate_tool_result(message, max_lines)
-        elif isinstance(message, BashExecutionMessage):
-            output = truncate_head_tail(message.output, max_lines)
-            if output != message.output:
-                message = message.model_copy(update={"output": output})
-        token_count = (
-            raw.token_count if message is raw.message else self.counter.count_message(message)
-        )
-        return ReplacementMessage(message=message, covers=[raw.id], token_count=token_count)
+        return truncated_copy(raw, max_lines, self.counter)
 
     def _omitted_marker(
         self,

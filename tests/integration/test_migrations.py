@@ -36,7 +36,7 @@ def _diff(connection: Any) -> list[Any]:
     return list(compare_metadata(context, Base.metadata))
 
 
-HEAD = "0002_user_message_index"
+HEAD = "0003_session_digests"
 
 
 def _tables(connection: Any) -> set[str]:
