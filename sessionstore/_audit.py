@@ -22,13 +22,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
-from sessionstore._overlay import segments, summary_runs_tokens
+from sessionstore._overlay import digest_tokens, segments, summary_runs_tokens
 from sessionstore._scope import recorded_scope, resolve_scope
 from sessionstore.config import CompactionConfig, CompactionScope, validated_config
 from sessionstore.models import (
     CompactionBlock,
     LoopRecord,
     ReplacementMessage,
+    SessionDigest,
     StoredMessage,
     TurnRange,
     UserMessage,
@@ -117,6 +118,8 @@ class SessionAudit:
     session_id: str
     overlay: str
     loops: list[LoopAudit] = field(default_factory=list)
+    digest: SessionDigest | None = None
+    """The session digest that stands for the loops before the scope, if any."""
 
     @property
     def raw_tokens(self) -> int:
@@ -125,8 +128,9 @@ class SessionAudit:
 
     @property
     def context_tokens(self) -> int:
-        """The tokens the overlays show for the loops in scope (before any budget trim)."""
-        return sum(loop.context_tokens for loop in self.loops)
+        """The tokens the overlays (and the digest) show for the loops (before any trim)."""
+        shown = sum(loop.context_tokens for loop in self.loops)
+        return shown + (digest_tokens(self.digest) if self.digest is not None else 0)
 
     @property
     def ratio(self) -> float:
@@ -141,6 +145,15 @@ class SessionAudit:
             "raw_tokens": self.raw_tokens,
             "context_tokens": self.context_tokens,
             "ratio": round(self.ratio, 4),
+            "digest": None
+            if self.digest is None
+            else {
+                "id": self.digest.id,
+                "through_loop_id": self.digest.through_loop_id,
+                "folded_loop_ids": [loop_id for loop_id, _ in self.digest.folded],
+                "tokens": digest_tokens(self.digest),
+                "summary": self.digest.message.summary,
+            },
             "loops": [
                 {
                     "loop_id": loop.loop.id,
@@ -298,6 +311,11 @@ async def audit_session(
         )
     earlier = resolve_scope(chain, scope, max_context_tokens)
     first_in_scope = len(chain) - earlier - 1
+    digest = await store.get_digest(session_id, loop_id=loop_id, overlay=overlay, as_of=as_of)
+    if digest is not None:
+        # As the loader does: every loop after the digest's is shown, or the scope's if wider.
+        through = [loop.id for loop, _ in chain].index(digest.through_loop_id)
+        first_in_scope = min(first_in_scope, through + 1)
     loaded = []
     for index, (loop, block) in enumerate(chain):
         if only_loop and index != len(chain) - 1:
@@ -319,7 +337,7 @@ async def audit_session(
         audit_loop(loop, block, messages, in_scope=index >= first_in_scope, pinned_id=pinned_id)
         for index, loop, block, messages in loaded
     ]
-    return SessionAudit(session_id=session_id, overlay=overlay, loops=audits)
+    return SessionAudit(session_id=session_id, overlay=overlay, loops=audits, digest=digest)
 
 
 async def expand(store: SessionStore, session_id: str, replacement_id: int) -> list[StoredMessage]:

@@ -19,17 +19,27 @@ from typing import Any
 
 from sessionstore._context import build_context, context_budget
 from sessionstore._feedback import CompactionFeedback, Shown, compaction_feedback, shown
+from sessionstore._redact import redact, redact_message
 from sessionstore._scope import ChainEntry, loop_context_tokens
+from sessionstore._tokens import message_tokens
 from sessionstore.config import CompactionConfig, should_compact, validated_config
 from sessionstore.errors import ConfigurationError
 from sessionstore.models import (
     CompactionBlock,
     CompactionEnded,
     CompactionStarted,
+    CompactionSummaryMessage,
     LoopRecord,
+    SessionDigest,
 )
 from sessionstore.store import SessionStore
 from sessionstore.strategies import BlockCompactionStrategy, LoopView, get_block_strategy
+from sessionstore.summarizers import (
+    ExtractiveSummarizer,
+    Summarizer,
+    SummaryRequest,
+    summary_budget,
+)
 
 __all__ = [
     "CompactionCallbacks",
@@ -156,6 +166,7 @@ async def compact_session_loops(
     *,
     overlay: str = "default",
     callbacks: CompactionCallbacks | None = None,
+    digest_summarizer: Summarizer | None = None,
 ) -> CompactionResult:
     """Compact the current loop and the earlier loops in scope, in one transaction.
 
@@ -177,6 +188,8 @@ async def compact_session_loops(
         max_context_tokens: The window a `TokenBudget` scope walks against.
         overlay: The name of the overlay to write.
         callbacks: Hooks fired before and after.
+        digest_summarizer: Writes the session digest of the loops before the scope: the
+            strategy's `digest_summarizer` when it has one, else `ExtractiveSummarizer()`.
 
     Raises:
         ValueError: a budget that is not positive.
@@ -242,7 +255,25 @@ async def compact_session_loops(
                 blocks.append((loop.id, built))
             before = Shown(before.messages + was.messages, before.tokens + was.tokens)
             after = Shown(after.messages + will.messages, after.tokens + will.tokens)
-        feedback = compaction_feedback(before, after, noop=not blocks, notes=notes)
+        digest = await _next_digest(
+            store,
+            session_id,
+            current,
+            in_scope[0][0],
+            overlay,
+            policy,
+            digest_summarizer
+            or getattr(chosen, "digest_summarizer", None)
+            or ExtractiveSummarizer(),
+        )
+        if digest is not None:
+            notes.append(
+                f"Session digest: {len(digest.folded)} earlier loop(s) before the scope, "
+                f"{digest.token_count:,} tokens."
+            )
+        feedback = compaction_feedback(
+            before, after, noop=not blocks and digest is None, notes=notes
+        )
         new = dict(blocks)
         tokens_after = sum(
             loop_context_tokens(loop, new.get(loop.id, block)) for loop, block in in_scope
@@ -269,7 +300,9 @@ async def compact_session_loops(
         await _record_failure(store, started, error, clock)
         raise
     written = (
-        await store.write_blocks(session_id, blocks, events=[started, ended]) if blocks else []
+        await store.write_blocks(session_id, blocks, events=[started, ended], digest=digest)
+        if blocks or digest is not None
+        else []
     )
     return CompactionResult(
         blocks=written,
@@ -281,6 +314,63 @@ async def compact_session_loops(
         unchanged_loop_ids=unchanged,
         oversized_loop_ids=oversized,
         feedback=feedback,
+    )
+
+
+async def _next_digest(
+    store: SessionStore,
+    session_id: str,
+    current: LoopRecord,
+    first_in_scope: LoopRecord,
+    overlay: str,
+    policy: CompactionConfig,
+    summarizer: Summarizer,
+) -> SessionDigest | None:
+    """Return the session digest updated with the loops that left the scope, or None.
+
+    The loops of the chain before the scope that the previous digest does not fold yet
+    are folded into it (an iterative update of the previous digest, as seed 003 does),
+    so the original task and the key facts survive any number of loops.
+    """
+    prior, pending = await store.digest_inputs(
+        session_id, first_in_scope=first_in_scope.id, loop_id=current.id, overlay=overlay
+    )
+    if not pending:
+        return None
+    messages = [
+        redact_message(stored.message)
+        for loop in pending
+        for stored in await store.get_messages(session_id, loop.id)
+    ]
+    folded_tokens = sum(loop.token_total for loop in pending)
+    if prior is not None:
+        folded_tokens += prior.token_count
+    budget = summary_budget(folded_tokens, max_tokens=policy.max_summary_tokens)
+    summary = await summarizer.summarize(
+        SummaryRequest(
+            messages=messages,
+            prior_digest=None if prior is None else redact(prior.message.summary),
+            budget_tokens=budget,
+            scope="session",
+        )
+    )
+    message = CompactionSummaryMessage(summary=redact(summary.text), tokens_before=folded_tokens)
+    return SessionDigest(
+        overlay=overlay,
+        head_loop_id=current.id,
+        through_loop_id=pending[-1].id,
+        folded=[
+            *(prior.folded if prior else []),
+            *((loop.id, loop.message_count) for loop in pending),
+        ],
+        message=message,
+        token_count=message_tokens(message),
+        details={
+            "model": summary.model,
+            "prompt_version": summary.prompt_version,
+            "duration_ms": round(summary.duration_ms, 3),
+            "budget_tokens": budget,
+        },
     )
 
 

@@ -101,4 +101,5 @@ async def build_context(
         overlay=overlay,
         as_of=as_of,
         scope=sources.scope,
+        digest=sources.digest,
     )

@@ -35,6 +35,7 @@ from sessionstore.models import (
     CompactionSummaryMessage,
     LoopRecord,
     Message,
+    SessionDigest,
     StoredMessage,
     SystemMessage,
     TextContent,
@@ -51,6 +52,7 @@ __all__ = [
     "LoopSource",
     "assemble",
     "build",
+    "digest_tokens",
     "fit_to_budget",
     "merge_summaries",
     "pair_tool_calls",
@@ -59,7 +61,7 @@ __all__ = [
     "summary_runs_tokens",
 ]
 
-Source = Literal["raw", "compacted", "recent", "synthetic", "marker"]
+Source = Literal["raw", "compacted", "recent", "synthetic", "marker", "digest"]
 
 TRIM_MARKER = "[Context compacted: {removed} messages removed to fit the token budget]"
 """The text that stands where trimming left messages out."""
@@ -85,7 +87,8 @@ class ContextItem:
     """Its cached token count."""
     source: Source
     """`raw` (a raw message, verbatim), `compacted` / `recent` (a replacement message of
-    that block section), `synthetic` (added by the loader), `marker` (a trim marker)."""
+    that block section), `synthetic` (added by the loader), `marker` (a trim marker),
+    `digest` (the session digest of the loops before the scope)."""
     loop_id: int | None = None
     message_id: int | None = None
     """The raw message's id, for `raw` items."""
@@ -139,6 +142,8 @@ class ContextSources:
     """The time the sources were read as of, or None for now."""
     scope: CompactionScope | None = None
     """The scope the loops were chosen by."""
+    digest: SessionDigest | None = None
+    """The session digest that stands for the loops before `loops`, if any."""
 
 
 @dataclass(slots=True)
@@ -487,6 +492,35 @@ def settle_roles(items: Sequence[ContextItem]) -> list[ContextItem]:
     return result
 
 
+def digest_tokens(digest: SessionDigest) -> int:
+    """Return what the session digest costs in the context, framing included."""
+    return _digest_item(digest).tokens
+
+
+def _digest_item(digest: SessionDigest) -> ContextItem:
+    text = _framed(f"Digest of the earlier conversation:\n{digest.message.summary}")
+    message = UserMessage(content=[TextContent(text=text)])
+    return ContextItem(
+        message=message, tokens=message_tokens(message), source="digest", flexible=True
+    )
+
+
+def _fit_with_lead(
+    lead: list[ContextItem], items: Sequence[ContextItem], budget: int, token_scale: float
+) -> tuple[list[ContextItem], int]:
+    """Fit `items` beside the `lead` items (the digest); drop the lead only if they cannot."""
+    reserved = math.ceil(sum(item.tokens for item in lead) * token_scale)
+    if lead and reserved < budget:
+        try:
+            fitted, trimmed = fit_to_budget(items, budget - reserved, token_scale=token_scale)
+        except ContextOverflowError:
+            pass
+        else:
+            return [*lead, *fitted], trimmed
+    fitted, trimmed = fit_to_budget(items, budget, token_scale=token_scale)
+    return fitted, trimmed + len(lead)
+
+
 def fit_to_budget(
     items: Sequence[ContextItem], budget: int, *, token_scale: float = 1.0
 ) -> tuple[list[ContextItem], int]:
@@ -568,8 +602,12 @@ def build(
     overlay: str = "default",
     as_of: object | None = None,
     scope: CompactionScope | None = None,
+    digest: SessionDigest | None = None,
 ) -> BuiltContext:
     """Load, pair and fit: the whole of what the model sees, from `loops` (oldest first).
+
+    A session `digest` comes first, and fitting keeps it while the rest can still be
+    made to fit beside it; otherwise it is left out like any other old message.
 
     Raises:
         ValueError: `budget` is not positive or `token_scale` is not positive.
@@ -582,8 +620,9 @@ def build(
     items = assemble(loops, latest_user)
     items, interrupted, orphans = pair_tool_calls(items)
     items = merge_summaries(items)
-    loaded = math.ceil(sum(item.tokens for item in items) * token_scale)
-    items, trimmed = fit_to_budget(items, budget, token_scale=token_scale)
+    lead = [] if digest is None else [_digest_item(digest)]
+    loaded = math.ceil(sum(item.tokens for item in [*lead, *items]) * token_scale)
+    items, trimmed = _fit_with_lead(lead, items, budget, token_scale)
     items = settle_roles(items)
     return BuiltContext(
         items=items,

@@ -17,7 +17,9 @@ from sessionstore.models import (
     CompactionEnded,
     CompactionEvent,
     CompactionStarted,
+    LoopRecord,
     ReplacementMessage,
+    SessionDigest,
 )
 from sessionstore.store import _blocks, _reads, _sessions
 from sessionstore.store import _statements as sql
@@ -64,13 +66,15 @@ class BlockMethods(_Handle):
         blocks: Sequence[tuple[int, CompactionBlock]],
         *,
         events: Sequence[CompactionStarted | CompactionEnded] = (),
+        digest: SessionDigest | None = None,
         expected_version: int | None = None,
     ) -> list[CompactionBlock]:
-        """Write blocks for several loops and their compaction events in one transaction.
+        """Write blocks for several loops, a session digest and events in one transaction.
 
         Every block is validated before anything is written; if one is refused, none
         is written. Each event is persisted as a `CompactionEvent`; an event whose loop
-        gets a block here is linked to that block.
+        gets a block here is linked to that block. `digest` (see `SessionDigest`) is
+        written with them; its loops must be the session's.
 
         Raises:
             The errors of `write_block`; `ValueError` for the same loop and overlay twice.
@@ -102,6 +106,8 @@ class BlockMethods(_Handle):
                 for record in records
             ]
             _blocks.insert_events(db, rows)
+            if digest is not None:
+                _blocks.insert_digest(db, session_id, digest, moment)
             return written
 
         return await self._write(work)
@@ -234,6 +240,53 @@ class BlockMethods(_Handle):
                 loop_id=loop_id,
                 overlay=overlay,
             )
+
+        return await self._read(work)
+
+    async def digest_inputs(
+        self,
+        session_id: str,
+        *,
+        first_in_scope: int,
+        loop_id: int | None = None,
+        overlay: str = "default",
+    ) -> tuple[SessionDigest | None, list[LoopRecord]]:
+        """Return the chain's newest session digest and the loops before the scope it lacks.
+
+        The loops are those between the last loop the digest folds (or the root) and
+        `first_in_scope`, oldest first: what a compaction folds into the next digest.
+        """
+
+        def work(db: Connection) -> tuple[SessionDigest | None, list[LoopRecord]]:
+            return _reads.digest_inputs(
+                db,
+                self._tenant,
+                session_id,
+                loop_id=loop_id,
+                overlay=overlay,
+                first_in_scope=first_in_scope,
+            )
+
+        return await self._read(work)
+
+    async def get_digest(
+        self,
+        session_id: str,
+        *,
+        loop_id: int | None = None,
+        overlay: str = "default",
+        as_of: datetime | None = None,
+    ) -> SessionDigest | None:
+        """Return the session digest the context of `loop_id` (default: active) starts with."""
+        check_aware(as_of)
+
+        def work(db: Connection) -> SessionDigest | None:
+            head = _sessions.resolve_loop(db, self._tenant, session_id, loop_id)
+            if head is None:
+                return None
+            loops, _ = _reads.chain_as_of(db, session_id, head, None, as_of)
+            ids = [loop.id for loop in loops]
+            return _blocks.newest_digest(db, session_id, overlay, ids, as_of)
 
         return await self._read(work)
 

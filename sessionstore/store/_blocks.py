@@ -21,19 +21,23 @@ from sessionstore.models import (
     CompactionEvent,
     LoopRecord,
     ReplacementMessage,
+    SessionDigest,
     TurnRange,
 )
 from sessionstore.store import _statements as sql
 from sessionstore.store._messages import insert_returning_ids
-from sessionstore.store._tables import block_model, event_model, replacement_model
+from sessionstore.store._sessions import loop_row
+from sessionstore.store._tables import block_model, digest_model, event_model, replacement_model
 
 __all__ = [
     "EVENT_KINDS",
     "current_blocks",
     "insert_block",
+    "insert_digest",
     "insert_events",
     "list_events",
     "load_blocks",
+    "newest_digest",
     "replacement",
     "validate_block",
 ]
@@ -240,3 +244,47 @@ def list_events(db: Connection, session_id: str) -> list[CompactionEvent]:
     columns = sql.events.c
     stmt = select(sql.events).where(columns.session_id == session_id).order_by(columns.id)
     return [event_model(row._mapping) for row in db.execute(stmt).all()]
+
+
+# ── session digests ────────────────────────────────────────────────────────────
+
+
+def insert_digest(
+    db: Connection, session_id: str, digest: SessionDigest, moment: datetime
+) -> SessionDigest:
+    """Insert a session digest (its loops checked to be the session's); return it as stored."""
+    for loop_id in (digest.head_loop_id, digest.through_loop_id):
+        loop_row(db, session_id, loop_id)
+    values = {
+        "session_id": session_id,
+        "overlay": digest.overlay,
+        "head_loop_id": digest.head_loop_id,
+        "through_loop_id": digest.through_loop_id,
+        "folded": [list(pair) for pair in digest.folded],
+        "payload": digest.message.model_dump(mode="json"),
+        "token_count": digest.token_count,
+        "details": dict(digest.details),
+        "created_at": moment,
+    }
+    (digest_id,) = insert_returning_ids(db, sql.digests, [values])
+    return digest.model_copy(
+        update={"id": digest_id, "session_id": session_id, "created_at": moment}
+    )
+
+
+def newest_digest(
+    db: Connection,
+    session_id: str,
+    overlay: str,
+    head_ids: Sequence[int] | None,
+    as_of: datetime | None,
+) -> SessionDigest | None:
+    """Return the newest digest of `overlay` written at one of `head_ids` (None: any loop)."""
+    columns = sql.digests.c
+    stmt = select(sql.digests).where(columns.session_id == session_id, columns.overlay == overlay)
+    if head_ids is not None:
+        stmt = stmt.where(columns.head_loop_id.in_(list(head_ids)))
+    if as_of is not None:
+        stmt = stmt.where(columns.created_at <= as_of)
+    row = db.execute(stmt.order_by(columns.id.desc()).limit(1)).first()
+    return None if row is None else digest_model(row)

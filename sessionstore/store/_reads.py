@@ -17,13 +17,13 @@ from sessionstore._overlay import ContextSources, LoopSource, segments
 from sessionstore._scope import ChainEntry, grow_window, recorded_scope, resolve_scope, scope_window
 from sessionstore.config import CompactionScope
 from sessionstore.errors import BlockNotFoundError
-from sessionstore.models import LoopRecord, StoredMessage, TurnRange
+from sessionstore.models import LoopRecord, SessionDigest, StoredMessage, TurnRange
 from sessionstore.store import _statements as sql
-from sessionstore.store._blocks import current_blocks
+from sessionstore.store._blocks import current_blocks, newest_digest
 from sessionstore.store._sessions import Tenant, chain, resolve_loop
 from sessionstore.store._tables import stored_model, stored_models
 
-__all__ = ["chain_as_of", "chain_in_scope", "read_context"]
+__all__ = ["chain_as_of", "chain_in_scope", "digest_inputs", "read_context"]
 
 
 def chain_as_of(
@@ -201,6 +201,13 @@ def read_context(
     if not entries:
         return ContextSources([], None, moment, used)
     in_scope = [loop for loop, _ in entries[len(entries) - earlier - 1 :]]
+    digest, after = _digest_and_loops_after(
+        db, session_id, head, [loop for loop, _ in entries], complete, overlay, moment
+    )
+    if digest is not None and len(after) > len(in_scope):
+        # The digest stands for its loops; every loop after them is shown (they were in
+        # scope when it was written, or have come since). A wider scope shows more.
+        in_scope = after
     blocks = current_blocks(db, session_id, in_scope, overlay, moment, messages=True)
     sources = []
     for loop in in_scope:
@@ -217,7 +224,63 @@ def read_context(
         known = set(newest)
         older = [loop.id for loop in reversed(full) if loop.id not in known]
         latest = _latest_user(db, session_id, older, moment)
-    return ContextSources(sources, latest, moment, used)
+    return ContextSources(sources, latest, moment, used, digest)
+
+
+def _digest_and_loops_after(
+    db: Connection,
+    session_id: str,
+    head: int,
+    window: list[LoopRecord],
+    complete: bool,
+    overlay: str,
+    moment: datetime | None,
+) -> tuple[SessionDigest | None, list[LoopRecord]]:
+    """Return the chain's newest digest and the loops after the ones it folds.
+
+    A digest is the chain's when the loop that was current when it was written is in
+    the chain. The window read for the scope is searched first; a longer chain is read
+    whole only when the session has digests of this overlay and none is in the window.
+    """
+    digest = newest_digest(db, session_id, overlay, [loop.id for loop in window], moment)
+    loops = window
+    if digest is None and not complete:
+        if newest_digest(db, session_id, overlay, None, moment) is None:
+            return None, []
+        loops, _ = chain_as_of(db, session_id, head, None, moment)
+        digest = newest_digest(db, session_id, overlay, [loop.id for loop in loops], moment)
+    if digest is None:
+        return None, []
+    ids = [loop.id for loop in loops]
+    if digest.through_loop_id not in ids:
+        loops, _ = chain_as_of(db, session_id, head, None, moment)
+        ids = [loop.id for loop in loops]
+    return digest, loops[ids.index(digest.through_loop_id) + 1 :]
+
+
+def digest_inputs(
+    db: Connection,
+    tenant: Tenant | None,
+    session_id: str,
+    *,
+    loop_id: int | None,
+    overlay: str,
+    first_in_scope: int,
+) -> tuple[SessionDigest | None, list[LoopRecord]]:
+    """Return the chain's newest digest and the loops it does not fold yet before the scope.
+
+    `first_in_scope` is the oldest loop in the compaction's scope; the loops returned are
+    the ones between the digest's last folded loop (or the root) and it, oldest first.
+    """
+    head = resolve_loop(db, tenant, session_id, loop_id)
+    if head is None:
+        return None, []
+    loops, _ = chain_as_of(db, session_id, head, None, None)
+    ids = [loop.id for loop in loops]
+    digest = newest_digest(db, session_id, overlay, ids, None)
+    start = ids.index(digest.through_loop_id) + 1 if digest is not None else 0
+    stop = ids.index(first_in_scope) if first_in_scope in ids else 0
+    return digest, loops[start:stop] if stop > start else []
 
 
 def _raw_turns(

@@ -92,6 +92,11 @@ class SummarizingBlockCompaction:
     def __repr__(self) -> str:
         return f"SummarizingBlockCompaction(summarizer={self.summarizer!r})"
 
+    @property
+    def digest_summarizer(self) -> Summarizer:
+        """The summarizer a compaction with this strategy writes the session digest with."""
+        return self.summarizer
+
     async def compact(
         self, view: LoopView, config: CompactionConfig, is_most_recent: bool
     ) -> CompactionBlock:

@@ -359,6 +359,11 @@ def _check_provenance(context: BuiltContext, history: History) -> None:
         if item.source in ("synthetic", "marker"):
             assert not item.covers
             continue
+        if item.source == "digest":
+            # The session digest stands for whole loops before the ones shown.
+            assert item is context.items[0]
+            assert not item.covers
+            continue
         assert item.loop_id in ids_of, f"an item of loop {item.loop_id}, not of the chain"
         if item.loop_id not in context.loop_ids:
             assert item.pinned, "only the pinned request may come from a loop out of scope"

@@ -291,6 +291,10 @@ def test_context_formats(db_url):
         assert item["message"]["kind"] == built.message.kind
         if item["source"] == "raw":
             assert item["covers"] == [item["message_id"]]
+        elif item["source"] == "digest":
+            # The session digest stands for whole loops before the scope.
+            assert item["replacement_id"] is None
+            assert item is data["items"][0]
         else:
             assert item["replacement_id"] is not None
             assert item["covers"]
