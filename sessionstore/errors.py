@@ -7,7 +7,8 @@ SessionStoreError
 ├── NotFoundError
 │   ├── SessionNotFoundError     unknown session, or one of another tenant
 │   ├── LoopNotFoundError        unknown loop, or one of another session
-│   └── BlockNotFoundError       no block of that generation (time travel)
+│   ├── BlockNotFoundError       no block of that generation (time travel)
+│   └── OverlayNotFoundError     an overlay name no compaction of the session wrote
 ├── ConflictError                a client id reused with different content
 │   ├── SessionExistsError       a session id that is already taken
 │   └── StaleWriteError          a concurrent writer won (version check failed)
@@ -49,6 +50,7 @@ __all__ = [
     "LoopNotFoundError",
     "MissingDependencyError",
     "NotFoundError",
+    "OverlayNotFoundError",
     "SchemaError",
     "SessionExistsError",
     "SessionNotFoundError",
@@ -104,6 +106,18 @@ class LoopNotFoundError(NotFoundError):
 
 class BlockNotFoundError(NotFoundError):
     """A loop has no compaction block of the generation asked for."""
+
+
+class OverlayNotFoundError(NotFoundError):
+    """No compaction of the session wrote this overlay name (only `default` may be empty)."""
+
+    def __init__(self, overlay: str, *, session_id: str) -> None:
+        super().__init__(
+            f"session {session_id!r} has no overlay {overlay!r}: compact it with that overlay "
+            "first, or leave the overlay out to use 'default'"
+        )
+        self.overlay = overlay
+        self.session_id = session_id
 
 
 class ConflictError(SessionStoreError):

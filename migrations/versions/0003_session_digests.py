@@ -80,8 +80,9 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.execute(f"DROP TRIGGER IF EXISTS {TABLE}_no_update" + (
-        f" ON {TABLE}" if op.get_bind().dialect.name == "postgresql" else ""
-    ))
+    op.execute(
+        f"DROP TRIGGER IF EXISTS {TABLE}_no_update"
+        + (f" ON {TABLE}" if op.get_bind().dialect.name == "postgresql" else "")
+    )
     op.drop_index("ix_sessionstore_digests_head", table_name=TABLE)
     op.drop_table(TABLE)

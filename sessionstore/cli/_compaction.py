@@ -15,7 +15,11 @@ import click
 
 from sessionstore import (
     CompactionConfig,
+    CompactionResult,
     FixedCount,
+    OpenAICompatibleSummarizer,
+    SessionStore,
+    SummarizingBlockCompaction,
     audit_session,
     build_context,
     compact_session_loops,
@@ -120,6 +124,24 @@ def _setting_option(
     "LINES",
     "The most lines a tool output keeps in the recent turns (head and tail).",
 )
+@click.option(
+    "--summarizer-url",
+    envvar="SESSIONSTORE_SUMMARIZER_URL",
+    metavar="URL",
+    help="An OpenAI-compatible endpoint (OpenAI, vLLM, llama.cpp, Ollama) that writes the "
+    "digests; implies --strategy summarize. Without it, the offline extractive summarizer.",
+)
+@click.option(
+    "--summarizer-model", metavar="NAME", help="The model to ask (with --summarizer-url)."
+)
+@click.option(
+    "--summarizer-key-env",
+    default="OPENAI_API_KEY",
+    show_default=True,
+    metavar="VAR",
+    help="The environment variable holding the endpoint's API key (unset: no key).",
+)
+@click.option("--focus", metavar="TOPIC", help="A topic the digests keep in most detail.")
 @overlay_option("The named overlay to write; other overlays are left alone.")
 @json_option()
 @click.pass_obj
@@ -134,6 +156,10 @@ def compact(
     keep_recent: int,
     max_summary_tokens: int,
     tool_output_max_lines: int,
+    summarizer_url: str | None,
+    summarizer_model: str | None,
+    summarizer_key_env: str,
+    focus: str | None,
     overlay: str,
     as_json: bool,
 ) -> None:
@@ -148,8 +174,18 @@ def compact(
     \b
     Examples:
         sessionstore compact 3f2a9c...
+        sessionstore compact 3f2a9c... --strategy summarize
+        sessionstore compact 3f2a9c... --summarizer-url http://127.0.0.1:8000 --summarizer-model m
         sessionstore compact 3f2a9c... --scope budget --budget 32000 --keep-recent 6 --json
     """
+    if summarizer_url is not None:
+        if strategy not in ("default", "summarize"):
+            raise click.UsageError(f"--summarizer-url needs --strategy summarize, not {strategy!r}")
+        if not summarizer_model:
+            raise click.UsageError("--summarizer-url needs --summarizer-model")
+        strategy = "summarize"
+    elif focus is not None and strategy != "summarize":
+        raise click.UsageError("--focus needs --strategy summarize")
     config = CompactionConfig(
         compaction_scope=scope,
         keep_first_turns=keep_first,
@@ -158,12 +194,26 @@ def compact(
         tool_output_max_lines=tool_output_max_lines,
         block_strategy=strategy,
     )
-    result = run_with_store(
-        settings.url,
-        lambda store: compact_session_loops(
-            store, session_id, loop_id, strategy, config, max_context_tokens, overlay=overlay
-        ),
-    )
+
+    async def work(store: SessionStore) -> CompactionResult:
+        if strategy != "summarize":
+            return await compact_session_loops(
+                store, session_id, loop_id, strategy, config, max_context_tokens, overlay=overlay
+            )
+        if summarizer_url is None:
+            chosen = SummarizingBlockCompaction(focus_topic=focus)
+            return await compact_session_loops(
+                store, session_id, loop_id, chosen, config, max_context_tokens, overlay=overlay
+            )
+        async with OpenAICompatibleSummarizer(
+            summarizer_url, summarizer_model or "", api_key_env=summarizer_key_env or None
+        ) as model:
+            chosen = SummarizingBlockCompaction(model, cheap_passes=True, focus_topic=focus)
+            return await compact_session_loops(
+                store, session_id, loop_id, chosen, config, max_context_tokens, overlay=overlay
+            )
+
+    result = run_with_store(settings.url, work)
     if as_json:
         print_json(compaction_json(session_id, result))
     else:

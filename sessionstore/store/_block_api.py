@@ -204,6 +204,7 @@ class BlockMethods(_Handle):
 
         def work(db: Connection) -> list[ChainEntry]:
             head = _sessions.resolve_loop(db, self._tenant, session_id, loop_id)
+            _blocks.check_overlay(db, session_id, overlay)
             if head is None:
                 return []
             loops, _ = _reads.chain_as_of(db, session_id, head, limit, as_of)

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import Connection, Row, func, select
 
 from sessionstore._tokens import TokenCounter
-from sessionstore.errors import InvalidBlockError
+from sessionstore.errors import InvalidBlockError, OverlayNotFoundError
 from sessionstore.models import (
     CompactedSection,
     CompactionBlock,
@@ -30,7 +30,9 @@ from sessionstore.store._sessions import loop_row
 from sessionstore.store._tables import block_model, digest_model, event_model, replacement_model
 
 __all__ = [
+    "DEFAULT_OVERLAY",
     "EVENT_KINDS",
+    "check_overlay",
     "current_blocks",
     "insert_block",
     "insert_digest",
@@ -43,6 +45,8 @@ __all__ = [
 ]
 
 EVENT_KINDS = ("started", "ended")
+
+DEFAULT_OVERLAY = "default"
 
 
 def validate_block(
@@ -288,3 +292,19 @@ def newest_digest(
         stmt = stmt.where(columns.created_at <= as_of)
     row = db.execute(stmt.order_by(columns.id.desc()).limit(1)).first()
     return None if row is None else digest_model(row)
+
+
+def check_overlay(db: Connection, session_id: str, overlay: str) -> None:
+    """Refuse an overlay name that no block or digest of the session carries.
+
+    `default` is always valid: a session never compacted shows its raw messages.
+    """
+    if overlay == DEFAULT_OVERLAY:
+        return
+    found = db.execute(
+        select(sql.blocks.c.id)
+        .where(sql.blocks.c.session_id == session_id, sql.blocks.c.overlay == overlay)
+        .limit(1)
+    ).first()
+    if found is None:
+        raise OverlayNotFoundError(overlay, session_id=session_id)

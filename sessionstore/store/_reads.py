@@ -19,7 +19,7 @@ from sessionstore.config import CompactionScope
 from sessionstore.errors import BlockNotFoundError
 from sessionstore.models import LoopRecord, SessionDigest, StoredMessage, TurnRange
 from sessionstore.store import _statements as sql
-from sessionstore.store._blocks import current_blocks, newest_digest
+from sessionstore.store._blocks import check_overlay, current_blocks, newest_digest
 from sessionstore.store._sessions import Tenant, chain, resolve_loop
 from sessionstore.store._tables import stored_model, stored_models
 
@@ -192,6 +192,7 @@ def read_context(
 ) -> ContextSources:
     """Read what the loader needs to build a loop's context (see `SessionStore.read_context`)."""
     head = resolve_loop(db, tenant, session_id, loop_id)
+    check_overlay(db, session_id, overlay)
     if head is None:
         return ContextSources([], None, None)
     moment = _as_of_time(db, session_id, head, overlay, as_of)

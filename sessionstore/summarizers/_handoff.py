@@ -398,9 +398,16 @@ def merge_handoffs(older: Handoff, newer: Handoff) -> Handoff:
         ]
     else:
         pending = [*older.pending, *pending]
+    # A task the newer one replaces becomes the goal when there was none, so the
+    # original request survives any number of updates.
+    earlier_request = (
+        "\n".join(line for line in older.task.split("\n") if not line.startswith(FOLLOW_UP))
+        if newer.task and older.task and older.task != newer.task
+        else ""
+    )
     return Handoff(
         task=newer.task or with_follow_ups(older.task, newer.later),
-        goal=older.goal or newer.goal,
+        goal=older.goal or earlier_request or newer.goal,
         constraints=_union(older.constraints, newer.constraints),
         actions=[*older.actions, *newer.actions],
         state=newer.state or older.state,

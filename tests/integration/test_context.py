@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+import sessionstore
 from sessionstore import (
     AssistantMessage,
     BuiltContext,
@@ -24,6 +25,7 @@ from sessionstore import (
 from sessionstore.errors import (
     ConfigurationError,
     ContextOverflowError,
+    OverlayNotFoundError,
 )
 from tests.factories import conversation
 from tests.integration._helpers import SMALL, check_valid, session_with_loops
@@ -152,3 +154,49 @@ async def test_an_empty_session_builds_an_empty_context(store: SessionStore) -> 
 
 def _messages(context: BuiltContext) -> list[Message]:
     return context.messages
+
+
+async def test_an_unknown_overlay_is_a_typed_error(store: SessionStore) -> None:
+    """`--overlay nosuch` used to build from raw messages in silence."""
+    session_id = await session_with_loops(store, loops=2)
+    with pytest.raises(OverlayNotFoundError, match="no overlay 'nosuch'") as caught:
+        await build_context(store, session_id, max_context_tokens=10_000, overlay="nosuch")
+    assert caught.value.overlay == "nosuch"
+    with pytest.raises(OverlayNotFoundError):
+        await sessionstore.audit_session(store, session_id, overlay="nosuch")
+    # `default` needs no compaction; a named overlay exists once a compaction wrote it.
+    await build_context(store, session_id, max_context_tokens=10_000)
+    await compact_session_loops(store, session_id, overlay="short")
+    built = await build_context(store, session_id, max_context_tokens=10_000, overlay="short")
+    assert built.overlay == "short"
+
+
+async def test_the_loops_before_the_scope_live_on_in_the_session_digest(
+    store: SessionStore,
+) -> None:
+    """The original task survives any number of loops: the digest carries it forward."""
+    session = await store.create_session(app_name="a", user_id="u")
+    task = "Migrate the billing service to the v2 invoices API; keep invoice INV-20931 intact."
+    await store.append_messages(session.id, [UserMessage(content=task)])
+    for i in range(8):
+        await store.start_loop(session.id)
+        await store.append_messages(
+            session.id,
+            [
+                UserMessage(content=f"Error: wrong format, try again ({i})"),
+                *conversation(turns=3)[1:],
+            ],
+        )
+        await compact_session_loops(store, session.id, config=SMALL)
+    context = await build_context(store, session.id, max_context_tokens=20_000, config=SMALL)
+    check_valid(context)
+    first = context.items[0]
+    assert first.source == "digest"
+    assert isinstance(first.message, UserMessage | AssistantMessage)
+    assert "INV-20931" in first.message.text
+    digest = await store.get_digest(session.id)
+    assert digest is not None
+    chain = await store.active_chain(session.id)
+    folded = [loop_id for loop_id, _ in digest.folded]
+    assert folded == [loop.id for loop in chain[: len(folded)]]
+    assert context.loop_ids == [loop.id for loop in chain[len(folded) :]]
