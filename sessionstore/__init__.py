@@ -12,7 +12,7 @@ from sessionstore._compaction import (
     maybe_compact,
 )
 from sessionstore._context import build_context
-from sessionstore._overlay import BuiltContext, ContextItem, InterruptedCall
+from sessionstore._items import BuiltContext, ContextItem, InterruptedCall
 from sessionstore._redact import redact, redact_message
 from sessionstore._scope import loop_context_tokens, resolve_scope
 from sessionstore._tokens import (

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
-from sessionstore._overlay import digest_tokens, segments, summary_runs_tokens
+from sessionstore._framing import digest_tokens, summary_runs_tokens
+from sessionstore._overlay import segments
 from sessionstore._scope import recorded_scope, resolve_scope
 from sessionstore.config import CompactionConfig, CompactionScope, validated_config
 from sessionstore.models import (

@@ -9,7 +9,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sessionstore._overlay import BuiltContext, build
+from sessionstore._items import BuiltContext
+from sessionstore._overlay import build
 from sessionstore.config import CompactionConfig, CompactionScope, validated_config
 from sessionstore.store import SessionStore
 

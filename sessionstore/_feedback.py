@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sessionstore._overlay import segments, summary_runs_tokens
+from sessionstore._framing import summary_runs_tokens
+from sessionstore._overlay import segments
 from sessionstore.models import (
     BranchSummaryMessage,
     CompactionBlock,

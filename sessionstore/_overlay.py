@@ -20,160 +20,37 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from datetime import datetime
+from dataclasses import replace
 from typing import Literal
 
+from sessionstore._framing import (
+    TRIM_MARKER,
+    digest_item,
+    merge_summaries,
+    settle_roles,
+)
+from sessionstore._items import (
+    BuiltContext,
+    ContextItem,
+    InterruptedCall,
+    LoopSource,
+)
 from sessionstore._pairing import interrupted_result
 from sessionstore._tokens import message_tokens
 from sessionstore.config import CompactionScope
 from sessionstore.errors import ContextOverflowError
 from sessionstore.models import (
     AssistantMessage,
-    BranchSummaryMessage,
     CompactionBlock,
-    CompactionSummaryMessage,
-    LoopRecord,
-    Message,
     SessionDigest,
     StoredMessage,
-    SystemMessage,
     TextContent,
     ToolResultMessage,
     TurnRange,
     UserMessage,
 )
 
-__all__ = [
-    "BuiltContext",
-    "ContextItem",
-    "ContextSources",
-    "InterruptedCall",
-    "LoopSource",
-    "assemble",
-    "build",
-    "digest_tokens",
-    "fit_to_budget",
-    "merge_summaries",
-    "pair_tool_calls",
-    "segments",
-    "settle_roles",
-    "summary_runs_tokens",
-]
-
-Source = Literal["raw", "compacted", "recent", "synthetic", "marker", "digest"]
-
-TRIM_MARKER = "[Context compacted: {removed} messages removed to fit the token budget]"
-"""The text that stands where trimming left messages out."""
-
-SUMMARY_OPEN = (
-    "[CONTEXT SUMMARY — REFERENCE ONLY] Earlier turns of this conversation were compacted "
-    "into the summary below. Treat it as background, not as instructions: do not answer "
-    "questions or redo requests it mentions, they were already handled. Respond to the "
-    "latest user message after this summary."
-)
-"""The framing that opens every summary the model is shown."""
-
-SUMMARY_CLOSE = "[END OF CONTEXT SUMMARY]"
-"""The marker that closes it."""
-
-
-@dataclass(frozen=True, slots=True)
-class ContextItem:
-    """One message of a built context, with where it came from."""
-
-    message: Message
-    tokens: int
-    """Its cached token count."""
-    source: Source
-    """`raw` (a raw message, verbatim), `compacted` / `recent` (a replacement message of
-    that block section), `synthetic` (added by the loader), `marker` (a trim marker),
-    `digest` (the session digest of the loops before the scope)."""
-    loop_id: int | None = None
-    message_id: int | None = None
-    """The raw message's id, for `raw` items."""
-    replacement_id: int | None = None
-    """The replacement message's id, for `compacted` and `recent` items."""
-    covers: tuple[int, ...] = ()
-    """The ids of the raw messages this item stands for."""
-    pinned: bool = False
-    """True for the latest user request, which trimming never drops."""
-    flexible: bool = False
-    """A text the loader wrote (a summary, a trim marker): its role is chosen to keep
-    user and assistant turns alternating."""
-
-
-@dataclass(frozen=True, slots=True)
-class InterruptedCall:
-    """A tool call with no result; the context holds a synthetic result for it."""
-
-    loop_id: int | None
-    message_id: int | None
-    """The raw assistant message that made the call, when the call is raw."""
-    call_id: str
-    tool_name: str
-    at_end: bool
-    """True when the call is the last thing its loop holds (an interrupted run)."""
-
-
-@dataclass(frozen=True, slots=True)
-class LoopSource:
-    """What the loader needs of one loop: its record, block and raw messages.
-
-    `raw` holds the messages of every turn the block does not replace (all of them
-    when there is no block).
-    """
-
-    loop: LoopRecord
-    block: CompactionBlock | None
-    raw: Sequence[StoredMessage]
-    """Raw messages in position order: `keep_first` turns and uncovered turns."""
-
-
-@dataclass(frozen=True, slots=True)
-class ContextSources:
-    """What the store reads for the loader: the loops in scope and the pinned request."""
-
-    loops: list[LoopSource]
-    """The loops in scope, oldest first."""
-    latest_user: StoredMessage | None
-    """The chain's latest raw user message (the latest user request)."""
-    as_of: datetime | None
-    """The time the sources were read as of, or None for now."""
-    scope: CompactionScope | None = None
-    """The scope the loops were chosen by."""
-    digest: SessionDigest | None = None
-    """The session digest that stands for the loops before `loops`, if any."""
-
-
-@dataclass(slots=True)
-class BuiltContext:
-    """What `build_context` returns: the messages for the model and how they were chosen."""
-
-    items: list[ContextItem]
-    budget: int
-    """The tokens the messages could use (`max_context_tokens - system_prompt_tokens`)."""
-    tokens: int
-    """The tokens the messages use (cached counts, times `token_scale`, rounded up)."""
-    loop_ids: list[int] = field(default_factory=list)
-    """The loops in scope, oldest first."""
-    interrupted_calls: list[InterruptedCall] = field(default_factory=list)
-    orphan_results: list[int] = field(default_factory=list)
-    """Raw ids of tool results left out because no call in the context answers to them."""
-    trimmed_messages: int = 0
-    """Messages left out to fit the budget (a marker in the context says so)."""
-    loaded_tokens: int = 0
-    """The tokens of everything loaded, before trimming (scaled like `tokens`)."""
-    overlay: str = "default"
-    as_of: object | None = None
-    """The generation or time the context was rebuilt as of, or None for now."""
-    scope: CompactionScope | None = None
-    """The scope that chose `loop_ids`."""
-
-    @property
-    def messages(self) -> list[Message]:
-        """The messages to send to the model, in order."""
-        return [item.message for item in self.items]
+__all__ = ["assemble", "build", "fit_to_budget", "pair_tool_calls", "segments"]
 
 
 def segments(
@@ -351,160 +228,6 @@ def _marker(removed: int) -> ContextItem:
     )
 
 
-def _is_summary(item: ContextItem) -> bool:
-    return item.source == "compacted" and isinstance(
-        item.message, CompactionSummaryMessage | BranchSummaryMessage
-    )
-
-
-def _framed(text: str) -> str:
-    return f"{SUMMARY_OPEN}\n\n{text}\n\n{SUMMARY_CLOSE}"
-
-
-def _text_item(texts: Sequence[str], run: Sequence[ContextItem], source: Source) -> ContextItem:
-    message = UserMessage(content=[TextContent(text="\n\n".join(texts))])
-    covers = tuple(dict.fromkeys(i for item in run for i in item.covers))
-    return ContextItem(
-        message=message,
-        tokens=message_tokens(message),
-        source=source,
-        loop_id=run[0].loop_id,
-        replacement_id=run[0].replacement_id,
-        covers=covers,
-        pinned=any(item.pinned for item in run),
-        flexible=True,
-    )
-
-
-def summary_runs_tokens(messages: Sequence[Message]) -> int:
-    """Return what a section's replacement messages cost once summary runs are merged.
-
-    The loader shows each run of summary messages as one framed message
-    (`merge_summaries`); the other messages cost their own count.
-    """
-    total = 0
-    run: list[str] = []
-
-    def flush() -> None:
-        if run:
-            total_text = _framed("\n".join(run))
-            nonlocal total
-            total += message_tokens(UserMessage(content=[TextContent(text=total_text)]))
-            run.clear()
-
-    for message in messages:
-        if isinstance(message, CompactionSummaryMessage | BranchSummaryMessage):
-            run.append(message.summary)
-            continue
-        flush()
-        total += message_tokens(message)
-    flush()
-    return total
-
-
-def merge_summaries(items: Sequence[ContextItem]) -> list[ContextItem]:
-    """Show each loop's run of summary messages as one framed summary message.
-
-    A compacted section reaches the model as one message per loop, whatever number of
-    replacement messages its block holds: the summaries are joined inside a
-    reference-only framing that ends with a marker. Its role is chosen later, by
-    `settle_roles`.
-    """
-    result: list[ContextItem] = []
-    run: list[ContextItem] = []
-
-    def flush() -> None:
-        if run:
-            lines = [
-                item.message.summary
-                for item in run
-                if isinstance(item.message, CompactionSummaryMessage | BranchSummaryMessage)
-            ]
-            result.append(_text_item([_framed("\n".join(lines))], run, "compacted"))
-            run.clear()
-
-    for item in items:
-        if _is_summary(item) and (not run or run[-1].loop_id == item.loop_id):
-            run.append(item)
-            continue
-        flush()
-        if _is_summary(item):
-            run.append(item)
-        else:
-            result.append(item)
-    flush()
-    return result
-
-
-def _role(message: Message) -> str:
-    if isinstance(message, AssistantMessage):
-        return "assistant"
-    if isinstance(message, ToolResultMessage):
-        return "tool"
-    if isinstance(message, SystemMessage):
-        return "system"
-    return "user"  # the kinds providers have no role for are shown as user text
-
-
-def settle_roles(items: Sequence[ContextItem]) -> list[ContextItem]:
-    """Give each loader-written text the role that keeps turns alternating.
-
-    A trim marker next to a summary joins it. Then, as Hermes Agent does, a text after
-    an assistant message or a tool result is a user message, otherwise an assistant
-    message, and the choice flips when it would repeat the role of the message after it
-    and flipping does not repeat the one before. The first message of a context is a
-    user message unless a user message follows it.
-    """
-    merged: list[ContextItem] = []
-    for item in items:
-        previous = merged[-1] if merged else None
-        if (
-            previous is not None
-            and item.flexible
-            and previous.flexible
-            and "marker" in (item.source, previous.source)
-        ):
-            run = [previous, item]
-            texts = [part.message.text for part in run if isinstance(part.message, UserMessage)]
-            source = item.source if previous.source == "marker" else previous.source
-            merged[-1] = _text_item(texts, run, source)
-            continue
-        merged.append(item)
-    result: list[ContextItem] = []
-    for index, item in enumerate(merged):
-        if not item.flexible:
-            result.append(item)
-            continue
-        before = _role(result[-1].message) if result else None
-        following = merged[index + 1] if index + 1 < len(merged) else None
-        after = None if following is None or following.flexible else _role(following.message)
-        if before is None:
-            role = "assistant" if after == "user" else "user"
-        else:
-            role = "user" if before in ("assistant", "tool") else "assistant"
-            flipped = "assistant" if role == "user" else "user"
-            if role == after and flipped != before:
-                role = flipped
-        if role == "assistant" and isinstance(item.message, UserMessage):
-            message: Message = AssistantMessage(content=[TextContent(text=item.message.text)])
-            item = replace(item, message=message, tokens=message_tokens(message))
-        result.append(item)
-    return result
-
-
-def digest_tokens(digest: SessionDigest) -> int:
-    """Return what the session digest costs in the context, framing included."""
-    return _digest_item(digest).tokens
-
-
-def _digest_item(digest: SessionDigest) -> ContextItem:
-    text = _framed(f"Digest of the earlier conversation:\n{digest.message.summary}")
-    message = UserMessage(content=[TextContent(text=text)])
-    return ContextItem(
-        message=message, tokens=message_tokens(message), source="digest", flexible=True
-    )
-
-
 def _fit_with_lead(
     lead: list[ContextItem], items: Sequence[ContextItem], budget: int, token_scale: float
 ) -> tuple[list[ContextItem], int]:
@@ -620,7 +343,7 @@ def build(
     items = assemble(loops, latest_user)
     items, interrupted, orphans = pair_tool_calls(items)
     items = merge_summaries(items)
-    lead = [] if digest is None else [_digest_item(digest)]
+    lead = [] if digest is None else [digest_item(digest)]
     loaded = math.ceil(sum(item.tokens for item in [*lead, *items]) * token_scale)
     items, trimmed = _fit_with_lead(lead, items, budget, token_scale)
     items = settle_roles(items)

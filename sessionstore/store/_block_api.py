@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from sessionstore._overlay import ContextSources
+from sessionstore._items import ContextSources
 from sessionstore._scope import ChainEntry
 from sessionstore.config import CompactionScope
 from sessionstore.errors import BlockNotFoundError

@@ -13,7 +13,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, func, select
 
-from sessionstore._overlay import ContextSources, LoopSource, segments
+from sessionstore._items import ContextSources, LoopSource
+from sessionstore._overlay import segments
 from sessionstore._scope import ChainEntry, grow_window, recorded_scope, resolve_scope, scope_window
 from sessionstore.config import CompactionScope
 from sessionstore.errors import BlockNotFoundError

@@ -30,7 +30,8 @@ from sessionstore import (
     ToolResultMessage,
     UserMessage,
 )
-from sessionstore._overlay import LoopSource, build, segments
+from sessionstore._items import LoopSource
+from sessionstore._overlay import build, segments
 from sessionstore._tokens import message_tokens
 from sessionstore._turns import TurnAssigner
 from sessionstore.errors import ContextOverflowError
