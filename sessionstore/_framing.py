@@ -150,27 +150,13 @@ def _role(message: Message) -> str:
 def settle_roles(items: Sequence[ContextItem]) -> list[ContextItem]:
     """Give each loader-written text the role that keeps turns alternating.
 
-    A trim marker next to a summary joins it. Then, as Hermes Agent does, a text after
-    an assistant message or a tool result is a user message, otherwise an assistant
-    message, and the choice flips when it would repeat the role of the message after it
-    and flipping does not repeat the one before. The first message of a context is a
-    user message unless a user message follows it.
+    As Hermes Agent does, a text after an assistant message or a tool result is a user
+    message, otherwise an assistant message, and the choice flips when it would repeat
+    the role of the message after it and flipping does not repeat the one before. The
+    first message of a context is a user message unless a user message follows it.
+    Adjacent loader texts (a trim marker, summaries of consecutive loops) so alternate.
     """
-    merged: list[ContextItem] = []
-    for item in items:
-        previous = merged[-1] if merged else None
-        if (
-            previous is not None
-            and item.flexible
-            and previous.flexible
-            and "marker" in (item.source, previous.source)
-        ):
-            run = [previous, item]
-            texts = [part.message.text for part in run if isinstance(part.message, UserMessage)]
-            source = item.source if previous.source == "marker" else previous.source
-            merged[-1] = text_item(texts, run, source)
-            continue
-        merged.append(item)
+    merged = list(items)
     result: list[ContextItem] = []
     for index, item in enumerate(merged):
         if not item.flexible:

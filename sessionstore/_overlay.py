@@ -19,7 +19,7 @@ scope, oldest first) and this module turns them into a `BuiltContext`:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Literal
 
@@ -252,7 +252,10 @@ def fit_to_budget(
     Like the seed's `keep_within_budget`: keep the newest units that fit, stop at the
     first that does not, and say how many messages were left out with a marker (one
     per gap). The unit holding the pinned item (the latest user request) is always
-    kept. Returns the items and the number of messages left out.
+    kept. Summaries are dense: older raw units go before them, so the summaries of
+    earlier loops are kept while they and the pinned request fit, and dropped oldest
+    first like the rest when they do not. Returns the items and the number of messages
+    left out.
 
     Raises:
         ContextOverflowError: the pinned unit and its markers alone exceed the budget.
@@ -265,39 +268,66 @@ def fit_to_budget(
     if cost(total) <= budget:
         return list(items), 0
     units = _units(items)
-    count = len(units)
-    pinned = next((i for i, unit in enumerate(units) if any(x.pinned for x in unit)), None)
     sizes = [sum(item.tokens for item in unit) for unit in units]
     marker_size = _marker(sum(len(unit) for unit in units)).tokens
+    pinned = {i for i, unit in enumerate(units) if any(x.pinned for x in unit)}
+    summaries = {
+        i
+        for i, unit in enumerate(units)
+        if all(x.flexible and x.source == "compacted" for x in unit)
+    }
+    for must in (pinned | summaries, pinned):
+        start = _longest_tail(sizes, must, marker_size, budget, cost)
+        if start is not None:
+            return _keep(units, must | set(range(start, len(units))))
+    needed = cost(sum(sizes[i] for i in pinned) + marker_size * (1 + len(pinned)))
+    what = "the latest user request" if pinned else "a trim marker"
+    raise ContextOverflowError(
+        f"the smallest valid context ({what} and the trim markers) needs {needed} "
+        f"tokens, but the budget leaves {budget}",
+        needed=needed,
+        available=budget,
+    )
 
-    def tail_cost(start: int, tail: int) -> int:
-        # Units `start..` (of size `tail`), the pinned unit, one marker per dropped gap.
-        if pinned is None or pinned >= start:
-            return cost(tail + (marker_size if start > 0 else 0))
-        gaps = (pinned > 0) + (start > pinned + 1)
-        return cost(tail + sizes[pinned] + gaps * marker_size)
 
-    # Keep the longest tail that fits; like the seed, stop at the first unit that does
-    # not (the kept history has no holes but the one before the pinned request).
-    kept_from = count
-    tail = 0
-    needed = tail_cost(count, 0)
-    if needed > budget:
-        what = "the latest user request" if pinned is not None else "a trim marker"
-        raise ContextOverflowError(
-            f"the smallest valid context ({what} and the trim markers) needs {needed} "
-            f"tokens, but the budget leaves {budget}",
-            needed=needed,
-            available=budget,
-        )
+def _longest_tail(
+    sizes: Sequence[int],
+    must: set[int],
+    marker_size: int,
+    budget: int,
+    cost: Callable[[int], int],
+) -> int | None:
+    """Return where the kept tail starts: the units from there on, plus `must`, fit.
+
+    Scans from the newest unit back and stops at the first that does not fit, as the
+    seed does; None when `must` and its markers alone do not fit. Linear: the kept
+    `must` units before the tail, and the gaps between them, are running sums.
+    """
+    count = len(sizes)
+    must_before = [0] * (count + 1)
+    gaps_before = [0] * (count + 1)
+    for index in range(count):
+        inside = index in must
+        must_before[index + 1] = must_before[index] + (sizes[index] if inside else 0)
+        opens_gap = not inside and (index == 0 or index - 1 in must)
+        gaps_before[index + 1] = gaps_before[index] + opens_gap
+
+    def needed(start: int, tail: int) -> int:
+        return cost(tail + must_before[start] + marker_size * gaps_before[start])
+
+    if needed(count, 0) > budget:
+        return None
+    start, tail = count, 0
     for index in range(count - 1, -1, -1):
         grown = tail + sizes[index]
-        if tail_cost(index, grown) > budget:
+        if needed(index, grown) > budget:
             break
-        tail, kept_from = grown, index
-    keep = set(range(kept_from, len(units)))
-    if pinned is not None:
-        keep.add(pinned)
+        start, tail = index, grown
+    return start
+
+
+def _keep(units: Sequence[list[ContextItem]], keep: set[int]) -> tuple[list[ContextItem], int]:
+    """Return the kept units in order, a marker in each gap, and how many messages went."""
     result: list[ContextItem] = []
     removed_total = 0
     gap = 0
