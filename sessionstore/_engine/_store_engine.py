@@ -1,0 +1,646 @@
+"""`StoreContextEngine`: the default `ContextEngine`, on one stored session.
+
+It measures the context (a provider's reported usage when there is one, through
+`ContextTracker`; else the loaded tokens of `build_context`), gates automatic compaction
+(`GatePolicy`: threshold, anti-thrashing, failure cooldown), and compacts through
+`compact_session_loops`, so every compaction is a non-destructive overlay with its events.
+"""
+
+from __future__ import annotations
+
+import time
+import unicodedata
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from sessionstore._compaction import CompactionCallbacks, CompactionResult, compact_session_loops
+from sessionstore._context import build_context
+from sessionstore._engine._contract import CompressionOutcome, EngineStatus
+from sessionstore._engine._gate import FailureGate, GatePolicy, ThrashingGate, classify_failure
+from sessionstore._redact import redact, redact_message
+from sessionstore._tokens import HeuristicTokenCounter, TokenCounter
+from sessionstore._tracker import ContextTracker
+from sessionstore.config import CompactionConfig, validated_config
+from sessionstore.errors import LoopNotFoundError, SummarizerResponseError
+from sessionstore.models import (
+    BranchSummaryMessage,
+    CompactionEnded,
+    StoredMessage,
+    TurnRange,
+)
+from sessionstore.store import SessionStore
+from sessionstore.strategies import (
+    BlockCompactionStrategy,
+    LoopView,
+    SummarizingBlockCompaction,
+    get_block_strategy,
+)
+from sessionstore.strategies._plan import Compress, forced_boundary, split_history
+from sessionstore.summarizers import (
+    ExtractiveSummarizer,
+    Summarizer,
+    Summary,
+    SummaryRequest,
+    summary_budget,
+)
+
+__all__ = ["StoreContextEngine"]
+
+_FOCUS_MAX_CHARS = 500
+ENGINE_DETAILS = "engine"
+"""The key of the engine's own details in a compaction's `ended` event."""
+
+
+def clean_focus(topic: str | None) -> str | None:
+    """Return a focus topic safe to put in a prompt: control characters become spaces.
+
+    Raises:
+        TypeError: `topic` is not a string.
+    """
+    if topic is None:
+        return None
+    if not isinstance(topic, str):
+        raise TypeError(f"focus_topic must be a string, got {type(topic).__name__}")
+    text = "".join(" " if unicodedata.category(c).startswith("C") else c for c in topic)
+    text = " ".join(text.split())[:_FOCUS_MAX_CHARS]
+    return text or None
+
+
+class _CheckedSummarizer:
+    """A `Summarizer` whose empty or far-over-budget answer is a `SummarizerResponseError`."""
+
+    def __init__(self, inner: Summarizer, counter: TokenCounter, overrun: float) -> None:
+        self.inner = inner
+        self.counter = counter
+        self.overrun = overrun
+
+    def __repr__(self) -> str:
+        return repr(self.inner)
+
+    async def summarize(self, request: SummaryRequest) -> Summary:
+        summary = await self.inner.summarize(request)
+        if not summary.text.strip():
+            raise SummarizerResponseError("the summarizer returned an empty digest")
+        tokens = self.counter.count_text(summary.text)
+        if tokens > request.budget_tokens * self.overrun:
+            raise SummarizerResponseError(
+                f"the summarizer returned {tokens:,} tokens, over its budget of "
+                f"{request.budget_tokens:,}"
+            )
+        return summary
+
+
+class _ForcedCut(SummarizingBlockCompaction):
+    """`SummarizingBlockCompaction` cut where a forced `/compact` cuts (seed 003).
+
+    Everything before the loop's last user message is folded; the last user turn and
+    what follows are the tail. With no user message, or none before it, nothing is.
+    """
+
+    def _boundaries(
+        self, view: LoopView, config: CompactionConfig
+    ) -> tuple[TurnRange | None, TurnRange | None, TurnRange | None]:
+        messages = view.messages
+        cut = forced_boundary([m.message for m in messages])
+        if not cut:
+            return None, None, None
+        turn_count = view.turn_map.turn_count()
+        tail_first = messages[cut].turn_index
+        if tail_first < 1:
+            return None, None, None
+        return (
+            None,
+            TurnRange(start_turn=0, end_turn=tail_first - 1),
+            TurnRange(start_turn=tail_first, end_turn=turn_count - 1),
+        )
+
+
+def _usage_counts(usage: Mapping[str, Any] | object) -> tuple[int, int]:
+    """Return `(prompt, completion)` tokens from an OpenAI or Anthropic usage report."""
+
+    def get(name: str) -> Any:
+        if isinstance(usage, Mapping):
+            return usage.get(name)
+        return getattr(usage, name, None)
+
+    def count(name: str) -> int:
+        value = get(name)
+        if value is None:
+            return 0
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"usage {name} must be an int, got {type(value).__name__}")
+        if value < 0:
+            raise ValueError(f"usage {name} must not be negative, got {value}")
+        return value
+
+    if usage is None or isinstance(usage, str | bytes):
+        raise TypeError(f"usage must be a mapping or an object, got {type(usage).__name__}")
+    if get("prompt_tokens") is not None:  # OpenAI: cached tokens are included
+        prompt = count("prompt_tokens")
+    else:  # Anthropic: cached tokens are reported apart from input_tokens
+        prompt = sum(
+            count(name)
+            for name in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+        )
+    completion = count("completion_tokens") or count("output_tokens")
+    if prompt <= 0:
+        raise ValueError("usage reports no prompt tokens (prompt_tokens or input_tokens)")
+    return prompt, completion
+
+
+class StoreContextEngine:
+    """The default `ContextEngine`: the live gate and compaction of one stored session.
+
+    >>> async def agent_turn(engine, model_response):
+    ...     engine.update_from_response(model_response.usage)
+    ...     if engine.should_compress():
+    ...         await engine.compress()
+
+    Args:
+        store: The store.
+        session_id: The session.
+        context_length: The model's window, in tokens.
+        system_prompt_tokens: What every prompt holds besides the messages.
+        overlay: The overlay compactions write and the context is built from.
+        config: The compaction policy (how much is kept; the scope).
+        strategy: The block strategy; `SummarizingBlockCompaction()` by default. Only a
+            `SummarizingBlockCompaction` gets the focus topic, the forced cut, the checks on
+            its summarizer's answer and the extractive fallback; another strategy is run
+            as it is (a forced compaction then keeps one recent turn).
+        policy: The gates (`GatePolicy`).
+        counter: Estimates messages noted between provider reports.
+        clock: Monotonic seconds (the cooldowns' time); `time.monotonic` by default.
+
+    Raises:
+        ValueError: a window that is not positive, or a system prompt that fills it.
+        ConfigurationError: a bad config or an unknown strategy name.
+    """
+
+    name = "store"
+
+    def __init__(
+        self,
+        store: SessionStore,
+        session_id: str,
+        *,
+        context_length: int,
+        system_prompt_tokens: int = 0,
+        overlay: str = "default",
+        config: CompactionConfig | dict[str, Any] | None = None,
+        strategy: BlockCompactionStrategy | str | None = None,
+        policy: GatePolicy | None = None,
+        counter: TokenCounter | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.session_id = session_id
+        self.overlay = overlay
+        self.config = validated_config(config, CompactionConfig)
+        self.strategy: BlockCompactionStrategy = (
+            SummarizingBlockCompaction() if strategy is None else get_block_strategy(strategy)
+        )
+        self.policy = policy if policy is not None else GatePolicy()
+        self._clock = clock
+        self._tracker = ContextTracker(
+            counter if counter is not None else HeuristicTokenCounter(),
+            max_context_tokens=context_length,
+            system_prompt_tokens=system_prompt_tokens,
+        )
+        self._failures = FailureGate()
+        self._thrashing = ThrashingGate()
+        self.compression_count = 0
+        self.fallback_count = 0
+        self.last_prompt_tokens = 0
+        self.last_completion_tokens = 0
+        self._last_savings: float | None = None
+        self._last_error: str | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(session_id={self.session_id!r}, "
+            f"context_length={self.context_length}, overlay={self.overlay!r})"
+        )
+
+    # ── token state ─────────────────────────────────────────────────────────────
+
+    @property
+    def context_length(self) -> int:
+        """The model's window."""
+        return self._tracker.max_context_tokens
+
+    @property
+    def system_prompt_tokens(self) -> int:
+        """What every prompt holds besides the messages."""
+        return self._tracker.system_prompt_tokens
+
+    @property
+    def threshold_tokens(self) -> int:
+        """The prompt tokens at which automatic compaction fires."""
+        return self.policy.threshold(self.context_length)
+
+    @property
+    def tokens(self) -> int:
+        """The prompt's tokens now, system prompt included."""
+        return self.system_prompt_tokens + self._tracker.estimated_tokens
+
+    def update_from_response(self, usage: Mapping[str, Any] | object) -> None:
+        """Anchor the context's size on a model call's reported usage.
+
+        OpenAI's `prompt_tokens` / `completion_tokens`, or Anthropic's `input_tokens` plus
+        its cache tokens / `output_tokens`, as a dict or an object.
+
+        Raises:
+            TypeError: `usage` is not a mapping or an object, or a count is not an int.
+            ValueError: a negative count, or no prompt tokens at all.
+        """
+        prompt, completion = _usage_counts(usage)
+        self._tracker.record_usage(prompt, completion)
+        self.last_prompt_tokens = prompt
+        self.last_completion_tokens = completion
+
+    def note_appended(self, messages: Sequence[StoredMessage]) -> None:
+        """Add messages appended since the last usage report (their cached token counts)."""
+        for stored in messages:
+            self._tracker.add_tokens(stored.token_count)
+
+    async def refresh(self) -> int:
+        """Measure the context from the store (dropping any provider anchor); return it."""
+        loaded = await self._loaded_tokens()
+        self._tracker.reset(loaded)
+        return self.tokens
+
+    def update_model(self, context_length: int, *, system_prompt_tokens: int | None = None) -> None:
+        """Follow a switch of model: a new window (and perhaps system prompt size).
+
+        The context's size carries over; the threshold follows the new window.
+
+        Raises:
+            ValueError: a window that is not positive, or a system prompt that fills it.
+        """
+        system = self.system_prompt_tokens if system_prompt_tokens is None else system_prompt_tokens
+        tracker = ContextTracker(
+            self._tracker.counter, max_context_tokens=context_length, system_prompt_tokens=system
+        )
+        tracker.reset(self._tracker.estimated_tokens)
+        self._tracker = tracker
+
+    # ── gates ───────────────────────────────────────────────────────────────────
+
+    def _blocked(self) -> str | None:
+        """Return why automatic compaction may not run now, or None."""
+        if self._failures.stopped:
+            return f"stopped after a refused credential ({self._failures.error}); force to retry"
+        remaining = self._failures.remaining(self._clock())
+        if remaining > 0:
+            return f"summarizer cooldown, {remaining:.0f}s left ({self._failures.error})"
+        if self._thrashing.thrashing(self.policy):
+            return (
+                f"the last {self._thrashing.ineffective} compactions each saved under "
+                f"{self.policy.ineffective_savings:.0%}; force one, or start a new session"
+            )
+        return None
+
+    def should_compress(self, prompt_tokens: int | None = None) -> bool:
+        """Return True when an automatic compaction should run now.
+
+        The context (`prompt_tokens` when given, else the tracked size) must reach the
+        threshold, and no gate may refuse: no cooldown, not stopped, not thrashing.
+
+        Raises:
+            ValueError: negative `prompt_tokens`.
+        """
+        tokens = self.tokens if prompt_tokens is None else prompt_tokens
+        if tokens < 0:
+            raise ValueError(f"prompt_tokens must not be negative, got {prompt_tokens}")
+        return self.policy.over_threshold(tokens, self.context_length) and self._blocked() is None
+
+    # ── compaction ──────────────────────────────────────────────────────────────
+
+    async def _loaded_tokens(self) -> int:
+        try:
+            context = await build_context(
+                self.store,
+                self.session_id,
+                max_context_tokens=self.context_length,
+                config=self.config,
+                system_prompt_tokens=self.system_prompt_tokens,
+                overlay=self.overlay,
+            )
+        except LoopNotFoundError:
+            return 0  # a session without loops has no context yet
+        return context.loaded_tokens
+
+    def _strategy(
+        self, summarizer: Summarizer | None, focus: str | None, force: bool
+    ) -> BlockCompactionStrategy:
+        """Return the strategy to run: the configured one, given the call's options."""
+        base = self.strategy
+        if not isinstance(base, SummarizingBlockCompaction):
+            return base
+        kind = _ForcedCut if force else SummarizingBlockCompaction
+        chosen = summarizer or _CheckedSummarizer(
+            base.summarizer, base.counter, self.policy.max_summary_overrun
+        )
+        return kind(
+            chosen,
+            counter=base.counter,
+            cheap_passes=base.cheap_passes,
+            rehydrate=base.rehydrate,
+            focus_topic=focus if focus is not None else base.focus_topic,
+            redact_secrets=base.redact_secrets,
+        )
+
+    async def _run(
+        self, strategy: BlockCompactionStrategy, force: bool, details: dict[str, Any]
+    ) -> CompactionResult:
+        config = self.config
+        if force and not isinstance(strategy, SummarizingBlockCompaction):
+            config = config.model_copy(
+                update={"keep_first_turns": 0, "keep_recent_turns": 1, "keep_recent_tokens": 1}
+            )
+
+        def annotate(ended: CompactionEnded) -> None:
+            ended.details[ENGINE_DETAILS] = details
+
+        return await compact_session_loops(
+            self.store,
+            self.session_id,
+            None,
+            strategy,
+            config,
+            self.context_length,
+            overlay=self.overlay,
+            callbacks=CompactionCallbacks(after_compaction_end=annotate),
+        )
+
+    async def compress(
+        self, *, focus_topic: str | None = None, force: bool = False
+    ) -> CompressionOutcome:
+        """Compact the session's context now, unless a gate refuses an automatic compaction.
+
+        A forced compaction (a user's `/compact`) ignores the threshold, the cooldown and
+        anti-thrashing, clears them, and folds everything before the last user turn. When
+        the summarizer fails (unreachable, timeout, refused credential, a bad answer), a
+        cooldown starts and the policy's `on_failure` decides: `abort` keeps everything and
+        returns a `failed` outcome, `extractive` compacts with `ExtractiveSummarizer`
+        instead, `raise` keeps everything and raises. The reason is in the compaction's
+        `ended` event (`error` of the failed one; `details["engine"]` of the fallback).
+
+        Args:
+            focus_topic: A topic the digest keeps in most detail (control characters are
+                replaced by spaces).
+            force: Ignore every gate.
+
+        Raises:
+            TypeError: `focus_topic` is not a string.
+            SummarizerError: the summarizer failed and `on_failure` is `raise`.
+        """
+        focus = clean_focus(focus_topic)
+        blocked = None if force else self._blocked()
+        if blocked is not None:
+            tokens = self._tracker.estimated_tokens
+            return CompressionOutcome(
+                "skipped", tokens_before=tokens, tokens_after=tokens, reason=blocked
+            )
+        if force:
+            self._failures.clear()
+            self._thrashing.clear()
+        before = await self._loaded_tokens()
+        details: dict[str, Any] = {
+            "trigger": "forced" if force else "auto",
+            "focus_topic": focus,
+            "fallback": None,
+        }
+        fallback = error_text = None
+        kind = None
+        try:
+            result = await self._run(self._strategy(None, focus, force), force, details)
+        except Exception as error:
+            kind = classify_failure(error)
+            if kind is None:
+                raise
+            self._failures.record(error, self._clock(), self.policy)
+            error_text = redact(f"{type(error).__name__}: {error}")
+            self._last_error = error_text
+            if self.policy.on_failure == "raise":
+                raise
+            if self.policy.on_failure == "abort" or not isinstance(
+                self.strategy, SummarizingBlockCompaction
+            ):
+                return CompressionOutcome(
+                    "failed",
+                    forced=force,
+                    tokens_before=before,
+                    tokens_after=before,
+                    error=error_text,
+                    failure_kind=kind,
+                )
+            fallback = "extractive"
+            details.update(fallback=fallback, fallback_reason=error_text, failure_kind=kind)
+            result = await self._run(
+                self._strategy(ExtractiveSummarizer(), focus, force), force, details
+            )
+            self.fallback_count += 1
+        else:
+            self._failures.clear()
+        after = await self._loaded_tokens() if not result.noop else before
+        self._tracker.reset(after)
+        outcome = CompressionOutcome(
+            "noop" if result.noop else "compacted",
+            forced=force,
+            tokens_before=before,
+            tokens_after=after,
+            block_ids=tuple(block.id for block in result.blocks if block.id is not None),
+            fallback=fallback,
+            reason=None if fallback is None else f"the summarizer failed: {error_text}",
+            error=error_text,
+            failure_kind=kind,
+            feedback=tuple(result.feedback.lines()) if result.feedback else (),
+        )
+        if not result.noop:
+            self.compression_count += 1
+        self._last_savings = outcome.saved
+        if not force:
+            self._thrashing.record(outcome.saved, self.policy)
+        return outcome
+
+    async def has_content_to_compress(self, *, force: bool = False) -> bool:
+        """Return True when a compaction would have something to fold (no model call).
+
+        Something to fold is an earlier loop in scope not yet summarised whole, a loop
+        before the scope not yet in the session digest, or turns of the current loop a
+        compaction would fold (`force`: everything before the last user message; else the
+        middle `split_history` finds) that its current block does not fold yet.
+        """
+        policy = self.config.within(self.context_length)
+        try:
+            in_scope = await self.store.chain_in_scope(
+                self.session_id,
+                scope=policy.compaction_scope,
+                max_context_tokens=self.context_length,
+                summary_cap=policy.max_summary_tokens,
+                overlay=self.overlay,
+            )
+        except LoopNotFoundError:
+            return False
+        if not in_scope:
+            return False
+        current, block = in_scope[-1]
+        for loop, earlier in in_scope[:-1]:
+            section = earlier.keep_compacted if earlier is not None else None
+            whole = section is not None and section.range == TurnRange(
+                start_turn=0, end_turn=max(loop.turn_count - 1, 0)
+            )
+            if loop.turn_count > 0 and not whole:
+                return True
+        _, pending = await self.store.digest_inputs(
+            self.session_id,
+            first_in_scope=in_scope[0][0].id,
+            loop_id=current.id,
+            overlay=self.overlay,
+        )
+        if pending:
+            return True
+        stored = await self.store.get_messages(self.session_id, current.id)
+        messages = [m.message for m in stored]
+        if force:
+            cut = forced_boundary(messages) or 0
+            foldable = {m.turn_index for m in stored[:cut]}
+        else:
+            plan = split_history(messages, tail_token_budget=policy.keep_recent_tokens)
+            if not isinstance(plan, Compress):
+                return False
+            foldable = {stored[i].turn_index for i in plan.middle}
+        folded: set[int] = set()
+        if block is not None and block.keep_compacted is not None:
+            covered = block.keep_compacted.range
+            folded = set(range(covered.start_turn, covered.end_turn + 1))
+        return bool(foldable - folded)
+
+    # ── branches ────────────────────────────────────────────────────────────────
+
+    async def summarize_branch(
+        self,
+        abandoned_loop_id: int,
+        *,
+        into_loop_id: int | None = None,
+        focus_topic: str | None = None,
+    ) -> StoredMessage:
+        """Summarise an abandoned branch into the branch taken (seed 003's branch digest).
+
+        The abandoned branch is the chain from the branch point (the last loop it shares
+        with the branch taken) to `abandoned_loop_id`. Its messages are redacted and
+        summarised with `SummaryRequest(scope="branch")`, and the digest is appended as a
+        `BranchSummaryMessage` to `into_loop_id` (the session's active loop by default).
+        A summarizer failure follows `on_failure` (`extractive`: the offline digest
+        instead); with `abort` or `raise` nothing is appended and the error is raised.
+
+        Raises:
+            ValueError: `abandoned_loop_id` is on the branch taken (nothing was abandoned).
+            SummarizerError: the summarizer failed and the policy does not fall back.
+            SessionNotFoundError, LoopNotFoundError: no such session or loop.
+        """
+        focus = clean_focus(focus_topic)
+        abandoned = await self.store.active_chain(self.session_id, loop_id=abandoned_loop_id)
+        taken = await self.store.active_chain(self.session_id, loop_id=into_loop_id)
+        shared = {loop.id for loop in taken}
+        branch = [loop for loop in abandoned if loop.id not in shared]
+        if not branch or not taken:
+            raise ValueError(
+                f"loop {abandoned_loop_id} is on the branch taken: there is no abandoned branch"
+            )
+        messages = [
+            redact_message(stored.message)
+            for loop in branch
+            for stored in await self.store.get_messages(self.session_id, loop.id)
+        ]
+        folded = sum(loop.token_total for loop in branch)
+        request = SummaryRequest(
+            messages=messages,
+            focus_topic=focus,
+            budget_tokens=summary_budget(folded, max_tokens=self.config.max_summary_tokens),
+            scope="branch",
+        )
+        base = self.strategy
+        summarizer: Summarizer = ExtractiveSummarizer()
+        if isinstance(base, SummarizingBlockCompaction):
+            summarizer = base.summarizer
+        counter = self._tracker.counter
+        fallback_reason = None
+        try:
+            summary = await _CheckedSummarizer(
+                summarizer, counter, self.policy.max_summary_overrun
+            ).summarize(request)
+        except Exception as error:
+            if classify_failure(error) is None:
+                raise
+            self._failures.record(error, self._clock(), self.policy)
+            self._last_error = fallback_reason = redact(f"{type(error).__name__}: {error}")
+            if self.policy.on_failure != "extractive":
+                raise
+            summary = await ExtractiveSummarizer().summarize(request)
+            self.fallback_count += 1
+        digest = BranchSummaryMessage(
+            summary=redact(summary.text),
+            from_loop_id=abandoned_loop_id,
+            extra={
+                "sessionstore": {
+                    "branch_digest": {
+                        "loop_ids": [loop.id for loop in branch],
+                        "model": summary.model,
+                        "prompt_version": summary.prompt_version,
+                        "budget_tokens": request.budget_tokens,
+                        "fallback": None if fallback_reason is None else "extractive",
+                        "fallback_reason": fallback_reason,
+                    }
+                }
+            },
+        )
+        (stored,) = await self.store.append_messages(
+            self.session_id, [digest], loop_id=taken[-1].id
+        )
+        self._tracker.add_tokens(stored.token_count)
+        return stored
+
+    # ── lifecycle and status ────────────────────────────────────────────────────
+
+    async def on_session_start(self) -> None:
+        """Measure the stored context, so the gate works before the first model call."""
+        await self.refresh()
+
+    async def on_session_end(self) -> None:
+        """Nothing to flush: every compaction is already stored."""
+
+    def on_session_reset(self) -> None:
+        """Forget the counts, the token tracking and anti-thrashing (not the cooldown).
+
+        The cooldown stays: it is about the summarizer, not the conversation.
+        """
+        self._tracker.reset(0)
+        self._thrashing = ThrashingGate()
+        self.compression_count = 0
+        self.fallback_count = 0
+        self.last_prompt_tokens = 0
+        self.last_completion_tokens = 0
+        self._last_savings = None
+        self._last_error = None
+
+    def get_status(self) -> EngineStatus:
+        """Return the counts: tokens now, window, threshold, compactions, gates, last error."""
+        tokens = self.tokens
+        return EngineStatus(
+            tokens=tokens,
+            anchored=self._tracker.last_reported is not None,
+            context_length=self.context_length,
+            threshold_tokens=self.threshold_tokens,
+            usage_percent=min(100.0, tokens / self.context_length * 100),
+            compression_count=self.compression_count,
+            last_prompt_tokens=self.last_prompt_tokens,
+            last_savings=self._last_savings,
+            ineffective_count=self._thrashing.ineffective,
+            thrashing=self._thrashing.thrashing(self.policy),
+            cooldown_remaining=self._failures.remaining(self._clock()),
+            stopped=self._failures.stopped,
+            fallback_count=self.fallback_count,
+            last_error=self._last_error,
+        )

@@ -1,0 +1,134 @@
+"""The live engine's pure gates: the three seeds' thresholds, cooldowns and anti-thrashing."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sessionstore._engine import GatePolicy, budget_limit, should_compress, threshold_tokens
+from sessionstore._engine._gate import FailureGate, ThrashingGate, classify_failure
+from sessionstore._engine._store_engine import clean_focus
+from sessionstore.errors import (
+    ConfigurationError,
+    SummarizerAuthError,
+    SummarizerResponseError,
+    SummarizerTimeoutError,
+    SummarizerUnavailableError,
+)
+
+
+def test_budget_limit_carves_the_reserve_then_applies_the_ratio() -> None:
+    assert budget_limit(128_000) == (128_000 - 2048) * 0.75
+    assert budget_limit(1_000, reserve_tokens=2048) == 0  # never negative
+    with pytest.raises(ValueError, match="trigger_ratio"):
+        budget_limit(1_000, trigger_ratio=0)
+
+
+def test_hermes_threshold_has_a_floor() -> None:
+    assert threshold_tokens(200_000, threshold_percent=0.5) == 100_000
+    assert threshold_tokens(32_000, threshold_percent=0.5, min_context_tokens=20_000) == 20_000
+    with pytest.raises(ValueError, match="min_context_tokens"):
+        threshold_tokens(1_000, min_context_tokens=-1)
+
+
+def test_gleam_should_compress_is_integer_percent() -> None:
+    assert should_compress(75, 100, 75)
+    assert not should_compress(74, 100, 75)
+    with pytest.raises(ValueError, match=r"1\.\.100"):
+        should_compress(1, 100, 0)
+    with pytest.raises(TypeError):
+        should_compress(1, 100, 0.5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="window"):
+        should_compress(1, 0, 50)
+
+
+@settings(derandomize=True, max_examples=200)
+@given(
+    window=st.integers(1, 2_000_000),
+    tokens=st.integers(0, 3_000_000),
+    percent=st.integers(1, 100),
+)
+def test_gleam_trigger_is_monotone_in_tokens(window: int, tokens: int, percent: int) -> None:
+    if should_compress(tokens, window, percent):
+        assert should_compress(tokens + 1, window, percent)
+
+
+@settings(derandomize=True, max_examples=200)
+@given(
+    window=st.integers(1, 2_000_000),
+    ratio=st.floats(0.01, 1.0),
+    reserve=st.integers(0, 100_000),
+    floor=st.integers(0, 3_000_000),
+    hermes=st.booleans(),
+)
+def test_the_threshold_never_exceeds_the_window(
+    window: int, ratio: float, reserve: int, floor: int, hermes: bool
+) -> None:
+    policy = GatePolicy(
+        trigger_ratio=ratio,
+        reserve_tokens=reserve,
+        threshold_percent=ratio if hermes else None,
+        min_context_tokens=floor,
+    )
+    assert 0 <= policy.threshold(window) <= window
+    assert policy.threshold(window) >= min(floor, window)
+
+
+def test_policy_refuses_bad_knobs_naming_them() -> None:
+    with pytest.raises(ConfigurationError, match="trigger_ratio"):
+        GatePolicy(trigger_ratio=1.5)
+    with pytest.raises(ConfigurationError, match="timeout_ladder"):
+        GatePolicy(timeout_ladder=())
+    with pytest.raises(ConfigurationError, match="on_failure"):
+        GatePolicy(on_failure="drop")  # type: ignore[arg-type]
+
+
+def test_failures_are_classified() -> None:
+    assert classify_failure(SummarizerAuthError("401")) == "auth"
+    assert classify_failure(SummarizerTimeoutError("t")) == "timeout"
+    assert classify_failure(TimeoutError()) == "timeout"
+    assert classify_failure(SummarizerUnavailableError("down")) == "unavailable"
+    assert classify_failure(ConnectionRefusedError()) == "unavailable"
+    assert classify_failure(SummarizerResponseError("empty")) == "response"
+    assert classify_failure(KeyError("x")) is None
+
+
+def test_cooldown_ladder_retry_after_and_auth_stop() -> None:
+    policy = GatePolicy()
+    gate = FailureGate()
+    for expected in (60, 120, 300, 600, 600):
+        gate.record(SummarizerTimeoutError("slow"), 0.0, policy)
+        assert gate.remaining(0.0) == expected
+    gate.record(SummarizerUnavailableError("busy", retry_after=900), 0.0, policy)
+    assert gate.remaining(0.0) == 900
+    assert gate.timeouts == 0  # the ladder starts again
+    gate.record(SummarizerAuthError("403"), 0.0, policy)
+    assert math.isinf(gate.remaining(1e9))
+    gate.clear()
+    assert gate.remaining(0.0) == 0
+    with pytest.raises(TypeError):
+        gate.record(KeyError("x"), 0.0, policy)
+
+
+def test_thrashing_needs_ineffective_compactions_in_a_row() -> None:
+    policy = GatePolicy()
+    gate = ThrashingGate()
+    gate.record(0.05, policy)
+    gate.record(0.5, policy)  # an effective one resets the count
+    gate.record(0.05, policy)
+    assert not gate.thrashing(policy)
+    gate.record(0.09, policy)
+    assert gate.thrashing(policy)
+    gate.clear()
+    assert not gate.thrashing(policy)
+
+
+def test_focus_topic_control_characters_are_made_safe() -> None:
+    assert clean_focus("auth\x00 \x1b[0m\nflow") == "auth [0m flow"
+    assert clean_focus("\x00\x01") is None
+    assert len(clean_focus("x" * 2_000) or "") == 500
+    with pytest.raises(TypeError):
+        clean_focus(3)  # type: ignore[arg-type]
