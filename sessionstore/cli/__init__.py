@@ -9,6 +9,7 @@ and a non-zero exit code, never a traceback.
 - `_sessions`: `sessions list|show|delete`, `import` and `export`;
 - `_compaction`: `compact`, `context` and `audit`;
 - `_demo`: `demo`;
+- `_trajectories`: `trajectories compress`;
 - `_options`: the shared options and parameter types, and how a command runs;
 - `_render`: the tables, text and JSON the commands print.
 """
@@ -28,6 +29,7 @@ from sessionstore.cli._db import db
 from sessionstore.cli._demo import demo
 from sessionstore.cli._options import Settings, url_option
 from sessionstore.cli._sessions import export, import_, sessions
+from sessionstore.cli._trajectories import trajectories
 
 __all__ = ["main"]
 
@@ -62,5 +64,5 @@ def main(ctx: click.Context, url: str) -> None:
     ctx.obj = Settings(url=url, is_url_given=given)
 
 
-for _command in (db, sessions, import_, export, compact, context, audit, demo):
+for _command in (db, sessions, import_, export, compact, context, audit, demo, trajectories):
     main.add_command(_command)
