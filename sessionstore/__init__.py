@@ -12,6 +12,14 @@ from sessionstore._compaction import (
     maybe_compact,
 )
 from sessionstore._context import build_context
+from sessionstore._engine import (
+    CompressionOutcome,
+    ContextEngine,
+    EngineStatus,
+    GatePolicy,
+    StoreContextEngine,
+    should_compress,
+)
 from sessionstore._items import BuiltContext, ContextItem, InterruptedCall
 from sessionstore._redact import redact, redact_message
 from sessionstore._scope import loop_context_tokens, resolve_scope
@@ -24,6 +32,13 @@ from sessionstore._tokens import (
     message_tokens,
 )
 from sessionstore._tracker import ContextTracker
+from sessionstore._trajectories import (
+    TrajectoryMetrics,
+    TrajectoryReport,
+    TrajectoryResult,
+    compress_trajectory,
+    compress_trajectory_lines,
+)
 from sessionstore._turns import TurnAssigner, TurnMap
 from sessionstore.config import (
     CompactionConfig,
@@ -55,6 +70,7 @@ from sessionstore.errors import (
     SummarizerResponseError,
     SummarizerTimeoutError,
     SummarizerUnavailableError,
+    TrajectoryLineError,
 )
 from sessionstore.formats import (
     ImportReport,
@@ -155,19 +171,23 @@ __all__ = [
     "CompactionStrategy",
     "CompactionSummaryMessage",
     "Compress",
+    "CompressionOutcome",
     "CompressionPlan",
     "ConfigurationError",
     "ConflictError",
     "ContextConfig",
+    "ContextEngine",
     "ContextItem",
     "ContextOverflowError",
     "ContextTracker",
     "CustomMessage",
     "DefaultBlockCompaction",
     "DefaultCompaction",
+    "EngineStatus",
     "ExtractiveSummarizer",
     "FixedCount",
     "FormatError",
+    "GatePolicy",
     "HeuristicTokenCounter",
     "ImageContent",
     "ImportLineError",
@@ -198,6 +218,7 @@ __all__ = [
     "SessionStoreError",
     "StaleWriteError",
     "StorageError",
+    "StoreContextEngine",
     "StoredMessage",
     "Summarizer",
     "SummarizerAuthError",
@@ -216,6 +237,10 @@ __all__ = [
     "TokenCounter",
     "ToolCall",
     "ToolResultMessage",
+    "TrajectoryLineError",
+    "TrajectoryMetrics",
+    "TrajectoryReport",
+    "TrajectoryResult",
     "TurnAssigner",
     "TurnMap",
     "TurnRange",
@@ -229,6 +254,8 @@ __all__ = [
     "build_summary_prompt",
     "compact_messages",
     "compact_session_loops",
+    "compress_trajectory",
+    "compress_trajectory_lines",
     "estimate_tokens",
     "expand",
     "export_conversation",
@@ -252,6 +279,7 @@ __all__ = [
     "resolve_scope",
     "sanitize_orphans",
     "should_compact",
+    "should_compress",
     "split_history",
     "summary_budget",
     "to_anthropic",

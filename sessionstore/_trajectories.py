@@ -43,7 +43,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from sessionstore._tokens import HeuristicTokenCounter, TokenCounter
-from sessionstore.errors import FormatError
+from sessionstore.errors import FormatError, TrajectoryLineError
 from sessionstore.formats import from_openai
 from sessionstore.models import (
     AssistantMessage,
@@ -64,7 +64,6 @@ __all__ = [
     "DEFAULT_TARGET_MAX_TOKENS",
     "SUMMARY_PREFIX",
     "TrajectoryFormat",
-    "TrajectoryLineError",
     "TrajectoryMetrics",
     "TrajectoryReport",
     "TrajectoryResult",
@@ -93,20 +92,6 @@ _CALL = frozenset({"function_call"})
 _RESULT = frozenset({"tool", "observation", "function_response", "function", "ipython"})
 _KNOWN_FROM = _SYSTEM | _HUMAN | _GPT | _CALL | _RESULT
 _TOOL_CALL_TAG = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
-
-
-class TrajectoryLineError(FormatError):
-    """A line of a trajectory file is not a trajectory; nothing after it was written."""
-
-    line_number: int
-    """The number of the line, from 1."""
-    reason: str
-    """What is wrong with the line."""
-
-    def __init__(self, line_number: int, reason: str) -> None:
-        super().__init__(f"line {line_number}: {reason}")
-        self.line_number = line_number
-        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,8 @@ SessionStoreError
 ├── InvalidBlockError            a block that does not fit its loop (turn range, provenance)
 ├── ContextOverflowError         even the smallest valid context does not fit the budget
 ├── FormatError                  a conversation that cannot be imported or exported
-│   └── ImportLineError          a line of a conversation file that could not be imported
+│   ├── ImportLineError          a line of a conversation file that could not be imported
+│   └── TrajectoryLineError      a line of a trajectory file that is not a trajectory
 ├── SchemaError                  the database is not at the expected migration head
 ├── StorageError                 any other database failure (original chained)
 └── SummarizerError              a summarizer could not produce a digest
@@ -62,6 +63,7 @@ __all__ = [
     "SummarizerResponseError",
     "SummarizerTimeoutError",
     "SummarizerUnavailableError",
+    "TrajectoryLineError",
     "describe_validation_error",
 ]
 
@@ -188,6 +190,20 @@ class ImportLineError(FormatError):
         self.line_number = line_number
         self.reason = reason
         self.report = report
+
+
+class TrajectoryLineError(FormatError):
+    """A line of a trajectory file is not a trajectory; nothing after it was written."""
+
+    line_number: int
+    """The number of the line, from 1."""
+    reason: str
+    """What is wrong with the line."""
+
+    def __init__(self, line_number: int, reason: str) -> None:
+        super().__init__(f"line {line_number}: {reason}")
+        self.line_number = line_number
+        self.reason = reason
 
 
 class SchemaError(SessionStoreError):

@@ -58,6 +58,8 @@ def test_the_cli_has_the_documented_commands():
         "sessions delete",
         "sessions list",
         "sessions show",
+        "trajectories",
+        "trajectories compress",
     }
 
 

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sessionstore import TrajectoryLineError
 from sessionstore._tokens import message_tokens
 from sessionstore._trajectories import (
     SUMMARY_PREFIX,
-    TrajectoryLineError,
     TrajectoryReport,
     compress_trajectory,
     compress_trajectory_lines,
