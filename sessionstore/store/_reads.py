@@ -132,17 +132,26 @@ def _scoped_chain(
     head take part, whether the chain read is the whole chain, and the scope used
     (`scope`, or the one the head's current block was compacted with).
     """
+    read: dict[int, tuple[list[ChainEntry], bool]] = {}
+
+    def window(size: int) -> tuple[list[ChainEntry], bool]:
+        # A window read once is not read again (the recorded scope's first read is reused).
+        if size not in read:
+            loops, complete = chain_as_of(db, session_id, head, size, moment)
+            headers = current_blocks(db, session_id, loops, overlay, moment, messages=False)
+            read[size] = ([(loop, headers.get(loop.id)) for loop in loops], complete)
+        return read[size]
+
     chosen = scope
     if chosen is None:
-        head_loop = chain(db, session_id, head, 1)
-        headers = current_blocks(db, session_id, head_loop, overlay, moment, messages=False)
-        chosen = recorded_scope(headers.get(head))
+        # The head's current block says which scope it was compacted with; it is in the
+        # window the default scope reads, which is usually the window needed anyway.
+        entries, _ = window(scope_window(recorded_scope(None)))
+        chosen = recorded_scope(next((b for loop, b in entries if loop.id == head), None))
     final = chosen
 
     def attempt(size: int) -> tuple[list[ChainEntry], int, bool] | None:
-        loops, complete = chain_as_of(db, session_id, head, size, moment)
-        headers = current_blocks(db, session_id, loops, overlay, moment, messages=False)
-        entries = [(loop, headers.get(loop.id)) for loop in loops]
+        entries, complete = window(size)
         earlier = resolve_scope(entries, final, budget, summary_cap=summary_cap)
         if earlier < len(entries) - 1 or complete:
             return entries, earlier, complete
