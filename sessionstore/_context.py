@@ -49,6 +49,7 @@ async def build_context(
     overlay: str = "default",
     as_of: int | datetime | None = None,
     token_scale: float = 1.0,
+    redact_secrets: bool = False,
 ) -> BuiltContext:
     """Rebuild the context the model should see for a loop, within a token budget.
 
@@ -81,6 +82,8 @@ async def build_context(
         as_of: A generation of the current loop's block, or a time: rebuild exactly
             what the model saw then.
         token_scale: Multiplies cached counts (a `CalibratedTokenCounter.factor`).
+        redact_secrets: Redact credentials (API keys, bearer tokens, passwords in URLs,
+            private keys, connection strings) from every message sent, raw ones included.
 
     Raises:
         ValueError: a budget that is not positive.
@@ -103,4 +106,5 @@ async def build_context(
         as_of=as_of,
         scope=sources.scope,
         digest=sources.digest,
+        redact_secrets=redact_secrets,
     )

@@ -36,6 +36,7 @@ from sessionstore._items import (
     LoopSource,
 )
 from sessionstore._pairing import interrupted_result
+from sessionstore._redact import redact_message
 from sessionstore._tokens import message_tokens
 from sessionstore.config import CompactionScope
 from sessionstore.errors import ContextOverflowError
@@ -346,6 +347,14 @@ def _keep(units: Sequence[list[ContextItem]], keep: set[int]) -> tuple[list[Cont
     return result, removed_total
 
 
+def _redacted(item: ContextItem) -> ContextItem:
+    """Return the item with secrets redacted from its message (recounted if it changed)."""
+    message = redact_message(item.message)
+    if message == item.message:
+        return item
+    return replace(item, message=message, tokens=message_tokens(message))
+
+
 def build(
     loops: Sequence[LoopSource],
     *,
@@ -356,11 +365,14 @@ def build(
     as_of: object | None = None,
     scope: CompactionScope | None = None,
     digest: SessionDigest | None = None,
+    redact_secrets: bool = False,
 ) -> BuiltContext:
     """Load, pair and fit: the whole of what the model sees, from `loops` (oldest first).
 
     A session `digest` comes first, and fitting keeps it while the rest can still be
-    made to fit beside it; otherwise it is left out like any other old message.
+    made to fit beside it; otherwise it is left out like any other old message. With
+    `redact_secrets`, credentials are redacted from every message, the protected head
+    and tail included, before anything is counted.
 
     Raises:
         ValueError: `budget` is not positive or `token_scale` is not positive.
@@ -371,6 +383,8 @@ def build(
     if not token_scale > 0:
         raise ValueError(f"token_scale must be positive, got {token_scale}")
     items = assemble(loops, latest_user)
+    if redact_secrets:
+        items = [_redacted(item) for item in items]
     items, interrupted, orphans = pair_tool_calls(items)
     items = merge_summaries(items)
     lead = [] if digest is None else [digest_item(digest)]

@@ -284,13 +284,13 @@ def newest_digest(
     as_of: datetime | None,
 ) -> SessionDigest | None:
     """Return the newest digest of `overlay` written at one of `head_ids` (None: any loop)."""
-    columns = sql.digests.c
-    stmt = select(sql.digests).where(columns.session_id == session_id, columns.overlay == overlay)
+    params: dict[str, Any] = {"sid": session_id, "overlay": overlay}
     if head_ids is not None:
-        stmt = stmt.where(columns.head_loop_id.in_(list(head_ids)))
+        params["heads"] = list(head_ids)
     if as_of is not None:
-        stmt = stmt.where(columns.created_at <= as_of)
-    row = db.execute(stmt.order_by(columns.id.desc()).limit(1)).first()
+        params["t"] = as_of
+    stmt = sql.select_newest_digest(head_ids is not None, as_of is not None)
+    row = db.execute(stmt, params).first()
     return None if row is None else digest_model(row)
 
 

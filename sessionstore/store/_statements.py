@@ -170,3 +170,17 @@ def select_blocks(session_id: str, loop_id: int, overlay: str | None) -> Any:
     """Select the blocks of one loop (of one overlay, or all)."""
     stmt = select(blocks).where(blocks.c.session_id == session_id, blocks.c.loop_id == loop_id)
     return stmt if overlay is None else stmt.where(blocks.c.overlay == overlay)
+
+
+@cache
+def select_newest_digest(by_heads: bool, as_of: bool) -> Any:
+    """Select a session's newest digest of an overlay (at some heads, written by a time)."""
+    columns = digests.c
+    stmt = select(digests).where(
+        columns.session_id == bindparam("sid"), columns.overlay == bindparam("overlay")
+    )
+    if by_heads:
+        stmt = stmt.where(columns.head_loop_id.in_(bindparam("heads", expanding=True)))
+    if as_of:
+        stmt = stmt.where(columns.created_at <= bindparam("t"))
+    return stmt.order_by(columns.id.desc()).limit(1)

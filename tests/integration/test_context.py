@@ -21,6 +21,7 @@ from sessionstore import (
     UserMessage,
     build_context,
     compact_session_loops,
+    message_tokens,
 )
 from sessionstore.errors import (
     ConfigurationError,
@@ -200,3 +201,24 @@ async def test_the_loops_before_the_scope_live_on_in_the_session_digest(
     folded = [loop_id for loop_id, _ in digest.folded]
     assert folded == [loop.id for loop in chain[: len(folded)]]
     assert context.loop_ids == [loop.id for loop in chain[len(folded) :]]
+
+
+async def test_secrets_can_be_redacted_from_the_whole_context(store: SessionStore) -> None:
+    """Optional: even the protected head and tail, raw messages included, are redacted."""
+    secret = "sk-proj-" + "Zq9Xw8Vu7" * 5
+    session = await store.create_session(app_name="a", user_id="u")
+    request = UserMessage(content=f"Deploy with OPENAI_API_KEY={secret} please.")
+    await store.append_messages(session.id, [request])
+    plain = await build_context(store, session.id, max_context_tokens=10_000)
+    assert secret in plain.messages[0].text  # type: ignore[union-attr]  # a user message
+    redacted = await build_context(
+        store, session.id, max_context_tokens=10_000, redact_secrets=True
+    )
+    (message,) = redacted.messages
+    assert isinstance(message, UserMessage)
+    assert secret not in message.text
+    assert "[REDACTED]" in message.text
+    assert redacted.tokens == message_tokens(message)
+    # Raw is sacred: the stored message is unchanged.
+    (stored,) = await store.get_messages(session.id)
+    assert stored.message == request
