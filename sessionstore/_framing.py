@@ -62,9 +62,16 @@ def _framed(text: str) -> str:
     return f"{SUMMARY_OPEN}\n\n{text}\n\n{SUMMARY_CLOSE}"
 
 
+def text_message(text: str) -> UserMessage:
+    """Return a user message of one text block, built without re-validating our own text."""
+    return UserMessage.model_construct(content=[TextContent.model_construct(text=text)])
+
+
 def text_item(texts: Sequence[str], run: Sequence[ContextItem], source: Source) -> ContextItem:
-    message = UserMessage(content=[TextContent(text="\n\n".join(texts))])
-    covers = tuple(dict.fromkeys(i for item in run for i in item.covers))
+    message = text_message("\n\n".join(texts))
+    covers: tuple[int, ...] = ()
+    for item in run:
+        covers += item.covers
     return ContextItem(
         message=message,
         tokens=message_tokens(message),
@@ -90,7 +97,7 @@ def summary_runs_tokens(messages: Sequence[Message]) -> int:
         if run:
             total_text = _framed("\n".join(run))
             nonlocal total
-            total += message_tokens(UserMessage(content=[TextContent(text=total_text)]))
+            total += message_tokens(text_message(total_text))
             run.clear()
 
     for message in messages:
@@ -125,14 +132,14 @@ def merge_summaries(items: Sequence[ContextItem]) -> list[ContextItem]:
             run.clear()
 
     for item in items:
-        if _is_summary(item) and (not run or run[-1].loop_id == item.loop_id):
-            run.append(item)
-            continue
-        flush()
-        if _is_summary(item):
-            run.append(item)
-        else:
+        if not _is_summary(item):
+            if run:
+                flush()
             result.append(item)
+            continue
+        if run and run[-1].loop_id != item.loop_id:
+            flush()
+        run.append(item)
     flush()
     return result
 
@@ -186,7 +193,7 @@ def digest_tokens(digest: SessionDigest) -> int:
 
 def digest_item(digest: SessionDigest) -> ContextItem:
     text = _framed(f"Digest of the earlier conversation:\n{digest.message.summary}")
-    message = UserMessage(content=[TextContent(text=text)])
+    message = text_message(text)
     return ContextItem(
         message=message, tokens=message_tokens(message), source="digest", flexible=True
     )
