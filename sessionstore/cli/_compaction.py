@@ -36,6 +36,7 @@ from sessionstore.cli._options import (
     overlay_option,
     run_with_store,
     scope_option,
+    summarizer_options,
 )
 from sessionstore.cli._render import (
     ContextFormat,
@@ -124,23 +125,7 @@ def _setting_option(
     "LINES",
     "The most lines a tool output keeps in the recent turns (head and tail).",
 )
-@click.option(
-    "--summarizer-url",
-    envvar="SESSIONSTORE_SUMMARIZER_URL",
-    metavar="URL",
-    help="An OpenAI-compatible endpoint (OpenAI, vLLM, llama.cpp, Ollama) that writes the "
-    "digests; implies --strategy summarize. Without it, the offline extractive summarizer.",
-)
-@click.option(
-    "--summarizer-model", metavar="NAME", help="The model to ask (with --summarizer-url)."
-)
-@click.option(
-    "--summarizer-key-env",
-    default="OPENAI_API_KEY",
-    show_default=True,
-    metavar="VAR",
-    help="The environment variable holding the endpoint's API key (unset: no key).",
-)
+@summarizer_options("the digests")
 @click.option("--focus", metavar="TOPIC", help="A topic the digests keep in most detail.")
 @overlay_option("The named overlay to write; other overlays are left alone.")
 @json_option()

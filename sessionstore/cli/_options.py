@@ -174,6 +174,35 @@ def json_option(help_text: str = "Print machine-readable JSON to stdout.") -> Ca
     return click.option("--json", "as_json", is_flag=True, help=help_text)
 
 
+def summarizer_options(what: str) -> Callable[[_F], _F]:
+    """The options that point a command at an OpenAI-compatible summarizer.
+
+    `what` names what the summarizer writes (for the help of `--summarizer-url`).
+    """
+    url = click.option(
+        "--summarizer-url",
+        envvar="SESSIONSTORE_SUMMARIZER_URL",
+        metavar="URL",
+        help=f"An OpenAI-compatible endpoint (OpenAI, vLLM, llama.cpp, Ollama) that writes "
+        f"{what}. Without it, the offline extractive summarizer.",
+    )
+    model = click.option(
+        "--summarizer-model", metavar="NAME", help="The model to ask (with --summarizer-url)."
+    )
+    key = click.option(
+        "--summarizer-key-env",
+        default="OPENAI_API_KEY",
+        show_default=True,
+        metavar="VAR",
+        help="The environment variable holding the endpoint's API key (unset: no key).",
+    )
+
+    def decorate(function: _F) -> _F:
+        return url(model(key(function)))
+
+    return decorate
+
+
 def loop_option(help_text: str) -> Callable[[_F], _F]:
     """Return `--loop LOOP_ID`: the loop to work on instead of the active one."""
     return click.option("--loop", "loop_id", type=int, metavar="LOOP_ID", help=help_text)

@@ -27,7 +27,7 @@ from sessionstore._trajectories import (
     compress_trajectory,
     compress_trajectory_lines,
 )
-from sessionstore.cli._options import COUNT, TOKENS, json_option, run
+from sessionstore.cli._options import COUNT, TOKENS, json_option, run, summarizer_options
 from sessionstore.cli._render import print_json, progress_bar
 from sessionstore.cli._render._trajectories import (
     print_trajectory_report,
@@ -145,23 +145,7 @@ async def _compress_file(
     metavar="TOKENS",
     help="The most tokens a summary turn may take (20% of what it folds, at least 200).",
 )
-@click.option(
-    "--summarizer-url",
-    envvar="SESSIONSTORE_SUMMARIZER_URL",
-    metavar="URL",
-    help="An OpenAI-compatible endpoint that writes the summaries. Without it, the offline "
-    "extractive summarizer.",
-)
-@click.option(
-    "--summarizer-model", metavar="NAME", help="The model to ask (with --summarizer-url)."
-)
-@click.option(
-    "--summarizer-key-env",
-    default="OPENAI_API_KEY",
-    show_default=True,
-    metavar="VAR",
-    help="The environment variable holding the endpoint's API key (unset: no key).",
-)
+@summarizer_options("the summaries")
 @json_option("Print the total report as JSON to stdout.")
 def compress(
     source: Path,
