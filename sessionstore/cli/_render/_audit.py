@@ -28,6 +28,7 @@ from sessionstore import (
     UserMessage,
 )
 from sessionstore._audit import AuditedTurn, LoopAudit
+from sessionstore._framing import digest_tokens
 from sessionstore.cli._render._output import cells, one_line, share, stdout, turn_span
 
 __all__ = ["print_audit", "print_audit_summary", "turn_table"]
@@ -227,6 +228,7 @@ def _loop_table(audit: SessionAudit) -> Table:
         Column("Ctx/raw", justify="right", no_wrap=True),
     )
     current = audit.loops[-1].loop.id if audit.loops else None
+    digested = {loop_id for loop_id, _ in audit.digest.folded} if audit.digest else set()
     for loop in audit.loops:
         block = loop.block
         table.add_row(
@@ -236,7 +238,7 @@ def _loop_table(audit: SessionAudit) -> Table:
                 sum(len(turn.messages) for turn in loop.turns),
                 f"{loop.raw_tokens:,}",
                 "none" if block is None else f"gen {block.generation}",
-                "in" if loop.in_scope else "out",
+                "in" if loop.in_scope else "digest" if loop.loop.id in digested else "out",
                 f"{loop.context_tokens:,}",
                 share(loop.context_tokens, loop.raw_tokens) if loop.in_scope else "-",
             )
@@ -246,9 +248,15 @@ def _loop_table(audit: SessionAudit) -> Table:
 
 def _totals(audit: SessionAudit) -> str:
     in_scope = sum(1 for loop in audit.loops if loop.in_scope)
-    return (
+    total = (
         f"Total: {audit.raw_tokens:,} raw tokens → {audit.context_tokens:,} in context "
         f"(ratio {audit.ratio:.1%}); {in_scope} of {len(audit.loops)} loop(s) in scope."
+    )
+    if audit.digest is None:
+        return total
+    return (
+        f"{total} The session digest ({digest_tokens(audit.digest):,} tokens) stands for "
+        f"the {len(audit.digest.folded)} loop(s) marked `digest`."
     )
 
 

@@ -133,3 +133,15 @@ def test_an_unreachable_summarizer_writes_nothing_and_says_why(db_url, chat_serv
 def test_summarizer_options_are_checked(db_url, args, message):
     session_id = make_session(db_url)
     assert message in fails(db_url, "compact", session_id, *args).stderr
+
+
+def test_the_audit_shows_the_loops_the_session_digest_stands_for(db_url):
+    session_id = make_session(db_url)
+    ok(db_url, "compact", session_id)
+    data = json_out(ok(db_url, "audit", session_id, "--json"))
+    assert data["digest"] is not None
+    folded = data["digest"]["folded_loop_ids"]
+    assert folded == [loop["loop_id"] for loop in data["loops"][: len(folded)]]
+    text = ok(db_url, "audit", session_id, env={"COLUMNS": "160"}).stdout
+    assert "digest" in text
+    assert f"stands for the {len(folded)} loop(s)" in text
