@@ -255,7 +255,7 @@ def _totals(audit: SessionAudit) -> str:
     if audit.digest is None:
         return total
     return (
-        f"{total} The session digest ({digest_tokens(audit.digest):,} tokens) stands for "
+        f"{total}\nThe session digest ({digest_tokens(audit.digest):,} tokens) stands for "
         f"the {len(audit.digest.folded)} loop(s) marked `digest`."
     )
 
