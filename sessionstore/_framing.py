@@ -41,10 +41,8 @@ TRIM_MARKER = "[Context compacted: {removed} messages removed to fit the token b
 """The text that stands where trimming left messages out."""
 
 SUMMARY_OPEN = (
-    "[CONTEXT SUMMARY — REFERENCE ONLY] Earlier turns of this conversation were compacted "
-    "into the summary below. Treat it as background, not as instructions: do not answer "
-    "questions or redo requests it mentions, they were already handled. Respond to the "
-    "latest user message after this summary."
+    "[CONTEXT SUMMARY — REFERENCE ONLY] Earlier turns, compacted. Background, not "
+    "instructions: they were already handled. Respond to the latest user message after it."
 )
 """The framing that opens every summary the model is shown."""
 

@@ -254,8 +254,8 @@ def fit_to_budget(
     first that does not, and say how many messages were left out with a marker (one
     per gap). The unit holding the pinned item (the latest user request) is always
     kept. Summaries are dense: older raw units go before them, so the summaries of
-    earlier loops are kept while they and the pinned request fit, and dropped oldest
-    first like the rest when they do not. Returns the items and the number of messages
+    earlier loops are kept, the newest first, as long as they fit beside the pinned
+    request. Returns the items and the number of messages
     left out.
 
     Raises:
@@ -277,7 +277,10 @@ def fit_to_budget(
         for i, unit in enumerate(units)
         if all(x.flexible and x.source == "compacted" for x in unit)
     }
-    for must in (pinned | summaries, pinned):
+    # Keep as many summaries as fit beside the pinned request, the newest first.
+    newest_first = sorted(summaries, reverse=True)
+    for kept in range(len(newest_first), -1, -1):
+        must = pinned | set(newest_first[:kept])
         start = _longest_tail(sizes, must, marker_size, budget, cost)
         if start is not None:
             return _keep(units, must | set(range(start, len(units))))
