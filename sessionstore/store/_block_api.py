@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from pydantic import JsonValue, TypeAdapter
 from sqlalchemy import Connection
 
 from sessionstore._items import ContextSources
@@ -27,6 +28,10 @@ from sessionstore.store._handle import _Handle, check_aware, check_event_kind, c
 from sessionstore.store._sessions import now
 
 __all__ = ["BlockMethods"]
+
+
+DETAILS: TypeAdapter[dict[str, JsonValue]] = TypeAdapter(dict[str, JsonValue])
+"""Validates an event's details before they are written, so a refusal writes nothing."""
 
 
 class BlockMethods(_Handle):
@@ -83,6 +88,8 @@ class BlockMethods(_Handle):
         if len(set(keys)) != len(keys):
             raise ValueError("write_blocks got the same loop and overlay twice")
         records = [event.record() for event in events]
+        for record in records:  # refused here, before anything is written
+            DETAILS.validate_python(record["details"])
         moment = now()
 
         def work(db: Connection) -> list[CompactionBlock]:
@@ -367,7 +374,7 @@ class BlockMethods(_Handle):
             "tokens_before": tokens_before,
             "tokens_after": tokens_after,
             "duration_ms": duration_ms,
-            "details": dict(details or {}),
+            "details": DETAILS.validate_python(dict(details or {})),
             "created_at": moment,
         }
 

@@ -57,8 +57,9 @@ class SessionMethods(_Handle):
             title=title,
             metadata=metadata,
         )
+        session = session_model(values)  # refused here, before anything is written
         await self._write(lambda db: _sessions.insert_session(db, values))
-        return session_model(values)
+        return session
 
     async def import_session(
         self,
@@ -94,6 +95,7 @@ class SessionMethods(_Handle):
             title=title,
             metadata=metadata,
         )
+        session_model(values)  # refused here, before anything is written
         moment, sid = values["created_at"], values["id"]
 
         def work(db: Connection) -> Session:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -289,3 +290,35 @@ async def test_import_session_is_all_or_nothing(store: SessionStore) -> None:
             [conversation(1)], session_id="taken", app_name="app", user_id="ada"
         )
     assert (await store.get_session("taken")).loop_count == 1
+
+
+def _deep(levels: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
+async def test_a_refused_session_writes_nothing(store: SessionStore) -> None:
+    """Metadata the model refuses (here 300 levels deep) used to be committed first, and
+    then broke every read of the tenant's sessions (issue 10, defect 1)."""
+    kept = await store.create_session(app_name="a", user_id="u", title="kept")
+    with pytest.raises(ValidationError):
+        await store.create_session(app_name="a", user_id="u", metadata=_deep(300))
+    with pytest.raises(ValidationError):
+        await store.import_session(
+            [[UserMessage(content="hi")]], app_name="a", user_id="u", metadata=_deep(300)
+        )
+    page = await store.list_sessions()
+    assert [session.id for session in page.items] == [kept.id]
+    assert (await store.get_session(kept.id)).title == "kept"
+
+
+async def test_refused_event_details_write_nothing(store: SessionStore) -> None:
+    session = await store.create_session(app_name="a", user_id="u")
+    with pytest.raises(ValidationError):
+        await store.record_compaction_event(
+            session.id, event="started", tokens_before=1, details=_deep(300)
+        )
+    assert await store.list_compaction_events(session.id) == []
+    assert (await store.get_session(session.id)).version == session.version
