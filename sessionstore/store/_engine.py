@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, Connection, make_url
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
@@ -134,9 +134,15 @@ def _configure_sqlite(engine: Engine, *, in_memory: bool) -> None:
 def storage_error(exc: SQLAlchemyError, what: str = "database error") -> StorageError:
     """Return the `StorageError` a driver error becomes: the one place errors are translated.
 
-    Raise it `from exc`, so the original stays chained for debugging.
+    The message names the error and the driver's own words, never the SQL statement or its
+    bound parameters (they hold message contents). Raise it `from exc`, so the original
+    stays chained for debugging.
     """
-    return StorageError(f"{what}: {exc}")
+    original = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else None
+    if original is not None:
+        words = " ".join(str(original).split("\n", 1)[0].split())
+        return StorageError(f"{what}: {type(original).__name__}: {words}")
+    return StorageError(f"{what}: {type(exc).__name__}")
 
 
 class TransactionRunner:

@@ -225,13 +225,15 @@ def _encode_cursor(session: Session) -> str:
 
 
 def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+    invalid = f"invalid cursor {cursor!r}: pass a next_cursor from list_sessions"
     try:
         created_at, session_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        return datetime.fromisoformat(created_at), str(session_id)
+        moment = datetime.fromisoformat(created_at)
     except (binascii.Error, ValueError, TypeError) as exc:
-        raise ValueError(
-            f"invalid cursor {cursor!r}: pass a next_cursor from list_sessions"
-        ) from exc
+        raise ValueError(invalid) from exc
+    if moment.tzinfo is None:  # every cursor this store writes is aware UTC
+        raise ValueError(invalid)
+    return moment, str(session_id)
 
 
 # ── loops ───────────────────────────────────────────────────────────────────────

@@ -23,6 +23,7 @@ from sessionstore.errors import (
     LoopNotFoundError,
     SessionExistsError,
     SessionNotFoundError,
+    StorageError,
 )
 from tests.factories import (
     AssistantMessageFactory,
@@ -322,3 +323,29 @@ async def test_refused_event_details_write_nothing(store: SessionStore) -> None:
         )
     assert await store.list_compaction_events(session.id) == []
     assert (await store.get_session(session.id)).version == session.version
+
+
+async def test_a_naive_cursor_is_a_bad_argument(store: SessionStore) -> None:
+    """A cursor whose time has no zone used to fail as a StorageError (issue 10, defect 12)."""
+    import base64
+    import json
+
+    naive = base64.urlsafe_b64encode(json.dumps(["2026-01-01T00:00:00", "x"]).encode()).decode()
+    with pytest.raises(ValueError, match="invalid cursor"):
+        await store.list_sessions(cursor=naive)
+
+
+async def test_a_storage_error_shows_no_sql_and_no_message_content(
+    store: SessionStore, request: pytest.FixtureRequest
+) -> None:
+    """Driver errors become StorageError without the statement or its parameters."""
+    if store.engine.dialect.name != "postgresql":
+        pytest.skip("PostgreSQL refuses NUL in jsonb; SQLite stores it (issue 10, defect 3)")
+    session = await store.create_session(app_name="a", user_id="u")
+    secret = "the-confidential-text-of-a-message"
+    with pytest.raises(StorageError) as caught:
+        await store.append_messages(session.id, [UserMessage(content=f"{secret}\x00")])
+    text = str(caught.value)
+    assert secret not in text
+    assert "INSERT" not in text.upper()
+    assert caught.value.__cause__ is not None  # the original stays chained
