@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
-from sessionstore._framing import digest_tokens, summary_runs_tokens
+from sessionstore._framing import digest_tokens, shown_section
 from sessionstore._overlay import segments
 from sessionstore._scope import recorded_scope, resolve_scope
 from sessionstore.config import CompactionConfig, CompactionScope, validated_config
@@ -261,7 +261,7 @@ def audit_loop(
     if block is not None and block.keep_compacted is not None:
         shown = [r.message for r in block.keep_compacted.messages]
         counted = sum(r.token_count or 0 for r in block.keep_compacted.messages)
-        framing = summary_runs_tokens(shown) - counted
+        framing = shown_section(shown)[1] - counted
     return LoopAudit(loop=loop, block=block, turns=turns, in_scope=in_scope, framing_tokens=framing)
 
 

@@ -11,12 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sessionstore._framing import summary_runs_tokens
+from sessionstore._framing import shown_section
 from sessionstore._overlay import segments
 from sessionstore.models import (
-    BranchSummaryMessage,
     CompactionBlock,
-    CompactionSummaryMessage,
     StoredMessage,
 )
 
@@ -50,15 +48,9 @@ def shown(messages: Sequence[StoredMessage], block: CompactionBlock | None) -> S
             continue
         section = block.keep_compacted if kind == "compacted" else block.keep_recent
         assert section is not None
-        shown_messages = [r.message for r in section.messages]
-        runs = 0
-        previous_is_summary = False
-        for message in shown_messages:
-            is_summary = isinstance(message, CompactionSummaryMessage | BranchSummaryMessage)
-            runs += not (is_summary and previous_is_summary)
-            previous_is_summary = is_summary
+        runs, cost = shown_section([r.message for r in section.messages])
         count += runs
-        tokens += summary_runs_tokens(shown_messages)
+        tokens += cost
     return Shown(count, tokens)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from sessionstore._items import ContextItem, Source
+from sessionstore._items import ContextItem
 from sessionstore._tokens import message_tokens
 from sessionstore.models import (
     AssistantMessage,
@@ -33,8 +33,7 @@ __all__ = [
     "digest_tokens",
     "merge_summaries",
     "settle_roles",
-    "summary_runs_tokens",
-    "text_item",
+    "shown_section",
 ]
 
 TRIM_MARKER = "[Context compacted: {removed} messages removed to fit the token budget]"
@@ -65,15 +64,21 @@ def text_message(text: str) -> UserMessage:
     return UserMessage.model_construct(content=[TextContent.model_construct(text=text)])
 
 
-def text_item(texts: Sequence[str], run: Sequence[ContextItem], source: Source) -> ContextItem:
-    message = text_message("\n\n".join(texts))
+def _summary_item(run: Sequence[ContextItem]) -> ContextItem:
+    """Return the one framed message that shows a loop's run of summary items."""
+    lines = [
+        item.message.summary
+        for item in run
+        if isinstance(item.message, CompactionSummaryMessage | BranchSummaryMessage)
+    ]
+    message = text_message(_framed("\n".join(lines)))
     covers: tuple[int, ...] = ()
     for item in run:
         covers += item.covers
     return ContextItem(
         message=message,
         tokens=message_tokens(message),
-        source=source,
+        source="compacted",
         loop_id=run[0].loop_id,
         replacement_id=run[0].replacement_id,
         covers=covers,
@@ -82,20 +87,20 @@ def text_item(texts: Sequence[str], run: Sequence[ContextItem], source: Source) 
     )
 
 
-def summary_runs_tokens(messages: Sequence[Message]) -> int:
-    """Return what a section's replacement messages cost once summary runs are merged.
+def shown_section(messages: Sequence[Message]) -> tuple[int, int]:
+    """Return how many messages a section's replacements are shown as, and their tokens.
 
     The loader shows each run of summary messages as one framed message
-    (`merge_summaries`); the other messages cost their own count.
+    (`merge_summaries`); the other messages are shown, and cost, one by one.
     """
-    total = 0
+    count = total = 0
     run: list[str] = []
 
     def flush() -> None:
+        nonlocal count, total
         if run:
-            total_text = _framed("\n".join(run))
-            nonlocal total
-            total += message_tokens(text_message(total_text))
+            count += 1
+            total += message_tokens(text_message(_framed("\n".join(run))))
             run.clear()
 
     for message in messages:
@@ -103,9 +108,10 @@ def summary_runs_tokens(messages: Sequence[Message]) -> int:
             run.append(message.summary)
             continue
         flush()
+        count += 1
         total += message_tokens(message)
     flush()
-    return total
+    return count, total
 
 
 def merge_summaries(items: Sequence[ContextItem]) -> list[ContextItem]:
@@ -121,12 +127,7 @@ def merge_summaries(items: Sequence[ContextItem]) -> list[ContextItem]:
 
     def flush() -> None:
         if run:
-            lines = [
-                item.message.summary
-                for item in run
-                if isinstance(item.message, CompactionSummaryMessage | BranchSummaryMessage)
-            ]
-            result.append(text_item([_framed("\n".join(lines))], run, "compacted"))
+            result.append(_summary_item(run))
             run.clear()
 
     for item in items:
