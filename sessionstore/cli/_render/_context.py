@@ -28,6 +28,7 @@ from sessionstore import (
     UserMessage,
     to_openai,
 )
+from sessionstore._items import Source
 from sessionstore.cli._render._output import ids, print_json, share
 from sessionstore.formats._text import render_as_text
 from sessionstore.models import message_payload
@@ -90,7 +91,8 @@ def context_footer(context: BuiltContext, max_context_tokens: int) -> list[str]:
             "for the system prompt)"
         )
     counts = Counter(item.source for item in context.items)
-    sources = [(s, counts[s]) for s in ("raw", "compacted", "recent", "synthetic", "marker")]
+    kinds: tuple[Source, ...] = ("digest", "raw", "compacted", "recent", "synthetic", "marker")
+    sources = [(s, counts[s]) for s in kinds]
     lines = [
         f"tokens: {context.tokens:,} of {room} ({share(context.tokens, context.budget)}), "
         f"{len(context.items)} messages",
@@ -154,6 +156,8 @@ def _origin(item: ContextItem) -> str:
         )
     elif item.source == "synthetic":
         where = "synthetic (added by the loader)"
+    elif item.source == "digest":
+        where = "session digest (the loops before the scope)"
     else:
         where = "marker (messages trimmed to fit)"
     return where + (" · latest user request" if item.pinned else "")

@@ -144,4 +144,7 @@ def test_the_audit_shows_the_loops_the_session_digest_stands_for(db_url):
     assert folded == [loop["loop_id"] for loop in data["loops"][: len(folded)]]
     text = ok(db_url, "audit", session_id, env={"COLUMNS": "160"}).stdout
     assert "digest" in text
+    context = ok(db_url, "context", session_id, "--budget", "8000", "--format", "text").stdout
+    assert "── 1. user · session digest (the loops before the scope)" in context
+    assert "sources: digest 1, " in context
     assert f"stands for the {len(folded)} loop(s)" in text
