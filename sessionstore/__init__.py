@@ -2,154 +2,341 @@
 
 Keep every message of an agent's sessions in SQLite or PostgreSQL, append-only, and
 rebuild the context the model should see from non-destructive compaction overlays.
+
+The names below are imported on first use (PEP 562), so `import sessionstore` and the
+command line's `--help` stay fast; type checkers read the imports under `TYPE_CHECKING`.
 """
 
-from sessionstore._audit import SessionAudit, audit_session, expand
-from sessionstore._compaction import (
-    CompactionCallbacks,
-    CompactionResult,
-    compact_session_loops,
-    maybe_compact,
-)
-from sessionstore._context import build_context
-from sessionstore._engine import (
-    CompressionOutcome,
-    ContextEngine,
-    EngineStatus,
-    GatePolicy,
-    StoreContextEngine,
-    should_compress,
-)
-from sessionstore._items import BuiltContext, ContextItem, InterruptedCall
-from sessionstore._redact import redact, redact_message
-from sessionstore._scope import loop_context_tokens, resolve_scope
-from sessionstore._tokens import (
-    CalibratedTokenCounter,
-    HeuristicTokenCounter,
-    TiktokenCounter,
-    TokenCounter,
-    estimate_tokens,
-    message_tokens,
-)
-from sessionstore._tracker import ContextTracker
-from sessionstore._trajectories import (
-    TrajectoryMetrics,
-    TrajectoryReport,
-    TrajectoryResult,
-    compress_trajectory,
-    compress_trajectory_lines,
-)
-from sessionstore._turns import TurnAssigner, TurnMap
-from sessionstore.config import (
-    CompactionConfig,
-    ContextConfig,
-    FixedCount,
-    TokenBudget,
-    should_compact,
-)
-from sessionstore.errors import (
-    BlockNotFoundError,
-    ConfigurationError,
-    ConflictError,
-    ContextOverflowError,
-    FormatError,
-    ImportLineError,
-    InvalidBlockError,
-    LoopNotFoundError,
-    MissingDependencyError,
-    NotFoundError,
-    OverlayNotFoundError,
-    SchemaError,
-    SessionExistsError,
-    SessionNotFoundError,
-    SessionStoreError,
-    StaleWriteError,
-    StorageError,
-    SummarizerAuthError,
-    SummarizerError,
-    SummarizerResponseError,
-    SummarizerTimeoutError,
-    SummarizerUnavailableError,
-    TrajectoryLineError,
-)
-from sessionstore.formats import (
-    ImportReport,
-    export_conversation,
-    from_anthropic,
-    from_openai,
-    import_jsonl,
-    to_anthropic,
-    to_openai,
-)
-from sessionstore.models import (
-    AssistantMessage,
-    BashExecutionMessage,
-    BranchSummaryMessage,
-    CompactedSection,
-    CompactionBlock,
-    CompactionEnded,
-    CompactionEvent,
-    CompactionStarted,
-    CompactionSummaryMessage,
-    CustomMessage,
-    ImageContent,
-    LoopRecord,
-    Message,
-    Page,
-    ReplacementMessage,
-    Session,
-    SessionDigest,
-    StoredMessage,
-    SystemMessage,
-    TextContent,
-    ThinkingContent,
-    ToolCall,
-    ToolResultMessage,
-    TurnRange,
-    Usage,
-    UserMessage,
-)
-from sessionstore.store import SessionStore
-from sessionstore.store._engine import make_engine
-from sessionstore.strategies import (
-    BlockCompactionStrategy,
-    CompactionStrategy,
-    Compress,
-    CompressionPlan,
-    DefaultBlockCompaction,
-    DefaultCompaction,
-    LoopView,
-    NoCompression,
-    PassResult,
-    SectionedBlockStrategy,
-    SummarizingBlockCompaction,
-    apply_rehydrate,
-    compact_messages,
-    fit_suffix,
-    forced_boundary,
-    get_block_strategy,
-    microcompact,
-    plan_slice,
-    prune_tool_results,
-    register_block_strategy,
-    rehydrate_recent_reads,
-    sanitize_orphans,
-    split_history,
-)
-from sessionstore.summarizers import (
-    HANDOFF_SECTIONS,
-    ExtractiveSummarizer,
-    OneLineSummarizer,
-    OpenAICompatibleSummarizer,
-    Summarizer,
-    Summary,
-    SummaryRequest,
-    TurnSummarizer,
-    build_summary_prompt,
-    summary_budget,
-)
+import importlib as _importlib
+import typing as _typing
+
+if _typing.TYPE_CHECKING:
+    from sessionstore._audit import (
+        SessionAudit,
+        audit_session,
+        expand,
+    )
+    from sessionstore._compaction import (
+        CompactionCallbacks,
+        CompactionResult,
+        compact_session_loops,
+        maybe_compact,
+    )
+    from sessionstore._context import build_context
+    from sessionstore._engine import (
+        CompressionOutcome,
+        ContextEngine,
+        EngineStatus,
+        GatePolicy,
+        StoreContextEngine,
+        should_compress,
+    )
+    from sessionstore._items import (
+        BuiltContext,
+        ContextItem,
+        InterruptedCall,
+    )
+    from sessionstore._redact import (
+        redact,
+        redact_message,
+    )
+    from sessionstore._scope import (
+        loop_context_tokens,
+        resolve_scope,
+    )
+    from sessionstore._tokens import (
+        CalibratedTokenCounter,
+        HeuristicTokenCounter,
+        TiktokenCounter,
+        TokenCounter,
+        estimate_tokens,
+        message_tokens,
+    )
+    from sessionstore._tracker import ContextTracker
+    from sessionstore._trajectories import (
+        TrajectoryMetrics,
+        TrajectoryReport,
+        TrajectoryResult,
+        compress_trajectory,
+        compress_trajectory_lines,
+    )
+    from sessionstore._turns import (
+        TurnAssigner,
+        TurnMap,
+    )
+    from sessionstore.config import (
+        CompactionConfig,
+        ContextConfig,
+        FixedCount,
+        TokenBudget,
+        should_compact,
+    )
+    from sessionstore.errors import (
+        BlockNotFoundError,
+        ConfigurationError,
+        ConflictError,
+        ContextOverflowError,
+        FormatError,
+        ImportLineError,
+        InvalidBlockError,
+        LoopNotFoundError,
+        MissingDependencyError,
+        NotFoundError,
+        OverlayNotFoundError,
+        SchemaError,
+        SessionExistsError,
+        SessionNotFoundError,
+        SessionStoreError,
+        StaleWriteError,
+        StorageError,
+        SummarizerAuthError,
+        SummarizerError,
+        SummarizerResponseError,
+        SummarizerTimeoutError,
+        SummarizerUnavailableError,
+        TrajectoryLineError,
+    )
+    from sessionstore.formats import (
+        ImportReport,
+        export_conversation,
+        from_anthropic,
+        from_openai,
+        import_jsonl,
+        to_anthropic,
+        to_openai,
+    )
+    from sessionstore.models import (
+        AssistantMessage,
+        BashExecutionMessage,
+        BranchSummaryMessage,
+        CompactedSection,
+        CompactionBlock,
+        CompactionEnded,
+        CompactionEvent,
+        CompactionStarted,
+        CompactionSummaryMessage,
+        CustomMessage,
+        ImageContent,
+        LoopRecord,
+        Message,
+        Page,
+        ReplacementMessage,
+        Session,
+        SessionDigest,
+        StoredMessage,
+        SystemMessage,
+        TextContent,
+        ThinkingContent,
+        ToolCall,
+        ToolResultMessage,
+        TurnRange,
+        Usage,
+        UserMessage,
+    )
+    from sessionstore.store import SessionStore
+    from sessionstore.store._engine import make_engine
+    from sessionstore.strategies import (
+        BlockCompactionStrategy,
+        CompactionStrategy,
+        Compress,
+        CompressionPlan,
+        DefaultBlockCompaction,
+        DefaultCompaction,
+        LoopView,
+        NoCompression,
+        PassResult,
+        SectionedBlockStrategy,
+        SummarizingBlockCompaction,
+        apply_rehydrate,
+        compact_messages,
+        fit_suffix,
+        forced_boundary,
+        get_block_strategy,
+        microcompact,
+        plan_slice,
+        prune_tool_results,
+        register_block_strategy,
+        rehydrate_recent_reads,
+        sanitize_orphans,
+        split_history,
+    )
+    from sessionstore.summarizers import (
+        HANDOFF_SECTIONS,
+        ExtractiveSummarizer,
+        OneLineSummarizer,
+        OpenAICompatibleSummarizer,
+        Summarizer,
+        Summary,
+        SummaryRequest,
+        TurnSummarizer,
+        build_summary_prompt,
+        summary_budget,
+    )
 
 __version__ = "0.1.0"
+
+# Where each public name lives; a test checks this table against the imports above.
+_SOURCES: dict[str, tuple[str, ...]] = {
+    "sessionstore._audit": ("SessionAudit", "audit_session", "expand"),
+    "sessionstore._compaction": (
+        "CompactionCallbacks",
+        "CompactionResult",
+        "compact_session_loops",
+        "maybe_compact",
+    ),
+    "sessionstore._context": ("build_context",),
+    "sessionstore._engine": (
+        "CompressionOutcome",
+        "ContextEngine",
+        "EngineStatus",
+        "GatePolicy",
+        "StoreContextEngine",
+        "should_compress",
+    ),
+    "sessionstore._items": ("BuiltContext", "ContextItem", "InterruptedCall"),
+    "sessionstore._redact": ("redact", "redact_message"),
+    "sessionstore._scope": ("loop_context_tokens", "resolve_scope"),
+    "sessionstore._tokens": (
+        "CalibratedTokenCounter",
+        "HeuristicTokenCounter",
+        "TiktokenCounter",
+        "TokenCounter",
+        "estimate_tokens",
+        "message_tokens",
+    ),
+    "sessionstore._tracker": ("ContextTracker",),
+    "sessionstore._trajectories": (
+        "TrajectoryMetrics",
+        "TrajectoryReport",
+        "TrajectoryResult",
+        "compress_trajectory",
+        "compress_trajectory_lines",
+    ),
+    "sessionstore._turns": ("TurnAssigner", "TurnMap"),
+    "sessionstore.config": (
+        "CompactionConfig",
+        "ContextConfig",
+        "FixedCount",
+        "TokenBudget",
+        "should_compact",
+    ),
+    "sessionstore.errors": (
+        "BlockNotFoundError",
+        "ConfigurationError",
+        "ConflictError",
+        "ContextOverflowError",
+        "FormatError",
+        "ImportLineError",
+        "InvalidBlockError",
+        "LoopNotFoundError",
+        "MissingDependencyError",
+        "NotFoundError",
+        "OverlayNotFoundError",
+        "SchemaError",
+        "SessionExistsError",
+        "SessionNotFoundError",
+        "SessionStoreError",
+        "StaleWriteError",
+        "StorageError",
+        "SummarizerAuthError",
+        "SummarizerError",
+        "SummarizerResponseError",
+        "SummarizerTimeoutError",
+        "SummarizerUnavailableError",
+        "TrajectoryLineError",
+    ),
+    "sessionstore.formats": (
+        "ImportReport",
+        "export_conversation",
+        "from_anthropic",
+        "from_openai",
+        "import_jsonl",
+        "to_anthropic",
+        "to_openai",
+    ),
+    "sessionstore.models": (
+        "AssistantMessage",
+        "BashExecutionMessage",
+        "BranchSummaryMessage",
+        "CompactedSection",
+        "CompactionBlock",
+        "CompactionEnded",
+        "CompactionEvent",
+        "CompactionStarted",
+        "CompactionSummaryMessage",
+        "CustomMessage",
+        "ImageContent",
+        "LoopRecord",
+        "Message",
+        "Page",
+        "ReplacementMessage",
+        "Session",
+        "SessionDigest",
+        "StoredMessage",
+        "SystemMessage",
+        "TextContent",
+        "ThinkingContent",
+        "ToolCall",
+        "ToolResultMessage",
+        "TurnRange",
+        "Usage",
+        "UserMessage",
+    ),
+    "sessionstore.store": ("SessionStore",),
+    "sessionstore.store._engine": ("make_engine",),
+    "sessionstore.strategies": (
+        "BlockCompactionStrategy",
+        "CompactionStrategy",
+        "Compress",
+        "CompressionPlan",
+        "DefaultBlockCompaction",
+        "DefaultCompaction",
+        "LoopView",
+        "NoCompression",
+        "PassResult",
+        "SectionedBlockStrategy",
+        "SummarizingBlockCompaction",
+        "apply_rehydrate",
+        "compact_messages",
+        "fit_suffix",
+        "forced_boundary",
+        "get_block_strategy",
+        "microcompact",
+        "plan_slice",
+        "prune_tool_results",
+        "register_block_strategy",
+        "rehydrate_recent_reads",
+        "sanitize_orphans",
+        "split_history",
+    ),
+    "sessionstore.summarizers": (
+        "HANDOFF_SECTIONS",
+        "ExtractiveSummarizer",
+        "OneLineSummarizer",
+        "OpenAICompatibleSummarizer",
+        "Summarizer",
+        "Summary",
+        "SummaryRequest",
+        "TurnSummarizer",
+        "build_summary_prompt",
+        "summary_budget",
+    ),
+}
+_MODULE_OF = {name: module for module, names in _SOURCES.items() for name in names}
+
+
+def __getattr__(name: str) -> _typing.Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_MODULE_OF})
+
 
 __all__ = [
     "HANDOFF_SECTIONS",

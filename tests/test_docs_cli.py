@@ -16,8 +16,14 @@ from sessionstore.cli import main
 def walk(command: click.Command, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
     yield path
     if isinstance(command, click.Group):
-        for name, sub in sorted(command.commands.items()):
-            yield from walk(sub, (*path, name))
+        for name in command.list_commands(click.Context(command)):
+            yield from walk(subcommand(command, name), (*path, name))
+
+
+def subcommand(group: click.Group, name: str) -> click.Command:
+    command = group.get_command(click.Context(group), name)
+    assert command is not None, name
+    return command
 
 
 COMMANDS = list(walk(main))
@@ -27,7 +33,7 @@ def resolve(path: tuple[str, ...]) -> click.Command:
     command: click.Command = main
     for name in path:
         assert isinstance(command, click.Group)
-        command = command.commands[name]
+        command = subcommand(command, name)
     return command
 
 

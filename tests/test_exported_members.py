@@ -1,6 +1,9 @@
 """The public surface is exactly what `__all__` lists (after httpx's test of the same name)."""
 
+import ast
 from pathlib import Path
+
+import pytest
 
 import sessionstore
 import sessionstore.errors
@@ -25,6 +28,8 @@ def _isort_key(name: str) -> tuple[int, str]:
 
 
 def test_all_public_names_are_exported_and_sorted() -> None:
+    for name in sessionstore.__all__:  # the names load on first use
+        getattr(sessionstore, name)
     public = {
         name
         for name in vars(sessionstore)
@@ -55,3 +60,27 @@ def test_every_error_is_exported_and_drawn_in_the_tree() -> None:
         assert name in sessionstore.__all__
         assert name in doc
         assert issubclass(getattr(sessionstore, name), sessionstore.SessionStoreError)
+
+
+def test_the_lazy_table_matches_the_type_checking_imports() -> None:
+    tree = ast.parse(Path(sessionstore.__file__).read_text())
+    guarded = next(
+        node
+        for node in tree.body
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "_typing.TYPE_CHECKING"
+    )
+    imported = {
+        node.module: tuple(alias.name for alias in node.names)
+        for node in guarded.body
+        if isinstance(node, ast.ImportFrom) and node.module is not None
+    }
+
+    assert imported == sessionstore._SOURCES
+    assert sorted(name for names in imported.values() for name in names) == sorted(
+        set(sessionstore.__all__) - {"__version__"}
+    )
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no_such_name"):
+        sessionstore.no_such_name  # noqa: B018

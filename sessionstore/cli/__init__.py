@@ -10,6 +10,7 @@ and a non-zero exit code, never a traceback.
 - `_compaction`: `compact`, `context` and `audit`;
 - `_demo`: `demo`;
 - `_trajectories`: `trajectories compress`;
+- `_settings`: the group's `--url` and the settings it passes on (click only);
 - `_options`: the shared options and parameter types, and how a command runs;
 - `_render`: the tables, text and JSON the commands print.
 """
@@ -21,21 +22,103 @@ and a non-zero exit code, never a traceback.
 
 from __future__ import annotations
 
+import importlib
+from typing import NamedTuple
+
 import click
 from click.core import ParameterSource
 
-from sessionstore.cli._compaction import audit, compact, context
-from sessionstore.cli._db import db
-from sessionstore.cli._demo import demo
-from sessionstore.cli._options import Settings, url_option
-from sessionstore.cli._sessions import export, import_, sessions
-from sessionstore.cli._trajectories import trajectories
+from sessionstore.cli._settings import Settings, url_option
 
 __all__ = ["main"]
 
 
+class _Command(NamedTuple):
+    module: str
+    attribute: str
+    summary: str
+    """The first sentence of the command's help (a test keeps the two equal)."""
+
+
+COMMANDS: dict[str, _Command] = {
+    "audit": _Command(
+        "sessionstore.cli._compaction",
+        "audit",
+        "Compare raw turns with what the model sees, turn by turn.",
+    ),
+    "compact": _Command(
+        "sessionstore.cli._compaction",
+        "compact",
+        "Compact a session's current loop and the earlier loops in scope.",
+    ),
+    "context": _Command(
+        "sessionstore.cli._compaction",
+        "context",
+        "Print the context the model sees, rebuilt within a budget.",
+    ),
+    "db": _Command("sessionstore.cli._db", "db", "Create, upgrade and check the database schema."),
+    "demo": _Command(
+        "sessionstore.cli._demo",
+        "demo",
+        "Try it: store, compact and rebuild a long agent session.",
+    ),
+    "export": _Command(
+        "sessionstore.cli._sessions",
+        "export",
+        "Export a session's raw history as OpenAI chat-completions messages.",
+    ),
+    "import": _Command(
+        "sessionstore.cli._sessions",
+        "import_",
+        "Import conversations from a JSONL file, one session per line.",
+    ),
+    "sessions": _Command(
+        "sessionstore.cli._sessions", "sessions", "List, show and delete sessions."
+    ),
+    "trajectories": _Command(
+        "sessionstore.cli._trajectories",
+        "trajectories",
+        "Prepare agent trajectories (JSONL) as training data.",
+    ),
+}
+"""Every command: where it lives and what `sessionstore --help` says of it.
+
+The group imports a command's module only to run it (or print its own help), so the
+top-level help and `--version` never import the library, SQLAlchemy or alembic.
+"""
+
+
+class _LazyGroup(click.Group):
+    """A group that lists its commands from `COMMANDS` and imports one only when it is used."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        command = getattr(importlib.import_module(entry.module), entry.attribute)
+        if not isinstance(command, click.Command):  # pragma: no cover - a wiring mistake
+            raise TypeError(f"{entry.module}.{entry.attribute} is not a click command")
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """List the commands from their summaries, without importing them."""
+        if not COMMANDS:  # pragma: no cover
+            return
+        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
+        rows = [
+            (name, click.Command(name, help=COMMANDS[name].summary).get_short_help_str(limit))
+            for name in self.list_commands(ctx)
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
 @click.group(
     name="sessionstore",
+    cls=_LazyGroup,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @url_option
@@ -62,7 +145,3 @@ def main(ctx: click.Context, url: str) -> None:
     """
     given = ctx.get_parameter_source("url") is ParameterSource.COMMANDLINE
     ctx.obj = Settings(url=url, is_url_given=given)
-
-
-for _command in (db, sessions, import_, export, compact, context, audit, demo, trajectories):
-    main.add_command(_command)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -19,8 +18,8 @@ import click
 from pydantic import ValidationError
 
 from sessionstore import FixedCount, SessionStore, SessionStoreError, TokenBudget
+from sessionstore.cli._settings import URL_ENVVAR, Settings, url_option
 from sessionstore.errors import describe_validation_error
-from sessionstore.store._engine import DEFAULT_URL
 
 __all__ = [
     "AS_OF",
@@ -46,18 +45,7 @@ __all__ = [
 _T = TypeVar("_T")
 _F = TypeVar("_F", bound=Callable[..., Any])
 
-URL_ENVVAR = "SESSIONSTORE_URL"
-
 Scope = FixedCount | TokenBudget
-
-
-@dataclass(frozen=True, slots=True)
-class Settings:
-    """What the group's options give every command."""
-
-    url: str
-    is_url_given: bool = False
-    """True when `--url` was on the command line (so hints to run more commands repeat it)."""
 
 
 # ── running a command ──────────────────────────────────────────────────────────
@@ -156,17 +144,6 @@ COUNT = click.IntRange(min=0)
 
 
 # ── options ────────────────────────────────────────────────────────────────────
-
-url_option = click.option(
-    "--url",
-    envvar=URL_ENVVAR,
-    default=DEFAULT_URL,
-    show_default=True,
-    show_envvar=True,
-    metavar="URL",
-    help="The database: sqlite+aiosqlite:///PATH or postgresql+asyncpg://USER@HOST/DB.",
-)
-"""The group's database option; every command reads it from `Settings`."""
 
 
 def json_option(help_text: str = "Print machine-readable JSON to stdout.") -> Callable[[_F], _F]:

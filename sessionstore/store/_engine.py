@@ -18,6 +18,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
+from sessionstore._defaults import DEFAULT_URL
 from sessionstore.errors import ConfigurationError, MissingDependencyError, StorageError
 
 __all__ = [
@@ -34,9 +35,6 @@ _T = TypeVar("_T")
 
 SQLITE_WORKERS = 4
 """Worker threads (and pooled connections) for a SQLite file."""
-
-DEFAULT_URL = "sqlite+aiosqlite:///sessionstore.db"
-"""The embedded default: a SQLite file in the working directory."""
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 """How long a SQLite writer waits for another process's write lock before failing."""
