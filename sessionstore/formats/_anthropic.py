@@ -103,8 +103,10 @@ def from_anthropic(
         FormatError: `messages` is not a list of messages, or one of them (or `system`)
             is malformed; the message names the index of the bad message and the problem.
 
-    >>> [m.kind for m in from_anthropic([{"role": "user", "content": "hi"}], system="Be brief.")]
-    ['system', 'user']
+    Examples:
+        >>> messages = [{"role": "user", "content": "hi"}]
+        >>> [m.kind for m in from_anthropic(messages, system="Be brief.")]
+        ['system', 'user']
     """
     if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
         raise FormatError(f"expected a list of messages, got {type(messages).__name__}")

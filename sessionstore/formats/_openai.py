@@ -106,8 +106,9 @@ def from_openai(messages: Sequence[Mapping[str, Any]]) -> list[Message]:
             without id or name, a value of the wrong type). The message names the index
             of the bad message and the problem.
 
-    >>> [m.kind for m in from_openai([{"role": "system", "content": "Be brief."}])]
-    ['system']
+    Examples:
+        >>> [m.kind for m in from_openai([{"role": "system", "content": "Be brief."}])]
+        ['system']
     """
     if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
         raise FormatError(f"expected a list of messages, got {type(messages).__name__}")

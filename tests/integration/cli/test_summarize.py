@@ -4,58 +4,19 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import pytest
 
+from tests.fakes import ChatHandler, serve_chat
 from tests.integration.cli.runner import fails, json_out, ok
 from tests.integration.cli.test_compaction import make_session
 
-DIGEST = (
-    "## Active Task\nFinish the migration of the payment module.\n\n## Relevant Files\n- src/pay.py"
-)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    received: list[dict[str, Any]]
-    status = 200
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.received.append({"path": self.path, "body": body})
-        if self.status != 200:
-            payload = json.dumps({"error": {"message": "down for maintenance"}}).encode()
-        else:
-            payload = json.dumps(
-                {
-                    "model": "loopback-model",
-                    "choices": [{"message": {"role": "assistant", "content": DIGEST}}],
-                }
-            ).encode()
-        self.send_response(self.status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, *args: Any) -> None:
-        return
-
 
 @pytest.fixture
-def chat_server() -> Iterator[tuple[str, type[_Handler]]]:
-    handler = type("Handler", (_Handler,), {"received": [], "status": 200})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", handler
-    finally:
-        server.shutdown()
-        server.server_close()
+def chat_server() -> Iterator[tuple[str, type[ChatHandler]]]:
+    with serve_chat() as served:
+        yield served
 
 
 def test_compact_with_the_offline_summarizer_writes_one_digest_per_loop(db_url):
