@@ -1,4 +1,4 @@
-"""Every code block in `docs/` runs (or, for a command line, parses) as written.
+"""Every code block in `docs/` (and the README's command lines) runs (or, for a command line, parses) as written.
 
 - A page's ```python blocks run in order, as one script, in a fresh directory; top-level
   `await` is allowed, as in an asyncio REPL. The example server address of the summarizer
@@ -76,10 +76,11 @@ def blocks(page: Path) -> Iterator[Block]:
 PAGES = sorted(DOCS.rglob("*.md"))
 PYTHON_PAGES = [p for p in PAGES if any(b.lang == "python" for b in blocks(p))]
 ALL_BLOCKS = [b for p in PAGES for b in blocks(p)]
+README_BLOCKS = list(blocks(ROOT / "README.md"))  # its Python example runs in test_docs.py
 
 
 def _id(path: Path) -> str:
-    return str(path.relative_to(DOCS))
+    return str(path.relative_to(DOCS if path.is_relative_to(DOCS) else ROOT))
 
 
 def _block_id(block: Block) -> str:
@@ -126,7 +127,7 @@ def _until_shell_syntax(words: list[str]) -> list[str]:
 
 
 SHELL_BLOCKS = [
-    b for b in ALL_BLOCKS if b.lang in {"bash", "console", "sh"} and list(_command_lines(b))
+    b for b in [*ALL_BLOCKS, *README_BLOCKS] if b.lang in {"bash", "console", "sh"} and list(_command_lines(b))
 ]
 
 
