@@ -1,10 +1,11 @@
-"""Every code block in `docs/` (and the README's command lines) runs (or, for a command line, parses) as written.
+"""Every code block in `docs/` runs (or, for a command line, parses) as written.
 
 - A page's ```python blocks run in order, as one script, in a fresh directory; top-level
   `await` is allowed, as in an asyncio REPL. The example server address of the summarizer
   docs (`http://localhost:8000/v1`) is pointed at a fake OpenAI-compatible server.
-- A ```bash or ```console line that starts with `sessionstore` must parse: its commands
-  and options exist and take the values given (click resolves it without running it).
+- A ```bash or ```console line (here or in the README) that starts with `sessionstore`
+  must parse: its commands and options exist and take the values given (click resolves
+  it without running it).
 - A block right after `<!-- docs-test: excerpt PATH -->` is a fragment of PATH: it must
   appear there verbatim. After `<!-- docs-test: skip REASON -->` a block is not run; the
   reason says why (for example, it downloads), and the test reports it as skipped.
@@ -127,7 +128,9 @@ def _until_shell_syntax(words: list[str]) -> list[str]:
 
 
 SHELL_BLOCKS = [
-    b for b in [*ALL_BLOCKS, *README_BLOCKS] if b.lang in {"bash", "console", "sh"} and list(_command_lines(b))
+    b
+    for b in [*ALL_BLOCKS, *README_BLOCKS]
+    if b.lang in {"bash", "console", "sh"} and list(_command_lines(b))
 ]
 
 
