@@ -1,0 +1,142 @@
+"""SIGKILL at random points: acknowledged writes survive, batches and blocks are whole.
+
+A child process appends batches (or alternates appends and compactions) and reports each
+acknowledged write on a pipe; the test kills it with SIGKILL after a random delay, many
+times over, on one session. Afterwards every acknowledged write is present, every batch is
+all-or-nothing, positions are contiguous, hashes match the stored messages, every block
+reads back whole, the context builds valid, and the store keeps working.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any
+
+import pytest
+
+from sessionstore import SessionStore, UserMessage, build_context, compact_session_loops
+from sessionstore.models import content_hash, message_payload
+from tests.reliability import _workers
+
+KILLS = 50
+"""Kills per backend in CI; bench/soak_reliability.py runs longer soaks."""
+
+pytestmark = pytest.mark.slow
+
+
+def _kill_at_random(
+    target: Callable[..., None], args: tuple[Any, ...], rng: random.Random, max_delay: float
+) -> list[tuple[str, int]]:
+    """Start a worker, wait until it is ready, let it run a random while, SIGKILL it."""
+    ctx = _workers.context()
+    parent, child = ctx.Pipe(duplex=False)
+    process = ctx.Process(target=target, args=(*args, child))
+    process.start()
+    child.close()
+    reports: list[tuple[str, int]] = []
+    deadline = time.monotonic() + 60
+    while not parent.poll(0.05):  # ready
+        assert process.is_alive(), "the worker died before it was ready"
+        assert time.monotonic() < deadline, "the worker did not start"
+    reports.append(parent.recv())
+    time.sleep(rng.uniform(0, max_delay))
+    assert process.pid is not None
+    os.kill(process.pid, signal.SIGKILL)
+    process.join(30)
+    assert process.exitcode == -signal.SIGKILL, "the worker died before it was killed"
+    reports.extend(_drain(parent))
+    return reports
+
+
+def _drain(pipe: Connection) -> list[tuple[str, int]]:
+    reports: list[tuple[str, int]] = []
+    while True:
+        try:
+            if not pipe.poll(0.5):
+                return reports
+            reports.append(pipe.recv())
+        except (EOFError, OSError):  # the writer died; a half-sent report is not an ack
+            return reports
+
+
+async def _check_messages(store: SessionStore, session_id: str) -> list[Any]:
+    messages = await store.get_messages(session_id)
+    assert [m.position for m in messages] == list(range(len(messages)))
+    for stored in messages:
+        assert stored.content_hash == content_hash(message_payload(stored.message))
+    return messages
+
+
+async def test_sigkill_during_batch_appends_loses_and_splits_nothing(
+    store: SessionStore, db_url: str
+) -> None:
+    session = await store.create_session(app_name="app", user_id="crash")
+    await store.start_loop(session.id)
+    rng = random.Random(20261122)
+    size = 25
+    acked: dict[str, set[int]] = {}
+    for kill in range(KILLS):
+        tag = f"k{kill}"
+        reports = _kill_at_random(
+            _workers.append_until_killed, (db_url, session.id, tag, size), rng, 0.25
+        )
+        acked[tag] = {index for kind, index in reports if kind == "ack"}
+
+    messages = await _check_messages(store, session.id)
+    batches: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for stored in messages:
+        assert isinstance(stored.message, UserMessage)
+        tag, index, _ = stored.message.text.split()
+        batches[tag, int(index[1:])].append(stored.position)
+    for positions in batches.values():  # whole, and in one piece
+        assert len(positions) == size
+        assert positions == list(range(positions[0], positions[0] + size))
+    for tag, indices in acked.items():
+        assert indices <= {i for t, i in batches if t == tag}, tag
+    assert sum(len(i) for i in acked.values()) > 0, "no write was acknowledged before a kill"
+    # The store works after: a retry of a possibly lost batch is deduplicated by client id.
+    await store.append_messages(session.id, _workers.batch("k0", 0, size))
+    await store.append_messages(session.id, _workers.batch("after", 0, size))
+    assert len(await _check_messages(store, session.id)) == len(messages) + size
+
+
+async def test_sigkill_during_compactions_leaves_whole_blocks_and_a_valid_context(
+    store: SessionStore, db_url: str
+) -> None:
+    session = await store.create_session(app_name="app", user_id="crash")
+    await store.start_loop(session.id)
+    rng = random.Random(7)
+    acked_blocks: set[int] = set()
+    for kill in range(KILLS):
+        reports = _kill_at_random(
+            _workers.compact_until_killed, (db_url, session.id, f"c{kill}"), rng, 0.4
+        )
+        acked_blocks |= {block_id for kind, block_id in reports if kind == "block"}
+
+    messages = await _check_messages(store, session.id)
+    assert len(messages) % 4 == 0  # every turn is whole
+    (loop,) = await store.list_loops(session.id)
+    blocks = await store.block_history(session.id, loop.id)
+    assert acked_blocks, "no compaction finished before a kill"
+    assert acked_blocks <= {b.id for b in blocks}
+    by_id = {m.id: m for m in messages}
+    for block in blocks:
+        assert block.keep_recent is not None
+        assert block.keep_compacted is not None
+        for section in (block.keep_compacted, block.keep_recent):
+            assert section.messages, "a section without its replacement messages"
+            for replacement in section.messages:
+                assert set(replacement.covers) <= by_id.keys()
+    context = await build_context(store, session.id, max_context_tokens=200_000)
+    assert context.interrupted_calls == []
+    assert context.orphan_results == []
+    # The store works after: one more turn and one more compaction.
+    await store.append_messages(session.id, _workers.turn("after", 0))
+    result = await compact_session_loops(store, session.id, config=_workers.COMPACTION)
+    assert result.blocks

@@ -1,0 +1,48 @@
+"""A client that times out and retries with the same client ids writes each message once.
+
+Each append is given a random deadline of a few milliseconds; when it runs out the call is
+cancelled (it may still have been committed) and the client retries the same batch, the
+way an agent retries after a timeout. Client ids make the retry a no-op when the first
+attempt landed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+
+import pytest
+
+from sessionstore import SessionStore, UserMessage
+from tests.reliability import _workers
+
+BATCHES = 200
+
+pytestmark = pytest.mark.slow
+
+
+async def test_retries_after_timeouts_make_no_duplicates(store: SessionStore) -> None:
+    session = await store.create_session(app_name="app", user_id="retry")
+    await store.start_loop(session.id)
+    rng = random.Random(219)
+    timeouts = 0
+    for index in range(BATCHES):
+        batch = _workers.batch("r", index, 3)
+        for attempt in range(1_000):
+            deadline = rng.uniform(0, 0.0015) if attempt < 5 else None
+            try:
+                stored = await asyncio.wait_for(store.append_messages(session.id, batch), deadline)
+            except TimeoutError:
+                timeouts += 1
+                continue
+            assert [s.message.client_id for s in stored] == [m.client_id for m in batch]
+            break
+    await asyncio.sleep(0.2)  # let any cancelled call still running in a worker finish
+
+    messages = await store.get_messages(session.id)
+    texts = Counter(m.message.text for m in messages if isinstance(m.message, UserMessage))
+    assert len(texts) == BATCHES * 3
+    assert set(texts.values()) == {1}
+    assert [m.position for m in messages] == list(range(BATCHES * 3))
+    assert timeouts >= 50, f"only {timeouts} timeouts: the deadlines were too generous"
