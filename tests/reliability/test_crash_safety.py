@@ -23,9 +23,10 @@ import pytest
 from sessionstore import SessionStore, UserMessage, build_context, compact_session_loops
 from sessionstore.models import content_hash, message_payload
 from tests.reliability import _workers
+from tests.reliability._soak import record, scaled
 
-KILLS = 50
-"""Kills per backend in CI; bench/soak_reliability.py runs longer soaks."""
+KILLS = scaled(50)
+"""Kills per backend and test in CI; bench/soak_reliability.py runs longer soaks."""
 
 pytestmark = pytest.mark.slow
 
@@ -65,6 +66,10 @@ def _drain(pipe: Connection) -> list[tuple[str, int]]:
             return reports
 
 
+def _backend(url: str) -> str:
+    return "postgres" if url.startswith("postgresql") else "sqlite"
+
+
 async def _check_messages(store: SessionStore, session_id: str) -> list[Any]:
     messages = await store.get_messages(session_id)
     assert [m.position for m in messages] == list(range(len(messages)))
@@ -100,6 +105,15 @@ async def test_sigkill_during_batch_appends_loses_and_splits_nothing(
     for tag, indices in acked.items():
         assert indices <= {i for t, i in batches if t == tag}, tag
     assert sum(len(i) for i in acked.values()) > 0, "no write was acknowledged before a kill"
+    record(
+        "kill during batch appends",
+        _backend(db_url),
+        kills=KILLS,
+        acknowledged_batches=sum(len(i) for i in acked.values()),
+        batches_found=len(batches),
+        messages=len(messages),
+        lost=0,
+    )
     # The store works after: a retry of a possibly lost batch is deduplicated by client id.
     await store.append_messages(session.id, _workers.batch("k0", 0, size))
     await store.append_messages(session.id, _workers.batch("after", 0, size))
@@ -125,6 +139,15 @@ async def test_sigkill_during_compactions_leaves_whole_blocks_and_a_valid_contex
     blocks = await store.block_history(session.id, loop.id)
     assert acked_blocks, "no compaction finished before a kill"
     assert acked_blocks <= {b.id for b in blocks}
+    record(
+        "kill during compactions",
+        _backend(db_url),
+        kills=KILLS,
+        acknowledged_blocks=len(acked_blocks),
+        blocks_found=len(blocks),
+        messages=len(messages),
+        lost=0,
+    )
     by_id = {m.id: m for m in messages}
     for block in blocks:
         assert block.keep_recent is not None
