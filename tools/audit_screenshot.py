@@ -20,7 +20,6 @@ from pathlib import Path
 from click.testing import CliRunner
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
-from selenium.webdriver.common.by import By
 
 from sessionstore import CompactionConfig, SessionStore, compact_session_loops
 from sessionstore._demo import generate_session
@@ -66,7 +65,7 @@ def main_() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "images" / "audit-report.png")
     parser.add_argument("--width", type=int, default=1280)
-    parser.add_argument("--height", type=int, default=900)
+    parser.add_argument("--height", type=int, default=1500)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         url = f"sqlite+aiosqlite:///{Path(scratch) / 'screenshot.db'}"
@@ -80,14 +79,19 @@ def main_() -> None:
         try:
             browser.set_window_size(args.width, args.height)
             browser.get(report.as_uri())
-            # Show a summary's raw messages, so the picture shows what expanding does.
-            expand = ".view:not([hidden]) details.expand summary"
-            browser.find_element(By.CSS_SELECTOR, expand).click()
+            # Only the current loop's turns open, with one summary expanded, so the picture
+            # shows the timeline, both columns and what expanding does.
             browser.execute_script(
-                "document.querySelector('.view:not([hidden]) .loop.status-in-scope:last-of-type')"
-                ".scrollIntoView()"
+                """
+                const view = document.querySelector('.view:not([hidden])');
+                const loops = view.querySelectorAll('.loop');
+                loops.forEach((loop, i) => {
+                  loop.querySelector('details.turns').open = i === loops.length - 1;
+                });
+                const current = loops[loops.length - 1];
+                current.querySelector('details.expand').open = true;
+                """
             )
-            browser.execute_script("window.scrollTo(0, 0)")
             args.out.parent.mkdir(parents=True, exist_ok=True)
             browser.save_screenshot(str(args.out))
         finally:
