@@ -160,4 +160,4 @@ def test_generations_are_labelled_by_when_and_which_block():
     ]
     # Markup in the session id and in messages stays text.
     assert page.texts("card-label")
-    assert any("fix the <b>bug</b>" in t for t in page.texts("text"))
+    assert any("fix the <b>bug</b>" in t for t in page.texts("message-text"))

@@ -4,6 +4,10 @@
 all text still raw), and the Jinja template `templates/audit.html.j2` renders them with
 autoescaping on, so message text, which is hostile, is always shown as text. The page's
 style sheet and script are inlined from the same folder: it loads nothing from anywhere.
+
+Each message's text is written once, in an inert `<template>`, however many views and
+expansions show it; a view's cards name it by key, and the script copies it in (as text)
+when the view is shown. This keeps a page with many generations a few times smaller.
 """
 
 from __future__ import annotations
@@ -31,7 +35,9 @@ class _Card:
     label: str
     """`user #12`, `assistant #13 → read_file`, `replacement #41`."""
     tokens: int
-    text: str
+    text_key: str
+    """Where the page keeps the message's text (`m12` for raw message 12, `r41` for
+    replacement 41)."""
     action: Action
     pinned: bool = False
 
@@ -116,7 +122,7 @@ def _raw_card(stored: StoredMessage, action: Action, *, pinned: bool = False) ->
     return _Card(
         label=_label(stored, stored.message, f"#{stored.id}"),
         tokens=stored.token_count,
-        text=message_text(stored.message),
+        text_key=f"m{stored.id}",
         action=action,
         pinned=pinned,
     )
@@ -171,7 +177,7 @@ def _replacement(
     card = _Card(
         label=_label(None, replacement.message, f"· replacement #{replacement.id}"),
         tokens=replacement.token_count or 0,
-        text=message_text(replacement.message),
+        text_key=f"r{replacement.id}",
         action=action,
     )
     count = len(replacement.covers)
@@ -250,6 +256,23 @@ def _view(index: int, overlay_index: int, label: str, snapshot: AuditSnapshot, s
     )
 
 
+def _texts(snapshots: Sequence[AuditSnapshot]) -> dict[str, str]:
+    """Return the text of every message the views show, by the key their cards name."""
+    texts: dict[str, str] = {}
+    for snapshot in snapshots:
+        for loop in snapshot.audit.loops:
+            for turn in loop.turns:
+                for audited in turn.messages:
+                    key = f"m{audited.message.id}"
+                    if key not in texts:
+                        texts[key] = message_text(audited.message.message)
+                for replacement in turn.replacements:
+                    key = f"r{replacement.id}"
+                    if key not in texts:
+                        texts[key] = message_text(replacement.message)
+    return texts
+
+
 def _environment() -> jinja2.Environment:
     return jinja2.Environment(
         loader=jinja2.PackageLoader("sessionstore.cli._render", "templates"),
@@ -296,6 +319,7 @@ def audit_page(
         overlays=overlays,
         left=opened.views[-1],
         right=right,
+        texts=_texts(snapshots),
         generated_at=when(generated_at),
         actions=("kept", "truncated", "summarised", "omitted", "dropped"),
     )

@@ -1,8 +1,27 @@
 // Switches between views: an overlay and a generation per pane, and a second pane for
 // comparing side by side. The left pane holds every view (all but one hidden); the right
-// pane shows a copy of one. No text is ever parsed as HTML here: views are cloned nodes.
+// pane shows a copy of one. Message texts are kept once, in a template, and copied into a
+// view's cards when it is first shown. Nothing is ever parsed as HTML here: views are
+// cloned nodes and texts are assigned with textContent.
 (function () {
   "use strict";
+  var texts = {};
+  document.querySelectorAll("template.texts").forEach(function (template) {
+    template.content.querySelectorAll("pre[data-key]").forEach(function (pre) {
+      texts[pre.getAttribute("data-key")] = pre.textContent;
+    });
+  });
+
+  function fill(view) {
+    view.querySelectorAll("pre[data-text]").forEach(function (pre) {
+      var key = pre.getAttribute("data-text");
+      if (Object.prototype.hasOwnProperty.call(texts, key)) {
+        pre.textContent = texts[key];
+      }
+      pre.removeAttribute("data-text");
+    });
+  }
+
   var panes = document.querySelectorAll(".pane");
   var controls = document.querySelectorAll(".pane-controls");
   var library = panes[0];
@@ -29,6 +48,9 @@
     if (pane === 0) {
       views.forEach(function (view) {
         view.hidden = view.getAttribute("data-view") !== chosen;
+        if (!view.hidden) {
+          fill(view);
+        }
       });
       return;
     }
@@ -38,6 +60,7 @@
     }
     views.forEach(function (view) {
       if (view.getAttribute("data-view") === chosen) {
+        fill(view);
         var copy = view.cloneNode(true);
         copy.hidden = false;
         target.appendChild(copy);
