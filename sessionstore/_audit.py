@@ -12,7 +12,8 @@ For every raw message of a loop, the loop's current block says what became of it
 
 A loop outside the scope of the context is flagged `in_scope=False`: the model sees
 none of it, whatever its block says. `expand` returns the raw messages a replacement
-message stands for.
+message stands for. `audit_snapshots` audits every named overlay of the chain as it was
+after each compaction (time travel), for the browser report.
 """
 
 from __future__ import annotations
@@ -39,12 +40,14 @@ from sessionstore.store import SessionStore
 
 __all__ = [
     "Action",
+    "AuditSnapshot",
     "AuditedMessage",
     "AuditedTurn",
     "LoopAudit",
     "SessionAudit",
     "audit_loop",
     "audit_session",
+    "audit_snapshots",
     "expand",
 ]
 
@@ -339,6 +342,57 @@ async def audit_session(
         for index, loop, block, messages in loaded
     ]
     return SessionAudit(session_id=session_id, overlay=overlay, loops=audits, digest=digest)
+
+
+@dataclass(frozen=True, slots=True)
+class AuditSnapshot:
+    """One overlay's audit as it stood at one moment: after a compaction, or now."""
+
+    overlay: str
+    as_of: datetime | None
+    """When the compaction wrote its blocks; None for now (messages written since count)."""
+    blocks: list[CompactionBlock]
+    """The blocks of the chain that compaction wrote (none for now)."""
+    audit: SessionAudit
+
+
+async def audit_snapshots(
+    store: SessionStore,
+    session_id: str,
+    *,
+    loop_id: int | None = None,
+    scope: CompactionScope | None = None,
+    max_context_tokens: int = 100_000,
+) -> list[AuditSnapshot]:
+    """Audit every overlay of the chain ending at `loop_id` after each of its compactions.
+
+    The overlays are `default` and every name a block of the chain carries, in that order
+    (then by name). For each overlay, one snapshot per moment a compaction wrote blocks of
+    the chain, oldest first (`audit_session` with `as_of` that moment), then one for now.
+    """
+    chain = await store.chain_blocks(session_id, loop_id=loop_id)
+    written: dict[str, dict[datetime, list[CompactionBlock]]] = {}
+    for loop, _ in chain:
+        for block in await store.block_history(session_id, loop.id):
+            if block.created_at is not None:
+                moments = written.setdefault(block.overlay, {})
+                moments.setdefault(block.created_at, []).append(block)
+    snapshots = []
+    for overlay in sorted({"default", *written}, key=lambda name: (name != "default", name)):
+        moments = written.get(overlay, {})
+        for as_of in [*sorted(moments), None]:
+            audit = await audit_session(
+                store,
+                session_id,
+                loop_id=loop_id,
+                overlay=overlay,
+                scope=scope,
+                max_context_tokens=max_context_tokens,
+                as_of=as_of,
+            )
+            blocks = moments[as_of] if as_of is not None else []
+            snapshots.append(AuditSnapshot(overlay, as_of, blocks, audit))
+    return snapshots
 
 
 async def expand(store: SessionStore, session_id: str, replacement_id: int) -> list[StoredMessage]:

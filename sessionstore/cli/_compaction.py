@@ -8,7 +8,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -24,6 +25,7 @@ from sessionstore import (
     build_context,
     compact_session_loops,
 )
+from sessionstore._audit import AuditSnapshot, audit_snapshots
 from sessionstore.cli._options import (
     AS_OF,
     COUNT,
@@ -292,9 +294,17 @@ def context(
 @click.command("audit")
 @click.argument("session_id", metavar="SESSION")
 @loop_option("Audit the chain of loops ending at this loop instead of the active chain.")
-@overlay_option("The named overlay to audit.")
+@overlay_option("The named overlay to audit (with --html: the one the page opens on).")
 @scope_option()
 @budget_option("The window a `budget` scope walks back against.", default=100_000)
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False, writable=True, allow_dash=True, path_type=Path),
+    metavar="FILE",
+    help="Write the audit as one self-contained web page to FILE (`-` for stdout): every "
+    "overlay, after every compaction, with the raw messages beside what the model sees.",
+)
 @json_option()
 @click.pass_obj
 def audit(
@@ -304,6 +314,7 @@ def audit(
     overlay: str,
     scope: Scope | None,
     max_context_tokens: int,
+    html_path: Path | None,
     as_json: bool,
 ) -> None:
     """Compare raw turns with what the model sees, turn by turn.
@@ -314,11 +325,24 @@ def audit(
     scope are one row each: the model sees none of them. Then one row per loop and the
     totals. Counts are before any trim to a budget (see `sessionstore context`).
 
+    With --html, writes a page to open in a browser instead: the loop chain as a
+    timeline with token bars, each turn's raw messages beside what the model sees,
+    summaries that expand to the raw messages they stand for, and a switch between
+    the session's overlays and their generations (time travel), side by side.
+
     \b
     Examples:
         sessionstore audit 3f2a9c...
         sessionstore audit 3f2a9c... --loop 12 --json
+        sessionstore audit 3f2a9c... --html report.html
     """
+    if html_path is not None:
+        if as_json:
+            raise click.UsageError("--json contradicts --html")
+        _write_html_audit(
+            settings, session_id, loop_id, overlay, scope, max_context_tokens, html_path
+        )
+        return
     result = run_with_store(
         settings.url,
         lambda store: audit_session(
@@ -334,3 +358,36 @@ def audit(
         print_json(result.to_dict())
     else:
         print_audit(session_id, overlay, result)
+
+
+def _write_html_audit(
+    settings: Settings,
+    session_id: str,
+    loop_id: int | None,
+    overlay: str,
+    scope: Scope | None,
+    max_context_tokens: int,
+    path: Path,
+) -> None:
+    # Imported here: the template engine is only needed by this option.
+    from sessionstore.cli._render._html import audit_page
+
+    async def work(store: SessionStore) -> list[AuditSnapshot]:
+        # The overlay asked for must exist, as for the other outputs.
+        await store.chain_blocks(session_id, loop_id=loop_id, overlay=overlay, limit=1)
+        return await audit_snapshots(
+            store, session_id, loop_id=loop_id, scope=scope, max_context_tokens=max_context_tokens
+        )
+
+    snapshots = run_with_store(settings.url, work)
+    page = audit_page(session_id, snapshots, overlay=overlay, generated_at=datetime.now(UTC))
+    if str(path) == "-":
+        click.echo(page, nl=False)
+        return
+    path.write_text(page, encoding="utf-8")
+    views = len(snapshots)
+    overlays = len({snapshot.overlay for snapshot in snapshots})
+    click.echo(
+        f"Wrote {path}: {overlays} overlay(s), {views} view(s) (each overlay after each "
+        "compaction, and now). Open it in a browser."
+    )

@@ -15,6 +15,7 @@ from sessionstore import (
     compact_session_loops,
     expand,
 )
+from sessionstore._audit import audit_snapshots
 from sessionstore.errors import BlockNotFoundError
 from tests.factories import conversation
 
@@ -122,3 +123,47 @@ async def test_a_summarised_follow_up_request_is_pinned_and_counted(store: Sessi
     context = await build_context(store, session.id, max_context_tokens=10**6, config=CONFIG)
     assert follow_up in context.messages
     assert audit.context_tokens == context.tokens
+
+
+async def test_snapshots_audit_every_overlay_after_every_compaction(store: SessionStore) -> None:
+    session_id = await _compacted_session(store, loops=3)
+    await store.start_loop(session_id)
+    await store.append_messages(session_id, conversation(turns=8))
+    await compact_session_loops(store, session_id, config=CONFIG)
+    tight = CONFIG.model_copy(update={"keep_recent_turns": 1})
+    await compact_session_loops(store, session_id, config=tight, overlay="tight")
+
+    snapshots = await audit_snapshots(store, session_id)
+
+    assert [(s.overlay, s.as_of is None) for s in snapshots] == [
+        ("default", False),
+        ("default", False),
+        ("default", True),
+        ("tight", False),
+        ("tight", True),
+    ]
+    first, second, now = snapshots[:3]
+    # Time travel: the first compaction saw three loops, the second four.
+    assert len(first.audit.loops) == 3
+    assert len(second.audit.loops) == 4
+    assert {b.generation for b in first.blocks} == {1}
+    assert first.as_of is not None
+    assert second.as_of is not None
+    assert first.as_of < second.as_of
+    assert all(block.created_at == second.as_of for block in second.blocks)
+    assert first.audit.loops[-1].block is not None
+    assert first.audit.loops[-1].block.generation == 1
+    assert second.audit.loops[2].block is not None
+    assert second.audit.loops[2].block.generation == 2
+    # Each snapshot is the audit as of its moment; the last one is the audit now.
+    assert first.audit == await audit_session(store, session_id, as_of=first.as_of)
+    assert now.audit == await audit_session(store, session_id)
+    assert snapshots[-1].audit == await audit_session(store, session_id, overlay="tight")
+    assert now.audit != snapshots[-1].audit
+
+
+async def test_snapshots_of_a_session_never_compacted(store: SessionStore) -> None:
+    session_id = await _compacted_session(store, loops=0)
+    assert [(s.overlay, s.as_of, s.blocks) for s in await audit_snapshots(store, session_id)] == [
+        ("default", None, [])
+    ]

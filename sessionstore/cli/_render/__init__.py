@@ -1,7 +1,9 @@
 """How the commands print: rich tables and text by default, JSON with `--json`.
 
 One module per kind of result: sessions, a compaction, a built context, an audit, and
-the demo's report, which reuses the last three; `_output` holds what they share.
+the demo's report, which reuses the last three; `_output` holds what they share. `_html`
+(the audit as a web page, from a Jinja template in `templates/`) is imported only by
+`audit --html`, so no other command loads the template engine.
 """
 
 from sessionstore.cli._render._audit import print_audit

@@ -33,7 +33,13 @@ from sessionstore.cli._render._output import ids, print_json, share
 from sessionstore.formats._text import render_as_text
 from sessionstore.models import message_payload
 
-__all__ = ["ContextFormat", "context_footer", "context_summary_json", "print_context"]
+__all__ = [
+    "ContextFormat",
+    "context_footer",
+    "context_summary_json",
+    "message_text",
+    "print_context",
+]
 
 ContextFormat = Literal["text", "openai", "json"]
 
@@ -134,7 +140,7 @@ def _blocks_text(blocks: Sequence[object]) -> str:
     return "\n".join(parts)
 
 
-def _message_text(message: Message) -> str:
+def message_text(message: Message) -> str:
     """Render any message as readable text."""
     if isinstance(message, ToolResultMessage):
         status = "error" if message.is_error else "result"
@@ -173,7 +179,7 @@ def print_context(
             click.echo(
                 f"── {number}. {item.message.kind} · {_origin(item)} · {item.tokens:,} tokens"
             )
-            click.echo(_message_text(item.message))
+            click.echo(message_text(item.message))
             click.echo()
         if not built.items:
             click.echo("(the context is empty: the session has no messages)\n")
