@@ -96,6 +96,7 @@ from sessionstore.models import (
     LoopRecord,
     Message,
     Page,
+    PurgeReport,
     ReplacementMessage,
     Session,
     SessionDigest,
@@ -109,7 +110,7 @@ from sessionstore.models import (
     Usage,
     UserMessage,
 )
-from sessionstore.store import SessionStore
+from sessionstore.store import SessionStore, TenantStore
 from sessionstore.store._engine import make_engine
 from sessionstore.strategies import (
     BlockCompactionStrategy,
@@ -206,6 +207,7 @@ __all__ = [
     "OverlayNotFoundError",
     "Page",
     "PassResult",
+    "PurgeReport",
     "ReplacementMessage",
     "SchemaError",
     "SectionedBlockStrategy",
@@ -230,6 +232,7 @@ __all__ = [
     "Summary",
     "SummaryRequest",
     "SystemMessage",
+    "TenantStore",
     "TextContent",
     "ThinkingContent",
     "TiktokenCounter",

@@ -35,7 +35,7 @@ from sessionstore.models import (
     TurnRange,
     UserMessage,
 )
-from sessionstore.store import SessionStore
+from sessionstore.store import SessionStore, TenantStore
 
 __all__ = [
     "Action",
@@ -285,7 +285,7 @@ def _audit_message(
 
 
 async def audit_session(
-    store: SessionStore,
+    store: SessionStore | TenantStore,
     session_id: str,
     *,
     loop_id: int | None = None,
@@ -341,7 +341,9 @@ async def audit_session(
     return SessionAudit(session_id=session_id, overlay=overlay, loops=audits, digest=digest)
 
 
-async def expand(store: SessionStore, session_id: str, replacement_id: int) -> list[StoredMessage]:
+async def expand(
+    store: SessionStore | TenantStore, session_id: str, replacement_id: int
+) -> list[StoredMessage]:
     """Return the raw messages a replacement message stands for, in order.
 
     Raises:
