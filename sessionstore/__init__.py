@@ -22,7 +22,9 @@ if _typing.TYPE_CHECKING:
         compact_session_loops,
         maybe_compact,
     )
-    from sessionstore._context import build_context
+    from sessionstore._context import (
+        build_context,
+    )
     from sessionstore._engine import (
         CompressionOutcome,
         ContextEngine,
@@ -52,7 +54,9 @@ if _typing.TYPE_CHECKING:
         estimate_tokens,
         message_tokens,
     )
-    from sessionstore._tracker import ContextTracker
+    from sessionstore._tracker import (
+        ContextTracker,
+    )
     from sessionstore._trajectories import (
         TrajectoryMetrics,
         TrajectoryReport,
@@ -120,6 +124,7 @@ if _typing.TYPE_CHECKING:
         LoopRecord,
         Message,
         Page,
+        PurgeReport,
         ReplacementMessage,
         Session,
         SessionDigest,
@@ -133,8 +138,13 @@ if _typing.TYPE_CHECKING:
         Usage,
         UserMessage,
     )
-    from sessionstore.store import SessionStore
-    from sessionstore.store._engine import make_engine
+    from sessionstore.store import (
+        SessionStore,
+        TenantStore,
+    )
+    from sessionstore.store._engine import (
+        make_engine,
+    )
     from sessionstore.strategies import (
         BlockCompactionStrategy,
         CompactionStrategy,
@@ -269,6 +279,7 @@ _SOURCES: dict[str, tuple[str, ...]] = {
         "LoopRecord",
         "Message",
         "Page",
+        "PurgeReport",
         "ReplacementMessage",
         "Session",
         "SessionDigest",
@@ -282,7 +293,7 @@ _SOURCES: dict[str, tuple[str, ...]] = {
         "Usage",
         "UserMessage",
     ),
-    "sessionstore.store": ("SessionStore",),
+    "sessionstore.store": ("SessionStore", "TenantStore"),
     "sessionstore.store._engine": ("make_engine",),
     "sessionstore.strategies": (
         "BlockCompactionStrategy",
@@ -393,6 +404,7 @@ __all__ = [
     "OverlayNotFoundError",
     "Page",
     "PassResult",
+    "PurgeReport",
     "ReplacementMessage",
     "SchemaError",
     "SectionedBlockStrategy",
@@ -417,6 +429,7 @@ __all__ = [
     "Summary",
     "SummaryRequest",
     "SystemMessage",
+    "TenantStore",
     "TextContent",
     "ThinkingContent",
     "TiktokenCounter",

@@ -36,7 +36,7 @@ from sessionstore.models import (
     TurnRange,
     UserMessage,
 )
-from sessionstore.store import SessionStore
+from sessionstore.store import SessionStore, TenantStore
 
 __all__ = [
     "Action",
@@ -288,7 +288,7 @@ def _audit_message(
 
 
 async def audit_session(
-    store: SessionStore,
+    store: SessionStore | TenantStore,
     session_id: str,
     *,
     loop_id: int | None = None,
@@ -357,7 +357,7 @@ class AuditSnapshot:
 
 
 async def audit_snapshots(
-    store: SessionStore,
+    store: SessionStore | TenantStore,
     session_id: str,
     *,
     loop_id: int | None = None,
@@ -395,7 +395,9 @@ async def audit_snapshots(
     return snapshots
 
 
-async def expand(store: SessionStore, session_id: str, replacement_id: int) -> list[StoredMessage]:
+async def expand(
+    store: SessionStore | TenantStore, session_id: str, replacement_id: int
+) -> list[StoredMessage]:
     """Return the raw messages a replacement message stands for, in order.
 
     Raises:

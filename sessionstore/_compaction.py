@@ -32,7 +32,7 @@ from sessionstore.models import (
     LoopRecord,
     SessionDigest,
 )
-from sessionstore.store import SessionStore
+from sessionstore.store import SessionStore, TenantStore
 from sessionstore.strategies import BlockCompactionStrategy, LoopView, get_block_strategy
 from sessionstore.summarizers import (
     ExtractiveSummarizer,
@@ -157,7 +157,7 @@ def _elapsed_ms(clock: float) -> float:
 
 
 async def compact_session_loops(
-    store: SessionStore,
+    store: SessionStore | TenantStore,
     session_id: str,
     current_loop_id: int | None = None,
     strategy: BlockCompactionStrategy | str | None = None,
@@ -318,7 +318,7 @@ async def compact_session_loops(
 
 
 async def _next_digest(
-    store: SessionStore,
+    store: SessionStore | TenantStore,
     session_id: str,
     current: LoopRecord,
     first_in_scope: LoopRecord,
@@ -382,7 +382,10 @@ def _oversized_note(loop: LoopRecord, block: CompactionBlock, will: Shown, raw: 
 
 
 async def _record_failure(
-    store: SessionStore, started: CompactionStarted, error: BaseException, clock: float
+    store: SessionStore | TenantStore,
+    started: CompactionStarted,
+    error: BaseException,
+    clock: float,
 ) -> None:
     """Record a failed compaction (best effort: a failure to record is not raised)."""
     if not isinstance(error, Exception):
@@ -407,7 +410,7 @@ async def _record_failure(
 
 
 async def maybe_compact(
-    store: SessionStore,
+    store: SessionStore | TenantStore,
     session_id: str,
     *,
     max_context_tokens: int,

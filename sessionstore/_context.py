@@ -12,7 +12,7 @@ from typing import Any
 from sessionstore._items import BuiltContext
 from sessionstore._overlay import build
 from sessionstore.config import CompactionConfig, CompactionScope, validated_config
-from sessionstore.store import SessionStore
+from sessionstore.store import SessionStore, TenantStore
 
 __all__ = ["build_context", "context_budget"]
 
@@ -38,7 +38,7 @@ def context_budget(max_context_tokens: int, system_prompt_tokens: int) -> int:
 
 
 async def build_context(
-    store: SessionStore,
+    store: SessionStore | TenantStore,
     session_id: str,
     *,
     max_context_tokens: int,

@@ -107,7 +107,7 @@ class LoopNotFoundError(NotFoundError):
 
 
 class BlockNotFoundError(NotFoundError):
-    """A loop has no compaction block of the generation asked for."""
+    """No such compaction block (generation, replacement message or event block) here."""
 
 
 class OverlayNotFoundError(NotFoundError):

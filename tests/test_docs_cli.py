@@ -63,6 +63,7 @@ def test_the_cli_has_the_documented_commands():
         "sessions",
         "sessions delete",
         "sessions list",
+        "sessions purge",
         "sessions show",
         "trajectories",
         "trajectories compress",

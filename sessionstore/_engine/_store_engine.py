@@ -28,7 +28,7 @@ from sessionstore.models import (
     StoredMessage,
     TurnRange,
 )
-from sessionstore.store import SessionStore
+from sessionstore.store import SessionStore, TenantStore
 from sessionstore.strategies import (
     BlockCompactionStrategy,
     LoopView,
@@ -180,7 +180,7 @@ class StoreContextEngine:
 
     def __init__(
         self,
-        store: SessionStore,
+        store: SessionStore | TenantStore,
         session_id: str,
         *,
         context_length: int,

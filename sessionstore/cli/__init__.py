@@ -73,7 +73,7 @@ COMMANDS: dict[str, _Command] = {
         "Import conversations from a JSONL file, one session per line.",
     ),
     "sessions": _Command(
-        "sessionstore.cli._sessions", "sessions", "List, show and delete sessions."
+        "sessionstore.cli._sessions", "sessions", "List, show, delete and purge sessions."
     ),
     "trajectories": _Command(
         "sessionstore.cli._trajectories",

@@ -1,4 +1,4 @@
-"""`sessionstore sessions list|show|delete`, `import` and `export`: sessions in and out."""
+"""`sessionstore sessions list|show|delete|purge`, `import` and `export`: sessions in and out."""
 
 # Click keeps the line breaks of a paragraph that follows a line holding only "\b" (a
 # backspace character), which is how every help text shows its example; a raw docstring
@@ -8,18 +8,21 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import click
-from rich.progress import DownloadColumn
+from rich.progress import DownloadColumn, MofNCompleteColumn
 
 from sessionstore import (
     ImportLineError,
     ImportReport,
     LoopRecord,
     Page,
+    PurgeReport,
     Session,
     SessionStore,
     export_conversation,
@@ -173,7 +176,7 @@ def export(
 
 @click.group()
 def sessions() -> None:
-    """List, show and delete sessions.
+    """List, show, delete and purge sessions.
 
     \b
     Examples:
@@ -285,3 +288,134 @@ def sessions_delete(settings: Settings, session_id: str, yes: bool) -> None:
         click.confirm(f"Delete session {session_id!r} and all its history?", abort=True, err=True)
     run_with_store(settings.url, lambda store: store.delete_session(session_id))
     click.echo(f"Deleted session {session_id!r}.")
+
+
+# ── purge ──────────────────────────────────────────────────────────────────────
+
+
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+_DURATION = re.compile(r"(\d+)\s*([smhdw])")
+
+
+class DurationType(click.ParamType[timedelta]):
+    """A positive duration: a whole number and a unit, `s`, `m`, `h`, `d` or `w` (`30d`)."""
+
+    name = "AGE"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> timedelta:
+        if isinstance(value, timedelta):
+            return value
+        found = _DURATION.fullmatch(str(value).strip().lower())
+        amount = int(found.group(1)) if found else 0
+        if found is None or amount == 0:
+            self.fail(
+                f"{value!r} is not a duration: write a positive whole number and a unit, "
+                "s, m, h, d or w (for example 30d, 12h or 90m)",
+                param,
+                ctx,
+            )
+        try:
+            return timedelta(**{_UNITS[found.group(2)]: amount})
+        except OverflowError:
+            self.fail(f"{value!r} is too long a duration", param, ctx)
+
+
+def _report_text(report: PurgeReport, older_than: str) -> str:
+    verb = "Would purge" if report.dry_run else "Purged"
+    when = report.cutoff.strftime("%Y-%m-%d %H:%M:%S UTC")
+    rows = ", ".join(f"{count} {table}" for table, count in report.rows.items() if count)
+    return (
+        f"{verb} {report.sessions} session(s) last updated before {when} "
+        f"(older than {older_than})" + (f": {rows}." if rows else ".")
+    )
+
+
+@sessions.command("purge")
+@click.option(
+    "--older-than",
+    "age",
+    required=True,
+    type=DurationType(),
+    help="Purge the sessions not updated for this long: 30d, 12h, 90m, 2w, 45s.",
+)
+@click.option("--app-name", help="Only the sessions of this application (needs --user-id).")
+@click.option("--user-id", help="Only the sessions of this user (needs --app-name).")
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1, 10_000),
+    default=500,
+    show_default=True,
+    help="Sessions deleted per transaction.",
+)
+@click.option("--dry-run", is_flag=True, help="Count what would be purged; delete nothing.")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+@json_option()
+@click.pass_obj
+def sessions_purge(
+    settings: Settings,
+    age: timedelta,
+    app_name: str | None,
+    user_id: str | None,
+    batch_size: int,
+    dry_run: bool,
+    yes: bool,
+    as_json: bool,
+) -> None:
+    """Delete every session not updated for a while, with all its history.
+
+    A session's last update is its last write (a message, a loop, a compaction). Each
+    purged session goes with all its rows (loops, messages, blocks, events, digests), as by
+    `sessions delete`; nothing else is touched. Sessions go oldest first, --batch-size per
+    transaction, so an interrupted purge keeps what it did and can simply be run again.
+    This cannot be undone: try --dry-run first.
+
+    \b
+    Examples:
+        sessionstore sessions purge --older-than 30d --dry-run
+        sessionstore sessions purge --older-than 90d --app-name cli --user-id local --yes --json
+    """
+    if (app_name is None) != (user_id is None):
+        raise click.BadParameter(
+            "a tenant is --app-name and --user-id together",
+            param_hint="--user-id" if user_id is None else "--app-name",
+        )
+    shown = _shown_age(age)
+    cutoff = datetime.now(UTC) - age
+    if not dry_run and not yes:
+        whose = f" of {app_name}/{user_id}" if app_name else ""
+        click.confirm(
+            f"Delete every session{whose} last updated before "
+            f"{cutoff:%Y-%m-%d %H:%M:%S} UTC (older than {shown}), with all its history?",
+            abort=True,
+            err=True,
+        )
+    progress = progress_bar("Counting" if dry_run else "Purging", MofNCompleteColumn())
+
+    async def purge(store: SessionStore) -> PurgeReport:
+        handle = (
+            store if app_name is None or user_id is None else store.for_tenant(app_name, user_id)
+        )
+        task = progress.add_task("purge", total=None)
+        return await handle.purge(
+            older_than=cutoff,
+            batch_size=batch_size,
+            dry_run=dry_run,
+            progress=lambda done, total: progress.update(task, completed=done, total=total),
+        )
+
+    with progress:
+        report = run_with_store(settings.url, purge)
+    if as_json:
+        print_json(report.model_dump(mode="json"))
+    else:
+        click.echo(_report_text(report, shown))
+
+
+def _shown_age(age: timedelta) -> str:
+    seconds = int(age.total_seconds())
+    for unit, size in (("w", 604_800), ("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"

@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING, Any
 from sessionstore.formats._openai import to_openai
 
 if TYPE_CHECKING:
-    from sessionstore.store import SessionStore
+    from sessionstore.store import SessionStore, TenantStore
 
 __all__ = ["export_conversation"]
 
 
 async def export_conversation(
-    store: SessionStore, session_id: str, *, loop_id: int | None = None
+    store: SessionStore | TenantStore, session_id: str, *, loop_id: int | None = None
 ) -> dict[str, Any]:
     """Return a session's raw history as `{"id", "title", "metadata", "messages": [...]}`.
 

@@ -23,7 +23,7 @@ from sessionstore.errors import (
 from sessionstore.formats._jsonl import parse_conversation_line
 
 if TYPE_CHECKING:
-    from sessionstore.store import SessionStore
+    from sessionstore.store import SessionStore, TenantStore
 
 __all__ = ["ImportReport", "import_jsonl"]
 
@@ -39,7 +39,7 @@ class ImportReport:
 
 
 async def import_jsonl(
-    store: SessionStore,
+    store: SessionStore | TenantStore,
     lines: Iterable[str | bytes],
     *,
     app_name: str | None = None,

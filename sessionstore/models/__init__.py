@@ -47,6 +47,7 @@ from sessionstore.models._records import (
     StoredMessage,
     TurnRange,
 )
+from sessionstore.models._retention import PurgeReport
 
 __all__ = [
     "MESSAGE_ADAPTER",
@@ -67,6 +68,7 @@ __all__ = [
     "Message",
     "MessageKind",
     "Page",
+    "PurgeReport",
     "ReplacementMessage",
     "Session",
     "SessionDigest",

@@ -20,29 +20,43 @@ from typing import Any, Self
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from sessionstore._tokens import TokenCounter
+from sessionstore._tokens import HeuristicTokenCounter, TokenCounter
 from sessionstore.store._block_api import BlockMethods
-from sessionstore.store._engine import DEFAULT_URL, make_engine
-from sessionstore.store._handle import _Handle
+from sessionstore.store._engine import DEFAULT_URL, TransactionRunner, make_engine
 from sessionstore.store._message_api import MessageMethods
+from sessionstore.store._retention import RetentionMethods
 from sessionstore.store._schema import check, upgrade
 from sessionstore.store._session_api import SessionMethods
 from sessionstore.store._sessions import Tenant
+from sessionstore.store._tenant import TenantStore
 
-__all__ = ["SessionStore"]
+__all__ = ["SessionStore", "TenantStore"]
 
 
-class SessionStore(SessionMethods, MessageMethods, BlockMethods, _Handle):
-    """The async store: sessions, their loops, messages and compaction blocks.
+class SessionStore(SessionMethods, MessageMethods, BlockMethods, RetentionMethods):
+    """The async store: sessions, their loops, messages and compaction blocks, of every tenant.
 
     Build it with `SessionStore.from_url(url)` (it then owns and disposes its engine) or
-    `SessionStore(engine)` (the caller keeps the engine). `for_tenant(app_name, user_id)`
-    returns a handle that sees only that tenant's sessions and shares the engine.
+    `SessionStore(engine)` (the caller keeps the engine). It is the unscoped, operator's
+    handle: it reaches every tenant, migrates the schema and owns the engine.
+    `for_tenant(app_name, user_id)` returns a `TenantStore`, which sees only that
+    tenant's sessions and shares this store's engine; give that to code acting for a tenant.
 
     Args:
         engine: An engine from `sessionstore.make_engine` (or configured the same way).
         token_counter: Counts each message's tokens once, when it is appended.
     """
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        token_counter: TokenCounter | None = None,
+        _owns_engine: bool = False,
+    ) -> None:
+        super().__init__(TransactionRunner(engine), token_counter or HeuristicTokenCounter(), None)
+        self._engine = engine
+        self._owns_engine = _owns_engine
 
     @classmethod
     def from_url(
@@ -65,29 +79,21 @@ class SessionStore(SessionMethods, MessageMethods, BlockMethods, _Handle):
         """The engine this store uses."""
         return self._engine
 
-    @property
-    def tenant(self) -> tuple[str, str] | None:
-        """The `(app_name, user_id)` this handle is scoped to, or None for an unscoped handle."""
-        return None if self._tenant is None else (self._tenant.app_name, self._tenant.user_id)
+    def for_tenant(self, app_name: str, user_id: str) -> TenantStore:
+        """Return a handle that sees only the sessions of one tenant, sharing this engine.
 
-    def for_tenant(self, app_name: str, user_id: str) -> SessionStore:
-        """Return a handle that sees only the sessions of one tenant, sharing this engine."""
+        The handle cannot reach other tenants, the engine or the migrations. It needs no
+        closing of its own: closing this store ends it too.
+        """
         if not app_name or not user_id:
             raise ValueError("app_name and user_id must be non-empty")
-        return SessionStore(
-            self._engine,
-            token_counter=self._counter,
-            _tenant=Tenant(app_name, user_id),
-            _runner=self._runner,
-        )
+        return TenantStore(self._runner, self._counter, Tenant(app_name, user_id))
 
     async def close(self) -> None:
         """Release the store's worker threads, and dispose of the engine if it created it.
 
-        A tenant handle from `for_tenant` shares its parent's resources: close the parent.
+        The tenant handles from `for_tenant` share these resources and end with them.
         """
-        if self._tenant is not None:
-            return
         await self._runner.dispose()
         if self._owns_engine:
             await self._engine.dispose()

@@ -82,7 +82,9 @@ class BlockMethods(_Handle):
         written with them; its loops must be the session's.
 
         Raises:
-            The errors of `write_block`; `ValueError` for the same loop and overlay twice.
+            The errors of `write_block`; `ValueError` for the same loop and overlay twice;
+            `LoopNotFoundError` / `BlockNotFoundError` for an event whose loop or block is
+            not the session's.
         """
         keys = [(loop_id, block.overlay) for loop_id, block in blocks]
         if len(set(keys)) != len(keys):
@@ -98,6 +100,8 @@ class BlockMethods(_Handle):
             for loop_id, block in blocks:
                 loop = _sessions.loop_row(db, session_id, loop_id)
                 _blocks.validate_block(db, session_id, loop_id, loop.turn_count, block)
+            for record in records:
+                _blocks.check_event_refs(db, session_id, record["loop_id"], record["block_id"])
             written = [
                 _blocks.insert_block(db, self._counter, session_id, loop_id, block, moment)
                 for loop_id, block in blocks
@@ -363,7 +367,14 @@ class BlockMethods(_Handle):
         duration_ms: float | None = None,
         details: Mapping[str, Any] | None = None,
     ) -> CompactionEvent:
-        """Persist a `started` or `ended` compaction event of a session."""
+        """Persist a `started` or `ended` compaction event of a session.
+
+        Raises:
+            SessionNotFoundError: no such session (or another tenant's).
+            LoopNotFoundError: `loop_id` is not a loop of this session.
+            BlockNotFoundError: `block_id` is not a block of this session (of `loop_id`,
+                when given).
+        """
         check_event_kind(event)
         moment = now()
         values = {
@@ -380,8 +391,7 @@ class BlockMethods(_Handle):
 
         def work(db: Connection) -> list[int]:
             _sessions.lock(db, self._tenant, session_id, moment)
-            if loop_id is not None:
-                _sessions.loop_row(db, session_id, loop_id)
+            _blocks.check_event_refs(db, session_id, loop_id, block_id)
             return _blocks.insert_events(db, [values])
 
         (event_id,) = await self._write(work)

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import Connection, Row, func, select
 
 from sessionstore._tokens import TokenCounter
-from sessionstore.errors import InvalidBlockError, OverlayNotFoundError
+from sessionstore.errors import BlockNotFoundError, InvalidBlockError, OverlayNotFoundError
 from sessionstore.models import (
     CompactedSection,
     CompactionBlock,
@@ -32,6 +32,7 @@ from sessionstore.store._tables import block_model, digest_model, event_model, r
 __all__ = [
     "DEFAULT_OVERLAY",
     "EVENT_KINDS",
+    "check_event_refs",
     "check_overlay",
     "current_blocks",
     "insert_block",
@@ -236,6 +237,29 @@ def replacement(db: Connection, session_id: str, replacement_id: int) -> Replace
     )
     row = db.execute(stmt).first()
     return None if row is None else replacement_model(row)
+
+
+def check_event_refs(
+    db: Connection, session_id: str, loop_id: int | None, block_id: int | None
+) -> None:
+    """Refuse an event whose loop or block is not one of the session's.
+
+    Another session's id (another tenant's too) is refused exactly like an id that does not
+    exist, with the same error and wording: an event cannot tell whether an id exists, nor
+    tie this session's rows to another session's (whose deletion would cascade into them).
+    """
+    if loop_id is not None:
+        loop_row(db, session_id, loop_id)
+    if block_id is None:
+        return
+    columns = sql.blocks.c
+    stmt = select(columns.id).where(columns.id == block_id, columns.session_id == session_id)
+    where = f"session {session_id!r}"
+    if loop_id is not None:
+        stmt = stmt.where(columns.loop_id == loop_id)
+        where = f"loop {loop_id} of {where}"
+    if db.execute(stmt).first() is None:
+        raise BlockNotFoundError(f"block {block_id} not found in {where}")
 
 
 def insert_events(db: Connection, rows: Sequence[dict[str, Any]]) -> list[int]:

@@ -1,4 +1,4 @@
-"""`_Handle`: what every part of the store's facade shares: the engine, tenant and runner."""
+"""`_Handle`: what every part of the store's facade shares: the runner, counter and tenant."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from sessionstore._tokens import HeuristicTokenCounter, TokenCounter
+from sessionstore._tokens import TokenCounter
 from sessionstore.store import _blocks
 from sessionstore.store._engine import TransactionRunner
 from sessionstore.store._sessions import Tenant
@@ -45,22 +44,18 @@ def check_event_kind(event: object) -> None:
 
 
 class _Handle:
-    """The state of a store handle and the one way it runs a transaction."""
+    """The state of a store handle and the one way it runs a transaction.
+
+    A handle holds no engine of its own: only the runner, which `SessionStore` builds
+    and a tenant handle shares, so a tenant handle has nothing that reaches past its tenant.
+    """
 
     def __init__(
-        self,
-        engine: AsyncEngine,
-        *,
-        token_counter: TokenCounter | None = None,
-        _owns_engine: bool = False,
-        _tenant: Tenant | None = None,
-        _runner: TransactionRunner | None = None,
+        self, runner: TransactionRunner, counter: TokenCounter, tenant: Tenant | None
     ) -> None:
-        self._engine = engine
-        self._counter: TokenCounter = token_counter or HeuristicTokenCounter()
-        self._owns_engine = _owns_engine
-        self._tenant = _tenant
-        self._runner = _runner or TransactionRunner(engine)
+        self._runner = runner
+        self._counter = counter
+        self._tenant = tenant
 
     async def _read(self, work: Callable[[Connection], _T]) -> _T:
         return await self._runner.run(work)

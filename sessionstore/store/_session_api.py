@@ -127,8 +127,9 @@ class SessionMethods(_Handle):
     ) -> Page:
         """List sessions, newest first, one page at a time.
 
-        A scoped handle lists its tenant's sessions; an unscoped one lists all, or those
-        of `app_name` (and `user_id`) when given.
+        A tenant handle lists its tenant's sessions (naming another tenant in `app_name` or
+        `user_id` is a `ValueError`); an unscoped one lists all, or those of `app_name`
+        (and `user_id`) when given.
 
         Args:
             limit: Page size, 1 to 1000.
@@ -140,6 +141,11 @@ class SessionMethods(_Handle):
             raise ValueError("limit must be between 1 and 1000")
         if self._tenant is None and user_id is not None and app_name is None:
             raise ValueError("filtering by user_id needs app_name too")
+        if self._tenant is not None and (
+            app_name not in (None, self._tenant.app_name)
+            or user_id not in (None, self._tenant.user_id)
+        ):
+            raise ValueError("a tenant-scoped handle lists its own tenant's sessions only")
         return await self._read(
             lambda db: _sessions.list_sessions(
                 db, self._tenant, limit=limit, cursor=cursor, app_name=app_name, user_id=user_id

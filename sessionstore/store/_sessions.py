@@ -37,6 +37,7 @@ __all__ = [
     "check_version",
     "close_loop",
     "delete_session",
+    "delete_session_rows",
     "insert_session",
     "list_loops",
     "list_sessions",
@@ -216,7 +217,17 @@ def list_sessions(
 def delete_session(db: Connection, tenant: Tenant | None, session_id: str) -> None:
     """Delete a session; its loops, messages and blocks go with it (cascade)."""
     lock(db, tenant, session_id, now())
-    db.execute(sql.sessions.delete().where(sql.sessions.c.id == session_id))
+    delete_session_rows(db, sql.sessions.c.id == session_id)
+
+
+def delete_session_rows(db: Connection, *where: Any) -> list[str]:
+    """Delete the session rows matching `where` and return their ids.
+
+    Every other row of those sessions, in every table, goes with them (ON DELETE CASCADE):
+    this is the one way the store deletes anything (`delete_session`, retention).
+    """
+    stmt = sql.sessions.delete().where(*where).returning(sql.sessions.c.id)
+    return list(db.execute(stmt).scalars())
 
 
 def _encode_cursor(session: Session) -> str:

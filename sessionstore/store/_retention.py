@@ -1,0 +1,197 @@
+"""Retention: purge the sessions not updated for a while, with every row they own.
+
+A purge walks the sessions last updated before a cutoff, oldest first, a bounded batch per
+transaction, and deletes each batch through its session rows (ON DELETE CASCADE), the same
+path as `delete_session`: no raw message or block row is ever deleted on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from functools import partial
+from typing import Any
+
+from sqlalchemy import Connection, Table, and_, func, or_, select
+
+from sessionstore.models import PurgeReport
+from sessionstore.store import _statements as sql
+from sessionstore.store._handle import _Handle
+from sessionstore.store._sessions import Tenant, delete_session_rows, now
+from sessionstore.store._tables import Base
+
+__all__ = ["MAX_BATCH_SIZE", "RetentionMethods"]
+
+MAX_BATCH_SIZE = 10_000
+
+_PREFIX = "sessionstore_"
+
+
+def _session_tables() -> list[Table]:
+    """Every table holding rows of a session, children first (the sessions table last)."""
+    tables = [
+        table
+        for table in Base.metadata.sorted_tables
+        if "session_id" in table.c and table is not sql.sessions
+    ]
+    return [*reversed(tables), sql.sessions]
+
+
+def _name(table: Table) -> str:
+    return table.name.removeprefix(_PREFIX)
+
+
+def _candidates(
+    tenant: Tenant | None, cutoff: datetime, after: tuple[datetime, str] | None
+) -> list[Any]:
+    columns = sql.sessions.c
+    where: list[Any] = [columns.updated_at < cutoff]
+    if tenant is not None:
+        where += [columns.app_name == tenant.app_name, columns.user_id == tenant.user_id]
+    if after is not None:
+        moment, last_id = after
+        where.append(
+            or_(
+                columns.updated_at > moment,
+                and_(columns.updated_at == moment, columns.id > last_id),
+            )
+        )
+    return where
+
+
+def _count_candidates(db: Connection, tenant: Tenant | None, cutoff: datetime) -> int:
+    stmt = select(func.count()).select_from(sql.sessions).where(*_candidates(tenant, cutoff, None))
+    return int(db.execute(stmt).scalar_one())
+
+
+def _next_batch(
+    db: Connection,
+    tenant: Tenant | None,
+    cutoff: datetime,
+    after: tuple[datetime, str] | None,
+    size: int,
+    *,
+    lock: bool,
+) -> list[tuple[datetime, str]]:
+    columns = sql.sessions.c
+    stmt = (
+        select(columns.updated_at, columns.id)
+        .where(*_candidates(tenant, cutoff, after))
+        .order_by(columns.updated_at, columns.id)
+        .limit(size)
+    )
+    if lock:
+        # Row locks on PostgreSQL, so no writer updates a session between this read and its
+        # deletion (SQLite's write transaction already excludes every other writer).
+        stmt = stmt.with_for_update()
+    return [(row.updated_at, row.id) for row in db.execute(stmt).all()]
+
+
+def _count_rows(db: Connection, session_ids: Sequence[str]) -> dict[str, int]:
+    counts = {}
+    for table in _session_tables():
+        key = table.c.id if table is sql.sessions else table.c.session_id
+        stmt = select(func.count()).select_from(table).where(key.in_(list(session_ids)))
+        counts[_name(table)] = int(db.execute(stmt).scalar_one())
+    return counts
+
+
+def _purge_batch(
+    db: Connection,
+    tenant: Tenant | None,
+    cutoff: datetime,
+    after: tuple[datetime, str] | None,
+    size: int,
+    dry_run: bool,
+) -> tuple[list[tuple[datetime, str]], dict[str, int]]:
+    """Purge (or count) the next batch; return its (updated_at, id) keys and rows per table."""
+    batch = _next_batch(db, tenant, cutoff, after, size, lock=not dry_run)
+    ids = [session_id for _, session_id in batch]
+    if not ids:
+        return batch, {}
+    counts = _count_rows(db, ids)
+    if not dry_run:
+        delete_session_rows(db, sql.sessions.c.id.in_(ids))
+    return batch, counts
+
+
+class RetentionMethods(_Handle):
+    """`SessionStore`'s retention calls."""
+
+    async def purge(
+        self,
+        *,
+        older_than: timedelta | datetime,
+        batch_size: int = 500,
+        dry_run: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> PurgeReport:
+        """Delete every session last updated before a cutoff, with all its rows.
+
+        A session's last update is its `updated_at`: every write to it (an append, a loop,
+        a block, an event) moves it. Each purged session goes with everything it owns
+        (loops, messages, blocks, events, digests), exactly as by `delete_session`; nothing
+        else is touched. A tenant handle purges only its tenant's sessions.
+
+        The sessions are purged oldest first, `batch_size` per transaction, so a large
+        purge never holds a long lock; if it stops half-way, the batches done stay done
+        and running it again finishes the work.
+
+        Args:
+            older_than: A positive `timedelta` (sessions not updated for that long) or an
+                aware `datetime` (sessions not updated since then).
+            batch_size: Sessions per transaction, 1 to 10,000.
+            dry_run: Count what would be purged, and delete nothing.
+            progress: Called after each batch with the sessions done so far and the
+                total found when the purge started.
+
+        Returns:
+            The cutoff, the sessions purged and their rows per table.
+
+        Example:
+            >>> report = await store.purge(older_than=timedelta(days=30))  # doctest: +SKIP
+        """
+        cutoff = _cutoff(older_than)
+        if not 1 <= batch_size <= MAX_BATCH_SIZE:
+            raise ValueError(f"batch_size must be between 1 and {MAX_BATCH_SIZE}")
+        tenant = self._tenant
+        total = await self._read(lambda db: _count_candidates(db, tenant, cutoff))
+        rows = {_name(table): 0 for table in _session_tables()}
+        after: tuple[datetime, str] | None = None
+        batches = done = 0
+        while True:
+            work = partial(
+                _purge_batch,
+                tenant=tenant,
+                cutoff=cutoff,
+                after=after,
+                size=batch_size,
+                dry_run=dry_run,
+            )
+            batch, counts = await (self._read(work) if dry_run else self._write(work))
+            if not batch:
+                break
+            batches += 1
+            after = batch[-1]
+            for name, count in counts.items():
+                rows[name] += count
+            done += len(batch)
+            if progress is not None:
+                progress(min(done, total), total)
+            if len(batch) < batch_size:
+                break
+        return PurgeReport(
+            cutoff=cutoff, dry_run=dry_run, sessions=rows["sessions"], rows=rows, batches=batches
+        )
+
+
+def _cutoff(older_than: timedelta | datetime) -> datetime:
+    if isinstance(older_than, datetime):
+        if older_than.tzinfo is None:
+            raise ValueError("older_than must be an aware datetime (or a timedelta)")
+        return older_than
+    if isinstance(older_than, timedelta):
+        if older_than <= timedelta(0):
+            raise ValueError("older_than must be a positive duration")
+        return now() - older_than
+    raise TypeError("older_than must be a timedelta or an aware datetime")
