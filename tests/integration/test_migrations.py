@@ -36,7 +36,7 @@ def _diff(connection: Any) -> list[Any]:
     return list(compare_metadata(context, Base.metadata))
 
 
-HEAD = "0003_session_digests"
+HEAD = "0004_raw_immutability"
 
 
 def _tables(connection: Any) -> set[str]:
