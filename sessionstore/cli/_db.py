@@ -14,7 +14,7 @@ import click
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sessionstore import SchemaError, make_engine, migrate
-from sessionstore.cli._options import Settings, json_option, run
+from sessionstore.cli._options import Settings, database_url, json_option, run
 from sessionstore.cli._render import print_json
 
 __all__ = ["db"]
@@ -35,17 +35,21 @@ def db() -> None:
 
 
 @contextlib.asynccontextmanager
-async def _engine(url: str) -> AsyncIterator[AsyncEngine]:
-    """Make an engine for the commands that run more than one migration step on it."""
-    engine = make_engine(url)
+async def _engine(settings: Settings, *, upgrade: bool = False) -> AsyncIterator[AsyncEngine]:
+    """Make an engine for the commands that run more than one migration step on it.
+
+    Only `db upgrade` may create a SQLite file; the others open it read-only.
+    """
+    url = database_url(settings.url, read_only=not upgrade, may_create=upgrade)
+    engine = make_engine(url, lock_timeout=settings.lock_timeout)
     try:
         yield engine
     finally:
         await engine.dispose()
 
 
-async def _upgrade(url: str) -> str | None:
-    async with _engine(url) as engine:
+async def _upgrade(settings: Settings) -> str | None:
+    async with _engine(settings, upgrade=True) as engine:
         await migrate.upgrade(engine)
         return await migrate.current(engine)
 
@@ -62,7 +66,7 @@ def db_upgrade(settings: Settings, as_json: bool) -> None:
     Example:
         sessionstore --url sqlite+aiosqlite:///agents.db db upgrade
     """
-    revision = run(_upgrade(settings.url))
+    revision = run(_upgrade(settings))
     if as_json:
         print_json({"revision": revision, "head": migrate.head()})
     else:
@@ -79,7 +83,7 @@ def db_current(settings: Settings, as_json: bool) -> None:
     Example:
         sessionstore db current --json
     """
-    revision = run(migrate.current(settings.url))
+    revision = run(_current(settings))
     if as_json:
         head = migrate.head()
         print_json({"revision": revision, "head": head, "is_up_to_date": revision == head})
@@ -87,9 +91,14 @@ def db_current(settings: Settings, as_json: bool) -> None:
         click.echo(revision or "none")
 
 
-async def _schema_status(url: str) -> tuple[str | None, SchemaError | None]:
+async def _current(settings: Settings) -> str | None:
+    async with _engine(settings) as engine:
+        return await migrate.current(engine)
+
+
+async def _schema_status(settings: Settings) -> tuple[str | None, SchemaError | None]:
     """Return the database's revision and, unless it is at the head, why not."""
-    async with _engine(url) as engine:
+    async with _engine(settings) as engine:
         try:
             return await migrate.check(engine), None
         except SchemaError as exc:
@@ -108,7 +117,7 @@ def db_check(settings: Settings, as_json: bool) -> None:
     Example:
         sessionstore db check || sessionstore db upgrade
     """
-    revision, problem = run(_schema_status(settings.url))
+    revision, problem = run(_schema_status(settings))
     if as_json:
         print_json({"revision": revision, "head": migrate.head(), "is_up_to_date": problem is None})
     if problem is not None:

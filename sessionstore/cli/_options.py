@@ -10,17 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import click
 from pydantic import ValidationError
+from sqlalchemy.engine import URL
 
 from sessionstore import FixedCount, SessionStore, SessionStoreError, TokenBudget
 from sessionstore.errors import describe_validation_error
-from sessionstore.store._engine import DEFAULT_URL
+from sessionstore.store._engine import DEFAULT_LOCK_TIMEOUT, DEFAULT_URL, normalize_url
 
 __all__ = [
     "AS_OF",
@@ -33,7 +37,9 @@ __all__ = [
     "ScopeType",
     "Settings",
     "budget_option",
+    "database_url",
     "json_option",
+    "lock_timeout_option",
     "loop_option",
     "open_store",
     "overlay_option",
@@ -58,6 +64,56 @@ class Settings:
     url: str
     is_url_given: bool = False
     """True when `--url` was on the command line (so hints to run more commands repeat it)."""
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT
+    """Seconds a write waits for a lock another transaction holds (`--lock-timeout`)."""
+
+
+def _lock_timeout() -> float:
+    """The `--lock-timeout` of the running command (the default outside one)."""
+    context = click.get_current_context(silent=True)
+    settings = None if context is None else context.find_object(Settings)
+    return DEFAULT_LOCK_TIMEOUT if settings is None else settings.lock_timeout
+
+
+def _sqlite_file(url: str | URL) -> Path | None:
+    """The file of a plain SQLite file URL, or None (another database, memory, a `file:` URI)."""
+    try:
+        parsed = normalize_url(url)
+    except SessionStoreError:
+        return None  # opening it raises the clear ConfigurationError
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or database in (None, "", ":memory:"):
+        return None
+    if database.startswith("file:") or "uri" in parsed.query:
+        return None  # the user chose the open mode: keep it
+    return Path(database)
+
+
+def database_url(url: str, *, read_only: bool = False, may_create: bool = False) -> str:
+    """Return the URL a command opens: a SQLite file it may not create must exist.
+
+    A command that only reads opens a SQLite file read-only (`mode=ro`), so it never
+    writes to it; a file in a directory that cannot be written to (read-only media, where
+    no other process can write either) is opened `immutable=1`, which SQLite needs to read a
+    WAL database there. PostgreSQL URLs are returned as they are.
+
+    Raises:
+        click.ClickException: the SQLite file does not exist and the command may not create it.
+    """
+    path = _sqlite_file(url)
+    if path is None:
+        return url
+    if not path.exists():
+        if may_create:
+            return url
+        raise click.ClickException(
+            f"no SQLite database at {path}: check --url (or {URL_ENVVAR}); "
+            "`sessionstore db upgrade` creates a new one"
+        )
+    if not read_only:
+        return url
+    mode = "immutable=1" if not os.access(path.resolve().parent, os.W_OK) else "mode=ro"
+    return f"sqlite+aiosqlite:///file:{quote(str(path.resolve()))}?{mode}&uri=true"
 
 
 # ── running a command ──────────────────────────────────────────────────────────
@@ -74,9 +130,16 @@ def run(work: Coroutine[Any, Any, _T]) -> _T:
 
 
 @contextlib.asynccontextmanager
-async def open_store(url: str, *, upgrade: bool = False) -> AsyncIterator[SessionStore]:
-    """Open a store whose schema is at the head (or is brought there with `upgrade`)."""
-    async with SessionStore.from_url(url) as store:
+async def open_store(
+    url: str, *, upgrade: bool = False, read_only: bool = False
+) -> AsyncIterator[SessionStore]:
+    """Open a store whose schema is at the head (or is brought there with `upgrade`).
+
+    Only `upgrade` may create a SQLite file; `read_only` opens it without writing
+    (see `database_url`).
+    """
+    opened = database_url(url, read_only=read_only and not upgrade, may_create=upgrade)
+    async with SessionStore.from_url(opened, lock_timeout=_lock_timeout()) as store:
         if upgrade:
             await store.upgrade()
         else:
@@ -85,12 +148,16 @@ async def open_store(url: str, *, upgrade: bool = False) -> AsyncIterator[Sessio
 
 
 def run_with_store(
-    url: str, work: Callable[[SessionStore], Awaitable[_T]], *, upgrade: bool = False
+    url: str,
+    work: Callable[[SessionStore], Awaitable[_T]],
+    *,
+    upgrade: bool = False,
+    read_only: bool = False,
 ) -> _T:
     """Open the store at `url`, run `work` on it, and close it, in one `run`."""
 
     async def main() -> _T:
-        async with open_store(url, upgrade=upgrade) as store:
+        async with open_store(url, upgrade=upgrade, read_only=read_only) as store:
             return await work(store)
 
     return run(main())
@@ -167,6 +234,18 @@ url_option = click.option(
     help="The database: sqlite+aiosqlite:///PATH or postgresql+asyncpg://USER@HOST/DB.",
 )
 """The group's database option; every command reads it from `Settings`."""
+
+lock_timeout_option = click.option(
+    "--lock-timeout",
+    envvar="SESSIONSTORE_LOCK_TIMEOUT",
+    type=click.FloatRange(min=0, min_open=True, max=86_400),
+    default=DEFAULT_LOCK_TIMEOUT,
+    show_default=True,
+    show_envvar=True,
+    metavar="SECONDS",
+    help="How long a write waits for a lock another transaction holds before it fails.",
+)
+"""The group's bound on lock waits; `open_store` reads it from `Settings`."""
 
 
 def json_option(help_text: str = "Print machine-readable JSON to stdout.") -> Callable[[_F], _F]:
