@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar, cast
 
 from sqlalchemy import (
-    JSON,
     BigInteger,
     DateTime,
     Dialect,
@@ -27,7 +26,6 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncAttrs
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -44,6 +42,7 @@ from sessionstore.models import (
     StoredMessage,
     TurnRange,
 )
+from sessionstore.store._nul import NulSafeJSON, NulSafeString
 
 __all__ = [
     "Base",
@@ -75,7 +74,8 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
-JSONPayload = JSON().with_variant(JSONB(), "postgresql")
+# JSON on SQLite, JSONB on PostgreSQL, where NUL characters are encoded (see _nul.py).
+JSONPayload = NulSafeJSON()
 # SQLite only auto-increments an INTEGER PRIMARY KEY, which is 64-bit there anyway.
 Id = BigInteger().with_variant(Integer(), "sqlite")
 
@@ -132,7 +132,7 @@ class SessionRow(Base):
     id: Mapped[str] = mapped_column(String(128), primary_key=True)
     app_name: Mapped[str] = mapped_column(String(128))
     user_id: Mapped[str] = mapped_column(String(128))
-    title: Mapped[str | None] = mapped_column(String(512))
+    title: Mapped[str | None] = mapped_column(NulSafeString(512))
     metadata_: Mapped[dict[str, Any]] = mapped_column("metadata")
     # No foreign key: sessions and loops would reference each other; the store keeps it valid.
     active_loop_id: Mapped[int | None] = mapped_column(Id)
