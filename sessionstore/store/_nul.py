@@ -7,6 +7,9 @@ stores every string as it is. So every valid Unicode string round-trips on both 
 and a content hash (of the canonical JSON of the message, computed before it is stored)
 is the same on both.
 
+Every JSON and string column of the schema uses these types. A NUL counts as two
+characters toward a `VARCHAR`'s length on PostgreSQL.
+
 The encoding costs nothing on SQLite (the column types keep the plain processors) and,
 on PostgreSQL, one substring scan of each serialised value on the way in and of each
 string on the way out; a value holding neither character is left as it is.

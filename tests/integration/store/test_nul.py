@@ -140,3 +140,28 @@ def test_the_encoding_is_reversible() -> None:
     assert _nul.escape("plain") == "plain"
     tree = {"k\x00": [ESC, {"x": "\x00"}, 1, None, True]}
     assert _nul.unescape_tree(_nul.escape_tree(tree)) == tree
+
+
+async def test_ids_with_nul_work_on_every_backend(store: SessionStore) -> None:
+    session = await store.create_session(
+        session_id="s\x00id", app_name="app\x00", user_id=f"u{ESC}0"
+    )
+    assert session.id == "s\x00id"
+    tenant = store.for_tenant("app\x00", f"u{ESC}0")
+    assert [s.id for s in (await tenant.list_sessions()).items] == ["s\x00id"]
+    assert (await store.for_tenant("app", f"u{ESC}0").list_sessions()).items == []
+    call = ToolCall(id="call\x00", name="read\x00file")
+    messages: list[Message] = [
+        UserMessage(content="go", client_id="c\x00"),
+        AssistantMessage(content=[call]),
+        ToolResultMessage(tool_call_id="call\x00", tool_name="read\x00file", content="ok"),
+    ]
+    stored = await tenant.append_messages("s\x00id", messages)
+    assert [m.turn_index for m in stored] == [0, 1, 1]
+    # A retry with the same client id is recognised: no duplicate.
+    again = await tenant.append_messages("s\x00id", [messages[0]])
+    assert [m.id for m in again] == [stored[0].id]
+    assert [m.message for m in await tenant.get_messages("s\x00id")] == messages
+    assert (await store.verify()).is_ok
+    await tenant.delete_session("s\x00id")
+    assert (await store.list_sessions()).items == []
