@@ -49,26 +49,33 @@ def _same_key(table: str, columns: tuple[str, ...]) -> str:
 
 def upgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
+        # One check per statement over its deleted rows (a transition table): deleting a
+        # session with many messages costs one look-up per cascaded statement, not one
+        # trigger call per row.
         op.execute(
             f"""
             CREATE FUNCTION sessionstore_refuse_delete() RETURNS trigger
             LANGUAGE plpgsql AS $$
             BEGIN
                 -- A cascade from deleting the session runs after the session row is gone.
-                IF EXISTS (SELECT 1 FROM {SESSIONS} WHERE id = OLD.session_id) THEN
+                IF EXISTS (
+                    SELECT 1 FROM {SESSIONS}
+                    WHERE id IN (SELECT DISTINCT session_id FROM deleted_rows)
+                ) THEN
                     RAISE EXCEPTION 'sessionstore: rows of % are immutable (DELETE refused: '
                         'delete the whole session instead)', TG_TABLE_NAME
                         USING ERRCODE = 'integrity_constraint_violation';
                 END IF;
-                RETURN OLD;
+                RETURN NULL;
             END;
             $$
             """
         )
         for table in TABLES:
             op.execute(
-                f"CREATE TRIGGER {table}_no_delete BEFORE DELETE ON {table} "
-                "FOR EACH ROW EXECUTE FUNCTION sessionstore_refuse_delete()"
+                f"CREATE TRIGGER {table}_no_delete AFTER DELETE ON {table} "
+                "REFERENCING OLD TABLE AS deleted_rows "
+                "FOR EACH STATEMENT EXECUTE FUNCTION sessionstore_refuse_delete()"
             )
         return
     for table, keys in TABLES.items():
