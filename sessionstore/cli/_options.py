@@ -112,8 +112,13 @@ def database_url(url: str, *, read_only: bool = False, may_create: bool = False)
         )
     if not read_only:
         return url
-    mode = "immutable=1" if not os.access(path.resolve().parent, os.W_OK) else "mode=ro"
-    return f"sqlite+aiosqlite:///file:{quote(str(path.resolve()))}?{mode}&uri=true"
+    path = path.resolve()
+    wal = path.with_name(path.name + "-wal")
+    # immutable=1 ignores a write-ahead log: only for a file with none to replay.
+    is_media_read_only = not os.access(path.parent, os.W_OK)
+    has_log = wal.exists() and wal.stat().st_size > 0
+    mode = "immutable=1" if is_media_read_only and not has_log else "mode=ro"
+    return f"sqlite+aiosqlite:///file:{quote(str(path))}?{mode}&uri=true"
 
 
 # ── running a command ──────────────────────────────────────────────────────────

@@ -10,8 +10,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import shlex
+import shutil
 import socket
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -175,3 +179,43 @@ def test_a_read_only_file_in_a_read_only_directory_can_be_read(small_db: Path) -
     finally:
         small_db.parent.chmod(0o755)
         small_db.chmod(0o644)
+
+
+def _can_mount_read_only() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", "mount --bind / / 2>/dev/null || mount -t tmpfs x /mnt"],
+        capture_output=True,
+        check=False,
+    )
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not _can_mount_read_only(), reason="no user namespaces to mount read-only")
+def test_a_database_on_a_read_only_mount_can_be_read(small_db: Path) -> None:
+    """Read-only media for real: the directory is bind-mounted read-only in a namespace.
+
+    Root too gets EROFS there, so this holds where `chmod` cannot show it. Before: "unable to
+    open database file" (SQLite could not create the WAL's shared-memory file).
+    """
+    with sqlite3.connect(small_db) as conn:
+        conn.execute("PRAGMA journal_mode=WAL")  # as this store leaves its databases
+    before = _digest(small_db)
+    folder = shlex.quote(str(small_db.parent))
+    command = (
+        f"mount --bind {folder} {folder} && mount -o remount,bind,ro {folder} && "
+        f"{shlex.quote(sys.executable)} -m sessionstore "
+        f"--url {shlex.quote(f'sqlite+aiosqlite:///{small_db}')} sessions list --json"
+    )
+    root = str(Path(__file__).resolve().parents[3])
+    result = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", command],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": root},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "small-1" in result.stdout
+    assert _digest(small_db) == before
