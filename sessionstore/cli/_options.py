@@ -104,8 +104,13 @@ def database_url(url: str, *, read_only: bool = False, may_create: bool = False)
     if path is None:
         return url
     if not path.exists():
-        if may_create:
+        if may_create and path.parent.is_dir():
             return url
+        if may_create:
+            raise click.ClickException(
+                f"cannot create a SQLite database at {path}: the directory {path.parent} "
+                "does not exist"
+            )
         raise click.ClickException(
             f"no SQLite database at {path}: check --url (or {URL_ENVVAR}); "
             "`sessionstore db upgrade` creates a new one"

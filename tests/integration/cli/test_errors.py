@@ -112,6 +112,13 @@ def test_a_mistyped_sqlite_path_creates_nothing(tmp_path: Path, args: list[str])
     assert list(tmp_path.iterdir()) == []
 
 
+def test_upgrade_into_a_missing_directory_says_so(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-dir" / "agents.db"
+    result = fails(f"sqlite+aiosqlite:///{missing}", "db", "upgrade")
+    assert f"the directory {missing.parent} does not exist" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
