@@ -19,6 +19,7 @@ SessionStoreError
 │   └── TrajectoryLineError      a line of a trajectory file that is not a trajectory
 ├── SchemaError                  the database is not at the expected migration head
 ├── StorageError                 any other database failure (original chained)
+│   └── LockTimeoutError         a lock another transaction holds was not released in time
 └── SummarizerError              a summarizer could not produce a digest
     ├── SummarizerUnavailableError   no answer: connection refused, DNS, 5xx or 429 after retries
     ├── SummarizerTimeoutError       no answer within the timeout, after retries
@@ -48,6 +49,7 @@ __all__ = [
     "FormatError",
     "ImportLineError",
     "InvalidBlockError",
+    "LockTimeoutError",
     "LoopNotFoundError",
     "MissingDependencyError",
     "NotFoundError",
@@ -214,7 +216,22 @@ class SchemaError(SessionStoreError):
 
 
 class StorageError(SessionStoreError):
-    """Any other database failure; the driver's exception is chained as `__cause__`."""
+    """Any other database failure; the driver's exception is chained as `__cause__`.
+
+    The message names the failure and the driver's own words, never the SQL statement or
+    its parameters. A database that cannot be reached (connection refused, unknown host,
+    SSL refused) is a `StorageError` whose message says so.
+    """
+
+
+class LockTimeoutError(StorageError):
+    """A write waited longer than the lock timeout for a lock another transaction holds.
+
+    Nothing was written; retry later. Another writer (a hung transaction, a long
+    compaction) holds the session's row lock (PostgreSQL `lock_timeout`) or the database's
+    write lock (SQLite `busy_timeout`). The wait is `make_engine(url, lock_timeout=...)`
+    seconds (30 by default); the CLI takes `--lock-timeout`.
+    """
 
 
 class SummarizerError(SessionStoreError):

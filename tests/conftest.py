@@ -90,6 +90,9 @@ async def _truncate(url: str) -> None:
 async def empty_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
     """A brand-new database with no tables, on each backend (for migration tests)."""
     if request.param == "sqlite":
+        # An empty file is an empty SQLite database (commands other than `db upgrade`
+        # refuse a path with no file at all).
+        (tmp_path / "empty.db").touch()
         yield f"sqlite+aiosqlite:///{tmp_path / 'empty.db'}"
         return
     base = make_url(postgres_url())

@@ -57,6 +57,7 @@ def test_the_cli_has_the_documented_commands():
         "db check",
         "db current",
         "db upgrade",
+        "db verify",
         "demo",
         "export",
         "import",

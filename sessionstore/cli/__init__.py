@@ -5,7 +5,7 @@ prints: a rich table or text by default, JSON on stdout with `--json`. The error
 cause become `click.ClickException` at this boundary, so they see a message on stderr
 and a non-zero exit code, never a traceback.
 
-- `_db`: `db upgrade|current|check`;
+- `_db`: `db upgrade|current|check|verify`;
 - `_sessions`: `sessions list|show|delete`, `import` and `export`;
 - `_compaction`: `compact`, `context` and `audit`;
 - `_demo`: `demo`;
@@ -28,7 +28,7 @@ from typing import NamedTuple
 import click
 from click.core import ParameterSource
 
-from sessionstore.cli._settings import Settings, url_option
+from sessionstore.cli._settings import Settings, lock_timeout_option, url_option
 
 __all__ = ["main"]
 
@@ -122,9 +122,10 @@ class _LazyGroup(click.Group):
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @url_option
+@lock_timeout_option
 @click.version_option(package_name="sessionstore")
 @click.pass_context
-def main(ctx: click.Context, url: str) -> None:
+def main(ctx: click.Context, url: str, lock_timeout: float) -> None:
     """Durable SQL history for long-lived LLM agents.
 
     New here? `sessionstore demo` stores a long synthetic agent session, compacts it and
@@ -144,4 +145,4 @@ def main(ctx: click.Context, url: str) -> None:
         SESSIONSTORE_URL=postgresql+asyncpg://localhost/agents sessionstore sessions list
     """
     given = ctx.get_parameter_source("url") is ParameterSource.COMMANDLINE
-    ctx.obj = Settings(url=url, is_url_given=given)
+    ctx.obj = Settings(url=url, is_url_given=given, lock_timeout=lock_timeout)

@@ -284,6 +284,7 @@ def context(
             overlay=overlay,
             as_of=as_of,
         ),
+        read_only=True,
     )
     print_context(session_id, built, max_context_tokens, chosen)
 
@@ -353,6 +354,7 @@ def audit(
             scope=scope,
             max_context_tokens=max_context_tokens,
         ),
+        read_only=True,
     )
     if as_json:
         print_json(result.to_dict())

@@ -8,14 +8,15 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import click
+from rich.progress import MofNCompleteColumn
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from sessionstore import SchemaError, make_engine, migrate
-from sessionstore.cli._options import Settings, json_option, run
-from sessionstore.cli._render import print_json
+from sessionstore import IntegrityReport, SchemaError, make_engine, migrate
+from sessionstore.cli._options import Settings, database_url, json_option, open_store, run
+from sessionstore.cli._render import print_json, progress_bar
 
 __all__ = ["db"]
 
@@ -25,27 +26,32 @@ def db() -> None:
     """Create, upgrade and check the database schema.
 
     The migrations ship with sessionstore and run from code; every other command needs
-    the schema at the newest revision (the head).
+    the schema at the newest revision (the head). `verify` checks the stored data itself.
 
     \b
     Examples:
         sessionstore db upgrade
         sessionstore db check
+        sessionstore db verify
     """
 
 
 @contextlib.asynccontextmanager
-async def _engine(url: str) -> AsyncIterator[AsyncEngine]:
-    """Make an engine for the commands that run more than one migration step on it."""
-    engine = make_engine(url)
+async def _engine(settings: Settings, *, upgrade: bool = False) -> AsyncIterator[AsyncEngine]:
+    """Make an engine for the commands that run more than one migration step on it.
+
+    Only `db upgrade` may create a SQLite file; the others open it read-only.
+    """
+    url = database_url(settings.url, read_only=not upgrade, may_create=upgrade)
+    engine = make_engine(url, lock_timeout=settings.lock_timeout)
     try:
         yield engine
     finally:
         await engine.dispose()
 
 
-async def _upgrade(url: str) -> str | None:
-    async with _engine(url) as engine:
+async def _upgrade(settings: Settings) -> str | None:
+    async with _engine(settings, upgrade=True) as engine:
         await migrate.upgrade(engine)
         return await migrate.current(engine)
 
@@ -62,7 +68,7 @@ def db_upgrade(settings: Settings, as_json: bool) -> None:
     Example:
         sessionstore --url sqlite+aiosqlite:///agents.db db upgrade
     """
-    revision = run(_upgrade(settings.url))
+    revision = run(_upgrade(settings))
     if as_json:
         print_json({"revision": revision, "head": migrate.head()})
     else:
@@ -79,7 +85,7 @@ def db_current(settings: Settings, as_json: bool) -> None:
     Example:
         sessionstore db current --json
     """
-    revision = run(migrate.current(settings.url))
+    revision = run(_current(settings))
     if as_json:
         head = migrate.head()
         print_json({"revision": revision, "head": head, "is_up_to_date": revision == head})
@@ -87,9 +93,14 @@ def db_current(settings: Settings, as_json: bool) -> None:
         click.echo(revision or "none")
 
 
-async def _schema_status(url: str) -> tuple[str | None, SchemaError | None]:
+async def _current(settings: Settings) -> str | None:
+    async with _engine(settings) as engine:
+        return await migrate.current(engine)
+
+
+async def _schema_status(settings: Settings) -> tuple[str | None, SchemaError | None]:
     """Return the database's revision and, unless it is at the head, why not."""
-    async with _engine(url) as engine:
+    async with _engine(settings) as engine:
         try:
             return await migrate.check(engine), None
         except SchemaError as exc:
@@ -108,10 +119,68 @@ def db_check(settings: Settings, as_json: bool) -> None:
     Example:
         sessionstore db check || sessionstore db upgrade
     """
-    revision, problem = run(_schema_status(settings.url))
+    revision, problem = run(_schema_status(settings))
     if as_json:
         print_json({"revision": revision, "head": migrate.head(), "is_up_to_date": problem is None})
     if problem is not None:
         raise click.ClickException(str(problem))
     if not as_json:
         click.echo(f"up to date (revision {revision})")
+
+
+async def _verify(settings: Settings, advance: Callable[[int, int], None]) -> IntegrityReport:
+    async with open_store(settings.url, read_only=True) as store:
+        return await store.verify(progress=advance)
+
+
+@db.command("verify")
+@json_option()
+@click.pass_obj
+def db_verify(settings: Settings, as_json: bool) -> None:
+    """Check the stored data: exit 0 if it is intact; otherwise list each problem, and exit 1.
+
+    Recomputes every message's content hash and turn, and checks that each loop's
+    positions run from 0 without a gap, its counters match its messages, the chain of
+    loops holds together, and every block's turn ranges and provenance fit its loop.
+    Reads only (a SQLite file is opened read-only); one transaction per session, with a
+    progress bar on a terminal.
+
+    \b
+    Example:
+        sessionstore db verify --json
+    """
+    progress = progress_bar("Verifying sessions", MofNCompleteColumn(), transient=True)
+    with progress:
+        task = progress.add_task("verify", total=None)
+
+        def advance(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        report = run(_verify(settings, advance))
+    if as_json:
+        print_json({**report.model_dump(mode="json"), "is_ok": report.is_ok})
+    else:
+        _print_report(report)
+    if not report.is_ok:
+        raise SystemExit(1)
+
+
+def _print_report(report: IntegrityReport) -> None:
+    checked = (
+        f"{report.sessions} sessions, {report.loops} loops, {report.messages} messages, "
+        f"{report.blocks} blocks"
+    )
+    if report.is_ok:
+        click.echo(f"OK: checked {checked}; no problems.")
+        return
+    for problem in report.problems:
+        where = [f"session {problem.session_id}"]
+        for label, value in (
+            ("loop", problem.loop_id),
+            ("message", problem.message_id),
+            ("block", problem.block_id),
+        ):
+            if value is not None:
+                where.append(f"{label} {value}")
+        click.echo(f"{', '.join(where)}: [{problem.check}] {problem.detail}")
+    click.echo(f"{len(report.problems)} problems in {checked}.", err=True)

@@ -10,16 +10,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import click
 from pydantic import ValidationError
+from sqlalchemy.engine import URL
 
 from sessionstore import FixedCount, SessionStore, SessionStoreError, TokenBudget
-from sessionstore.cli._settings import URL_ENVVAR, Settings, url_option
+from sessionstore._defaults import DEFAULT_LOCK_TIMEOUT
+from sessionstore.cli._settings import URL_ENVVAR, Settings, lock_timeout_option, url_option
 from sessionstore.errors import describe_validation_error
+from sessionstore.store._engine import normalize_url
 
 __all__ = [
     "AS_OF",
@@ -32,7 +38,9 @@ __all__ = [
     "ScopeType",
     "Settings",
     "budget_option",
+    "database_url",
     "json_option",
+    "lock_timeout_option",
     "loop_option",
     "open_store",
     "overlay_option",
@@ -46,6 +54,64 @@ _T = TypeVar("_T")
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 Scope = FixedCount | TokenBudget
+
+
+def _lock_timeout() -> float:
+    """The `--lock-timeout` of the running command (the default outside one)."""
+    context = click.get_current_context(silent=True)
+    settings = None if context is None else context.find_object(Settings)
+    return DEFAULT_LOCK_TIMEOUT if settings is None else settings.lock_timeout
+
+
+def _sqlite_file(url: str | URL) -> Path | None:
+    """The file of a plain SQLite file URL, or None (another database, memory, a `file:` URI)."""
+    try:
+        parsed = normalize_url(url)
+    except SessionStoreError:
+        return None  # opening it raises the clear ConfigurationError
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or database in (None, "", ":memory:"):
+        return None
+    if database.startswith("file:") or "uri" in parsed.query:
+        return None  # the user chose the open mode: keep it
+    return Path(database)
+
+
+def database_url(url: str, *, read_only: bool = False, may_create: bool = False) -> str:
+    """Return the URL a command opens: a SQLite file it may not create must exist.
+
+    A command that only reads opens a SQLite file read-only (`mode=ro`), so it never
+    writes to it; a file in a directory that cannot be written to (read-only media, where
+    no other process can write either) is opened `immutable=1`, which SQLite needs to read a
+    WAL database there. PostgreSQL URLs are returned as they are.
+
+    Raises:
+        click.ClickException: the SQLite file does not exist and the command may not create it.
+    """
+    path = _sqlite_file(url)
+    if path is None:
+        return url
+    if not path.exists():
+        if may_create and path.parent.is_dir():
+            return url
+        if may_create:
+            raise click.ClickException(
+                f"cannot create a SQLite database at {path}: the directory {path.parent} "
+                "does not exist"
+            )
+        raise click.ClickException(
+            f"no SQLite database at {path}: check --url (or {URL_ENVVAR}); "
+            "`sessionstore db upgrade` creates a new one"
+        )
+    if not read_only:
+        return url
+    path = path.resolve()
+    wal = path.with_name(path.name + "-wal")
+    # immutable=1 ignores a write-ahead log: only for a file with none to replay.
+    is_media_read_only = not os.access(path.parent, os.W_OK)
+    has_log = wal.exists() and wal.stat().st_size > 0
+    mode = "immutable=1" if is_media_read_only and not has_log else "mode=ro"
+    return f"sqlite+aiosqlite:///file:{quote(str(path))}?{mode}&uri=true"
 
 
 # ── running a command ──────────────────────────────────────────────────────────
@@ -62,9 +128,16 @@ def run(work: Coroutine[Any, Any, _T]) -> _T:
 
 
 @contextlib.asynccontextmanager
-async def open_store(url: str, *, upgrade: bool = False) -> AsyncIterator[SessionStore]:
-    """Open a store whose schema is at the head (or is brought there with `upgrade`)."""
-    async with SessionStore.from_url(url) as store:
+async def open_store(
+    url: str, *, upgrade: bool = False, read_only: bool = False
+) -> AsyncIterator[SessionStore]:
+    """Open a store whose schema is at the head (or is brought there with `upgrade`).
+
+    Only `upgrade` may create a SQLite file; `read_only` opens it without writing
+    (see `database_url`).
+    """
+    opened = database_url(url, read_only=read_only and not upgrade, may_create=upgrade)
+    async with SessionStore.from_url(opened, lock_timeout=_lock_timeout()) as store:
         if upgrade:
             await store.upgrade()
         else:
@@ -73,12 +146,16 @@ async def open_store(url: str, *, upgrade: bool = False) -> AsyncIterator[Sessio
 
 
 def run_with_store(
-    url: str, work: Callable[[SessionStore], Awaitable[_T]], *, upgrade: bool = False
+    url: str,
+    work: Callable[[SessionStore], Awaitable[_T]],
+    *,
+    upgrade: bool = False,
+    read_only: bool = False,
 ) -> _T:
     """Open the store at `url`, run `work` on it, and close it, in one `run`."""
 
     async def main() -> _T:
-        async with open_store(url, upgrade=upgrade) as store:
+        async with open_store(url, upgrade=upgrade, read_only=read_only) as store:
             return await work(store)
 
     return run(main())

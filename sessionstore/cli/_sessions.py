@@ -159,7 +159,9 @@ def export(
         sessionstore export 3f2a9c... --compact >> sessions.jsonl
     """
     exported = run_with_store(
-        settings.url, lambda store: export_conversation(store, session_id, loop_id=loop_id)
+        settings.url,
+        lambda store: export_conversation(store, session_id, loop_id=loop_id),
+        read_only=True,
     )
     indent = None if compact else 2
     output.write(json.dumps(exported, indent=indent, ensure_ascii=False) + "\n")
@@ -239,6 +241,7 @@ def sessions_list(
         lambda store: _list_sessions(
             store, limit=limit, cursor=cursor, app_name=app_name, user_id=user_id
         ),
+        read_only=True,
     )
     if as_json:
         print_json(page.model_dump(mode="json"))
@@ -264,7 +267,9 @@ def sessions_show(settings: Settings, session_id: str, as_json: bool) -> None:
     Example:
         sessionstore sessions show 3f2a9c... --json
     """
-    session, loops = run_with_store(settings.url, lambda store: _show_session(store, session_id))
+    session, loops = run_with_store(
+        settings.url, lambda store: _show_session(store, session_id), read_only=True
+    )
     if as_json:
         print_json(session_json(session, loops))
     else:

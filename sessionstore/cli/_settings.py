@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import click
 
-from sessionstore._defaults import DEFAULT_URL
+from sessionstore._defaults import DEFAULT_LOCK_TIMEOUT, DEFAULT_URL
 
-__all__ = ["URL_ENVVAR", "Settings", "url_option"]
+__all__ = ["URL_ENVVAR", "Settings", "lock_timeout_option", "url_option"]
 
 URL_ENVVAR = "SESSIONSTORE_URL"
 
@@ -24,6 +24,8 @@ class Settings:
     url: str
     is_url_given: bool = False
     """True when `--url` was on the command line (so hints to run more commands repeat it)."""
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT
+    """Seconds a write waits for a lock another transaction holds (`--lock-timeout`)."""
 
 
 url_option = click.option(
@@ -36,3 +38,15 @@ url_option = click.option(
     help="The database: sqlite+aiosqlite:///PATH or postgresql+asyncpg://USER@HOST/DB.",
 )
 """The group's database option; every command reads it from `Settings`."""
+
+lock_timeout_option = click.option(
+    "--lock-timeout",
+    envvar="SESSIONSTORE_LOCK_TIMEOUT",
+    type=click.FloatRange(min=0, min_open=True, max=86_400),
+    default=DEFAULT_LOCK_TIMEOUT,
+    show_default=True,
+    show_envvar=True,
+    metavar="SECONDS",
+    help="How long a write waits for a lock another transaction holds before it fails.",
+)
+"""The group's bound on lock waits; `open_store` reads it from `Settings`."""

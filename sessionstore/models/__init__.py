@@ -8,6 +8,7 @@ union. They validate on the way in and serialise to JSON and back without loss:
 True
 """
 
+from sessionstore.models._integrity import IntegrityCheck, IntegrityProblem, IntegrityReport
 from sessionstore.models._messages import (
     MESSAGE_ADAPTER,
     SESSION_ID_MAX_LENGTH,
@@ -64,6 +65,9 @@ __all__ = [
     "CompactionSummaryMessage",
     "CustomMessage",
     "ImageContent",
+    "IntegrityCheck",
+    "IntegrityProblem",
+    "IntegrityReport",
     "LoopRecord",
     "Message",
     "MessageKind",

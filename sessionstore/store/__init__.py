@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sessionstore._tokens import HeuristicTokenCounter, TokenCounter
 from sessionstore.store._block_api import BlockMethods
 from sessionstore.store._engine import DEFAULT_URL, TransactionRunner, make_engine
+from sessionstore.store._integrity_api import IntegrityMethods
 from sessionstore.store._message_api import MessageMethods
 from sessionstore.store._retention import RetentionMethods
 from sessionstore.store._schema import check, upgrade
@@ -33,7 +34,9 @@ from sessionstore.store._tenant import TenantStore
 __all__ = ["SessionStore", "TenantStore"]
 
 
-class SessionStore(SessionMethods, MessageMethods, BlockMethods, RetentionMethods):
+class SessionStore(
+    SessionMethods, MessageMethods, BlockMethods, RetentionMethods, IntegrityMethods
+):
     """The async store: sessions, their loops, messages and compaction blocks, of every tenant.
 
     Build it with `SessionStore.from_url(url)` (it then owns and disposes its engine) or

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import math
+import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine, create_engine, event
@@ -18,14 +21,21 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
-from sessionstore._defaults import DEFAULT_URL
-from sessionstore.errors import ConfigurationError, MissingDependencyError, StorageError
+from sessionstore._defaults import DEFAULT_LOCK_TIMEOUT, DEFAULT_URL
+from sessionstore.errors import (
+    ConfigurationError,
+    LockTimeoutError,
+    MissingDependencyError,
+    StorageError,
+)
 
 __all__ = [
+    "DEFAULT_LOCK_TIMEOUT",
     "DEFAULT_URL",
-    "SQLITE_BUSY_TIMEOUT_MS",
     "WRITE_OPTION",
     "TransactionRunner",
+    "connection_error",
+    "is_read_only_sqlite",
     "make_engine",
     "normalize_url",
     "storage_error",
@@ -36,8 +46,9 @@ _T = TypeVar("_T")
 SQLITE_WORKERS = 4
 """Worker threads (and pooled connections) for a SQLite file."""
 
-SQLITE_BUSY_TIMEOUT_MS = 30_000
-"""How long a SQLite writer waits for another process's write lock before failing."""
+# PostgreSQL's lock_not_available; SQLite's SQLITE_BUSY (the primary code of an extended one).
+_PG_LOCK_NOT_AVAILABLE = "55P03"
+_SQLITE_BUSY = 5
 
 WRITE_OPTION = "sessionstore_write"
 """Execution option that marks a connection's next transaction as a write transaction."""
@@ -75,41 +86,77 @@ def normalize_url(url: str | URL) -> URL:
     return parsed.set(drivername=f"{backend}+{wanted}")
 
 
-def make_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
+def make_engine(
+    url: str | URL, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT, **kwargs: Any
+) -> AsyncEngine:
     """Create an `AsyncEngine` configured for sessionstore.
 
     On SQLite: foreign keys on, WAL journal with `synchronous=NORMAL` (durable against
     application crashes; a power loss can lose the last commits, never corrupt the file),
     a busy timeout for writers in other processes, and write transactions that take the
     write lock up front (`BEGIN IMMEDIATE`) so two writers never deadlock on a lock
-    upgrade. On PostgreSQL: `pool_pre_ping`.
+    upgrade. A read-only URL (`sqlite+aiosqlite:///file:path.db?mode=ro&uri=true`, or
+    `immutable=1` for read-only media) never writes: the journal mode is left as it is.
+    On PostgreSQL: `pool_pre_ping`, and `lock_timeout` set on each connection.
 
     Args:
         url: The database URL.
+        lock_timeout: Seconds a statement waits for a lock another transaction holds
+            (a hung transaction holding a session) before raising `LockTimeoutError`.
         **kwargs: Passed to `create_async_engine`.
+
+    Raises:
+        ValueError: `lock_timeout` is not a positive number of seconds.
     """
+    if not 0 < lock_timeout < math.inf:  # NaN fails both comparisons
+        raise ValueError("lock_timeout must be a positive number of seconds")
+    milliseconds = max(1, round(lock_timeout * 1000))
     parsed = normalize_url(url)
     if parsed.get_backend_name() == "sqlite":
-        return _sqlite_engine(parsed, **kwargs)
+        return _sqlite_engine(parsed, milliseconds, **kwargs)
     kwargs.setdefault("pool_pre_ping", True)
-    return create_async_engine(parsed, **kwargs)
+    # A connection setting, so it costs no round trip per transaction.
+    connect_args = dict(kwargs.pop("connect_args", {}))
+    settings = dict(connect_args.get("server_settings") or {})
+    settings.setdefault("lock_timeout", f"{milliseconds}ms")
+    connect_args["server_settings"] = settings
+    return create_async_engine(parsed, connect_args=connect_args, **kwargs)
 
 
 def _is_memory(url: URL) -> bool:
     return url.database in (None, "", ":memory:") or "mode=memory" in str(url.query)
 
 
-def _sqlite_engine(url: URL, **kwargs: Any) -> AsyncEngine:
+def is_read_only_sqlite(url: URL) -> bool:
+    """Return whether a SQLite URL opens its database read-only (`mode=ro` or `immutable=1`)."""
+    query = url.query
+    return query.get("mode") == "ro" or query.get("immutable") == "1"
+
+
+@dataclass(frozen=True, slots=True)
+class _SqliteSettings:
+    busy_timeout_ms: int
+    is_read_only: bool
+
+
+# The settings of the SQLite engines make_engine created, so the worker-thread engine a
+# TransactionRunner makes for the same file gets the same ones.
+_SQLITE_SETTINGS: weakref.WeakKeyDictionary[Engine, _SqliteSettings] = weakref.WeakKeyDictionary()
+
+
+def _sqlite_engine(url: URL, busy_timeout_ms: int, **kwargs: Any) -> AsyncEngine:
     in_memory = _is_memory(url)
     if in_memory:
         # Every connection to ":memory:" is a new, empty database: share one connection.
         kwargs.setdefault("poolclass", StaticPool)
     engine = create_async_engine(url, **kwargs)
-    _configure_sqlite(engine.sync_engine, in_memory=in_memory)
+    settings = _SqliteSettings(busy_timeout_ms, is_read_only_sqlite(url))
+    _SQLITE_SETTINGS[engine.sync_engine] = settings
+    _configure_sqlite(engine.sync_engine, in_memory=in_memory, settings=settings)
     return engine
 
 
-def _configure_sqlite(engine: Engine, *, in_memory: bool) -> None:
+def _configure_sqlite(engine: Engine, *, in_memory: bool, settings: _SqliteSettings) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Let SQLAlchemy's "begin" event emit BEGIN itself instead of pysqlite's implicit,
@@ -117,8 +164,10 @@ def _configure_sqlite(engine: Engine, *, in_memory: bool) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-        if not in_memory:
+        cursor.execute(f"PRAGMA busy_timeout={settings.busy_timeout_ms}")
+        # Setting the journal mode writes the file's header: a read-only database keeps
+        # the mode it has (a database this store wrote is in WAL mode already).
+        if not in_memory and not settings.is_read_only:
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()
@@ -139,8 +188,35 @@ def storage_error(exc: SQLAlchemyError, what: str = "database error") -> Storage
     original = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else None
     if original is not None:
         words = " ".join(str(original).split("\n", 1)[0].split())
+        if _is_lock_timeout(original):
+            return LockTimeoutError(
+                f"{what}: another transaction held a lock for longer than the lock timeout "
+                f"({type(original).__name__}: {words}); nothing was written, retry later"
+            )
         return StorageError(f"{what}: {type(original).__name__}: {words}")
     return StorageError(f"{what}: {type(exc).__name__}")
+
+
+def _is_lock_timeout(original: BaseException) -> bool:
+    # By the driver's error code, never by its message.
+    if getattr(original, "sqlstate", None) == _PG_LOCK_NOT_AVAILABLE:
+        return True
+    code = getattr(original, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF == _SQLITE_BUSY
+
+
+def connection_error(url: URL, exc: OSError) -> StorageError:
+    """Return the `StorageError` for a database that cannot be reached at all.
+
+    The drivers raise these as plain `OSError`s (connection refused, unknown host, an SSL
+    upgrade the server refused, a timeout) that SQLAlchemy does not wrap.
+    """
+    where = url.render_as_string(hide_password=True)
+    words = " ".join(str(exc).split()) or "no answer"
+    return StorageError(
+        f"cannot connect to the database {where}: {type(exc).__name__}: {words} "
+        "(check the host, port, SSL settings and that the server is running)"
+    )
 
 
 class TransactionRunner:
@@ -167,7 +243,10 @@ class TransactionRunner:
                 # Each connection is used by one worker thread at a time, never two.
                 connect_args={"check_same_thread": False},
             )
-            _configure_sqlite(self._sync_engine, in_memory=False)
+            settings = _SQLITE_SETTINGS.get(engine.sync_engine) or _SqliteSettings(
+                round(DEFAULT_LOCK_TIMEOUT * 1000), is_read_only_sqlite(url)
+            )
+            _configure_sqlite(self._sync_engine, in_memory=False, settings=settings)
             self._executor = ThreadPoolExecutor(SQLITE_WORKERS, thread_name_prefix="sessionstore")
 
     async def run(self, work: Callable[[Connection], _T], *, write: bool = False) -> _T:
@@ -186,6 +265,8 @@ class TransactionRunner:
                     return await connection.run_sync(work)
         except SQLAlchemyError as exc:
             raise storage_error(exc) from exc
+        except OSError as exc:
+            raise connection_error(self._engine.url, exc) from exc
 
     def _run_sync(self, work: Callable[[Connection], _T], write: bool) -> _T:
         assert self._sync_engine is not None  # set together with the executor

@@ -17,13 +17,14 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.script.revision import ResolutionError
 from sqlalchemy import inspect
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sessionstore.errors import SchemaError
-from sessionstore.store._engine import make_engine, storage_error
+from sessionstore.store._engine import connection_error, make_engine, storage_error
 
 __all__ = ["VERSION_TABLE", "check", "current", "downgrade", "head", "upgrade"]
 
@@ -60,34 +61,76 @@ def head() -> str:
 
 
 @asynccontextmanager
-async def _connection(url_or_engine: str | URL | AsyncEngine) -> AsyncIterator[Any]:
+async def _connection(url_or_engine: str | URL | AsyncEngine, what: str) -> AsyncIterator[Any]:
     owned = not isinstance(url_or_engine, AsyncEngine)
     engine = url_or_engine if isinstance(url_or_engine, AsyncEngine) else make_engine(url_or_engine)
     try:
         async with engine.connect() as connection:
             yield connection
     except SQLAlchemyError as exc:
-        raise storage_error(exc, "migration failed") from exc
+        raise storage_error(exc, what) from exc
+    except OSError as exc:
+        raise connection_error(engine.url, exc) from exc
     finally:
         if owned:
             await engine.dispose()
 
 
-async def _run(url_or_engine: str | URL | AsyncEngine, work: Callable[[Connection], Any]) -> Any:
-    async with _connection(url_or_engine) as connection:
+async def _run(
+    url_or_engine: str | URL | AsyncEngine,
+    work: Callable[[Connection], Any],
+    what: str = "cannot read the schema revision",
+) -> Any:
+    async with _connection(url_or_engine, what) as connection:
         result = await connection.run_sync(work)
         await connection.commit()
         return result
 
 
+def _check_known(connection: Connection) -> None:
+    """Refuse to migrate a database at a revision this version does not ship (a newer one)."""
+    revision = _current_revision(connection)
+    if revision is not None and not _is_known(revision):
+        raise _unknown_revision(revision)
+
+
+def _unknown_revision(revision: str) -> SchemaError:
+    return SchemaError(
+        f"the database is at revision {revision}, which this version of sessionstore does "
+        f"not know (its newest is {head()}): a newer sessionstore migrated it; upgrade the "
+        "sessionstore package instead of the database"
+    )
+
+
+def _migrate(connection: Connection, step: Callable[[Config], None]) -> None:
+    _check_known(connection)
+    step(_config(connection))
+
+
 async def upgrade(url_or_engine: str | URL | AsyncEngine, revision: str = "head") -> None:
-    """Upgrade the database to `revision` (default: the newest), creating the schema if empty."""
-    await _run(url_or_engine, lambda conn: command.upgrade(_config(conn), revision))
+    """Upgrade the database to `revision` (default: the newest), creating the schema if empty.
+
+    Raises:
+        SchemaError: the database is at a revision this version does not know (a newer one).
+    """
+    await _run(
+        url_or_engine,
+        lambda conn: _migrate(conn, lambda config: command.upgrade(config, revision)),
+        "migration failed",
+    )
 
 
 async def downgrade(url_or_engine: str | URL | AsyncEngine, revision: str) -> None:
-    """Downgrade the database to `revision` (`"base"` drops every sessionstore table)."""
-    await _run(url_or_engine, lambda conn: command.downgrade(_config(conn), revision))
+    """Downgrade the database to `revision` (`"base"` drops every sessionstore table).
+
+    Raises:
+        SchemaError: the database is at a revision this version does not know (a newer one).
+    """
+    await _run(
+        url_or_engine,
+        lambda conn: _migrate(conn, lambda config: command.downgrade(config, revision)),
+        "migration failed",
+    )
 
 
 def _current_revision(connection: Connection) -> str | None:
@@ -95,6 +138,14 @@ def _current_revision(connection: Connection) -> str | None:
         return None
     context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
     return context.get_current_revision()
+
+
+def _is_known(revision: str) -> bool:
+    try:
+        ScriptDirectory.from_config(_config()).revision_map.get_revision(revision)
+    except ResolutionError:
+        return False
+    return True
 
 
 async def current(url_or_engine: str | URL | AsyncEngine) -> str | None:
@@ -111,6 +162,8 @@ async def check(url_or_engine: str | URL | AsyncEngine) -> str:
     """
     revision = await current(url_or_engine)
     expected = head()
+    if revision is not None and revision != expected and not _is_known(revision):
+        raise _unknown_revision(revision)
     if revision != expected:
         state = "not initialised" if revision is None else f"at revision {revision}"
         raise SchemaError(

@@ -11,8 +11,20 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Table, Text, bindparam, cast, func, insert, literal_column, select, update
+from sqlalchemy import (
+    Table,
+    Text,
+    bindparam,
+    cast,
+    func,
+    insert,
+    literal_column,
+    select,
+    type_coerce,
+    update,
+)
 
+from sessionstore.store._nul import NulSafeJSONText
 from sessionstore.store._tables import (
     BlockRow,
     CompactionEventRow,
@@ -59,7 +71,8 @@ MESSAGE_COLUMNS = (
     messages.c.created_at,
     # Read as text (a CAST, so asyncpg does not decode JSONB either): pydantic-core
     # parses and validates it in one step, faster than json.loads and then validation.
-    cast(messages.c.payload, Text).label("payload"),
+    # On PostgreSQL the text's NUL encoding is undone (see _nul.py).
+    type_coerce(cast(messages.c.payload, Text), NulSafeJSONText()).label("payload"),
 )
 """The columns a `StoredMessage` is built from, in the order `stored_model` unpacks them."""
 

@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar, cast
 
 from sqlalchemy import (
-    JSON,
     BigInteger,
     DateTime,
     Dialect,
@@ -22,12 +21,10 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
-    String,
     Table,
     UniqueConstraint,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncAttrs
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -44,6 +41,7 @@ from sessionstore.models import (
     StoredMessage,
     TurnRange,
 )
+from sessionstore.store._nul import NulSafeJSON, NulSafeString
 
 __all__ = [
     "Base",
@@ -75,7 +73,9 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
-JSONPayload = JSON().with_variant(JSONB(), "postgresql")
+# JSON on SQLite, JSONB on PostgreSQL, where NUL characters are encoded (see _nul.py).
+JSONPayload = NulSafeJSON()
+# Every string column is a NulSafeString: VARCHAR, with NUL encoded on PostgreSQL.
 # SQLite only auto-increments an INTEGER PRIMARY KEY, which is 64-bit there anyway.
 Id = BigInteger().with_variant(Integer(), "sqlite")
 
@@ -129,10 +129,10 @@ class SessionRow(Base):
         Index("ix_sessionstore_sessions_created", "created_at", "id"),
     )
 
-    id: Mapped[str] = mapped_column(String(128), primary_key=True)
-    app_name: Mapped[str] = mapped_column(String(128))
-    user_id: Mapped[str] = mapped_column(String(128))
-    title: Mapped[str | None] = mapped_column(String(512))
+    id: Mapped[str] = mapped_column(NulSafeString(128), primary_key=True)
+    app_name: Mapped[str] = mapped_column(NulSafeString(128))
+    user_id: Mapped[str] = mapped_column(NulSafeString(128))
+    title: Mapped[str | None] = mapped_column(NulSafeString(512))
     metadata_: Mapped[dict[str, Any]] = mapped_column("metadata")
     # No foreign key: sessions and loops would reference each other; the store keeps it valid.
     active_loop_id: Mapped[int | None] = mapped_column(Id)
@@ -153,7 +153,7 @@ class LoopRow(Base):
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(String(128), _session_fk())
+    session_id: Mapped[str] = mapped_column(NulSafeString(128), _session_fk())
     parent_loop_id: Mapped[int | None] = mapped_column(
         Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE")
     )
@@ -189,19 +189,19 @@ class MessageRow(Base):
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(String(128), _session_fk())
+    session_id: Mapped[str] = mapped_column(NulSafeString(128), _session_fk())
     loop_id: Mapped[int] = mapped_column(
         Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE")
     )
     position: Mapped[int] = mapped_column(Integer)
     turn_index: Mapped[int] = mapped_column(Integer)
-    kind: Mapped[str] = mapped_column(String(32))
-    tool_call_id: Mapped[str | None] = mapped_column(String(255))
-    tool_name: Mapped[str | None] = mapped_column(String(255))
+    kind: Mapped[str] = mapped_column(NulSafeString(32))
+    tool_call_id: Mapped[str | None] = mapped_column(NulSafeString(255))
+    tool_name: Mapped[str | None] = mapped_column(NulSafeString(255))
     payload: Mapped[dict[str, Any]]
     token_count: Mapped[int] = mapped_column(Integer)
-    content_hash: Mapped[str] = mapped_column(String(64))
-    client_id: Mapped[str | None] = mapped_column(String(255))
+    content_hash: Mapped[str] = mapped_column(NulSafeString(64))
+    client_id: Mapped[str | None] = mapped_column(NulSafeString(255))
     created_at: Mapped[datetime]
 
 
@@ -215,15 +215,15 @@ class BlockRow(Base):
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(String(128), _session_fk())
+    session_id: Mapped[str] = mapped_column(NulSafeString(128), _session_fk())
     loop_id: Mapped[int] = mapped_column(
         Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE")
     )
-    overlay: Mapped[str] = mapped_column(String(64))
+    overlay: Mapped[str] = mapped_column(NulSafeString(64))
     generation: Mapped[int] = mapped_column(Integer)
     keep_first_start: Mapped[int | None] = mapped_column(Integer)
     keep_first_end: Mapped[int | None] = mapped_column(Integer)
-    strategy: Mapped[str] = mapped_column(String(128))
+    strategy: Mapped[str] = mapped_column(NulSafeString(128))
     config: Mapped[dict[str, Any]]
     tokens_before: Mapped[int] = mapped_column(BigInteger)
     tokens_after: Mapped[int] = mapped_column(BigInteger)
@@ -237,11 +237,11 @@ class SectionRow(Base):
     __table_args__ = (UniqueConstraint("session_id", "block_id", "kind"),)
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(String(128), _session_fk())
+    session_id: Mapped[str] = mapped_column(NulSafeString(128), _session_fk())
     block_id: Mapped[int] = mapped_column(
         Id, ForeignKey("sessionstore_blocks.id", ondelete="CASCADE")
     )
-    kind: Mapped[str] = mapped_column(String(16))
+    kind: Mapped[str] = mapped_column(NulSafeString(16))
     start_turn: Mapped[int] = mapped_column(Integer)
     end_turn: Mapped[int] = mapped_column(Integer)
 
@@ -253,12 +253,12 @@ class SectionMessageRow(Base):
     __table_args__ = (UniqueConstraint("session_id", "section_id", "position"),)
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(String(128), _session_fk())
+    session_id: Mapped[str] = mapped_column(NulSafeString(128), _session_fk())
     section_id: Mapped[int] = mapped_column(
         Id, ForeignKey("sessionstore_block_sections.id", ondelete="CASCADE")
     )
     position: Mapped[int] = mapped_column(Integer)
-    kind: Mapped[str] = mapped_column(String(32))
+    kind: Mapped[str] = mapped_column(NulSafeString(32))
     payload: Mapped[dict[str, Any]]
     token_count: Mapped[int] = mapped_column(Integer)
     covers: Mapped[list[int]] = mapped_column(JSONPayload)
@@ -271,14 +271,14 @@ class CompactionEventRow(Base):
     __table_args__ = (Index("ix_sessionstore_compaction_events_session", "session_id", "id"),)
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(String(128), _session_fk())
+    session_id: Mapped[str] = mapped_column(NulSafeString(128), _session_fk())
     loop_id: Mapped[int | None] = mapped_column(
         Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE")
     )
     block_id: Mapped[int | None] = mapped_column(
         Id, ForeignKey("sessionstore_blocks.id", ondelete="CASCADE")
     )
-    event: Mapped[str] = mapped_column(String(16))
+    event: Mapped[str] = mapped_column(NulSafeString(16))
     tokens_before: Mapped[int] = mapped_column(BigInteger)
     tokens_after: Mapped[int | None] = mapped_column(BigInteger)
     duration_ms: Mapped[float | None] = mapped_column(Float)
@@ -296,8 +296,8 @@ class DigestRow(Base):
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(String(128), _session_fk())
-    overlay: Mapped[str] = mapped_column(String(64))
+    session_id: Mapped[str] = mapped_column(NulSafeString(128), _session_fk())
+    overlay: Mapped[str] = mapped_column(NulSafeString(64))
     head_loop_id: Mapped[int] = mapped_column(
         Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE")
     )

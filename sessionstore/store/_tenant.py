@@ -12,6 +12,7 @@ from __future__ import annotations
 from sessionstore._tokens import TokenCounter
 from sessionstore.store._block_api import BlockMethods
 from sessionstore.store._engine import TransactionRunner
+from sessionstore.store._integrity_api import IntegrityMethods
 from sessionstore.store._message_api import MessageMethods
 from sessionstore.store._retention import RetentionMethods
 from sessionstore.store._session_api import SessionMethods
@@ -20,7 +21,7 @@ from sessionstore.store._sessions import Tenant
 __all__ = ["TenantStore"]
 
 
-class TenantStore(SessionMethods, MessageMethods, BlockMethods, RetentionMethods):
+class TenantStore(SessionMethods, MessageMethods, BlockMethods, RetentionMethods, IntegrityMethods):
     """A handle that sees, writes and deletes only the sessions of one tenant.
 
     Get one from `SessionStore.for_tenant(app_name, user_id)`; do not build it directly.

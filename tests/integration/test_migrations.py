@@ -11,11 +11,22 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
+from sqlalchemy.exc import DBAPIError
 
-from sessionstore import SessionStore, UserMessage, make_engine, migrate
+from sessionstore import (
+    CompactionConfig,
+    FixedCount,
+    SessionStore,
+    UserMessage,
+    build_context,
+    compact_session_loops,
+    make_engine,
+    migrate,
+)
 from sessionstore.errors import SchemaError
 from sessionstore.store._tables import Base
+from tests.integration._helpers import session_with_loops
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,7 +47,7 @@ def _diff(connection: Any) -> list[Any]:
     return list(compare_metadata(context, Base.metadata))
 
 
-HEAD = "0003_session_digests"
+HEAD = "0004_raw_immutability"
 
 
 def _tables(connection: Any) -> set[str]:
@@ -146,3 +157,105 @@ def test_the_wheel_ships_the_migrations(tmp_path: Path) -> None:
     versions = {p.name for p in (ROOT / "migrations" / "versions").glob("*.py")}
     assert {f"sessionstore/_migrations/versions/{v}" for v in versions} <= names
     assert {"sessionstore/_migrations/env.py", "sessionstore/py.typed"} <= names
+
+
+TABLES = (
+    "sessionstore_sessions",
+    "sessionstore_loops",
+    "sessionstore_messages",
+    "sessionstore_blocks",
+    "sessionstore_block_sections",
+    "sessionstore_section_messages",
+    "sessionstore_compaction_events",
+    "sessionstore_digests",
+)
+
+
+def _dump(connection: Any) -> dict[str, list[tuple[Any, ...]]]:
+    present = _tables(connection)
+    return {
+        table: [
+            tuple(row)
+            for row in connection.execute(text(f"SELECT * FROM {table} ORDER BY id")).all()
+        ]
+        for table in TABLES
+        if table in present
+    }
+
+
+async def _fill_every_table(store: SessionStore) -> str:
+    session_id = await session_with_loops(store, loops=4, turns=6)
+    config = CompactionConfig(
+        keep_first_turns=1,
+        keep_recent_turns=2,
+        max_summary_tokens=300,
+        compaction_scope=FixedCount(1),
+    )
+    await compact_session_loops(store, session_id, config=config, max_context_tokens=400)
+    await store.record_compaction_event(
+        session_id, event="started", tokens_before=10, details={"nul": "a\x00b"}
+    )
+    return session_id
+
+
+async def test_upgrade_downgrade_upgrade_keeps_the_data(empty_db_url: str) -> None:
+    """Up, down and up again with rows in every table, on both backends.
+
+    The downgrades that are defined to keep data do: 0004 (the immutability triggers go)
+    and 0002 (an index goes) keep every row; 0003 drops the digests, as its header says.
+    """
+    await migrate.upgrade(empty_db_url)
+    async with SessionStore.from_url(empty_db_url) as store:
+        session_id = await _fill_every_table(store)
+        full = await _inspect(empty_db_url, _dump)
+        assert all(full[table] for table in TABLES), {t: len(r) for t, r in full.items()}
+        messages = await store.get_messages(session_id)
+        context = await build_context(store, session_id, max_context_tokens=400)
+
+        await migrate.downgrade(empty_db_url, "0003_session_digests")
+        assert await _inspect(empty_db_url, _dump) == full
+        await migrate.downgrade(empty_db_url, "0001_initial")
+        kept = await _inspect(empty_db_url, _dump)
+        assert "sessionstore_digests" not in kept
+        assert kept == {t: rows for t, rows in full.items() if t != "sessionstore_digests"}
+
+        await migrate.upgrade(empty_db_url)
+        assert await migrate.check(empty_db_url) == HEAD
+        assert await _inspect(empty_db_url, _diff) == []
+        after = await _inspect(empty_db_url, _dump)
+        assert after == {**full, "sessionstore_digests": []}
+        assert await store.get_messages(session_id) == messages
+        again = await build_context(store, session_id, max_context_tokens=400)
+        assert again.loop_ids == context.loop_ids
+        assert (await store.verify()).is_ok
+        # The triggers are back: one message cannot be deleted, the session can.
+        engine = make_engine(empty_db_url)
+        try:
+            with pytest.raises(DBAPIError, match="immutable"):
+                async with engine.begin() as conn:
+                    await conn.execute(
+                        text(f"DELETE FROM sessionstore_messages WHERE id = {messages[0].id}")
+                    )
+        finally:
+            await engine.dispose()
+        await store.delete_session(session_id)
+
+
+async def test_downgrading_0004_lets_one_message_be_deleted_again(empty_db_url: str) -> None:
+    """The downgrade is real: without 0004's triggers a DELETE of one message goes through."""
+    await migrate.upgrade(empty_db_url)
+    async with SessionStore.from_url(empty_db_url) as store:
+        session = await store.create_session(app_name="a", user_id="u")
+        stored = await store.append_messages(session.id, [UserMessage(content="x")] * 2)
+        await migrate.downgrade(empty_db_url, "0003_session_digests")
+        engine = make_engine(empty_db_url)
+        try:
+            async with engine.begin() as conn:
+                await conn.execute(
+                    text(f"DELETE FROM sessionstore_messages WHERE id = {stored[0].id}")
+                )
+        finally:
+            await engine.dispose()
+        await migrate.upgrade(empty_db_url)
+        report = await store.verify()
+        assert {p.check for p in report.problems} >= {"positions", "counters"}

@@ -35,7 +35,7 @@ from sessionstore import (
     build_context,
     compact_session_loops,
 )
-from sessionstore.errors import ContextOverflowError, StorageError
+from sessionstore.errors import ContextOverflowError
 from tests.property import (
     History,
     block_strategies,
@@ -327,18 +327,13 @@ async def test_time_travel_with_a_token_budget_scope_sees_the_loops_as_they_were
 
 
 async def test_a_tool_output_with_a_nul_character_is_stored_on_every_backend(
-    store: SessionStore, request: pytest.FixtureRequest
+    store: SessionStore,
 ) -> None:
     """Raw is sacred on every backend: a NUL in a tool's output must round-trip.
 
     Shell and file tools do print NUL bytes. SQLite stores them; PostgreSQL's JSONB
-    refuses `\\u0000` in a string, so the append fails with a `StorageError` there.
-    (The generators above leave NUL out so the other properties are not masked by it.)
-    Known and left open: PostgreSQL can store NUL in neither `text` nor `jsonb`.
+    cannot, so the store encodes them there (issue 10, defect 3; was a strict xfail).
     """
-    if store.engine.dialect.name == "postgresql":
-        reason = "PostgreSQL refuses NUL in jsonb: the append raises StorageError, writes nothing"
-        request.applymarker(pytest.mark.xfail(strict=True, raises=StorageError, reason=reason))
     session = await store.create_session(app_name="property", user_id="u")
     call = ToolCall(id="call_0", name="bash")
     messages: list[Message] = [

@@ -75,6 +75,8 @@ async def _check_messages(store: SessionStore, session_id: str) -> list[Any]:
     assert [m.position for m in messages] == list(range(len(messages)))
     for stored in messages:
         assert stored.content_hash == content_hash(message_payload(stored.message))
+    report = await store.verify()  # hashes, turns, counters, chain and block provenance
+    assert report.is_ok, report.problems
     return messages
 
 

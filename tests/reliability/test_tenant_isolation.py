@@ -438,6 +438,15 @@ async def _purge(w: World) -> None:
     assert (await w.ada.list_sessions()).items == []
 
 
+@case(*both("verify"))
+async def _verify(w: World) -> None:
+    report = await w.ada.verify()
+    assert report.is_ok, report.problems
+    assert report.sessions == len((await w.ada.list_sessions()).items)
+    everyone = await w.store.verify()
+    assert everyone.sessions > report.sessions  # bob's sessions are not ada's to check
+
+
 @case("TenantStore.tenant")
 async def _tenant(w: World) -> None:
     assert w.ada.tenant == ("app", "ada")

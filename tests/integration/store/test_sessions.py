@@ -336,16 +336,36 @@ async def test_a_naive_cursor_is_a_bad_argument(store: SessionStore) -> None:
 
 
 async def test_a_storage_error_shows_no_sql_and_no_message_content(
-    store: SessionStore, request: pytest.FixtureRequest
+    store: SessionStore, db_url: str
 ) -> None:
-    """Driver errors become StorageError without the statement or its parameters."""
-    if store.engine.dialect.name != "postgresql":
-        pytest.skip("PostgreSQL refuses NUL in jsonb; SQLite stores it (issue 10, defect 3)")
-    session = await store.create_session(app_name="a", user_id="u")
+    """Driver errors become StorageError without the statement or its parameters.
+
+    (A NUL on PostgreSQL used to be the driver error here; it is stored now, so the
+    error is a real constraint violation with message contents in its parameters.)
+    """
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from sessionstore.store._engine import storage_error
+
     secret = "the-confidential-text-of-a-message"
-    with pytest.raises(StorageError) as caught:
-        await store.append_messages(session.id, [UserMessage(content=f"{secret}\x00")])
-    text = str(caught.value)
-    assert secret not in text
-    assert "INSERT" not in text.upper()
-    assert caught.value.__cause__ is not None  # the original stays chained
+    engine = make_engine(db_url)
+    try:
+        async with engine.connect() as conn:
+            with pytest.raises(SQLAlchemyError) as driver:
+                await conn.execute(
+                    text(
+                        "INSERT INTO sessionstore_messages (session_id, loop_id, position, "
+                        "turn_index, kind, payload, token_count, content_hash, created_at) "
+                        "VALUES ('no-such-session', 1, 0, 0, 'user', :payload, 1, 'x', "
+                        "CURRENT_TIMESTAMP)"
+                    ),
+                    {"payload": f'{{"content": "{secret}"}}'},
+                )
+    finally:
+        await engine.dispose()
+    assert secret in str(driver.value)  # SQLAlchemy's own text shows the parameters
+    caught = storage_error(driver.value)
+    assert isinstance(caught, StorageError)
+    text_ = str(caught)
+    assert secret not in text_
+    assert "INSERT INTO" not in text_.upper()
