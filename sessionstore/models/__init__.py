@@ -47,6 +47,8 @@ from sessionstore.models._records import (
     StoredMessage,
     TurnRange,
 )
+from sessionstore.models._search import SearchHit
+from sessionstore.models._usage import LoopUsage, SessionUsage, TurnUsage, UsageRecord
 
 __all__ = [
     "MESSAGE_ADAPTER",
@@ -64,12 +66,15 @@ __all__ = [
     "CustomMessage",
     "ImageContent",
     "LoopRecord",
+    "LoopUsage",
     "Message",
     "MessageKind",
     "Page",
     "ReplacementMessage",
+    "SearchHit",
     "Session",
     "SessionDigest",
+    "SessionUsage",
     "StoredMessage",
     "SystemMessage",
     "TextContent",
@@ -77,7 +82,9 @@ __all__ = [
     "ToolCall",
     "ToolResultMessage",
     "TurnRange",
+    "TurnUsage",
     "Usage",
+    "UsageRecord",
     "UserContent",
     "UserMessage",
     "canonical_payload",

@@ -179,6 +179,17 @@ class Usage(BaseModel):
     cache_read_tokens: NonNegativeInt = 0
     cache_write_tokens: NonNegativeInt = 0
 
+    def __add__(self, other: Usage) -> Usage:
+        """Return the sum of two usages, field by field (`sum(usages, Usage())` works)."""
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+        )
+
 
 class AssistantMessage(_MessageBase):
     """A model response: text, thinking, tool calls and images, in order."""

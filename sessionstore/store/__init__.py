@@ -26,14 +26,18 @@ from sessionstore.store._engine import DEFAULT_URL, make_engine
 from sessionstore.store._handle import _Handle
 from sessionstore.store._message_api import MessageMethods
 from sessionstore.store._schema import check, upgrade
+from sessionstore.store._search_api import SearchMethods
 from sessionstore.store._session_api import SessionMethods
 from sessionstore.store._sessions import Tenant
+from sessionstore.store._usage_api import UsageMethods
 
 __all__ = ["SessionStore"]
 
 
-class SessionStore(SessionMethods, MessageMethods, BlockMethods, _Handle):
-    """The async store: sessions, their loops, messages and compaction blocks.
+class SessionStore(
+    SessionMethods, MessageMethods, BlockMethods, SearchMethods, UsageMethods, _Handle
+):
+    """The async store: sessions, their loops, messages, compaction blocks, search and usage.
 
     Build it with `SessionStore.from_url(url)` (it then owns and disposes its engine) or
     `SessionStore(engine)` (the caller keeps the engine). `for_tenant(app_name, user_id)`
