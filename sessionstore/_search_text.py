@@ -106,7 +106,7 @@ def snippet(text: str, terms: list[str], *, width: int = 160) -> str:
     """
     flat = " ".join(text.split())
     pattern = _pattern(terms)
-    found = pattern.search(flat) if pattern is not None else None
+    found = _densest(pattern, flat, width) if pattern is not None else None
     start = 0
     if found is not None:
         start = max(0, found.start() - width // 3)
@@ -122,6 +122,18 @@ def snippet(text: str, terms: list[str], *, width: int = 160) -> str:
     if pattern is not None:
         cut = pattern.sub(lambda m: f"**{m.group(0)}**", cut)
     return ("…" if start > 0 else "") + cut + ("…" if end < len(flat) else "")
+
+
+def _densest(pattern: re.Pattern[str], text: str, width: int) -> re.Match[str] | None:
+    """Return the match that starts the window holding the most distinct terms."""
+    best: re.Match[str] | None = None
+    best_count = 0
+    matches = list(pattern.finditer(text, 0, len(text)))[:200]
+    for i, match in enumerate(matches):
+        window = {m.group(0).lower() for m in matches[i:] if m.end() <= match.start() + width}
+        if len(window) > best_count:
+            best, best_count = match, len(window)
+    return best
 
 
 def _pattern(terms: list[str]) -> re.Pattern[str] | None:

@@ -7,6 +7,7 @@ and a non-zero exit code, never a traceback.
 
 - `_db`: `db upgrade|current|check`;
 - `_sessions`: `sessions list|show|delete`, `import` and `export`;
+- `_search`: `search`;
 - `_compaction`: `compact`, `context` and `audit`;
 - `_demo`: `demo`;
 - `_trajectories`: `trajectories compress`;
@@ -28,6 +29,7 @@ from sessionstore.cli._compaction import audit, compact, context
 from sessionstore.cli._db import db
 from sessionstore.cli._demo import demo
 from sessionstore.cli._options import Settings, url_option
+from sessionstore.cli._search import search
 from sessionstore.cli._sessions import export, import_, sessions
 from sessionstore.cli._trajectories import trajectories
 
@@ -48,7 +50,7 @@ def main(ctx: click.Context, url: str) -> None:
     rebuilds the model's context within a budget, in a few seconds.
 
     Create the schema once with `sessionstore db upgrade`, import conversations, then
-    list, show, export and delete sessions; `compact` writes compaction overlays,
+    list, show, export, delete and `search` sessions; `compact` writes compaction overlays,
     `context` prints what the model sees, and `audit` compares it with what happened.
     The database is the SQLite file `sessionstore.db` in the working directory unless
     `--url` or SESSIONSTORE_URL says otherwise.
@@ -64,5 +66,16 @@ def main(ctx: click.Context, url: str) -> None:
     ctx.obj = Settings(url=url, is_url_given=given)
 
 
-for _command in (db, sessions, import_, export, compact, context, audit, demo, trajectories):
+for _command in (
+    db,
+    sessions,
+    import_,
+    export,
+    search,
+    compact,
+    context,
+    audit,
+    demo,
+    trajectories,
+):
     main.add_command(_command)
