@@ -1,10 +1,13 @@
 """Search text: what of a message is indexed, how a query is read, and how a snippet is cut.
 
-Both databases index the same text, written with each message (`searchable_text`), and
-read a query the same way: ASCII punctuation separates words, case does not matter, and
-every word must appear (`query_terms`). A user's query is never passed to a full-text
-syntax, so no input is a syntax error. Snippets are cut here, not by the databases, so
-both backends show the same one.
+Both databases index the same text, written with each message (`indexed_text`: the
+message's `searchable_text` reduced to words, letters and digits, separated by single
+spaces), so SQLite's FTS5 tokenizer and PostgreSQL's parser see the same words, and the
+database does no character work of its own (a `translate()` in PostgreSQL's index
+expression cost more than the indexing itself). A query is read the same way: every word
+must appear (`query_terms`). A user's query is never passed to a full-text syntax, so no
+input is a syntax error. Snippets are cut here from `searchable_text`, not by the
+databases, so both backends show the same one.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from sessionstore.models import (
 __all__ = [
     "MAX_SEARCH_TEXT",
     "MAX_TERMS",
-    "PUNCTUATION",
+    "indexed_text",
     "query_terms",
     "searchable_text",
     "snippet",
@@ -45,11 +48,8 @@ whatever the script, and cover all but the largest tool outputs.
 MAX_TERMS = 32
 """The words of a query that are used; the rest are ignored."""
 
-PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
-"""The ASCII punctuation that separates words, in documents (PostgreSQL's index expression
-translates it to spaces) and in queries."""
-
-_TO_SPACES = str.maketrans(PUNCTUATION, " " * len(PUNCTUATION))
+_SEPARATORS = re.compile(r"[\W_]+")
+"""Everything but letters and digits separates words (underscores too, as in FTS5)."""
 
 
 def searchable_text(message: Message) -> str:
@@ -84,19 +84,25 @@ def searchable_text(message: Message) -> str:
     return text[:MAX_SEARCH_TEXT]
 
 
+def indexed_text(message: Message) -> str:
+    """Return what the databases index for a message: its searchable text's words, spaced."""
+    return _SEPARATORS.sub(" ", searchable_text(message)).strip()
+
+
 def query_terms(query: str) -> list[str]:
-    """Return the words of a query, lower-cased, without punctuation, at most `MAX_TERMS`.
+    """Return the distinct words of a query (letters and digits), at most `MAX_TERMS`.
+
+    Case is left to the databases, which fold it the same way in documents and queries.
 
     Raises:
         ValueError: the query is blank.
     """
     if not query.strip():
         raise ValueError("the search query is empty")
-    terms: list[str] = []
-    for word in query.translate(_TO_SPACES).lower().split():
-        if word not in terms:
-            terms.append(word)
-    return terms[:MAX_TERMS]
+    terms: dict[str, str] = {}
+    for word in _SEPARATORS.sub(" ", query).split():
+        terms.setdefault(word.casefold(), word)
+    return list(terms.values())[:MAX_TERMS]
 
 
 def snippet(text: str, terms: list[str], *, width: int = 160) -> str:

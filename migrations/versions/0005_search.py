@@ -4,14 +4,13 @@ Revision ID: 0005_search
 Revises: 0003_session_digests
 Create Date: 2026-11-22
 
-What changes: adds `search_text` (the text search indexes, written by the store with each
+What changes: adds `search_text` (the words search indexes, written by the store with each
 row) to `sessionstore_messages` and `sessionstore_section_messages`. On SQLite, an
 external-content FTS5 table per table (`<table>_fts`, over `search_text`) kept in sync by
 AFTER INSERT / AFTER DELETE triggers (rows are never updated). On PostgreSQL, a stored
-generated column `search_vector` (`to_tsvector('simple', ...)` of `search_text`, ASCII
-punctuation read as spaces, as FTS5's tokenizer does) with a GIN index.
-Data step: fills `search_text` of existing rows with `sessionstore._search_text.searchable_text`
-(the immutability triggers are set aside for the step and restored), then builds the indexes.
+generated column `search_vector` (`to_tsvector('simple', search_text)`) with a GIN index.
+Data step: fills `search_text` of existing rows with `sessionstore._search_text.indexed_text`
+(the table's triggers are set aside for the step and restored), then builds the indexes.
 Downgrade: drops the indexes, triggers, FTS tables and columns; no message content is lost.
 """
 
@@ -20,7 +19,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from sessionstore._search_text import PUNCTUATION, searchable_text
+from sessionstore._search_text import indexed_text
 from sessionstore.models import MESSAGE_ADAPTER
 
 revision: str = "0005_search"
@@ -32,15 +31,7 @@ TABLES = ("sessionstore_messages", "sessionstore_section_messages")
 BATCH = 500
 
 
-def _sql_literal(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
-# translate() maps each ASCII punctuation character to a space: the words FTS5 finds.
-TS_VECTOR = (
-    "to_tsvector('simple'::regconfig, translate(coalesce(search_text, ''), "
-    f"{_sql_literal(PUNCTUATION)}, {_sql_literal(' ' * len(PUNCTUATION))}))"
-)
+TS_VECTOR = "to_tsvector('simple'::regconfig, coalesce(search_text, ''))"
 
 
 def upgrade() -> None:
@@ -97,7 +88,7 @@ def _backfill(bind: sa.Connection, table: str, is_postgres: bool) -> None:
     after = 0
     while rows := bind.execute(select, {"after": after}).all():
         values = [
-            {"id": row_id, "text": searchable_text(MESSAGE_ADAPTER.validate_json(payload))}
+            {"id": row_id, "text": indexed_text(MESSAGE_ADAPTER.validate_json(payload))}
             for row_id, payload in rows
         ]
         bind.execute(update, values)

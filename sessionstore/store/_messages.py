@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Table, select
 
-from sessionstore._search_text import searchable_text
+from sessionstore._search_text import indexed_text
 from sessionstore._tokens import TokenCounter
 from sessionstore._turns import TurnAssigner, TurnMap
 from sessionstore.errors import ConflictError, InvalidBlockError, LoopNotFoundError
@@ -74,7 +74,7 @@ def prepare(message: Message, counter: TokenCounter) -> Prepared:
         payload,
         content_hash(payload),
         counter.count_message(message),
-        searchable_text(message),
+        indexed_text(message),
     )
 
 

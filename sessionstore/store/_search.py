@@ -15,19 +15,20 @@ from typing import Any
 
 from sqlalchemy import Connection, TextClause, text
 
-from sessionstore._search_text import snippet
-from sessionstore.models import SearchHit
+from sessionstore._search_text import searchable_text, snippet
+from sessionstore.models import MESSAGE_ADAPTER, SearchHit
 from sessionstore.store._sessions import Tenant, visible_session
 from sessionstore.store._tables import JSONPayload, UTCDateTime
 
 __all__ = ["search"]
 
 _RAW_COLUMNS = (
-    "m.id, m.session_id, m.loop_id, m.position, m.turn_index, m.kind, m.created_at, m.search_text"
+    "m.id, m.session_id, m.loop_id, m.position, m.turn_index, m.kind, m.created_at, "
+    "CAST(m.payload AS TEXT) AS payload"
 )
 _SUMMARY_COLUMNS = (
     "sm.id, sm.session_id, b.loop_id, sm.position, b.id AS block_id, sm.kind, b.created_at, "
-    "sm.search_text, sm.covers"
+    "CAST(sm.payload AS TEXT) AS payload, sm.covers"
 )
 # Only the newest block of a loop and overlay speaks for it; older generations are audit data.
 _NEWEST_BLOCK = (
@@ -93,6 +94,11 @@ def _match_expression(terms: list[str], postgres: bool) -> str:
     return " ".join('"' + term.replace('"', '""') + '"' for term in terms)
 
 
+def _snippet(payload: str, terms: list[str]) -> str:
+    # Cut from the message's text with its punctuation, not from the indexed words.
+    return snippet(searchable_text(MESSAGE_ADAPTER.validate_json(payload)), terms)
+
+
 def search(
     db: Connection,
     tenant: Tenant | None,
@@ -133,7 +139,7 @@ def search(
             position=row.position,
             turn_index=row.turn_index,
             kind=row.kind,
-            snippet=snippet(row.search_text or "", terms),
+            snippet=_snippet(row.payload, terms),
             score=float(row.score),
             created_at=row.created_at,
         )
@@ -148,7 +154,7 @@ def search(
                 position=row.position,
                 turn_index=None,
                 kind=row.kind,
-                snippet=snippet(row.search_text or "", terms),
+                snippet=_snippet(row.payload, terms),
                 score=float(row.score),
                 created_at=row.created_at,
                 is_summary=True,

@@ -21,6 +21,7 @@ from sessionstore import (
 from sessionstore._search_text import (
     MAX_SEARCH_TEXT,
     MAX_TERMS,
+    indexed_text,
     query_terms,
     searchable_text,
     snippet,
@@ -62,9 +63,16 @@ def test_searchable_text_is_capped_and_has_no_nul():
     assert long.startswith("a b")
 
 
-def test_query_terms_drop_punctuation_case_and_repeats():
-    assert query_terms('  "Read_File" AND read-file* NEAR(  ') == ["read", "file", "and", "near"]
+def test_indexed_text_is_the_searchable_words_spaced():
+    message = ToolResultMessage(tool_call_id="c", tool_name="read_file", content="src/a.py: ok…")
+    assert indexed_text(message) == "read file src a py ok"
+    assert indexed_text(UserMessage(content="Ünïcode — 3.14 café")) == "Ünïcode 3 14 café"
+
+
+def test_query_terms_drop_punctuation_and_repeats_and_keep_case_for_the_database():
+    assert query_terms('  "Read_File" AND read-file* NEAR(  ') == ["Read", "File", "AND", "NEAR"]
     assert query_terms('"') == []
+    assert query_terms("…") == []
     assert query_terms("café") == ["café"]
     assert len(query_terms(" ".join(f"w{i}" for i in range(100)))) == MAX_TERMS
     with pytest.raises(ValueError, match="empty"):
