@@ -6,6 +6,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sessionstore.models._messages import MessageKind
+
 __all__ = ["SearchHit"]
 
 
@@ -30,7 +32,7 @@ class SearchHit(BaseModel):
     """The message's position in its loop (in its section, for a summary)."""
     turn_index: int | None
     """The raw message's turn; None for a summary, which stands for several."""
-    kind: str
+    kind: MessageKind
     """The message kind (`user`, `assistant`, `tool_result`, ...)."""
     snippet: str
     """About 160 characters around the first match, the matched words in `**`."""
