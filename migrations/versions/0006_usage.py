@@ -1,4 +1,4 @@
-"""Provider usage per model call: input, output, cache read and cache write tokens.
+"""Provider usage per model call: input, output, cache read, cache write and reasoning tokens.
 
 Revision ID: 0006_usage
 Revises: 0005_search
@@ -26,7 +26,13 @@ depends_on: str | Sequence[str] | None = None
 ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 UTC = sa.DateTime(timezone=True)
 TABLE = "sessionstore_usage"
-COUNTS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+COUNTS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+)
 
 
 def upgrade() -> None:

@@ -260,8 +260,8 @@ def sessions_show(settings: Settings, session_id: str, as_json: bool) -> None:
 
     Each loop is one user request and the agent's work on it; the active loop, marked
     with "*", is the head of the chain that new messages continue. Usage (input, output,
-    cache read and cache write tokens) is summed per loop and for the session; --json
-    also lists it per turn.
+    cache read, cache write and reasoning tokens) is summed per loop and for the session;
+    --json also lists it per turn.
 
     \b
     Example:

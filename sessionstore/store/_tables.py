@@ -343,6 +343,7 @@ class UsageRow(Base):
     output_tokens: Mapped[int] = mapped_column(BigInteger)
     cache_read_tokens: Mapped[int] = mapped_column(BigInteger)
     cache_write_tokens: Mapped[int] = mapped_column(BigInteger)
+    reasoning_tokens: Mapped[int] = mapped_column(BigInteger)
     created_at: Mapped[datetime]
 
 

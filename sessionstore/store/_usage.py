@@ -23,7 +23,13 @@ from sessionstore.store._sessions import loop_row
 
 __all__ = ["USAGE_FIELDS", "insert_message_usage", "insert_usage", "session_usage"]
 
-USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+USAGE_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+)
 """The token counts of `Usage`, which are also the usage table's columns."""
 
 
@@ -42,7 +48,7 @@ def _row(
         "turn_index": turn_index,
         "message_id": message_id,
         "model": model,
-        **usage.model_dump(include=set(USAGE_FIELDS)),
+        **{name: getattr(usage, name) for name in USAGE_FIELDS},
         "created_at": moment,
     }
 

@@ -114,7 +114,15 @@ def _usage_table(usage: SessionUsage) -> Table:
     table = Table(
         *(
             Column(name, justify="right")
-            for name in ("Loop", "Calls", "Input", "Output", "Cache read", "Cache write")
+            for name in (
+                "Loop",
+                "Calls",
+                "Input",
+                "Output",
+                "Cache read",
+                "Cache write",
+                "Reasoning",
+            )
         ),
         title="Usage (tokens)",
     )
@@ -127,6 +135,7 @@ def _usage_table(usage: SessionUsage) -> Table:
                 value.output_tokens,
                 value.cache_read_tokens,
                 value.cache_write_tokens,
+                value.reasoning_tokens,
             )
         ]
 

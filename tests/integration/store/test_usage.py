@@ -14,6 +14,7 @@ from sessionstore import (
     UserMessage,
 )
 from sessionstore.errors import LoopNotFoundError, NotFoundError, SessionNotFoundError
+from sessionstore.models import message_payload
 
 
 async def _session(store: SessionStore, user: str = "ada") -> str:
@@ -51,6 +52,33 @@ async def test_an_appended_assistant_message_records_its_usage_on_its_turn(
         (stored[1].turn_index, 1, first),
         (stored[3].turn_index, 1, second),
     ]
+
+
+async def test_reasoning_tokens_are_summed_and_a_zero_leaves_the_payload_as_before(
+    store: SessionStore,
+) -> None:
+    sid = await _session(store)
+    await store.append_messages(
+        sid,
+        [
+            UserMessage(content="q"),
+            _answer("a", Usage(output_tokens=50, reasoning_tokens=30)),
+            UserMessage(content="q2"),
+            _answer("b", Usage(output_tokens=5, reasoning_tokens=4)),
+        ],
+    )
+    assert (await store.usage(sid)).usage == Usage(output_tokens=55, reasoning_tokens=34)
+    # Payloads written before the field existed hash the same: a zero is not serialised.
+    plain = message_payload(_answer("a", Usage(output_tokens=1)))
+    assert plain["usage"] == {
+        "input_tokens": 0,
+        "output_tokens": 1,
+        "cache_read_tokens": 0,
+        "cache_write_tokens": 0,
+    }
+    assert (
+        message_payload(_answer("a", Usage(reasoning_tokens=2)))["usage"]["reasoning_tokens"] == 2
+    )
 
 
 async def test_a_retried_append_does_not_count_usage_twice(store: SessionStore) -> None:
