@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from sessionstore import (
@@ -211,3 +213,16 @@ async def test_summaries_are_searched_only_when_asked_and_only_the_newest(
     hits = await store.search("second request", include_summaries=True)
     assert [(h.message_id, h.is_summary) for h in hits] == [(stored[2].id, False)]
     assert await store.for_tenant("app", "bob").search("capybaras", include_summaries=True) == []
+
+
+async def test_concurrent_appends_are_all_indexed(store: SessionStore) -> None:
+    sessions = [await _session(store) for _ in range(4)]
+
+    async def write(sid: str) -> None:
+        for i in range(5):
+            await store.append_messages(sid, [UserMessage(content=f"lemur {sid} {i}")])
+
+    await asyncio.gather(*(write(sid) for sid in sessions))
+    hits = await store.search("lemur", limit=100)
+    assert len(hits) == 20
+    assert {h.session_id for h in hits} == set(sessions)
