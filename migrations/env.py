@@ -14,7 +14,7 @@ from alembic import context
 from sqlalchemy.engine import Connection
 
 from sessionstore.store._engine import DEFAULT_URL, make_engine
-from sessionstore.store._tables import Base
+from sessionstore.store._tables import Base, include_object
 
 VERSION_TABLE = "sessionstore_alembic_version"
 
@@ -28,6 +28,7 @@ def _configure(connection: Connection) -> None:
         target_metadata=target_metadata,
         render_as_batch=True,
         compare_type=True,
+        include_object=include_object,
         version_table=VERSION_TABLE,
         transaction_per_migration=False,
     )

@@ -7,6 +7,7 @@ and a non-zero exit code, never a traceback.
 
 - `_db`: `db upgrade|current|check|verify`;
 - `_sessions`: `sessions list|show|delete`, `import` and `export`;
+- `_search`: `search`;
 - `_compaction`: `compact`, `context` and `audit`;
 - `_demo`: `demo`;
 - `_trajectories`: `trajectories compress`;
@@ -72,6 +73,11 @@ COMMANDS: dict[str, _Command] = {
         "import_",
         "Import conversations from a JSONL file, one session per line.",
     ),
+    "search": _Command(
+        "sessionstore.cli._search",
+        "search",
+        "Search the raw messages of every session, best match first.",
+    ),
     "sessions": _Command(
         "sessionstore.cli._sessions", "sessions", "List, show, delete and purge sessions."
     ),
@@ -132,7 +138,7 @@ def main(ctx: click.Context, url: str, lock_timeout: float) -> None:
     rebuilds the model's context within a budget, in a few seconds.
 
     Create the schema once with `sessionstore db upgrade`, import conversations, then
-    list, show, export and delete sessions; `compact` writes compaction overlays,
+    list, show, export, delete and `search` sessions; `compact` writes compaction overlays,
     `context` prints what the model sees, and `audit` compares it with what happened.
     The database is the SQLite file `sessionstore.db` in the working directory unless
     `--url` or SESSIONSTORE_URL says otherwise.

@@ -25,6 +25,7 @@ from sessionstore import (
     PurgeReport,
     Session,
     SessionStore,
+    SessionUsage,
     export_conversation,
     import_jsonl,
 )
@@ -249,8 +250,11 @@ def sessions_list(
         print_session_page(page)
 
 
-async def _show_session(store: SessionStore, session_id: str) -> tuple[Session, list[LoopRecord]]:
-    return await store.get_session(session_id), await store.list_loops(session_id)
+async def _show_session(
+    store: SessionStore, session_id: str
+) -> tuple[Session, list[LoopRecord], SessionUsage]:
+    session = await store.get_session(session_id)
+    return session, await store.list_loops(session_id), await store.usage(session_id)
 
 
 @sessions.command("show")
@@ -258,22 +262,24 @@ async def _show_session(store: SessionStore, session_id: str) -> tuple[Session, 
 @json_option()
 @click.pass_obj
 def sessions_show(settings: Settings, session_id: str, as_json: bool) -> None:
-    """Show a session and its loops.
+    """Show a session, its loops, and the provider usage recorded for them.
 
     Each loop is one user request and the agent's work on it; the active loop, marked
-    with "*", is the head of the chain that new messages continue.
+    with "*", is the head of the chain that new messages continue. Usage (input, output,
+    cache read, cache write and reasoning tokens) is summed per loop and for the session;
+    --json also lists it per turn.
 
     \b
     Example:
         sessionstore sessions show 3f2a9c... --json
     """
-    session, loops = run_with_store(
+    session, loops, usage = run_with_store(
         settings.url, lambda store: _show_session(store, session_id), read_only=True
     )
     if as_json:
-        print_json(session_json(session, loops))
+        print_json(session_json(session, loops, usage))
     else:
-        print_session(session, loops)
+        print_session(session, loops, usage)
 
 
 @sessions.command("delete")

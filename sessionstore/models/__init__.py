@@ -49,6 +49,8 @@ from sessionstore.models._records import (
     TurnRange,
 )
 from sessionstore.models._retention import PurgeReport
+from sessionstore.models._search import SearchHit
+from sessionstore.models._usage import LoopUsage, SessionUsage, TurnUsage, UsageRecord
 
 __all__ = [
     "MESSAGE_ADAPTER",
@@ -69,13 +71,16 @@ __all__ = [
     "IntegrityProblem",
     "IntegrityReport",
     "LoopRecord",
+    "LoopUsage",
     "Message",
     "MessageKind",
     "Page",
     "PurgeReport",
     "ReplacementMessage",
+    "SearchHit",
     "Session",
     "SessionDigest",
+    "SessionUsage",
     "StoredMessage",
     "SystemMessage",
     "TextContent",
@@ -83,7 +88,9 @@ __all__ = [
     "ToolCall",
     "ToolResultMessage",
     "TurnRange",
+    "TurnUsage",
     "Usage",
+    "UsageRecord",
     "UserContent",
     "UserMessage",
     "canonical_payload",

@@ -15,8 +15,10 @@ from pydantic import (
     Field,
     JsonValue,
     NonNegativeInt,
+    SerializerFunctionWrapHandler,
     TypeAdapter,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
@@ -175,9 +177,39 @@ class Usage(BaseModel):
 
     model_config = _FROZEN
     input_tokens: NonNegativeInt = 0
+    """Prompt tokens, cached ones included."""
     output_tokens: NonNegativeInt = 0
+    """Completion tokens, reasoning included."""
     cache_read_tokens: NonNegativeInt = 0
+    """Prompt tokens read from the provider's cache."""
     cache_write_tokens: NonNegativeInt = 0
+    """Prompt tokens written to the provider's cache."""
+    reasoning_tokens: NonNegativeInt = 0
+    """The part of `output_tokens` spent on reasoning, when the provider says.
+
+    Left out of the serialised form when 0, so messages stored before it existed keep
+    their content hash.
+    """
+
+    @model_serializer(mode="wrap")
+    def _omit_zero_reasoning(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Payloads stored before `reasoning_tokens` existed must keep their content hash.
+        data = handler(self)
+        if isinstance(data, dict) and not self.reasoning_tokens:
+            data.pop("reasoning_tokens", None)
+        return data
+
+    def __add__(self, other: Usage) -> Usage:
+        """Return the sum of two usages, field by field (`sum(usages, Usage())` works)."""
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+        )
 
 
 class AssistantMessage(_MessageBase):

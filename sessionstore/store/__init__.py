@@ -27,17 +27,25 @@ from sessionstore.store._integrity_api import IntegrityMethods
 from sessionstore.store._message_api import MessageMethods
 from sessionstore.store._retention import RetentionMethods
 from sessionstore.store._schema import check, upgrade
+from sessionstore.store._search_api import SearchMethods
 from sessionstore.store._session_api import SessionMethods
 from sessionstore.store._sessions import Tenant
 from sessionstore.store._tenant import TenantStore
+from sessionstore.store._usage_api import UsageMethods
 
 __all__ = ["SessionStore", "TenantStore"]
 
 
 class SessionStore(
-    SessionMethods, MessageMethods, BlockMethods, RetentionMethods, IntegrityMethods
+    SessionMethods,
+    MessageMethods,
+    BlockMethods,
+    RetentionMethods,
+    SearchMethods,
+    UsageMethods,
+    IntegrityMethods,
 ):
-    """The async store: sessions, their loops, messages and compaction blocks, of every tenant.
+    """The async store: sessions, their loops, messages, compaction blocks, search and usage.
 
     Build it with `SessionStore.from_url(url)` (it then owns and disposes its engine) or
     `SessionStore(engine)` (the caller keeps the engine). It is the unscoped, operator's

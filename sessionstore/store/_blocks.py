@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, func, select
 
+from sessionstore._search_text import indexed_text
 from sessionstore._tokens import TokenCounter
 from sessionstore.errors import BlockNotFoundError, InvalidBlockError, OverlayNotFoundError
 from sessionstore.models import (
@@ -158,6 +159,7 @@ def _insert_section_messages(
                 "payload": item.message.model_dump(mode="json"),
                 "token_count": token_count,
                 "covers": sorted(set(item.covers)),
+                "search_text": indexed_text(item.message),
             }
         )
     ids = insert_returning_ids(db, sql.section_messages, rows)

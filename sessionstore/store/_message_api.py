@@ -37,7 +37,8 @@ class MessageMethods(_Handle):
         Positions continue the loop's; turn indices follow the turn rules (see
         `TurnMap`); token counts come from the store's counter. A message whose
         `client_id` is already stored with the same content is not written again: the
-        stored one is returned in its place (a safe retry).
+        stored one is returned in its place (a safe retry). An assistant message that
+        carries `usage` also records it on its turn (see `usage`), once.
 
         Args:
             session_id: The session.

@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Table, select
 
+from sessionstore._search_text import indexed_text
 from sessionstore._tokens import TokenCounter
 from sessionstore._turns import TurnAssigner, TurnMap
 from sessionstore.errors import ConflictError, InvalidBlockError, LoopNotFoundError
@@ -28,6 +29,7 @@ from sessionstore.models import (
 from sessionstore.store import _statements as sql
 from sessionstore.store._sessions import chain, loop_row
 from sessionstore.store._tables import stored_model, stored_models
+from sessionstore.store._usage import insert_message_usage
 
 __all__ = [
     "Prepared",
@@ -52,6 +54,7 @@ class Prepared:
     payload: dict[str, Any]
     digest: str
     token_count: int
+    search_text: str
 
 
 def validated(message: Any) -> Message:
@@ -66,7 +69,13 @@ def validated(message: Any) -> Message:
 def prepare(message: Message, counter: TokenCounter) -> Prepared:
     """Serialise, hash and count a message once."""
     payload = message_payload(message)
-    return Prepared(message, payload, content_hash(payload), counter.count_message(message))
+    return Prepared(
+        message,
+        payload,
+        content_hash(payload),
+        counter.count_message(message),
+        indexed_text(message),
+    )
 
 
 def insert_returning_ids(
@@ -141,6 +150,7 @@ def insert_messages(
                 "content_hash": item.digest,
                 "client_id": message.client_id,
                 "created_at": moment,
+                "search_text": item.search_text,
             }
         )
     ids = insert_returning_ids(db, sql.messages, rows)
@@ -155,7 +165,7 @@ def insert_messages(
             "open_ids": sorted(assigner.open_call_ids),
         },
     )
-    return [
+    stored = [
         StoredMessage(
             id=message_id,
             session_id=session_id,
@@ -169,6 +179,8 @@ def insert_messages(
         )
         for message_id, row, item in zip(ids, rows, items, strict=True)
     ]
+    insert_message_usage(db, stored)
+    return stored
 
 
 def loop_messages(

@@ -34,6 +34,7 @@ from sessionstore.store._tables import (
     SectionMessageRow,
     SectionRow,
     SessionRow,
+    UsageRow,
     table_of,
 )
 
@@ -45,6 +46,7 @@ sections = table_of(SectionRow)
 section_messages = table_of(SectionMessageRow)
 events = table_of(CompactionEventRow)
 digests = table_of(DigestRow)
+usage = table_of(UsageRow)
 
 LOOP_COLUMNS = (
     loops.c.id,

@@ -22,6 +22,7 @@ from sqlalchemy import (
     Integer,
     MetaData,
     Table,
+    Text,
     UniqueConstraint,
     text,
 )
@@ -54,9 +55,11 @@ __all__ = [
     "SectionRow",
     "SessionRow",
     "UTCDateTime",
+    "UsageRow",
     "block_model",
     "digest_model",
     "event_model",
+    "include_object",
     "loop_model",
     "replacement_model",
     "session_model",
@@ -203,6 +206,8 @@ class MessageRow(Base):
     content_hash: Mapped[str] = mapped_column(NulSafeString(64))
     client_id: Mapped[str | None] = mapped_column(NulSafeString(255))
     created_at: Mapped[datetime]
+    search_text: Mapped[str | None] = mapped_column(Text)
+    """What full-text search indexes (`searchable_text`); NULL only in rows of older stores."""
 
 
 class BlockRow(Base):
@@ -262,6 +267,8 @@ class SectionMessageRow(Base):
     payload: Mapped[dict[str, Any]]
     token_count: Mapped[int] = mapped_column(Integer)
     covers: Mapped[list[int]] = mapped_column(JSONPayload)
+    search_text: Mapped[str | None] = mapped_column(Text)
+    """What full-text search indexes, as for raw messages."""
 
 
 class CompactionEventRow(Base):
@@ -309,6 +316,54 @@ class DigestRow(Base):
     token_count: Mapped[int] = mapped_column(Integer)
     details: Mapped[dict[str, Any]]
     created_at: Mapped[datetime]
+
+
+class UsageRow(Base):
+    """Provider usage of one model call, on the loop and turn it answered. Immutable."""
+
+    __tablename__ = "sessionstore_usage"
+    __table_args__ = (
+        UniqueConstraint("session_id", "message_id"),
+        Index("ix_sessionstore_usage_turn", "session_id", "loop_id", "turn_index"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(NulSafeString(128), _session_fk())
+    loop_id: Mapped[int] = mapped_column(
+        Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE")
+    )
+    turn_index: Mapped[int] = mapped_column(Integer)
+    # Set when the usage came with an appended assistant message; NULL from `record_usage`.
+    message_id: Mapped[int | None] = mapped_column(
+        Id, ForeignKey("sessionstore_messages.id", ondelete="CASCADE")
+    )
+    model: Mapped[str | None] = mapped_column(NulSafeString(255))
+    input_tokens: Mapped[int] = mapped_column(BigInteger)
+    output_tokens: Mapped[int] = mapped_column(BigInteger)
+    cache_read_tokens: Mapped[int] = mapped_column(BigInteger)
+    cache_write_tokens: Mapped[int] = mapped_column(BigInteger)
+    reasoning_tokens: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime]
+
+
+def include_object(
+    obj: object, name: str | None, type_: str, reflected: bool, compare_to: object
+) -> bool:
+    """Tell alembic's comparison to leave out the full-text search objects.
+
+    Migration 0005 creates them per dialect (FTS5 tables and their shadow tables on
+    SQLite, a generated `tsvector` column and its GIN index on PostgreSQL), which one
+    dialect-neutral metadata cannot describe.
+    """
+    name = name or ""
+    if type_ == "table":
+        return not (name.endswith("_fts") or "_fts_" in name)
+    if type_ == "column":
+        return name != "search_vector"
+    if type_ == "index":
+        return not name.endswith("_search")
+    return True
 
 
 def table_of(row_class: type[Base]) -> Table:

@@ -15,13 +15,23 @@ from sessionstore.store._engine import TransactionRunner
 from sessionstore.store._integrity_api import IntegrityMethods
 from sessionstore.store._message_api import MessageMethods
 from sessionstore.store._retention import RetentionMethods
+from sessionstore.store._search_api import SearchMethods
 from sessionstore.store._session_api import SessionMethods
 from sessionstore.store._sessions import Tenant
+from sessionstore.store._usage_api import UsageMethods
 
 __all__ = ["TenantStore"]
 
 
-class TenantStore(SessionMethods, MessageMethods, BlockMethods, RetentionMethods, IntegrityMethods):
+class TenantStore(
+    SessionMethods,
+    MessageMethods,
+    BlockMethods,
+    RetentionMethods,
+    SearchMethods,
+    UsageMethods,
+    IntegrityMethods,
+):
     """A handle that sees, writes and deletes only the sessions of one tenant.
 
     Get one from `SessionStore.for_tenant(app_name, user_id)`; do not build it directly.

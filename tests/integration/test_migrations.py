@@ -12,12 +12,19 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from sessionstore import (
+    AssistantMessage,
+    CompactedSection,
+    CompactionBlock,
     CompactionConfig,
     FixedCount,
+    Message,
+    ReplacementMessage,
     SessionStore,
+    TurnRange,
+    Usage,
     UserMessage,
     build_context,
     compact_session_loops,
@@ -25,7 +32,7 @@ from sessionstore import (
     migrate,
 )
 from sessionstore.errors import SchemaError
-from sessionstore.store._tables import Base
+from sessionstore.store._tables import Base, include_object
 from tests.integration._helpers import session_with_loops
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,12 +49,17 @@ async def _inspect(url: str, fn: Any) -> Any:
 
 def _diff(connection: Any) -> list[Any]:
     context = MigrationContext.configure(
-        connection, opts={"compare_type": True, "version_table": migrate.VERSION_TABLE}
+        connection,
+        opts={
+            "compare_type": True,
+            "version_table": migrate.VERSION_TABLE,
+            "include_object": include_object,
+        },
     )
     return list(compare_metadata(context, Base.metadata))
 
 
-HEAD = "0004_raw_immutability"
+HEAD = "0006_usage"
 
 
 def _tables(connection: Any) -> set[str]:
@@ -73,8 +85,12 @@ async def test_upgrade_matches_metadata_and_downgrade_cleans_up(empty_db_url: st
     assert await migrate.check(url) == HEAD
 
 
-async def test_upgrade_from_0001_keeps_rows_and_adds_the_user_index(empty_db_url: str) -> None:
-    await migrate.upgrade(empty_db_url, "0001_initial")
+async def test_downgrade_to_0001_and_back_keeps_rows_and_the_user_index(
+    empty_db_url: str,
+) -> None:
+    # Rows are written by the store at head (it writes every column of the head schema),
+    # then the schema goes down to 0001 and up again around them.
+    await migrate.upgrade(empty_db_url)
     async with SessionStore.from_url(empty_db_url) as store:
         await store.create_session(session_id="s1", app_name="app", user_id="u")
         await store.append_messages("s1", [UserMessage(content="hello")])
@@ -83,16 +99,16 @@ async def test_upgrade_from_0001_keeps_rows_and_adds_the_user_index(empty_db_url
             found = inspect(connection).get_indexes("sessionstore_messages")
             return [ix["name"] for ix in found if ix["name"] == "ix_sessionstore_messages_user"]
 
+        await migrate.downgrade(empty_db_url, "0001_initial")
         assert await _inspect(empty_db_url, user_indexes) == []
+        with pytest.raises(SchemaError):
+            await store.check_schema()
         await migrate.upgrade(empty_db_url)
         assert await _inspect(empty_db_url, user_indexes) == ["ix_sessionstore_messages_user"]
         (stored,) = await store.get_messages("s1")
         assert isinstance(stored.message, UserMessage)
         assert stored.message.text == "hello"
-        await migrate.downgrade(empty_db_url, "0001_initial")
-        assert await _inspect(empty_db_url, user_indexes) == []
-        with pytest.raises(SchemaError):
-            await store.check_schema()
+        assert [hit.message_id for hit in await store.search("hello")] == [stored.id]
 
 
 async def test_upgrade_twice_is_a_no_op(empty_db_url: str) -> None:
@@ -171,16 +187,25 @@ TABLES = (
 )
 
 
+LATER_COLUMNS = {"search_text", "search_vector"}
+"""Columns a later migration adds (0005) and fills again on upgrade: compared apart."""
+
+
 def _dump(connection: Any) -> dict[str, list[tuple[Any, ...]]]:
     present = _tables(connection)
-    return {
-        table: [
-            tuple(row)
-            for row in connection.execute(text(f"SELECT * FROM {table} ORDER BY id")).all()
+    dump = {}
+    for table in TABLES:
+        if table not in present:
+            continue
+        columns = [
+            c["name"]
+            for c in inspect(connection).get_columns(table)
+            if c["name"] not in LATER_COLUMNS
         ]
-        for table in TABLES
-        if table in present
-    }
+        listed = ", ".join(columns)
+        rows = connection.execute(text(f"SELECT {listed} FROM {table} ORDER BY id")).all()
+        dump[table] = [tuple(row) for row in rows]
+    return dump
 
 
 async def _fill_every_table(store: SessionStore) -> str:
@@ -259,3 +284,64 @@ async def test_downgrading_0004_lets_one_message_be_deleted_again(empty_db_url: 
         await migrate.upgrade(empty_db_url)
         report = await store.verify()
         assert {p.check for p in report.problems} >= {"positions", "counters"}
+
+
+async def test_search_and_usage_are_backfilled_from_rows_stored_before_them(
+    empty_db_url: str,
+) -> None:
+    """0005 fills the search text of existing rows, 0006 the usage of existing messages."""
+    await migrate.upgrade(empty_db_url)
+    async with SessionStore.from_url(empty_db_url) as store:
+        await store.create_session(session_id="s1", app_name="app", user_id="u")
+        messages: list[Message] = [
+            UserMessage(content="find the platypus"),
+            AssistantMessage(
+                content="found it", model="m1", usage=Usage(input_tokens=7, output_tokens=3)
+            ),
+        ]
+        messages += [UserMessage(content=f"filler {i}") for i in range(600)]  # several batches
+        stored = await store.append_messages("s1", messages)
+        await store.write_block(
+            "s1",
+            stored[0].loop_id,
+            CompactionBlock(
+                keep_compacted=CompactedSection(
+                    range=TurnRange(start_turn=0, end_turn=1),
+                    messages=[
+                        ReplacementMessage(
+                            message=UserMessage(content="[Summary] a platypus was found"),
+                            covers=[stored[0].id, stored[1].id],
+                        )
+                    ],
+                ),
+                strategy="test",
+                tokens_before=100,
+                tokens_after=10,
+            ),
+        )
+        await migrate.downgrade(empty_db_url, "0003_session_digests")
+        await migrate.upgrade(empty_db_url)
+        hits = await store.search("platypus", include_summaries=True)
+        assert sorted((h.is_summary, h.message_id) for h in hits)[0] == (False, stored[0].id)
+        assert [h.is_summary for h in hits].count(True) == 1
+        assert len(await store.search("filler", limit=1000)) == 600
+        usage = await store.usage("s1")
+        assert usage.usage == Usage(input_tokens=7, output_tokens=3)
+        assert usage.loops[0].turns[0].turn_index == stored[1].turn_index
+        if empty_db_url.startswith("sqlite"):
+
+            def integrity(connection: Any) -> None:
+                for table in ("sessionstore_messages_fts", "sessionstore_section_messages_fts"):
+                    connection.exec_driver_sql(
+                        f"INSERT INTO {table}({table}) VALUES ('integrity-check')"
+                    )
+
+            await _inspect(empty_db_url, integrity)
+        # The immutability triggers set aside for the backfill are back.
+        with pytest.raises(IntegrityError, match="immutable"):
+            await _inspect(
+                empty_db_url,
+                lambda c: c.exec_driver_sql(
+                    "UPDATE sessionstore_messages SET search_text = 'x' WHERE id = 1"
+                ),
+            )

@@ -37,6 +37,7 @@ from sessionstore import (
     StoreContextEngine,
     TenantStore,
     TurnRange,
+    Usage,
     UserMessage,
     audit_session,
     build_context,
@@ -445,6 +446,36 @@ async def _verify(w: World) -> None:
     assert report.sessions == len((await w.ada.list_sessions()).items)
     everyone = await w.store.verify()
     assert everyone.sessions > report.sessions  # bob's sessions are not ada's to check
+
+
+@case(*both("search"))
+async def _search(w: World) -> None:
+    bob_messages = await w.store.get_messages(w.bob_sid)
+    word = next(
+        word
+        for stored in bob_messages
+        if isinstance(stored.message, UserMessage)
+        for word in stored.message.text.split()
+        if word.isalpha() and len(word) > 3
+    )
+    assert any(hit.session_id == w.bob_sid for hit in await w.store.search(word, limit=100))
+    hits = await w.ada.search(word, limit=100, include_summaries=True)
+    assert all(hit.session_id != w.bob_sid for hit in hits)
+    await like_missing(lambda sid: w.ada.search(word, session_id=sid), w.bob_sid, MISSING_SESSION)
+    with pytest.raises(ValueError, match="tenant"):
+        await w.ada.search(word, app_name="app", user_id="bob")
+
+
+@case(*both("usage"), *both("record_usage"))
+async def _usage(w: World) -> None:
+    await like_missing(w.ada.usage, w.bob_sid, MISSING_SESSION)
+    spent = Usage(input_tokens=5, output_tokens=1)
+    await like_missing(lambda sid: w.ada.record_usage(sid, spent), w.bob_sid, MISSING_SESSION)
+    await like_missing(
+        lambda loop: w.ada.record_usage(w.ada_sid, spent, loop_id=loop), w.bob_loop, MISSING_ID
+    )
+    await w.ada.record_usage(w.ada_sid, spent)
+    assert (await w.ada.usage(w.ada_sid)).usage.input_tokens >= 5
 
 
 @case("TenantStore.tenant")

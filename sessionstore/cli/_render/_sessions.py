@@ -8,7 +8,7 @@ from typing import Any
 import click
 from rich.table import Column, Table
 
-from sessionstore import LoopRecord, Page, Session
+from sessionstore import LoopRecord, Page, Session, SessionUsage, Usage
 from sessionstore.cli._render._output import cells, stdout, when
 
 __all__ = ["print_session", "print_session_page", "session_json"]
@@ -46,19 +46,24 @@ def print_session_page(page: Page) -> None:
         click.echo(f"Next page: --cursor {page.next_cursor}")
 
 
-def session_json(session: Session, loops: list[LoopRecord]) -> dict[str, Any]:
-    """Return a session and its loops, each loop flagged `is_active`, as JSON data."""
+def session_json(
+    session: Session, loops: list[LoopRecord], usage: SessionUsage | None = None
+) -> dict[str, Any]:
+    """Return a session and its loops, each flagged `is_active`, and its usage, as JSON data."""
     return {
         "session": session.model_dump(mode="json"),
         "loops": [
             {**loop.model_dump(mode="json"), "is_active": loop.id == session.active_loop_id}
             for loop in loops
         ],
+        **({} if usage is None else {"usage": usage.model_dump(mode="json")}),
     }
 
 
-def print_session(session: Session, loops: list[LoopRecord]) -> None:
-    """Print a session's fields, then one row per loop with the active one marked."""
+def print_session(
+    session: Session, loops: list[LoopRecord], usage: SessionUsage | None = None
+) -> None:
+    """Print a session's fields, one row per loop with the active one marked, and its usage."""
     fields = Table.grid(padding=(0, 2))
     fields.add_column(style="bold")
     fields.add_column(overflow="fold")
@@ -101,3 +106,40 @@ def print_session(session: Session, loops: list[LoopRecord]) -> None:
             )
         )
     console.print(table)
+    if usage is not None and usage.calls:
+        console.print(_usage_table(usage))
+
+
+def _usage_table(usage: SessionUsage) -> Table:
+    table = Table(
+        *(
+            Column(name, justify="right")
+            for name in (
+                "Loop",
+                "Calls",
+                "Input",
+                "Output",
+                "Cache read",
+                "Cache write",
+                "Reasoning",
+            )
+        ),
+        title="Usage (tokens)",
+    )
+
+    def counts(value: Usage) -> list[str]:
+        return [
+            f"{n:,}"
+            for n in (
+                value.input_tokens,
+                value.output_tokens,
+                value.cache_read_tokens,
+                value.cache_write_tokens,
+                value.reasoning_tokens,
+            )
+        ]
+
+    for loop in usage.loops:
+        table.add_row(*cells(loop.loop_id, loop.calls, *counts(loop.usage)))
+    table.add_row(*cells("Total", usage.calls, *counts(usage.usage)), style="bold")
+    return table

@@ -1,0 +1,167 @@
+"""Units of work for full-text search: each database's own engine, ranked, within a tenant.
+
+SQLite matches through the FTS5 tables and ranks by bm25; PostgreSQL matches the GIN-indexed
+`search_vector` column and ranks by `ts_rank` (migration 0005 creates both). The engine is
+the dialect's own, so this is the one module besides `_engine` that branches on the
+dialect. Every query word must match; the words are taken from the user's query by
+`query_terms` and quoted (SQLite) or passed to `plainto_tsquery` (PostgreSQL), so no
+input is a full-text syntax error.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from sqlalchemy import Connection, TextClause, text
+
+from sessionstore._search_text import searchable_text, snippet
+from sessionstore.models import MESSAGE_ADAPTER, SearchHit
+from sessionstore.store._sessions import Tenant, visible_session
+from sessionstore.store._tables import JSONPayload, UTCDateTime
+
+__all__ = ["search"]
+
+_RAW_COLUMNS = (
+    "m.id, m.session_id, m.loop_id, m.position, m.turn_index, m.kind, m.created_at, "
+    "CAST(m.payload AS TEXT) AS payload"
+)
+_SUMMARY_COLUMNS = (
+    "sm.id, sm.session_id, b.loop_id, sm.position, b.id AS block_id, sm.kind, b.created_at, "
+    "CAST(sm.payload AS TEXT) AS payload, sm.covers"
+)
+# Only the newest block of a loop and overlay speaks for it; older generations are audit data.
+_NEWEST_BLOCK = (
+    "b.generation = (SELECT max(b2.generation) FROM sessionstore_blocks b2 "
+    "WHERE b2.session_id = b.session_id AND b2.loop_id = b.loop_id AND b2.overlay = b.overlay)"
+)
+_SUMMARY_JOINS = (
+    "JOIN sessionstore_block_sections sec ON sec.id = sm.section_id AND sec.kind = 'compacted' "
+    "JOIN sessionstore_blocks b ON b.id = sec.block_id "
+)
+
+
+def _filters(tenant: bool, app: bool, user: bool, session: bool, alias: str) -> str:
+    clauses = []
+    if tenant:
+        clauses.append("s.app_name = :t_app AND s.user_id = :t_user")
+    else:
+        if app:
+            clauses.append("s.app_name = :app")
+        if user:
+            clauses.append("s.user_id = :user")
+    if session:
+        clauses.append(f"{alias}.session_id = :sid")
+    return "".join(f" AND {clause}" for clause in clauses)
+
+
+@cache
+def _statement(postgres: bool, summaries: bool, filters: tuple[bool, bool, bool, bool]) -> Any:
+    alias = "sm" if summaries else "m"
+    table = "sessionstore_section_messages" if summaries else "sessionstore_messages"
+    columns = _SUMMARY_COLUMNS if summaries else _RAW_COLUMNS
+    joins = _SUMMARY_JOINS if summaries else ""
+    where = _filters(*filters, alias=alias) + (f" AND {_NEWEST_BLOCK}" if summaries else "")
+    if postgres:
+        sql = (
+            f"SELECT {columns}, ts_rank({alias}.search_vector, q.query) AS score "
+            f"FROM {table} {alias} {joins}"
+            f"JOIN sessionstore_sessions s ON s.id = {alias}.session_id "
+            "CROSS JOIN plainto_tsquery('simple', :q) AS q(query) "
+            f"WHERE {alias}.search_vector @@ q.query{where} "
+            f"ORDER BY score DESC, {alias}.id LIMIT :limit"
+        )
+    else:
+        fts = f"{table}_fts"
+        sql = (
+            f"SELECT {columns}, -bm25({fts}) AS score "
+            f"FROM {fts} JOIN {table} {alias} ON {alias}.id = {fts}.rowid {joins}"
+            f"JOIN sessionstore_sessions s ON s.id = {alias}.session_id "
+            f"WHERE {fts} MATCH :q{where} "
+            f"ORDER BY score DESC, {alias}.id LIMIT :limit"
+        )
+    stmt: TextClause = text(sql)
+    typed: dict[str, Any] = {"created_at": UTCDateTime()}
+    if summaries:
+        typed["covers"] = JSONPayload
+    return stmt.columns(**typed)
+
+
+def _match_expression(terms: list[str], postgres: bool) -> str:
+    if postgres:
+        return " ".join(terms)
+    # Each word is an FTS5 string (a phrase): no operator, column filter or prefix applies.
+    return " ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+def _snippet(payload: str, terms: list[str]) -> str:
+    # Cut from the message's text with its punctuation, not from the indexed words.
+    return snippet(searchable_text(MESSAGE_ADAPTER.validate_json(payload)), terms)
+
+
+def search(
+    db: Connection,
+    tenant: Tenant | None,
+    terms: list[str],
+    *,
+    session_id: str | None,
+    app_name: str | None,
+    user_id: str | None,
+    limit: int,
+    include_summaries: bool,
+) -> list[SearchHit]:
+    """Return the best `limit` hits for every one of `terms`, best first."""
+    if session_id is not None:
+        visible_session(db, tenant, session_id)
+    if not terms:
+        return []
+    postgres = db.dialect.name == "postgresql"
+    filters = (
+        tenant is not None,
+        app_name is not None,
+        user_id is not None,
+        session_id is not None,
+    )
+    params: dict[str, Any] = {
+        "q": _match_expression(terms, postgres),
+        "limit": limit,
+        "sid": session_id,
+        "app": app_name,
+        "user": user_id,
+    }
+    if tenant is not None:
+        params |= tenant.params
+    hits = [
+        SearchHit(
+            session_id=row.session_id,
+            loop_id=row.loop_id,
+            message_id=row.id,
+            position=row.position,
+            turn_index=row.turn_index,
+            kind=row.kind,
+            snippet=_snippet(row.payload, terms),
+            score=float(row.score),
+            created_at=row.created_at,
+        )
+        for row in db.execute(_statement(postgres, False, filters), params)
+    ]
+    if include_summaries:
+        hits += [
+            SearchHit(
+                session_id=row.session_id,
+                loop_id=row.loop_id,
+                message_id=row.id,
+                position=row.position,
+                turn_index=None,
+                kind=row.kind,
+                snippet=_snippet(row.payload, terms),
+                score=float(row.score),
+                created_at=row.created_at,
+                is_summary=True,
+                block_id=row.block_id,
+                covers=row.covers,
+            )
+            for row in db.execute(_statement(postgres, True, filters), params)
+        ]
+        hits.sort(key=lambda hit: -hit.score)
+    return hits[:limit]

@@ -1,0 +1,136 @@
+"""Units of work on provider usage: one row per model call, summed per turn, loop and session."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, func, insert, select
+
+from sessionstore.errors import NotFoundError
+from sessionstore.models import (
+    AssistantMessage,
+    LoopUsage,
+    SessionUsage,
+    StoredMessage,
+    TurnUsage,
+    Usage,
+    UsageRecord,
+)
+from sessionstore.store import _statements as sql
+from sessionstore.store._sessions import loop_row
+
+__all__ = ["USAGE_FIELDS", "insert_message_usage", "insert_usage", "session_usage"]
+
+USAGE_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+)
+"""The token counts of `Usage`, which are also the usage table's columns."""
+
+
+def _row(
+    session_id: str,
+    loop_id: int,
+    turn_index: int,
+    message_id: int | None,
+    model: str | None,
+    usage: Usage,
+    moment: datetime,
+) -> dict[str, Any]:
+    return {
+        "session_id": session_id,
+        "loop_id": loop_id,
+        "turn_index": turn_index,
+        "message_id": message_id,
+        "model": model,
+        **{name: getattr(usage, name) for name in USAGE_FIELDS},
+        "created_at": moment,
+    }
+
+
+def insert_message_usage(db: Connection, stored: Sequence[StoredMessage]) -> None:
+    """Record the usage carried by freshly stored assistant messages, one row per message."""
+    rows = [
+        _row(s.session_id, s.loop_id, s.turn_index, s.id, m.model, m.usage, s.created_at)
+        for s in stored
+        if isinstance(m := s.message, AssistantMessage) and m.usage is not None
+    ]
+    if rows:
+        db.execute(insert(sql.usage), rows)
+
+
+def insert_usage(
+    db: Connection,
+    session_id: str,
+    loop_id: int | None,
+    turn_index: int | None,
+    usage: Usage,
+    model: str | None,
+    moment: datetime,
+) -> UsageRecord:
+    """Record one model call's usage on a turn of a loop (default: the loop's last turn)."""
+    if loop_id is None:
+        raise NotFoundError(f"session {session_id!r} has no loop to record usage on")
+    loop = loop_row(db, session_id, loop_id)
+    turn = loop.turn_count - 1 if turn_index is None else turn_index
+    if not 0 <= turn < loop.turn_count:
+        raise NotFoundError(
+            f"loop {loop_id} has no turn {turn} (it has {loop.turn_count}): "
+            "record usage after appending the messages of the call"
+        )
+    row = _row(session_id, loop_id, turn, None, model, usage, moment)
+    new_id = db.execute(sql.insert_returning_id(sql.usage, False), row).scalar_one()
+    return UsageRecord(
+        id=new_id,
+        session_id=session_id,
+        loop_id=loop_id,
+        turn_index=turn,
+        message_id=None,
+        model=model,
+        usage=usage,
+        created_at=moment,
+    )
+
+
+def session_usage(db: Connection, session_id: str) -> SessionUsage:
+    """Return a session's usage per turn and loop, with its total."""
+    columns = sql.usage.c
+    stmt = (
+        select(
+            columns.loop_id,
+            columns.turn_index,
+            func.count(),
+            *(func.sum(columns[name]) for name in USAGE_FIELDS),
+        )
+        .where(columns.session_id == session_id)
+        .group_by(columns.loop_id, columns.turn_index)
+        .order_by(columns.loop_id, columns.turn_index)
+    )
+    turns_by_loop: dict[int, list[TurnUsage]] = {}
+    for loop_id, turn_index, calls, *counts in db.execute(stmt).all():
+        usage = Usage(
+            **{name: int(count) for name, count in zip(USAGE_FIELDS, counts, strict=True)}
+        )
+        turns_by_loop.setdefault(loop_id, []).append(
+            TurnUsage(turn_index=turn_index, calls=calls, usage=usage)
+        )
+    loops = [
+        LoopUsage(
+            loop_id=loop_id,
+            calls=sum(t.calls for t in turns),
+            usage=sum((t.usage for t in turns), Usage()),
+            turns=turns,
+        )
+        for loop_id, turns in turns_by_loop.items()
+    ]
+    return SessionUsage(
+        session_id=session_id,
+        calls=sum(loop.calls for loop in loops),
+        usage=sum((loop.usage for loop in loops), Usage()),
+        loops=loops,
+    )
