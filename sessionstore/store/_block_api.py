@@ -22,6 +22,15 @@ from sessionstore.models import (
     ReplacementMessage,
     SessionDigest,
 )
+from sessionstore.models._limits import (
+    MAX_INT,
+    check_big_count,
+    check_count,
+    check_id,
+    check_json,
+    check_overlay,
+    finite_duration,
+)
 from sessionstore.store import _blocks, _reads, _sessions
 from sessionstore.store import _statements as sql
 from sessionstore.store._handle import _Handle, check_aware, check_event_kind, check_limit
@@ -32,6 +41,17 @@ __all__ = ["BlockMethods"]
 
 DETAILS: TypeAdapter[dict[str, JsonValue]] = TypeAdapter(dict[str, JsonValue])
 """Validates an event's details before they are written, so a refusal writes nothing."""
+
+
+def _checked_event(record: dict[str, Any]) -> dict[str, Any]:
+    """Return an event's row values, checked before anything is written."""
+    check_id(record["loop_id"], "loop_id")
+    check_id(record["block_id"], "block_id")
+    check_big_count(record["tokens_before"], "tokens_before")
+    check_big_count(record["tokens_after"], "tokens_after")
+    finite_duration(record["duration_ms"], "duration_ms")
+    details = check_json(record["details"], "details")
+    return {**record, "details": DETAILS.validate_python(details)}
 
 
 class BlockMethods(_Handle):
@@ -84,12 +104,16 @@ class BlockMethods(_Handle):
         Raises:
             The errors of `write_block`; `ValueError` for the same loop and overlay twice.
         """
+        check_id(expected_version, "expected_version")
+        for loop_id, block in blocks:
+            check_id(loop_id, "loop_id")
+            check_overlay(block.overlay)  # again: model_copy(update=...) does not validate
+        if digest is not None:
+            check_overlay(digest.overlay)
         keys = [(loop_id, block.overlay) for loop_id, block in blocks]
         if len(set(keys)) != len(keys):
             raise ValueError("write_blocks got the same loop and overlay twice")
-        records = [event.record() for event in events]
-        for record in records:  # refused here, before anything is written
-            DETAILS.validate_python(record["details"])
+        records = [_checked_event(event.record()) for event in events]
         moment = now()
 
         def work(db: Connection) -> list[CompactionBlock]:
@@ -138,6 +162,9 @@ class BlockMethods(_Handle):
             as_of: Return the newest block written at or before this time.
         """
         check_aware(as_of)
+        check_id(loop_id, "loop_id")
+        check_overlay(overlay)
+        check_count(generation, "generation", low=-MAX_INT - 1)
         columns = sql.blocks.c
         stmt = sql.select_blocks(session_id, loop_id, overlay)
         if generation is not None:
@@ -157,6 +184,9 @@ class BlockMethods(_Handle):
         self, session_id: str, loop_id: int, *, overlay: str | None = None
     ) -> list[CompactionBlock]:
         """Return every block of a loop (of one overlay, or all), oldest first."""
+        check_id(loop_id, "loop_id")
+        if overlay is not None:
+            check_overlay(overlay)
         stmt = sql.select_blocks(session_id, loop_id, overlay).order_by(sql.blocks.c.id)
 
         def work(db: Connection) -> list[CompactionBlock]:
@@ -174,6 +204,7 @@ class BlockMethods(_Handle):
         Raises:
             BlockNotFoundError: no replacement message with this id in the session.
         """
+        check_id(replacement_id, "replacement_id")
 
         def work(db: Connection) -> ReplacementMessage | None:
             _sessions.visible_session(db, self._tenant, session_id)
@@ -208,6 +239,8 @@ class BlockMethods(_Handle):
         """
         check_limit(limit)
         check_aware(as_of)
+        check_id(loop_id, "loop_id")
+        check_overlay(overlay)
 
         def work(db: Connection) -> list[ChainEntry]:
             head = _sessions.resolve_loop(db, self._tenant, session_id, loop_id)
@@ -236,6 +269,8 @@ class BlockMethods(_Handle):
         their replacement messages). The scope is resolved by `resolve_scope` against
         `max_context_tokens`, a loop counting at most `summary_cap` tokens.
         """
+        check_id(loop_id, "loop_id")
+        check_overlay(overlay)
 
         def work(db: Connection) -> list[ChainEntry]:
             return _reads.chain_in_scope(
@@ -264,6 +299,9 @@ class BlockMethods(_Handle):
         The loops are those between the last loop the digest folds (or the root) and
         `first_in_scope`, oldest first: what a compaction folds into the next digest.
         """
+        check_id(first_in_scope, "first_in_scope")
+        check_id(loop_id, "loop_id")
+        check_overlay(overlay)
 
         def work(db: Connection) -> tuple[SessionDigest | None, list[LoopRecord]]:
             return _reads.digest_inputs(
@@ -287,6 +325,8 @@ class BlockMethods(_Handle):
     ) -> SessionDigest | None:
         """Return the session digest the context of `loop_id` (default: active) starts with."""
         check_aware(as_of)
+        check_id(loop_id, "loop_id")
+        check_overlay(overlay)
 
         def work(db: Connection) -> SessionDigest | None:
             head = _sessions.resolve_loop(db, self._tenant, session_id, loop_id)
@@ -334,6 +374,10 @@ class BlockMethods(_Handle):
             raise ValueError("budget must be at least 1")
         if isinstance(as_of, datetime):
             check_aware(as_of)
+        else:
+            check_count(as_of, "as_of", low=-MAX_INT - 1)  # a generation: a 32-bit column
+        check_id(loop_id, "loop_id")
+        check_overlay(overlay)
 
         def work(db: Connection) -> ContextSources:
             return _reads.read_context(
@@ -363,19 +407,29 @@ class BlockMethods(_Handle):
         duration_ms: float | None = None,
         details: Mapping[str, Any] | None = None,
     ) -> CompactionEvent:
-        """Persist a `started` or `ended` compaction event of a session."""
+        """Persist a `started` or `ended` compaction event of a session.
+
+        Raises:
+            ValueError: a token figure that is negative or past the 64-bit range, a
+                duration that is negative or not finite, or details that are not JSON
+                (`check_json`): nothing is written.
+        """
         check_event_kind(event)
         moment = now()
         values = {
             "session_id": session_id,
-            "loop_id": loop_id,
-            "block_id": block_id,
-            "event": event,
-            "tokens_before": tokens_before,
-            "tokens_after": tokens_after,
-            "duration_ms": duration_ms,
-            "details": DETAILS.validate_python(dict(details or {})),
             "created_at": moment,
+            **_checked_event(
+                {
+                    "event": event,
+                    "loop_id": loop_id,
+                    "block_id": block_id,
+                    "tokens_before": tokens_before,
+                    "tokens_after": tokens_after,
+                    "duration_ms": duration_ms,
+                    "details": dict(details or {}),
+                }
+            ),
         }
 
         def work(db: Connection) -> list[int]:
