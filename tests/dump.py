@@ -20,3 +20,9 @@ async def dump(store: SessionStore) -> dict[str, list[tuple[Any, ...]]]:
         version = await db.execute(text("SELECT * FROM sessionstore_alembic_version"))
         tables["sessionstore_alembic_version"] = [tuple(row) for row in version]
     return tables
+
+
+async def empty(store: SessionStore) -> None:
+    """Delete every session (every other table cascades from sessions)."""
+    async with store.engine.begin() as db:
+        await db.execute(text("DELETE FROM sessionstore_sessions"))

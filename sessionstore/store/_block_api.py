@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import JsonValue, TypeAdapter
 from sqlalchemy import Connection
@@ -41,6 +41,17 @@ __all__ = ["BlockMethods"]
 
 DETAILS: TypeAdapter[dict[str, JsonValue]] = TypeAdapter(dict[str, JsonValue])
 """Validates an event's details before they are written, so a refusal writes nothing."""
+
+
+_M = TypeVar("_M", CompactionBlock, SessionDigest)
+
+
+def _revalidated(model: _M) -> _M:
+    """Return `model` with its own fields validated again; nothing is written if refused.
+
+    Its sections and messages, models themselves, are not validated again.
+    """
+    return type(model).model_validate(dict(model))
 
 
 def _checked_event(record: dict[str, Any]) -> dict[str, Any]:
@@ -105,11 +116,15 @@ class BlockMethods(_Handle):
             The errors of `write_block`; `ValueError` for the same loop and overlay twice.
         """
         check_id(expected_version, "expected_version")
-        for loop_id, block in blocks:
+        # Validated again: a block or digest built with `model_copy(update=...)` (as a
+        # strategy may) was never checked, and what is written must read back.
+        blocks = [(loop_id, _revalidated(block)) for loop_id, block in blocks]
+        for loop_id, _ in blocks:
             check_id(loop_id, "loop_id")
-            check_overlay(block.overlay)  # again: model_copy(update=...) does not validate
         if digest is not None:
-            check_overlay(digest.overlay)
+            digest = _revalidated(digest)
+            check_id(digest.head_loop_id, "head_loop_id")
+            check_id(digest.through_loop_id, "through_loop_id")
         keys = [(loop_id, block.overlay) for loop_id, block in blocks]
         if len(set(keys)) != len(keys):
             raise ValueError("write_blocks got the same loop and overlay twice")

@@ -442,3 +442,27 @@ async def test_stored_values_read_back_exactly(store: SessionStore) -> None:
         app_name="app", user_id="ada", title="\u00e9\U0001f600", metadata=metadata
     )
     assert (await store.get_session(session.id)).metadata == metadata
+
+
+@pytest.mark.parametrize(
+    ("update", "field"),
+    [
+        ({"config": _deep(1000)}, "config"),
+        ({"config": {"x": math.nan}}, "config"),
+        ({"tokens_before": -1}, "tokens_before"),
+        ({"tokens_after": TOO_BIG}, "tokens_after"),
+        ({"strategy": "s" * 129}, "strategy"),
+    ],
+)
+async def test_a_block_changed_with_model_copy_is_checked_before_it_is_written(
+    store: SessionStore, update: dict[str, Any], field: str
+) -> None:
+    """`model_copy(update=...)` does not validate; the store checks the block again, so what
+    it writes always reads back (found by tests/reliability/test_hostile_input.py)."""
+    sid = await _seeded(store)
+    loop = (await store.active_chain(sid))[-1]
+    block = CompactionBlock(keep_first=TurnRange(start_turn=0, end_turn=0)).model_copy(
+        update=update
+    )
+    await _refused_unchanged(store, lambda: store.write_block(sid, loop.id, block), names=field)
+    assert await store.block_history(sid, loop.id) == []
