@@ -466,3 +466,31 @@ async def test_a_block_changed_with_model_copy_is_checked_before_it_is_written(
     )
     await _refused_unchanged(store, lambda: store.write_block(sid, loop.id, block), names=field)
     assert await store.block_history(sid, loop.id) == []
+
+
+class _HugeCounter:
+    """A token counter that answers more than a token-count column holds."""
+
+    def count_text(self, text: str) -> int:
+        return 2**31
+
+    def count_message(self, message: Message) -> int:
+        return 2**31
+
+
+async def test_a_token_count_past_its_column_is_refused(store: SessionStore) -> None:
+    sid = await _seeded(store)
+    huge = SessionStore(store.engine, token_counter=_HugeCounter())
+    await _refused_unchanged(
+        store, lambda: huge.append_messages(sid, conversation(1)), names="token_count"
+    )
+    loop = (await store.active_chain(sid))[-1]
+    stored = await store.get_messages(sid)
+    section = CompactedSection(
+        range=TurnRange(start_turn=0, end_turn=0),
+        messages=[ReplacementMessage(message=UserMessage(content="s"), covers=[stored[0].id])],
+    )
+    block = CompactionBlock(keep_compacted=section)
+    await _refused_unchanged(
+        store, lambda: huge.write_block(sid, loop.id, block), names="token_count"
+    )
