@@ -34,7 +34,6 @@ from sessionstore.models._limits import (
 )
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
-_UNBOUNDED = 2**63
 
 ToolId: TypeAlias = Annotated[str, bounded_text(TOOL_ID_MAX_LENGTH, min_length=1)]
 """A tool call id: 1 to 255 characters of valid Unicode."""
@@ -268,7 +267,7 @@ class CustomMessage(_MessageBase):
     """An extension message: application data that travels with the history."""
 
     kind: Literal["custom"] = "custom"
-    custom_type: Annotated[str, bounded_text(_UNBOUNDED, min_length=1)]
+    custom_type: Annotated[str, Field(min_length=1)]
     """The application's name for this kind of message."""
     data: Annotated[JsonValue, JsonField] = None
     """The application's payload: JSON, finite numbers, at most `MAX_JSON_DEPTH` deep."""
