@@ -29,7 +29,9 @@ SessionStoreError
 
 Bad arguments (a negative limit, a wrong type) raise `ValueError` / `TypeError`, and
 messages that fail validation raise `pydantic.ValidationError`, which names the field.
-This tree is for outcomes and state.
+Input over a limit (the constants of `sessionstore.models`: a lone surrogate, JSON deeper
+than `MAX_JSON_DEPTH`, an id past the 64-bit range, ...) is one of these two, before
+anything is written, on every backend. This tree is for outcomes and state.
 """
 
 from __future__ import annotations

@@ -25,11 +25,14 @@ from sessionstore import FixedCount, SessionStore, SessionStoreError, TokenBudge
 from sessionstore._defaults import DEFAULT_LOCK_TIMEOUT
 from sessionstore.cli._settings import URL_ENVVAR, Settings, lock_timeout_option, url_option
 from sessionstore.errors import describe_validation_error
+from sessionstore.models import MAX_BIG_INT, MAX_INT
+from sessionstore.models._limits import check_overlay
 from sessionstore.store._engine import normalize_url
 
 __all__ = [
     "AS_OF",
     "COUNT",
+    "LOOP_ID",
     "SCOPE",
     "TOKENS",
     "URL_ENVVAR",
@@ -198,8 +201,8 @@ class AsOfType(click.ParamType[int | datetime]):
             return value
         text = str(value).strip()
         if text.isdigit():
-            if int(text) < 1:
-                self.fail("block generations start at 1", param, ctx)
+            if not 1 <= int(text) <= MAX_INT:
+                self.fail(f"block generations start at 1 (the range is 1 to {MAX_INT})", param, ctx)
             return int(text)
         try:
             moment = datetime.fromisoformat(text)
@@ -216,8 +219,10 @@ class AsOfType(click.ParamType[int | datetime]):
 
 SCOPE = ScopeType()
 AS_OF = AsOfType()
-TOKENS = click.IntRange(min=1)
-COUNT = click.IntRange(min=0)
+TOKENS = click.IntRange(min=1, max=MAX_BIG_INT)
+COUNT = click.IntRange(min=0, max=MAX_BIG_INT)
+LOOP_ID = click.IntRange(min=1, max=MAX_BIG_INT)
+"""A loop id: what the id column can hold, so a larger number is a usage error."""
 
 
 # ── options ────────────────────────────────────────────────────────────────────
@@ -259,13 +264,25 @@ def summarizer_options(what: str) -> Callable[[_F], _F]:
 
 def loop_option(help_text: str) -> Callable[[_F], _F]:
     """Return `--loop LOOP_ID`: the loop to work on instead of the active one."""
-    return click.option("--loop", "loop_id", type=int, metavar="LOOP_ID", help=help_text)
+    return click.option("--loop", "loop_id", type=LOOP_ID, metavar="LOOP_ID", help=help_text)
+
+
+def _overlay_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    try:
+        return check_overlay(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
 
 
 def overlay_option(help_text: str) -> Callable[[_F], _F]:
     """Return `--overlay NAME`: the named overlay, `default` by default."""
     return click.option(
-        "--overlay", default="default", show_default=True, metavar="NAME", help=help_text
+        "--overlay",
+        default="default",
+        show_default=True,
+        metavar="NAME",
+        callback=_overlay_name,
+        help=help_text,
     )
 
 

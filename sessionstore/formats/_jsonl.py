@@ -14,7 +14,13 @@ from typing import Any
 
 from sessionstore.errors import FormatError
 from sessionstore.formats._openai import from_openai
-from sessionstore.models import SESSION_ID_MAX_LENGTH, Message, SystemMessage, UserMessage
+from sessionstore.models import (
+    MAX_JSON_DEPTH,
+    SESSION_ID_MAX_LENGTH,
+    Message,
+    SystemMessage,
+    UserMessage,
+)
 
 __all__ = ["METADATA_KEYS", "Conversation", "parse_conversation_line", "split_into_loops"]
 
@@ -61,6 +67,10 @@ def parse_conversation_line(line: str | bytes) -> Conversation:
         data = json.loads(line)
     except ValueError as exc:  # JSONDecodeError, or UnicodeDecodeError for bad UTF-8
         raise FormatError(f"invalid JSON: {exc}") from None
+    except RecursionError:
+        raise FormatError(
+            f"invalid JSON: nested too deeply to read (values may nest {MAX_JSON_DEPTH} levels)"
+        ) from None
     if not isinstance(data, dict):
         raise FormatError(f"expected a JSON object, got {type(data).__name__}")
     if "messages" not in data:

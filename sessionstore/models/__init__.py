@@ -1,7 +1,8 @@
 """The domain types: messages and their content blocks, sessions, loops and compaction blocks.
 
 Messages are immutable pydantic models, one class per `kind`, joined in the `Message`
-union. They validate on the way in and serialise to JSON and back without loss:
+union. They validate on the way in (against the limits named here, such as
+`MAX_JSON_DEPTH` and `TOOL_ID_MAX_LENGTH`) and serialise to JSON and back without loss:
 
 >>> msg = UserMessage(content="hello")
 >>> message_from_json(msg.model_dump_json()) == msg
@@ -9,9 +10,23 @@ True
 """
 
 from sessionstore.models._integrity import IntegrityCheck, IntegrityProblem, IntegrityReport
+from sessionstore.models._limits import (
+    APP_NAME_MAX_LENGTH,
+    CLIENT_ID_MAX_LENGTH,
+    MAX_BIG_INT,
+    MAX_INT,
+    MAX_JSON_DEPTH,
+    OVERLAY_MAX_LENGTH,
+    OVERLAY_PATTERN,
+    SESSION_ID_MAX_LENGTH,
+    STRATEGY_MAX_LENGTH,
+    TITLE_MAX_LENGTH,
+    TOOL_ID_MAX_LENGTH,
+    TOOL_NAME_MAX_LENGTH,
+    USER_ID_MAX_LENGTH,
+)
 from sessionstore.models._messages import (
     MESSAGE_ADAPTER,
-    SESSION_ID_MAX_LENGTH,
     AssistantContent,
     AssistantMessage,
     BashExecutionMessage,
@@ -53,8 +68,20 @@ from sessionstore.models._search import SearchHit
 from sessionstore.models._usage import LoopUsage, SessionUsage, TurnUsage, UsageRecord
 
 __all__ = [
+    "APP_NAME_MAX_LENGTH",
+    "CLIENT_ID_MAX_LENGTH",
+    "MAX_BIG_INT",
+    "MAX_INT",
+    "MAX_JSON_DEPTH",
     "MESSAGE_ADAPTER",
+    "OVERLAY_MAX_LENGTH",
+    "OVERLAY_PATTERN",
     "SESSION_ID_MAX_LENGTH",
+    "STRATEGY_MAX_LENGTH",
+    "TITLE_MAX_LENGTH",
+    "TOOL_ID_MAX_LENGTH",
+    "TOOL_NAME_MAX_LENGTH",
+    "USER_ID_MAX_LENGTH",
     "AssistantContent",
     "AssistantMessage",
     "BashExecutionMessage",

@@ -17,15 +17,28 @@ from pydantic import (
     NonNegativeInt,
     SerializerFunctionWrapHandler,
     TypeAdapter,
+    ValidationInfo,
     field_validator,
     model_serializer,
     model_validator,
 )
 
+from sessionstore.models._limits import (
+    CLIENT_ID_MAX_LENGTH,
+    TOOL_ID_MAX_LENGTH,
+    TOOL_NAME_MAX_LENGTH,
+    JsonField,
+    Text,
+    bounded_text,
+    check_json,
+    check_json_text,
+    is_stored,
+)
+
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
-SESSION_ID_MAX_LENGTH = 128
-"""The longest session id the store accepts."""
+ToolId: TypeAlias = Annotated[str, bounded_text(TOOL_ID_MAX_LENGTH, min_length=1)]
+"""A tool call id: 1 to 255 characters of valid Unicode."""
 
 
 # ── content blocks ─────────────────────────────────────────────────────────────
@@ -36,7 +49,7 @@ class TextContent(BaseModel):
 
     model_config = _FROZEN
     type: Literal["text"] = "text"
-    text: str
+    text: Text
     """The text, exactly as written."""
 
 
@@ -45,13 +58,13 @@ class ImageContent(BaseModel):
 
     model_config = _FROZEN
     type: Literal["image"] = "image"
-    data: str | None = None
+    data: Text | None = None
     """Base64-encoded image bytes, without a `data:` prefix."""
-    url: str | None = None
+    url: Text | None = None
     """A URL the model provider can fetch."""
-    mime_type: str | None = None
+    mime_type: Text | None = None
     """The media type of `data`, for example `image/png`."""
-    detail: str | None = None
+    detail: Text | None = None
     """Provider hint for the resolution (`low`, `high`, `auto`), kept for export."""
 
     @model_validator(mode="after")
@@ -78,9 +91,9 @@ class ThinkingContent(BaseModel):
 
     model_config = _FROZEN
     type: Literal["thinking"] = "thinking"
-    thinking: str
+    thinking: Text
     """The reasoning text (empty when `redacted`)."""
-    signature: str | None = None
+    signature: Text | None = None
     """The provider's signature or opaque payload for the reasoning block."""
     redacted: bool = False
     """True for a provider-redacted block whose content travels only in `signature`."""
@@ -91,22 +104,27 @@ class ToolCall(BaseModel):
 
     model_config = _FROZEN
     type: Literal["tool_call"] = "tool_call"
-    id: str = Field(min_length=1)
+    id: ToolId
     """The call id that the matching tool result names. Ids may repeat inside a session."""
-    name: str = Field(min_length=1)
-    """The tool's name."""
+    name: Annotated[str, bounded_text(TOOL_NAME_MAX_LENGTH, min_length=1)]
+    """The tool's name (1 to 255 characters)."""
     arguments: str = "{}"
     """The arguments as the model wrote them: JSON text, kept byte for byte.
 
     A dict is accepted on the way in and serialised to JSON. Models sometimes write
-    invalid JSON; it is stored as written, because raw history is never changed.
+    invalid JSON; it is stored as written, because raw history is never changed. Either
+    way it may nest at most `MAX_JSON_DEPTH` levels deep.
     """
 
     @field_validator("arguments", mode="before")
     @classmethod
-    def _arguments_to_text(cls, value: Any) -> Any:
+    def _arguments_to_text(cls, value: Any, info: ValidationInfo) -> Any:
+        if is_stored(info):
+            return value
         if isinstance(value, dict):
-            return json.dumps(value, ensure_ascii=False)
+            return json.dumps(check_json(value, "arguments"), ensure_ascii=False)
+        if isinstance(value, str):
+            return check_json_text(value, "arguments")
         return value
 
     def parsed_arguments(self) -> Any:
@@ -141,14 +159,14 @@ def _text_to_blocks(value: Any) -> Any:
 class _MessageBase(BaseModel):
     model_config = _FROZEN
 
-    client_id: str | None = Field(default=None, min_length=1, max_length=255)
+    client_id: Annotated[str, bounded_text(CLIENT_ID_MAX_LENGTH, min_length=1)] | None = None
     """An optional id chosen by the caller, unique per session.
 
     Appending a message whose `client_id` is already stored returns the stored message
     (a safe retry); the same id with different content is a `ConflictError`. It is not
     part of the content hash.
     """
-    extra: dict[str, JsonValue] = Field(default_factory=dict)
+    extra: Annotated[dict[str, JsonValue], JsonField] = Field(default_factory=dict)
     """Format-specific fields that the model does not name, kept for a lossless export.
 
     Keyed by format (`"openai"`, `"anthropic"`); the importers and exporters own them.
@@ -161,7 +179,7 @@ class UserMessage(_MessageBase):
     kind: Literal["user"] = "user"
     content: list[UserContent]
     """The blocks of the message."""
-    name: str | None = None
+    name: Text | None = None
     """An optional participant name."""
 
     _blocks = field_validator("content", mode="before")(_text_to_blocks)
@@ -218,11 +236,11 @@ class AssistantMessage(_MessageBase):
     kind: Literal["assistant"] = "assistant"
     content: list[AssistantContent] = Field(default_factory=list)
     """The blocks of the response, in the order the model produced them."""
-    name: str | None = None
+    name: Text | None = None
     """An optional participant name."""
-    model: str | None = None
+    model: Text | None = None
     """The model that wrote it, when known."""
-    stop_reason: str | None = None
+    stop_reason: Text | None = None
     """Why generation stopped (`stop`, `tool_calls`, `length`, ...), when known."""
     usage: Usage | None = None
     """Provider-reported usage for this call, when known."""
@@ -244,9 +262,9 @@ class ToolResultMessage(_MessageBase):
     """The result of one tool call."""
 
     kind: Literal["tool_result"] = "tool_result"
-    tool_call_id: str = Field(min_length=1)
+    tool_call_id: ToolId
     """The id of the call this answers."""
-    tool_name: str = ""
+    tool_name: Annotated[str, bounded_text(TOOL_NAME_MAX_LENGTH)] = ""
     """The name of the tool that ran (empty when the source format does not say)."""
     content: list[UserContent] = Field(default_factory=list)
     """The output: text and images."""
@@ -265,9 +283,9 @@ class BashExecutionMessage(_MessageBase):
     """A shell command the user ran outside the model's tool calls, and its output."""
 
     kind: Literal["bash_execution"] = "bash_execution"
-    command: str
+    command: Text
     """The command line."""
-    output: str = ""
+    output: Text = ""
     """Combined stdout and stderr."""
     exit_code: int | None = None
     """The exit code; None when the command did not finish."""
@@ -281,10 +299,10 @@ class CustomMessage(_MessageBase):
     """An extension message: application data that travels with the history."""
 
     kind: Literal["custom"] = "custom"
-    custom_type: str = Field(min_length=1)
+    custom_type: Annotated[str, Field(min_length=1)]
     """The application's name for this kind of message."""
-    data: JsonValue = None
-    """The application's payload."""
+    data: Annotated[JsonValue, JsonField] = None
+    """The application's payload: JSON, finite numbers, at most `MAX_JSON_DEPTH` deep."""
     display: bool = True
     """Whether a UI should show it."""
 
@@ -293,7 +311,7 @@ class BranchSummaryMessage(_MessageBase):
     """A summary of a branch that was left, carried into the branch taken."""
 
     kind: Literal["branch_summary"] = "branch_summary"
-    summary: str
+    summary: Text
     """The summary text."""
     from_loop_id: int | None = None
     """The loop the summarised branch ended at, when known."""
@@ -303,7 +321,7 @@ class CompactionSummaryMessage(_MessageBase):
     """A summary that stands for compacted history."""
 
     kind: Literal["compaction_summary"] = "compaction_summary"
-    summary: str
+    summary: Text
     """The summary text."""
     tokens_before: NonNegativeInt | None = None
     """The estimated tokens of what was summarised."""
@@ -315,7 +333,7 @@ class SystemMessage(_MessageBase):
     kind: Literal["system"] = "system"
     content: list[TextContent]
     """The blocks of the instructions."""
-    name: str | None = None
+    name: Text | None = None
     """An optional participant name."""
 
     _blocks = field_validator("content", mode="before")(_text_to_blocks)

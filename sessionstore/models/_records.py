@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import pairwise
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -20,6 +20,16 @@ from pydantic import (
 )
 
 from sessionstore.errors import InvalidBlockError
+from sessionstore.models._limits import (
+    STORED,
+    STRATEGY_MAX_LENGTH,
+    BigCount,
+    Count,
+    IdList,
+    JsonField,
+    OverlayName,
+    bounded_text,
+)
 from sessionstore.models._messages import MESSAGE_ADAPTER, CompactionSummaryMessage, Message
 
 # ── stored records ─────────────────────────────────────────────────────────────
@@ -119,7 +129,7 @@ class StoredMessage(_Record):
         if not private or _PENDING not in private:
             return
         payload, client_id = private[_PENDING]
-        message = MESSAGE_ADAPTER.validate_json(payload)
+        message = MESSAGE_ADAPTER.validate_json(payload, context=STORED)
         if client_id is not None:
             message = message.model_copy(update={"client_id": client_id})
         self.__dict__["message"] = message
@@ -190,8 +200,8 @@ class Page(_Record):
 class TurnRange(_Record):
     """An inclusive range of turn indices inside one loop."""
 
-    start_turn: NonNegativeInt
-    end_turn: NonNegativeInt
+    start_turn: Annotated[NonNegativeInt, Count]
+    end_turn: Annotated[NonNegativeInt, Count]
 
     @model_validator(mode="after")
     def _ordered(self) -> TurnRange:
@@ -211,9 +221,9 @@ class ReplacementMessage(_Record):
 
     message: Message
     """What the model sees instead of the raw messages."""
-    covers: list[int] = Field(default_factory=list)
+    covers: Annotated[list[int], IdList] = Field(default_factory=list)
     """The ids of the raw messages it stands for (its provenance)."""
-    token_count: int | None = None
+    token_count: Annotated[NonNegativeInt, Count] | None = None
     """Its token count; the store computes it when it is None."""
     id: int | None = None
     """Its id once stored."""
@@ -233,21 +243,21 @@ class CompactionBlock(_Record):
     `session_id`, `loop_id`, `generation` and `created_at` when it writes it.
     """
 
-    overlay: str = Field(default="default", min_length=1, max_length=64)
-    """The overlay's name; several named overlays can coexist on one loop."""
+    overlay: OverlayName = "default"
+    """The overlay's name (`OVERLAY_PATTERN`); several named overlays can coexist on one loop."""
     keep_first: TurnRange | None = None
     """Turns kept verbatim from the start (only for the most recent loop)."""
     keep_compacted: CompactedSection | None = None
     """Summarised turns (for every loop)."""
     keep_recent: CompactedSection | None = None
     """Recent turns with tool output truncated (only for the most recent loop)."""
-    strategy: str = "manual"
-    """The name of the strategy that built it."""
-    config: dict[str, JsonValue] = Field(default_factory=dict)
-    """A snapshot of the configuration it was built with."""
-    tokens_before: NonNegativeInt = 0
+    strategy: Annotated[str, bounded_text(STRATEGY_MAX_LENGTH)] = "manual"
+    """The name of the strategy that built it (at most 128 characters)."""
+    config: Annotated[dict[str, JsonValue], JsonField] = Field(default_factory=dict)
+    """A snapshot of the configuration it was built with (JSON, finite numbers)."""
+    tokens_before: Annotated[NonNegativeInt, BigCount] = 0
     """Estimated tokens of the raw messages it covers."""
-    tokens_after: NonNegativeInt = 0
+    tokens_after: Annotated[NonNegativeInt, BigCount] = 0
     """Estimated tokens of what the model sees instead."""
     id: int | None = None
     session_id: str | None = None
@@ -299,7 +309,7 @@ class CompactionEvent(_Record):
     tokens_before: int
     tokens_after: int | None
     duration_ms: float | None
-    details: dict[str, JsonValue] = Field(default_factory=dict)
+    details: Annotated[dict[str, JsonValue], JsonField] = Field(default_factory=dict)
     created_at: datetime
 
 
@@ -395,7 +405,8 @@ class SessionDigest(_Record):
 
     id: int | None = None
     session_id: str | None = None
-    overlay: str = "default"
+    overlay: OverlayName = "default"
+    """The overlay it belongs to (`OVERLAY_PATTERN`)."""
     head_loop_id: int
     """The current loop of the compaction that wrote it."""
     through_loop_id: int
@@ -405,7 +416,7 @@ class SessionDigest(_Record):
     (carried forward from the previous digest)."""
     message: CompactionSummaryMessage
     """The digest, as a summary message."""
-    token_count: int
-    details: dict[str, JsonValue] = Field(default_factory=dict)
+    token_count: Annotated[NonNegativeInt, Count]
+    details: Annotated[dict[str, JsonValue], JsonField] = Field(default_factory=dict)
     """Who wrote it: the summarizer's model, prompt version, duration and budget."""
     created_at: datetime | None = None

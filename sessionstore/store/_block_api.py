@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import JsonValue, TypeAdapter
 from sqlalchemy import Connection
@@ -22,6 +22,15 @@ from sessionstore.models import (
     ReplacementMessage,
     SessionDigest,
 )
+from sessionstore.models._limits import (
+    MAX_INT,
+    check_big_count,
+    check_count,
+    check_id,
+    check_json,
+    check_overlay,
+    finite_duration,
+)
 from sessionstore.store import _blocks, _reads, _sessions
 from sessionstore.store import _statements as sql
 from sessionstore.store._handle import _Handle, check_aware, check_event_kind, check_limit
@@ -32,6 +41,28 @@ __all__ = ["BlockMethods"]
 
 DETAILS: TypeAdapter[dict[str, JsonValue]] = TypeAdapter(dict[str, JsonValue])
 """Validates an event's details before they are written, so a refusal writes nothing."""
+
+
+_M = TypeVar("_M", CompactionBlock, SessionDigest)
+
+
+def _revalidated(model: _M) -> _M:
+    """Return `model` with its own fields validated again; nothing is written if refused.
+
+    Its sections and messages, models themselves, are not validated again.
+    """
+    return type(model).model_validate(dict(model))
+
+
+def _checked_event(record: dict[str, Any]) -> dict[str, Any]:
+    """Return an event's row values, checked before anything is written."""
+    check_id(record["loop_id"], "loop_id")
+    check_id(record["block_id"], "block_id")
+    check_big_count(record["tokens_before"], "tokens_before")
+    check_big_count(record["tokens_after"], "tokens_after")
+    finite_duration(record["duration_ms"], "duration_ms")
+    details = check_json(record["details"], "details")
+    return {**record, "details": DETAILS.validate_python(details)}
 
 
 class BlockMethods(_Handle):
@@ -86,12 +117,20 @@ class BlockMethods(_Handle):
             `LoopNotFoundError` / `BlockNotFoundError` for an event whose loop or block is
             not the session's.
         """
+        check_id(expected_version, "expected_version")
+        # Validated again: a block or digest built with `model_copy(update=...)` (as a
+        # strategy may) was never checked, and what is written must read back.
+        blocks = [(loop_id, _revalidated(block)) for loop_id, block in blocks]
+        for loop_id, _ in blocks:
+            check_id(loop_id, "loop_id")
+        if digest is not None:
+            digest = _revalidated(digest)
+            check_id(digest.head_loop_id, "head_loop_id")
+            check_id(digest.through_loop_id, "through_loop_id")
         keys = [(loop_id, block.overlay) for loop_id, block in blocks]
         if len(set(keys)) != len(keys):
             raise ValueError("write_blocks got the same loop and overlay twice")
-        records = [event.record() for event in events]
-        for record in records:  # refused here, before anything is written
-            DETAILS.validate_python(record["details"])
+        records = [_checked_event(event.record()) for event in events]
         moment = now()
 
         def work(db: Connection) -> list[CompactionBlock]:
@@ -142,6 +181,9 @@ class BlockMethods(_Handle):
             as_of: Return the newest block written at or before this time.
         """
         check_aware(as_of)
+        check_id(loop_id, "loop_id")
+        check_overlay(overlay)
+        check_count(generation, "generation", low=-MAX_INT - 1)
         columns = sql.blocks.c
         stmt = sql.select_blocks(session_id, loop_id, overlay)
         if generation is not None:
@@ -161,6 +203,9 @@ class BlockMethods(_Handle):
         self, session_id: str, loop_id: int, *, overlay: str | None = None
     ) -> list[CompactionBlock]:
         """Return every block of a loop (of one overlay, or all), oldest first."""
+        check_id(loop_id, "loop_id")
+        if overlay is not None:
+            check_overlay(overlay)
         stmt = sql.select_blocks(session_id, loop_id, overlay).order_by(sql.blocks.c.id)
 
         def work(db: Connection) -> list[CompactionBlock]:
@@ -178,6 +223,7 @@ class BlockMethods(_Handle):
         Raises:
             BlockNotFoundError: no replacement message with this id in the session.
         """
+        check_id(replacement_id, "replacement_id")
 
         def work(db: Connection) -> ReplacementMessage | None:
             _sessions.visible_session(db, self._tenant, session_id)
@@ -212,6 +258,8 @@ class BlockMethods(_Handle):
         """
         check_limit(limit)
         check_aware(as_of)
+        check_id(loop_id, "loop_id")
+        check_overlay(overlay)
 
         def work(db: Connection) -> list[ChainEntry]:
             head = _sessions.resolve_loop(db, self._tenant, session_id, loop_id)
@@ -240,6 +288,8 @@ class BlockMethods(_Handle):
         their replacement messages). The scope is resolved by `resolve_scope` against
         `max_context_tokens`, a loop counting at most `summary_cap` tokens.
         """
+        check_id(loop_id, "loop_id")
+        check_overlay(overlay)
 
         def work(db: Connection) -> list[ChainEntry]:
             return _reads.chain_in_scope(
@@ -268,6 +318,9 @@ class BlockMethods(_Handle):
         The loops are those between the last loop the digest folds (or the root) and
         `first_in_scope`, oldest first: what a compaction folds into the next digest.
         """
+        check_id(first_in_scope, "first_in_scope")
+        check_id(loop_id, "loop_id")
+        check_overlay(overlay)
 
         def work(db: Connection) -> tuple[SessionDigest | None, list[LoopRecord]]:
             return _reads.digest_inputs(
@@ -291,6 +344,8 @@ class BlockMethods(_Handle):
     ) -> SessionDigest | None:
         """Return the session digest the context of `loop_id` (default: active) starts with."""
         check_aware(as_of)
+        check_id(loop_id, "loop_id")
+        check_overlay(overlay)
 
         def work(db: Connection) -> SessionDigest | None:
             head = _sessions.resolve_loop(db, self._tenant, session_id, loop_id)
@@ -338,6 +393,10 @@ class BlockMethods(_Handle):
             raise ValueError("budget must be at least 1")
         if isinstance(as_of, datetime):
             check_aware(as_of)
+        else:
+            check_count(as_of, "as_of", low=-MAX_INT - 1)  # a generation: a 32-bit column
+        check_id(loop_id, "loop_id")
+        check_overlay(overlay)
 
         def work(db: Connection) -> ContextSources:
             return _reads.read_context(
@@ -370,6 +429,9 @@ class BlockMethods(_Handle):
         """Persist a `started` or `ended` compaction event of a session.
 
         Raises:
+            ValueError: a token figure that is negative or past the 64-bit range, a
+                duration that is negative or not finite, or details that are not JSON
+                (`check_json`): nothing is written.
             SessionNotFoundError: no such session (or another tenant's).
             LoopNotFoundError: `loop_id` is not a loop of this session.
             BlockNotFoundError: `block_id` is not a block of this session (of `loop_id`,
@@ -379,14 +441,18 @@ class BlockMethods(_Handle):
         moment = now()
         values = {
             "session_id": session_id,
-            "loop_id": loop_id,
-            "block_id": block_id,
-            "event": event,
-            "tokens_before": tokens_before,
-            "tokens_after": tokens_after,
-            "duration_ms": duration_ms,
-            "details": DETAILS.validate_python(dict(details or {})),
             "created_at": moment,
+            **_checked_event(
+                {
+                    "event": event,
+                    "loop_id": loop_id,
+                    "block_id": block_id,
+                    "tokens_before": tokens_before,
+                    "tokens_after": tokens_after,
+                    "duration_ms": duration_ms,
+                    "details": dict(details or {}),
+                }
+            ),
         }
 
         def work(db: Connection) -> list[int]:

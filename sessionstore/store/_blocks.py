@@ -25,6 +25,7 @@ from sessionstore.models import (
     SessionDigest,
     TurnRange,
 )
+from sessionstore.models._limits import check_count
 from sessionstore.store import _statements as sql
 from sessionstore.store._messages import insert_returning_ids
 from sessionstore.store._sessions import loop_row
@@ -150,6 +151,7 @@ def _insert_section_messages(
         token_count = item.token_count
         if token_count is None:
             token_count = counter.count_message(item.message)
+            check_count(token_count, "token_count")  # what the token counter returned
         rows.append(
             {
                 "session_id": session_id,

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection
 
 from sessionstore._tokens import TokenCounter
+from sessionstore.models._limits import check_big_count
 from sessionstore.store import _blocks
 from sessionstore.store._engine import TransactionRunner
 from sessionstore.store._sessions import Tenant
@@ -32,9 +33,8 @@ def check_aware(moment: datetime | None) -> None:
 
 
 def check_limit(limit: int | None) -> None:
-    """Refuse a `limit` below 1."""
-    if limit is not None and limit < 1:
-        raise ValueError("limit must be at least 1")
+    """Refuse a `limit` below 1 (or past the 64-bit range)."""
+    check_big_count(limit, "limit", low=1)
 
 
 def check_event_kind(event: object) -> None:

@@ -12,6 +12,7 @@ from sessionstore.models import (
     StoredMessage,
     TurnRange,
 )
+from sessionstore.models._limits import check_big_count, check_id
 from sessionstore.store import _messages, _sessions
 from sessionstore.store._handle import Rollback, _Handle
 from sessionstore.store._sessions import now
@@ -54,6 +55,8 @@ class MessageMethods(_Handle):
             ConflictError: a `client_id` is stored with different content, or the loop is closed.
             StaleWriteError: `expected_version` is not the session's version.
         """
+        check_id(loop_id, "loop_id")
+        check_id(expected_version, "expected_version")
         batch = [_messages.prepare(_messages.validated(m), self._counter) for m in messages]
         if not batch:
             return []
@@ -121,8 +124,8 @@ class MessageMethods(_Handle):
             loop_id: The loop; the active loop by default.
             last: Only the newest `last` messages (still returned oldest first).
         """
-        if last is not None and last < 0:
-            raise ValueError("last must not be negative")
+        check_id(loop_id, "loop_id")
+        check_big_count(last, "last")
 
         def work(db: Connection) -> list[StoredMessage]:
             target = _sessions.resolve_loop(db, self._tenant, session_id, loop_id)
@@ -140,6 +143,7 @@ class MessageMethods(_Handle):
         Raises:
             InvalidBlockError: the range ends past the loop's last turn.
         """
+        check_id(loop_id, "loop_id")
 
         def work(db: Connection) -> list[StoredMessage]:
             _sessions.visible_session(db, self._tenant, session_id)
@@ -149,6 +153,7 @@ class MessageMethods(_Handle):
 
     async def get_turn_map(self, session_id: str, loop_id: int | None = None) -> TurnMap:
         """Return the loop's `TurnMap`: turn index → range of positions, from the index."""
+        check_id(loop_id, "loop_id")
 
         def work(db: Connection) -> TurnMap:
             target = _sessions.resolve_loop(db, self._tenant, session_id, loop_id)
@@ -160,6 +165,7 @@ class MessageMethods(_Handle):
         self, session_id: str, *, loop_id: int | None = None
     ) -> list[StoredMessage]:
         """Return every raw message of the chain ending at `loop_id` (default: active), in order."""
+        check_id(loop_id, "loop_id")
 
         def work(db: Connection) -> list[StoredMessage]:
             head = _sessions.resolve_loop(db, self._tenant, session_id, loop_id)
@@ -172,6 +178,8 @@ class MessageMethods(_Handle):
     ) -> list[StoredMessage]:
         """Return the raw messages with these ids, in loop and position order."""
         ids = list(message_ids)
+        for message_id in ids:
+            check_id(message_id, "message_ids")
 
         def work(db: Connection) -> list[StoredMessage]:
             _sessions.visible_session(db, self._tenant, session_id)

@@ -26,6 +26,7 @@ from sessionstore.models import (
     content_hash,
     message_payload,
 )
+from sessionstore.models._limits import check_count
 from sessionstore.store import _statements as sql
 from sessionstore.store._sessions import chain, loop_row
 from sessionstore.store._tables import stored_model, stored_models
@@ -69,13 +70,9 @@ def validated(message: Any) -> Message:
 def prepare(message: Message, counter: TokenCounter) -> Prepared:
     """Serialise, hash and count a message once."""
     payload = message_payload(message)
-    return Prepared(
-        message,
-        payload,
-        content_hash(payload),
-        counter.count_message(message),
-        indexed_text(message),
-    )
+    tokens = counter.count_message(message)
+    check_count(tokens, "token_count")  # what the token counter returned: a 32-bit column
+    return Prepared(message, payload, content_hash(payload), tokens, indexed_text(message))
 
 
 def insert_returning_ids(

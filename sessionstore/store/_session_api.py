@@ -14,6 +14,7 @@ from sessionstore.models import (
     Page,
     Session,
 )
+from sessionstore.models._limits import check_id
 from sessionstore.store import _messages, _sessions
 from sessionstore.store._handle import _Handle, check_limit
 from sessionstore.store._sessions import now
@@ -141,6 +142,7 @@ class SessionMethods(_Handle):
             raise ValueError("limit must be between 1 and 1000")
         if self._tenant is None and user_id is not None and app_name is None:
             raise ValueError("filtering by user_id needs app_name too")
+        _sessions.check_tenant(app_name, user_id)
         if self._tenant is not None and (
             app_name not in (None, self._tenant.app_name)
             or user_id not in (None, self._tenant.user_id)
@@ -183,6 +185,8 @@ class SessionMethods(_Handle):
             LoopNotFoundError: `parent_loop_id` is not a loop of this session.
             StaleWriteError: `expected_version` is not the session's version.
         """
+        check_id(parent_loop_id, "parent_loop_id")
+        check_id(expected_version, "expected_version")
         moment = now()
 
         def work(db: Connection) -> LoopRecord:
@@ -195,6 +199,7 @@ class SessionMethods(_Handle):
 
     async def close_loop(self, session_id: str, loop_id: int) -> LoopRecord:
         """Close a loop: no more messages can be appended to it. Closing twice is harmless."""
+        check_id(loop_id, "loop_id")
         moment = now()
 
         def work(db: Connection) -> LoopRecord:
@@ -207,6 +212,8 @@ class SessionMethods(_Handle):
         self, session_id: str, loop_id: int, *, expected_version: int | None = None
     ) -> Session:
         """Make `loop_id` the session's active loop (for example to return to a branch)."""
+        check_id(loop_id, "loop_id")
+        check_id(expected_version, "expected_version")
 
         def work(db: Connection) -> Session:
             locked = _sessions.lock(db, self._tenant, session_id, now())
@@ -218,6 +225,7 @@ class SessionMethods(_Handle):
 
     async def get_loop(self, session_id: str, loop_id: int) -> LoopRecord:
         """Return one loop of a session."""
+        check_id(loop_id, "loop_id")
 
         def work(db: Connection) -> LoopRecord:
             _sessions.visible_session(db, self._tenant, session_id)
@@ -244,6 +252,7 @@ class SessionMethods(_Handle):
             loop_id: The loop the chain ends at; the active loop by default.
             limit: Return only the last `limit` loops of the chain (the newest ones).
         """
+        check_id(loop_id, "loop_id")
         check_limit(limit)
 
         def work(db: Connection) -> list[LoopRecord]:

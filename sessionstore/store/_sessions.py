@@ -26,7 +26,16 @@ from sessionstore.errors import (
     SessionNotFoundError,
     StaleWriteError,
 )
-from sessionstore.models import SESSION_ID_MAX_LENGTH, LoopRecord, Page, Session
+from sessionstore.models import (
+    APP_NAME_MAX_LENGTH,
+    SESSION_ID_MAX_LENGTH,
+    TITLE_MAX_LENGTH,
+    USER_ID_MAX_LENGTH,
+    LoopRecord,
+    Page,
+    Session,
+)
+from sessionstore.models._limits import check_json, check_text
 from sessionstore.store import _statements as sql
 from sessionstore.store._tables import loop_model, session_model
 
@@ -34,6 +43,8 @@ __all__ = [
     "Locked",
     "Tenant",
     "chain",
+    "check_session_id",
+    "check_tenant",
     "check_version",
     "close_loop",
     "delete_session",
@@ -64,10 +75,28 @@ class Tenant:
     app_name: str
     user_id: str
 
+    def __post_init__(self) -> None:
+        check_tenant(self.app_name, self.user_id)
+
     @property
     def params(self) -> dict[str, str]:
         """The bind parameters of the tenant filter."""
         return {"t_app": self.app_name, "t_user": self.user_id}
+
+
+def check_tenant(app_name: str | None, user_id: str | None) -> None:
+    """Refuse an `app_name` or `user_id` no session can have (too long, not valid Unicode)."""
+    if app_name is not None:
+        check_text(app_name, "app_name", max_length=APP_NAME_MAX_LENGTH)
+    if user_id is not None:
+        check_text(user_id, "user_id", max_length=USER_ID_MAX_LENGTH)
+
+
+def check_session_id(session_id: str) -> None:
+    """Refuse a session id that is not text or not valid Unicode (it cannot be sent)."""
+    if not isinstance(session_id, str):
+        raise TypeError(f"session_id must be a str, got {type(session_id).__name__}")
+    check_text(session_id, "session_id")
 
 
 def _params(tenant: Tenant | None) -> dict[str, str]:
@@ -85,6 +114,7 @@ class Locked:
 
 def lock(db: Connection, tenant: Tenant | None, session_id: str, moment: datetime) -> Locked:
     """Bump the session's version (taking its write lock) and return its state."""
+    check_session_id(session_id)
     params = {"sid": session_id, "now": moment, **_params(tenant)}
     row = db.execute(sql.lock_session(tenant is not None), params).first()
     if row is None:
@@ -101,6 +131,7 @@ def check_version(session_id: str, locked: Locked, expected: int | None) -> None
 
 def visible_session(db: Connection, tenant: Tenant | None, session_id: str) -> Row[Any]:
     """Return the session's row; raise `SessionNotFoundError` if the tenant cannot see it."""
+    check_session_id(session_id)
     params = {"sid": session_id, **_params(tenant)}
     row = db.execute(sql.select_session(tenant is not None), params).first()
     if row is None:
@@ -149,17 +180,22 @@ def new_session_values(
         app_name, user_id = tenant.app_name, tenant.user_id
     elif not app_name or not user_id:
         raise ValueError("app_name and user_id are required on an unscoped store")
+    check_tenant(app_name, user_id)
     if session_id is None:
         session_id = uuid.uuid4().hex
     elif not 0 < len(session_id) <= SESSION_ID_MAX_LENGTH:
         raise ValueError(f"session_id must be 1 to {SESSION_ID_MAX_LENGTH} characters")
+    check_session_id(session_id)
+    if title is not None:
+        check_text(title, "title", max_length=TITLE_MAX_LENGTH)
+    metadata = check_json(dict(metadata or {}), "metadata")
     moment = now()
     return {
         "id": session_id,
         "app_name": app_name,
         "user_id": user_id,
         "title": title,
-        "metadata": dict(metadata or {}),
+        "metadata": metadata,
         "active_loop_id": None,
         "version": 1,
         "loop_count": 0,

@@ -31,7 +31,16 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
 from sessionstore.models import (
+    APP_NAME_MAX_LENGTH,
+    CLIENT_ID_MAX_LENGTH,
     MESSAGE_ADAPTER,
+    OVERLAY_MAX_LENGTH,
+    SESSION_ID_MAX_LENGTH,
+    STRATEGY_MAX_LENGTH,
+    TITLE_MAX_LENGTH,
+    TOOL_ID_MAX_LENGTH,
+    TOOL_NAME_MAX_LENGTH,
+    USER_ID_MAX_LENGTH,
     CompactedSection,
     CompactionBlock,
     CompactionEvent,
@@ -42,6 +51,7 @@ from sessionstore.models import (
     StoredMessage,
     TurnRange,
 )
+from sessionstore.models._limits import STORED
 from sessionstore.store._nul import NulSafeJSON, NulSafeString
 
 __all__ = [
@@ -78,7 +88,10 @@ NAMING_CONVENTION = {
 
 # JSON on SQLite, JSONB on PostgreSQL, where NUL characters are encoded (see _nul.py).
 JSONPayload = NulSafeJSON()
-# Every string column is a NulSafeString: VARCHAR, with NUL encoded on PostgreSQL.
+# Every string column is a NulSafeString (VARCHAR, with NUL encoded on PostgreSQL), sized by
+# the limits the models and the store check before writing (`sessionstore.models`), so no
+# backend refuses what another accepts.
+SessionId = NulSafeString(SESSION_ID_MAX_LENGTH)
 # SQLite only auto-increments an INTEGER PRIMARY KEY, which is 64-bit there anyway.
 Id = BigInteger().with_variant(Integer(), "sqlite")
 
@@ -132,10 +145,10 @@ class SessionRow(Base):
         Index("ix_sessionstore_sessions_created", "created_at", "id"),
     )
 
-    id: Mapped[str] = mapped_column(NulSafeString(128), primary_key=True)
-    app_name: Mapped[str] = mapped_column(NulSafeString(128))
-    user_id: Mapped[str] = mapped_column(NulSafeString(128))
-    title: Mapped[str | None] = mapped_column(NulSafeString(512))
+    id: Mapped[str] = mapped_column(SessionId, primary_key=True)
+    app_name: Mapped[str] = mapped_column(NulSafeString(APP_NAME_MAX_LENGTH))
+    user_id: Mapped[str] = mapped_column(NulSafeString(USER_ID_MAX_LENGTH))
+    title: Mapped[str | None] = mapped_column(NulSafeString(TITLE_MAX_LENGTH))
     metadata_: Mapped[dict[str, Any]] = mapped_column("metadata")
     # No foreign key: sessions and loops would reference each other; the store keeps it valid.
     active_loop_id: Mapped[int | None] = mapped_column(Id)
@@ -156,7 +169,7 @@ class LoopRow(Base):
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(NulSafeString(128), _session_fk())
+    session_id: Mapped[str] = mapped_column(SessionId, _session_fk())
     parent_loop_id: Mapped[int | None] = mapped_column(
         Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE")
     )
@@ -192,19 +205,19 @@ class MessageRow(Base):
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(NulSafeString(128), _session_fk())
+    session_id: Mapped[str] = mapped_column(SessionId, _session_fk())
     loop_id: Mapped[int] = mapped_column(
         Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE")
     )
     position: Mapped[int] = mapped_column(Integer)
     turn_index: Mapped[int] = mapped_column(Integer)
     kind: Mapped[str] = mapped_column(NulSafeString(32))
-    tool_call_id: Mapped[str | None] = mapped_column(NulSafeString(255))
-    tool_name: Mapped[str | None] = mapped_column(NulSafeString(255))
+    tool_call_id: Mapped[str | None] = mapped_column(NulSafeString(TOOL_ID_MAX_LENGTH))
+    tool_name: Mapped[str | None] = mapped_column(NulSafeString(TOOL_NAME_MAX_LENGTH))
     payload: Mapped[dict[str, Any]]
     token_count: Mapped[int] = mapped_column(Integer)
     content_hash: Mapped[str] = mapped_column(NulSafeString(64))
-    client_id: Mapped[str | None] = mapped_column(NulSafeString(255))
+    client_id: Mapped[str | None] = mapped_column(NulSafeString(CLIENT_ID_MAX_LENGTH))
     created_at: Mapped[datetime]
     search_text: Mapped[str | None] = mapped_column(Text)
     """What full-text search indexes (`searchable_text`); NULL only in rows of older stores."""
@@ -220,15 +233,15 @@ class BlockRow(Base):
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(NulSafeString(128), _session_fk())
+    session_id: Mapped[str] = mapped_column(SessionId, _session_fk())
     loop_id: Mapped[int] = mapped_column(
         Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE")
     )
-    overlay: Mapped[str] = mapped_column(NulSafeString(64))
+    overlay: Mapped[str] = mapped_column(NulSafeString(OVERLAY_MAX_LENGTH))
     generation: Mapped[int] = mapped_column(Integer)
     keep_first_start: Mapped[int | None] = mapped_column(Integer)
     keep_first_end: Mapped[int | None] = mapped_column(Integer)
-    strategy: Mapped[str] = mapped_column(NulSafeString(128))
+    strategy: Mapped[str] = mapped_column(NulSafeString(STRATEGY_MAX_LENGTH))
     config: Mapped[dict[str, Any]]
     tokens_before: Mapped[int] = mapped_column(BigInteger)
     tokens_after: Mapped[int] = mapped_column(BigInteger)
@@ -242,7 +255,7 @@ class SectionRow(Base):
     __table_args__ = (UniqueConstraint("session_id", "block_id", "kind"),)
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(NulSafeString(128), _session_fk())
+    session_id: Mapped[str] = mapped_column(SessionId, _session_fk())
     block_id: Mapped[int] = mapped_column(
         Id, ForeignKey("sessionstore_blocks.id", ondelete="CASCADE")
     )
@@ -258,7 +271,7 @@ class SectionMessageRow(Base):
     __table_args__ = (UniqueConstraint("session_id", "section_id", "position"),)
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(NulSafeString(128), _session_fk())
+    session_id: Mapped[str] = mapped_column(SessionId, _session_fk())
     section_id: Mapped[int] = mapped_column(
         Id, ForeignKey("sessionstore_block_sections.id", ondelete="CASCADE")
     )
@@ -278,7 +291,7 @@ class CompactionEventRow(Base):
     __table_args__ = (Index("ix_sessionstore_compaction_events_session", "session_id", "id"),)
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(NulSafeString(128), _session_fk())
+    session_id: Mapped[str] = mapped_column(SessionId, _session_fk())
     loop_id: Mapped[int | None] = mapped_column(
         Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE")
     )
@@ -303,8 +316,8 @@ class DigestRow(Base):
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(NulSafeString(128), _session_fk())
-    overlay: Mapped[str] = mapped_column(NulSafeString(64))
+    session_id: Mapped[str] = mapped_column(SessionId, _session_fk())
+    overlay: Mapped[str] = mapped_column(NulSafeString(OVERLAY_MAX_LENGTH))
     head_loop_id: Mapped[int] = mapped_column(
         Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE")
     )
@@ -329,7 +342,7 @@ class UsageRow(Base):
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(NulSafeString(128), _session_fk())
+    session_id: Mapped[str] = mapped_column(SessionId, _session_fk())
     loop_id: Mapped[int] = mapped_column(
         Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE")
     )
@@ -431,11 +444,14 @@ def stored_models(rows: Iterable[Sequence[Any]], session_id: str) -> list[Stored
 
 def replacement_model(row: Any) -> ReplacementMessage:
     """Build a `ReplacementMessage` from a section-messages row."""
-    return ReplacementMessage(
-        message=MESSAGE_ADAPTER.validate_python(row.payload),
-        covers=row.covers,
-        token_count=row.token_count,
-        id=row.id,
+    return ReplacementMessage.model_validate(
+        {
+            "message": MESSAGE_ADAPTER.validate_python(row.payload, context=STORED),
+            "covers": row.covers,
+            "token_count": row.token_count,
+            "id": row.id,
+        },
+        context=STORED,
     )
 
 
@@ -444,39 +460,45 @@ def block_model(row: Any, sections: Mapping[str, CompactedSection]) -> Compactio
     keep_first = None
     if row.keep_first_start is not None:
         keep_first = TurnRange(start_turn=row.keep_first_start, end_turn=row.keep_first_end)
-    return CompactionBlock(
-        id=row.id,
-        session_id=row.session_id,
-        loop_id=row.loop_id,
-        overlay=row.overlay,
-        generation=row.generation,
-        keep_first=keep_first,
-        keep_compacted=sections.get("compacted"),
-        keep_recent=sections.get("recent"),
-        strategy=row.strategy,
-        config=row.config,
-        tokens_before=row.tokens_before,
-        tokens_after=row.tokens_after,
-        created_at=row.created_at,
+    return CompactionBlock.model_validate(
+        {
+            "id": row.id,
+            "session_id": row.session_id,
+            "loop_id": row.loop_id,
+            "overlay": row.overlay,
+            "generation": row.generation,
+            "keep_first": keep_first,
+            "keep_compacted": sections.get("compacted"),
+            "keep_recent": sections.get("recent"),
+            "strategy": row.strategy,
+            "config": row.config,
+            "tokens_before": row.tokens_before,
+            "tokens_after": row.tokens_after,
+            "created_at": row.created_at,
+        },
+        context=STORED,
     )
 
 
 def digest_model(row: Any) -> SessionDigest:
     """Build a `SessionDigest` from a digests row."""
-    return SessionDigest(
-        id=row.id,
-        session_id=row.session_id,
-        overlay=row.overlay,
-        head_loop_id=row.head_loop_id,
-        through_loop_id=row.through_loop_id,
-        folded=[(loop_id, count) for loop_id, count in row.folded],
-        message=MESSAGE_ADAPTER.validate_python(row.payload),
-        token_count=row.token_count,
-        details=row.details,
-        created_at=row.created_at,
+    return SessionDigest.model_validate(
+        {
+            "id": row.id,
+            "session_id": row.session_id,
+            "overlay": row.overlay,
+            "head_loop_id": row.head_loop_id,
+            "through_loop_id": row.through_loop_id,
+            "folded": [(loop_id, count) for loop_id, count in row.folded],
+            "message": MESSAGE_ADAPTER.validate_python(row.payload, context=STORED),
+            "token_count": row.token_count,
+            "details": row.details,
+            "created_at": row.created_at,
+        },
+        context=STORED,
     )
 
 
 def event_model(values: Mapping[Any, Any]) -> CompactionEvent:
     """Build a `CompactionEvent` from an events row's mapping."""
-    return CompactionEvent.model_validate(dict(values))
+    return CompactionEvent.model_validate(dict(values), context=STORED)

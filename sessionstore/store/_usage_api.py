@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy import Connection
 
 from sessionstore.models import SessionUsage, Usage, UsageRecord
+from sessionstore.models._limits import TOOL_NAME_MAX_LENGTH, check_count, check_id, check_text
 from sessionstore.store import _sessions, _usage
 from sessionstore.store._handle import _Handle
 from sessionstore.store._sessions import now
@@ -41,9 +42,15 @@ class UsageMethods(_Handle):
             SessionNotFoundError: no such session (or another tenant's).
             LoopNotFoundError: `loop_id` is not a loop of this session.
             NotFoundError: the loop has no such turn (or the session no loop yet).
+            ValueError: `loop_id` or `turn_index` outside its column's range, or `model`
+                longer than 255 characters.
         """
         if not isinstance(usage, Usage):
             raise TypeError(f"usage must be a Usage, got {type(usage).__name__}")
+        check_id(loop_id, "loop_id")
+        check_count(turn_index, "turn_index")
+        if model is not None:
+            check_text(model, "model", max_length=TOOL_NAME_MAX_LENGTH)
         moment = now()
 
         def work(db: Connection) -> UsageRecord:

@@ -138,8 +138,10 @@ async def test_record_usage_refuses_a_turn_or_loop_that_does_not_exist(
     stored = await store.append_messages(sid, [UserMessage(content="q")])
     with pytest.raises(NotFoundError, match="no turn 1"):
         await store.record_usage(sid, Usage(input_tokens=1), turn_index=1)
-    with pytest.raises(NotFoundError, match="no turn -1"):
+    with pytest.raises(ValueError, match="turn_index -1 is out of range"):
         await store.record_usage(sid, Usage(input_tokens=1), turn_index=-1)
+    with pytest.raises(ValueError, match="loop_id"):
+        await store.record_usage(sid, Usage(input_tokens=1), loop_id=2**63)
     with pytest.raises(LoopNotFoundError):
         await store.record_usage(sid, Usage(input_tokens=1), loop_id=stored[0].loop_id + 99)
     with pytest.raises(TypeError, match="Usage"):
