@@ -77,9 +77,11 @@ from sessionstore.formats import (
     export_conversation,
     from_anthropic,
     from_openai,
+    from_openai_responses,
     import_jsonl,
     to_anthropic,
     to_openai,
+    to_openai_responses,
 )
 from sessionstore.models import (
     AssistantMessage,
@@ -263,6 +265,7 @@ __all__ = [
     "forced_boundary",
     "from_anthropic",
     "from_openai",
+    "from_openai_responses",
     "get_block_strategy",
     "import_jsonl",
     "loop_context_tokens",
@@ -284,4 +287,5 @@ __all__ = [
     "summary_budget",
     "to_anthropic",
     "to_openai",
+    "to_openai_responses",
 ]

@@ -10,6 +10,8 @@ PUBLIC_MODULES = {
     "config",
     "errors",
     "formats",
+    "integrations",
+    "integrations/openai_agents",
     "migrate",
     "models",
     "store",
