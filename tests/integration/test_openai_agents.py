@@ -8,7 +8,9 @@ network. Skipped when the `openai-agents` extra is not installed.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -349,3 +351,29 @@ async def test_sdk_items_round_trip_through_the_store_exactly(store: SessionStor
     items = await read(session)
     assert len(items) == 5
     assert to_openai_responses(from_openai_responses(items)) == items
+
+
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+
+
+async def test_the_readme_drop_in_runs(store: SessionStore) -> None:
+    readme = README
+    (code,) = [
+        block
+        for block in re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL)
+        if "SessionStoreSession" in block
+    ]
+    namespace: dict[str, Any] = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    agent = Agent(
+        name="adder", model=ScriptedModel([tool_turn(1, 1, 2), answer(1, "3")]), tools=[add]
+    )
+    assert await namespace["reply"](store, agent, "add 1 and 2") == "3"
+    items = await read(SessionStoreSession("chat-42", store.for_tenant("my-agent", "user-42")))
+    assert types(items) == [
+        "message",
+        "reasoning",
+        "function_call",
+        "function_call_output",
+        "message",
+    ]

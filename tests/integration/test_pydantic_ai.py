@@ -6,6 +6,12 @@ The model is pydantic-ai's `FunctionModel`: a scripted function, no network. Ski
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 pytest.importorskip("pydantic_ai")
@@ -121,3 +127,21 @@ async def test_an_agent_is_persisted_and_resumed_from_a_compacted_context(
     check_paired(seen[-1])
     # The raw history is untouched by compaction.
     assert len(await tenant.get_history("resume")) == 6 * 4
+
+
+def test_the_guide_example_runs(tmp_path: Path) -> None:
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "guides" / "pydantic-ai.md").read_text()
+    (code,) = re.findall(r"```python\n(.*?)```", guide, flags=re.DOTALL)
+    script = tmp_path / "example.py"
+    script.write_text(code)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    result = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("6 messages;")
