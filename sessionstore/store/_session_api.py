@@ -181,23 +181,33 @@ class SessionMethods(_Handle):
             parent_loop_id: The loop to branch from.
             is_root: Start a new chain (not with `parent_loop_id`).
             messages: Messages the new loop starts with, appended as by `append_messages`
-                (without the `client_id` retry check) in the same transaction.
+                in the same transaction (a `client_id` already stored is a `ConflictError`
+                here, not a retry).
             expected_version: Fail with `StaleWriteError` unless the session is at this version.
 
         Raises:
             ValueError: `is_root` with a `parent_loop_id`.
             SessionNotFoundError: no such session (or another tenant's).
             LoopNotFoundError: `parent_loop_id` is not a loop of this session.
+            ConflictError: a `client_id` appears twice, or is already stored.
             StaleWriteError: `expected_version` is not the session's version.
         """
         if is_root and parent_loop_id is not None:
             raise ValueError("a root loop has no parent_loop_id")
         batch = [_messages.prepare(_messages.validated(m), self._counter) for m in messages]
+        client_ids = [item.message.client_id for item in batch if item.message.client_id]
+        if len(client_ids) != len(set(client_ids)):
+            raise ConflictError("a client_id appears twice in the loop's first messages")
         moment = now()
 
         def work(db: Connection) -> LoopRecord:
             locked = _sessions.lock(db, self._tenant, session_id, moment)
             _sessions.check_version(session_id, locked, expected_version)
+            stored = _messages.known_client_ids(db, session_id, batch)
+            if stored:
+                raise ConflictError(
+                    f"client_id {sorted(stored)[0]!r} is already stored in session {session_id!r}"
+                )
             parent = parent_loop_id
             if parent is None and not is_root:
                 parent = locked.active_loop_id

@@ -6,6 +6,7 @@ import pytest
 
 from sessionstore import (
     AssistantMessage,
+    ConflictError,
     SessionStore,
     StaleWriteError,
     ToolCall,
@@ -41,6 +42,18 @@ async def test_a_failed_root_start_writes_nothing(store: SessionStore) -> None:
             session.id, is_root=True, messages=[UserMessage(content="x")], expected_version=0
         )
     assert await texts(store, session.id) == ["one"]
+    assert len(await store.list_loops(session.id)) == 1
+
+
+async def test_a_root_start_refuses_a_stored_client_id(store: SessionStore) -> None:
+    session = await store.create_session(app_name="a", user_id="u")
+    await store.append_messages(session.id, [UserMessage(content="one", client_id="k")])
+    for messages in (
+        [UserMessage(content="two", client_id="k")],
+        [UserMessage(content="a", client_id="j"), UserMessage(content="b", client_id="j")],
+    ):
+        with pytest.raises(ConflictError, match="client_id"):
+            await store.start_loop(session.id, is_root=True, messages=messages)
     assert len(await store.list_loops(session.id)) == 1
 
 
