@@ -181,7 +181,8 @@ class SessionStoreSession:
         Nothing is deleted: the history continues on a branch without the item, in one
         transaction, and the item stays in the store for the audit.
         """
-        for attempt in range(_POP_ATTEMPTS):
+        stale = 0
+        while True:
             try:
                 version = (await self._store.get_session(self.session_id)).version
                 history = await self._store.get_messages(self.session_id, last=1)
@@ -191,20 +192,21 @@ class SessionStoreSession:
                 return None
             if not history:
                 return None
-            *kept, popped = to_openai_responses([history[-1].message])
-            rest = from_openai_responses(kept)
+            # A message the SDK never saw as an item (a hidden custom message) goes too.
+            items = to_openai_responses([history[-1].message])
+            popped = items.pop() if items else None
+            (replacement,) = from_openai_responses(items) if items else (None,)
             try:
                 await self._store.pop_message(
-                    self.session_id,
-                    replacement=rest[0] if rest else None,
-                    expected_version=version,
+                    self.session_id, replacement=replacement, expected_version=version
                 )
             except StaleWriteError:
-                if attempt == _POP_ATTEMPTS - 1:
+                stale += 1
+                if stale == _POP_ATTEMPTS:
                     raise
                 continue  # another writer came first: read again
-            return cast(TResponseInputItem, popped)
-        return None  # pragma: no cover - the loop returns or raises
+            if popped is not None:
+                return cast(TResponseInputItem, popped)
 
     async def clear_session(self) -> None:
         """Start the history over, empty; the old items stay in the store for the audit."""

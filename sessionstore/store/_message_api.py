@@ -51,12 +51,15 @@ class MessageMethods(_Handle):
             expected_version: Fail with `StaleWriteError` unless the session is at this version.
 
         Raises:
+            ValueError: `loop_id` is a string other than `"new"`.
             pydantic.ValidationError: a message is malformed (nothing is written).
             SessionNotFoundError: no such session (or another tenant's).
             LoopNotFoundError: `loop_id` is not a loop of this session.
             ConflictError: a `client_id` is stored with different content, or the loop is closed.
             StaleWriteError: `expected_version` is not the session's version.
         """
+        if isinstance(loop_id, str) and loop_id != "new":
+            raise ValueError(f'loop_id must be a loop id, "new" or None, not {loop_id!r}')
         batch = [_messages.prepare(_messages.validated(m), self._counter) for m in messages]
         if not batch:
             return []

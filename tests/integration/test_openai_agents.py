@@ -39,6 +39,7 @@ from openai.types.responses.response_reasoning_item import Summary
 
 from sessionstore import (
     CompactionConfig,
+    CustomMessage,
     FormatError,
     SessionStore,
     ToolResultMessage,
@@ -302,6 +303,17 @@ async def test_pop_item_branches_and_keeps_the_item_for_audit(store: SessionStor
     # And the session goes on after the pops.
     await session.add_items(sdk([{"role": "user", "content": "again"}]))
     assert await read(session) == [{"role": "user", "content": "again"}]
+
+
+async def test_pop_item_skips_what_the_sdk_never_saw(store: SessionStore) -> None:
+    session = SessionStoreSession("hidden", tenant(store))
+    await session.add_items(sdk([{"role": "user", "content": "hi"}]))
+    await tenant(store).append_messages(
+        "hidden", [CustomMessage(custom_type="note", data={"x": 1}, display=False)]
+    )
+    assert await read(session) == [{"role": "user", "content": "hi"}]
+    assert await session.pop_item() == {"role": "user", "content": "hi"}
+    assert await read(session) == []
 
 
 async def test_clear_then_add_keeps_the_old_history_for_audit(store: SessionStore) -> None:

@@ -68,6 +68,8 @@ async def test_appending_to_a_new_loop_reuses_an_empty_active_loop(store: Sessio
     await store.append_messages(session.id, [UserMessage(content="three")], loop_id="new")
     assert [loop.message_count for loop in await store.list_loops(session.id)] == [1, 1, 1]
     assert await texts(store, session.id) == ["three"]
+    with pytest.raises(ValueError, match="loop_id"):
+        await store.append_messages(session.id, [UserMessage(content="x")], loop_id="old")  # type: ignore[arg-type]
 
 
 async def test_pop_message_branches_without_deleting(store: SessionStore) -> None:
