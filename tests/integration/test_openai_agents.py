@@ -11,6 +11,7 @@ import json
 import re
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -21,7 +22,7 @@ from agents import Agent, Runner, function_tool
 from agents.agent_output import AgentOutputSchemaBase
 from agents.handoffs import Handoff
 from agents.items import ModelResponse, TResponseInputItem, TResponseStreamEvent
-from agents.memory import Session
+from agents.memory import OpenAIResponsesCompactionSession, Session
 from agents.model_settings import ModelSettings
 from agents.models.interface import Model, ModelTracing
 from agents.tool import Tool
@@ -389,3 +390,45 @@ async def test_the_readme_drop_in_runs(store: SessionStore) -> None:
         "function_call_output",
         "message",
     ]
+
+
+class CompactingResponses:
+    """The one call of the OpenAI client the SDK's compaction session makes."""
+
+    def __init__(self, output: list[Item]) -> None:
+        self.output = output
+        self.inputs: list[Any] = []
+
+    async def compact(self, **kwargs: Any) -> Any:
+        self.inputs.append(kwargs.get("input"))
+        return SimpleNamespace(output=self.output, usage=None)
+
+
+async def test_the_sdks_compaction_session_replaces_the_history_atomically(
+    store: SessionStore,
+) -> None:
+    """openai-agents #3116, through the SDK's own OpenAIResponsesCompactionSession."""
+    inner = SessionStoreSession("compact", tenant(store))
+    old = [{"role": "user", "content": f"question {n}"} for n in range(3)]
+    await inner.add_items(sdk(old))
+    summary = {"type": "compaction", "id": "cmp_1", "encrypted_content": "opaque"}
+    for output, ok in ([summary, {"role": "robot"}], False), ([summary], True):
+        responses = CompactingResponses(output)
+        outer = OpenAIResponsesCompactionSession(
+            "compact",
+            underlying_session=inner,
+            client=cast(Any, SimpleNamespace(responses=responses)),
+            compaction_mode="input",
+        )
+        if ok:
+            await outer.run_compaction({"force": True})
+            assert await read(inner) == [summary]
+        else:  # a replacement that cannot be stored changes nothing
+            with pytest.raises(FormatError):
+                await outer.run_compaction({"force": True})
+            assert await read(inner) == old
+        assert responses.inputs == [old]
+    # Nothing was deleted: the first chain still holds the questions.
+    first = (await tenant(store).list_loops("compact"))[0]
+    kept = await tenant(store).get_history("compact", loop_id=first.id)
+    assert to_openai_responses([m.message for m in kept]) == old
