@@ -29,14 +29,31 @@ from agents.tool import Tool
 from agents.tracing import set_tracing_disabled
 from agents.usage import Usage
 from openai.types.responses import (
+    ResponseCodeInterpreterToolCall,
+    ResponseCompactionItem,
+    ResponseComputerToolCall,
+    ResponseCustomToolCall,
+    ResponseFileSearchToolCall,
     ResponseFunctionToolCall,
+    ResponseFunctionWebSearch,
     ResponseOutputItem,
     ResponseOutputMessage,
+    ResponseOutputRefusal,
     ResponseOutputText,
     ResponseReasoningItem,
 )
+from openai.types.responses.response_computer_tool_call import ActionClick
+from openai.types.responses.response_function_web_search import ActionSearch
+from openai.types.responses.response_output_item import (
+    ImageGenerationCall,
+    LocalShellCall,
+    LocalShellCallAction,
+    McpApprovalRequest,
+    McpCall,
+    McpListTools,
+)
 from openai.types.responses.response_prompt_param import ResponsePromptParam
-from openai.types.responses.response_reasoning_item import Summary
+from openai.types.responses.response_reasoning_item import Content, Summary
 
 from sessionstore import (
     CompactionConfig,
@@ -432,3 +449,94 @@ async def test_the_sdks_compaction_session_replaces_the_history_atomically(
     first = (await tenant(store).list_loops("compact"))[0]
     kept = await tenant(store).get_history("compact", loop_id=first.id)
     assert to_openai_responses([m.message for m in kept]) == old
+
+
+async def test_every_output_item_type_round_trips_through_the_store(store: SessionStore) -> None:
+    """The items the SDK makes of a model's output, as `ModelResponse.to_input_items` does."""
+    output: list[ResponseOutputItem] = [
+        ResponseReasoningItem(
+            id="rs",
+            type="reasoning",
+            summary=[Summary(text="s", type="summary_text")],
+            content=[Content(text="c", type="reasoning_text")],
+            encrypted_content="e",
+            status="completed",
+        ),
+        ResponseOutputMessage(
+            id="m",
+            type="message",
+            role="assistant",
+            status="completed",
+            content=[
+                ResponseOutputText(text="t", type="output_text", annotations=[]),
+                ResponseOutputRefusal(refusal="no", type="refusal"),
+            ],
+        ),
+        ResponseFunctionToolCall(
+            id="fc",
+            call_id="c1",
+            name="f",
+            arguments="{}",
+            type="function_call",
+            status="completed",
+        ),
+        ResponseCustomToolCall(
+            id="ct", call_id="c2", name="g", input="raw", type="custom_tool_call"
+        ),
+        ResponseFunctionWebSearch(
+            id="ws",
+            status="completed",
+            type="web_search_call",
+            action=ActionSearch(type="search", query="q"),
+        ),
+        ResponseFileSearchToolCall(
+            id="fs", queries=["q"], status="completed", type="file_search_call"
+        ),
+        ResponseComputerToolCall(
+            id="cu",
+            call_id="c3",
+            pending_safety_checks=[],
+            status="completed",
+            type="computer_call",
+            action=ActionClick(type="click", x=1, y=2, button="left"),
+        ),
+        ImageGenerationCall(
+            id="ig", result="aGk=", status="completed", type="image_generation_call"
+        ),
+        ResponseCodeInterpreterToolCall(
+            id="ci",
+            code="1",
+            container_id="k",
+            outputs=None,
+            status="completed",
+            type="code_interpreter_call",
+        ),
+        LocalShellCall(
+            id="ls",
+            call_id="c4",
+            status="completed",
+            type="local_shell_call",
+            action=LocalShellCallAction(command=["ls"], env={}, type="exec"),
+        ),
+        McpCall(id="mc", arguments="{}", name="n", server_label="s", type="mcp_call"),
+        McpListTools(id="ml", server_label="s", tools=[], type="mcp_list_tools"),
+        McpApprovalRequest(
+            id="ma", arguments="{}", name="n", server_label="s", type="mcp_approval_request"
+        ),
+        ResponseCompactionItem(id="cp", encrypted_content="x", type="compaction"),
+    ]
+    items = ModelResponse(output=output, usage=Usage(), response_id=None).to_input_items()
+    outputs: list[Item] = [
+        {"type": "function_call_output", "call_id": "c1", "output": "1"},
+        {"type": "custom_tool_call_output", "call_id": "c2", "output": "2"},
+        {
+            "type": "computer_call_output",
+            "call_id": "c3",
+            "output": {"type": "computer_screenshot", "image_url": "https://example.com/s.png"},
+        },
+        {"type": "local_shell_call_output", "id": "c4", "output": "a b"},
+        {"type": "mcp_approval_response", "approval_request_id": "ma", "approve": True},
+    ]
+    session = SessionStoreSession("every-type", tenant(store))
+    await session.add_items(sdk([{"role": "user", "content": "go"}, *plain(items), *outputs]))
+    assert await read(session) == [{"role": "user", "content": "go"}, *plain(items), *outputs]
