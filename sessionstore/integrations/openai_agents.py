@@ -150,7 +150,7 @@ class SessionStoreSession:
         """
         limit = resolve_session_limit(limit, self.session_settings)
         try:
-            messages = await self._messages()
+            messages = await self._messages(limit)
         except SessionNotFoundError:
             return []
         units = [to_openai_responses([message]) for message in messages]
@@ -241,9 +241,13 @@ class SessionStoreSession:
 
     # ── internals ───────────────────────────────────────────────────────────────
 
-    async def _messages(self) -> list[Message]:
+    async def _messages(self, limit: int | None) -> list[Message]:
         if self._max_context_tokens is None:
-            return [stored.message for stored in await self._store.get_history(self.session_id)]
+            # Every message holds at least one item (but a hidden one), so the newest
+            # `limit` items are among the newest `limit` messages.
+            last = None if limit is None else max(limit, 0)
+            history = await self._store.get_history(self.session_id, last=last)
+            return [stored.message for stored in history]
         if self._compaction is not None:
             await maybe_compact(
                 self._store,

@@ -232,13 +232,22 @@ class MessageMethods(_Handle):
         return await self._read(work)
 
     async def get_history(
-        self, session_id: str, *, loop_id: int | None = None
+        self, session_id: str, *, loop_id: int | None = None, last: int | None = None
     ) -> list[StoredMessage]:
-        """Return every raw message of the chain ending at `loop_id` (default: active), in order."""
+        """Return every raw message of the chain ending at `loop_id` (default: active), in order.
+
+        Args:
+            session_id: The session.
+            loop_id: The loop the chain ends at; the active loop by default.
+            last: Only the newest `last` messages (still oldest first); only the loops that
+                hold them are read.
+        """
+        if last is not None and last < 0:
+            raise ValueError("last must not be negative")
 
         def work(db: Connection) -> list[StoredMessage]:
             head = _sessions.resolve_loop(db, self._tenant, session_id, loop_id)
-            return [] if head is None else _messages.history(db, session_id, head)
+            return [] if head is None else _messages.history(db, session_id, head, last)
 
         return await self._read(work)
 

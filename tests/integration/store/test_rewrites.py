@@ -9,6 +9,7 @@ from sessionstore import (
     ConflictError,
     SessionStore,
     StaleWriteError,
+    StoredMessage,
     ToolCall,
     ToolResultMessage,
     UserMessage,
@@ -16,7 +17,11 @@ from sessionstore import (
 
 
 async def texts(store: SessionStore, session_id: str) -> list[str]:
-    return [getattr(m.message, "text", m.message.kind) for m in await store.get_history(session_id)]
+    return await texts_of(await store.get_history(session_id))
+
+
+async def texts_of(stored: list[StoredMessage]) -> list[str]:
+    return [getattr(m.message, "text", m.message.kind) for m in stored]
 
 
 async def test_a_root_loop_starts_the_history_over_and_keeps_the_old_chain(
@@ -112,3 +117,18 @@ async def test_pop_message_checks_the_version(store: SessionStore) -> None:
     with pytest.raises(StaleWriteError):
         await store.pop_message(session.id, expected_version=0)
     assert await texts(store, session.id) == ["one"]
+
+
+async def test_the_newest_messages_of_a_chain(store: SessionStore) -> None:
+    session = await store.create_session(app_name="a", user_id="u")
+    for loop in range(4):
+        await store.append_messages(
+            session.id, [UserMessage(content=f"{loop}.{n}") for n in range(3)], loop_id="new"
+        )
+    everything = await texts(store, session.id)
+    assert len(everything) == 12
+    for last in range(14):
+        newest = await texts_of(await store.get_history(session.id, last=last))
+        assert newest == (everything[len(everything) - last :] if last else [])
+    with pytest.raises(ValueError, match="last"):
+        await store.get_history(session.id, last=-1)
