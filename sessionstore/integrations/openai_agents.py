@@ -110,7 +110,8 @@ class SessionStoreSession:
             if app_name is None or user_id is None:
                 raise ValueError("give both app_name and user_id, or a store scoped to a tenant")
             store = store.for_tenant(app_name, user_id)
-        if store.tenant is None:
+        # `getattr`: an unscoped store may have no `tenant` at all.
+        if getattr(store, "tenant", None) is None:
             raise ValueError(
                 "a session belongs to a tenant: pass store.for_tenant(app_name, user_id)"
             )
