@@ -35,7 +35,7 @@ from typing import Any, cast
 
 from sessionstore._compaction import maybe_compact
 from sessionstore._context import build_context
-from sessionstore.config import CompactionConfig
+from sessionstore.config import CompactionConfig, validated_config
 from sessionstore.errors import (
     MissingDependencyError,
     SessionExistsError,
@@ -89,6 +89,7 @@ class SessionStoreSession:
 
     Raises:
         ValueError: no tenant, or a window that is not positive.
+        ConfigurationError: a bad `compaction`.
     """
 
     session_settings: SessionSettings | None = None
@@ -126,9 +127,12 @@ class SessionStoreSession:
         self._store = store
         self._max_context_tokens = max_context_tokens
         self._compaction = (
-            CompactionConfig.model_validate(compaction)
-            if isinstance(compaction, Mapping)
-            else compaction
+            None
+            if compaction is None
+            else validated_config(
+                dict(compaction) if isinstance(compaction, Mapping) else compaction,
+                CompactionConfig,
+            )
         )
         self._system_prompt_tokens = system_prompt_tokens
         self._overlay = overlay

@@ -57,6 +57,7 @@ from openai.types.responses.response_reasoning_item import Content, Summary
 
 from sessionstore import (
     CompactionConfig,
+    ConfigurationError,
     CustomMessage,
     FormatError,
     SessionStore,
@@ -371,6 +372,12 @@ def test_it_needs_a_tenant(store: SessionStore) -> None:
         SessionStoreSession("s", store)
     with pytest.raises(ValueError, match="max_context_tokens"):
         SessionStoreSession("s", tenant(store), max_context_tokens=0)
+    with pytest.raises(ConfigurationError):
+        SessionStoreSession("s", tenant(store), max_context_tokens=10, compaction={"x": 1})
+    with pytest.raises(ConfigurationError):
+        SessionStoreSession("s", tenant(store), compaction="often")  # type: ignore[arg-type]
+    session = SessionStoreSession("s", tenant(store), compaction={"keep_recent_turns": 3})
+    assert session._compaction == CompactionConfig(keep_recent_turns=3)
 
 
 async def test_sdk_items_round_trip_through_the_store_exactly(store: SessionStore) -> None:
