@@ -106,9 +106,11 @@ if _typing.TYPE_CHECKING:
         export_conversation,
         from_anthropic,
         from_openai,
+        from_openai_responses,
         import_jsonl,
         to_anthropic,
         to_openai,
+        to_openai_responses,
     )
     from sessionstore.models import (
         AssistantMessage,
@@ -269,9 +271,11 @@ _SOURCES: dict[str, tuple[str, ...]] = {
         "export_conversation",
         "from_anthropic",
         "from_openai",
+        "from_openai_responses",
         "import_jsonl",
         "to_anthropic",
         "to_openai",
+        "to_openai_responses",
     ),
     "sessionstore.models": (
         "AssistantMessage",
@@ -487,6 +491,7 @@ __all__ = [
     "forced_boundary",
     "from_anthropic",
     "from_openai",
+    "from_openai_responses",
     "get_block_strategy",
     "import_jsonl",
     "loop_context_tokens",
@@ -508,4 +513,5 @@ __all__ = [
     "summary_budget",
     "to_anthropic",
     "to_openai",
+    "to_openai_responses",
 ]

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_readme_python_example_runs(tmp_path: Path) -> None:
     readme = (ROOT / "README.md").read_text()
-    (code,) = re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL)
+    code = re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL)[0]
     script = tmp_path / "example.py"
     script.write_text(code)
     result = subprocess.run(

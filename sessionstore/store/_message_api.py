@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Literal
 
 from sqlalchemy import Connection
 
@@ -12,7 +13,7 @@ from sessionstore.models import (
     StoredMessage,
     TurnRange,
 )
-from sessionstore.models._limits import check_big_count, check_id
+from sessionstore.models._limits import check_big_count, check_count, check_id
 from sessionstore.store import _messages, _sessions
 from sessionstore.store._handle import Rollback, _Handle
 from sessionstore.store._sessions import now
@@ -30,7 +31,7 @@ class MessageMethods(_Handle):
         session_id: str,
         messages: Sequence[Message],
         *,
-        loop_id: int | None = None,
+        loop_id: int | Literal["new"] | None = None,
         expected_version: int | None = None,
     ) -> list[StoredMessage]:
         """Append messages to a loop in one transaction and return them as stored.
@@ -45,17 +46,25 @@ class MessageMethods(_Handle):
             session_id: The session.
             messages: The messages, in order. Dicts are validated into messages.
             loop_id: The loop to append to; the active loop by default (a first loop is
-                started when the session has none).
+                started when the session has none). `"new"`: the messages start a new loop
+                continuing the active chain (as `start_loop` does), in the same transaction;
+                when the active loop is open and holds no message yet, they go to it
+                instead, so no empty loop is left behind.
             expected_version: Fail with `StaleWriteError` unless the session is at this version.
 
         Raises:
+            ValueError: `loop_id` is a string other than `"new"`.
             pydantic.ValidationError: a message is malformed (nothing is written).
             SessionNotFoundError: no such session (or another tenant's).
             LoopNotFoundError: `loop_id` is not a loop of this session.
             ConflictError: a `client_id` is stored with different content, or the loop is closed.
             StaleWriteError: `expected_version` is not the session's version.
         """
-        check_id(loop_id, "loop_id")
+        if isinstance(loop_id, str):
+            if loop_id != "new":
+                raise ValueError(f'loop_id must be a loop id, "new" or None, not {loop_id!r}')
+        else:
+            check_id(loop_id, "loop_id")
         check_id(expected_version, "expected_version")
         batch = [_messages.prepare(_messages.validated(m), self._counter) for m in messages]
         if not batch:
@@ -76,7 +85,13 @@ class MessageMethods(_Handle):
                 # A pure retry: answer with what is stored and leave the version alone.
                 raise Rollback([known[item.message.client_id] for item in batch])  # type: ignore[index]  # all known
             _sessions.check_version(session_id, locked, expected_version)
-            target = loop_id if loop_id is not None else locked.active_loop_id
+            target = loop_id if isinstance(loop_id, int) else locked.active_loop_id
+            if (
+                loop_id == "new"
+                and target is not None
+                and not _sessions.is_empty_open_loop(db, session_id, target)
+            ):
+                target = _sessions.start_loop(db, session_id, target, locked.loop_count, moment).id
             if target is None:
                 target = _sessions.start_loop(db, session_id, None, locked.loop_count, moment).id
             inserted = _messages.insert_messages(
@@ -109,6 +124,69 @@ class MessageMethods(_Handle):
             session_id, [message], loop_id=loop_id, expected_version=expected_version
         )
         return stored
+
+    async def pop_message(
+        self,
+        session_id: str,
+        *,
+        replacement: Message | None = None,
+        expected_version: int | None = None,
+    ) -> StoredMessage | None:
+        """Take the last message of the active chain out of the session's history, keeping it.
+
+        Raw messages are never changed, so this branches: a new loop starts from the parent
+        of the loop that holds the last message, with copies of that loop's earlier
+        messages (and `replacement` in the last one's place, when given), and becomes the
+        active loop, in one transaction. The old loop stays, whole, for audit and
+        `switch_loop`. Copies drop their `client_id`.
+
+        Args:
+            session_id: The session.
+            replacement: A message to put in the last one's place (for example the same
+                message with one block less).
+            expected_version: Fail with `StaleWriteError` unless the session is at this version.
+
+        Returns:
+            The message taken out, as it was stored; None when the history is empty
+            (nothing is written then).
+
+        Raises:
+            SessionNotFoundError: no such session (or another tenant's).
+            StaleWriteError: `expected_version` is not the session's version.
+        """
+        extra = (
+            []
+            if replacement is None
+            else [_messages.prepare(_messages.validated(replacement), self._counter)]
+        )
+        moment = now()
+
+        def work(db: Connection) -> StoredMessage | None:
+            locked = _sessions.lock(db, self._tenant, session_id, moment)
+            _sessions.check_version(session_id, locked, expected_version)
+            if locked.active_loop_id is None:
+                raise Rollback(None)
+            loops = _sessions.chain(db, session_id, locked.active_loop_id, None)
+            holder = next((loop for loop in reversed(loops) if loop.message_count), None)
+            if holder is None:
+                raise Rollback(None)
+            *kept, last = _messages.loop_messages(db, session_id, holder.id, None)
+            copies = [
+                _messages.prepare(m.message.model_copy(update={"client_id": None}), self._counter)
+                for m in kept
+            ]
+            branch = _sessions.start_loop(
+                db, session_id, holder.parent_loop_id, locked.loop_count, moment
+            )
+            if copies or extra:
+                _messages.insert_messages(db, session_id, branch.id, copies + extra, moment)
+            return last
+
+        try:
+            return await self._write(work)
+        except Rollback as done:
+            result: StoredMessage | None = done.result
+            return result
 
     async def get_messages(
         self,
@@ -162,14 +240,22 @@ class MessageMethods(_Handle):
         return await self._read(work)
 
     async def get_history(
-        self, session_id: str, *, loop_id: int | None = None
+        self, session_id: str, *, loop_id: int | None = None, last: int | None = None
     ) -> list[StoredMessage]:
-        """Return every raw message of the chain ending at `loop_id` (default: active), in order."""
+        """Return every raw message of the chain ending at `loop_id` (default: active), in order.
+
+        Args:
+            session_id: The session.
+            loop_id: The loop the chain ends at; the active loop by default.
+            last: Only the newest `last` messages (still oldest first); only the loops that
+                hold them are read.
+        """
         check_id(loop_id, "loop_id")
+        check_count(last, "last")
 
         def work(db: Connection) -> list[StoredMessage]:
             head = _sessions.resolve_loop(db, self._tenant, session_id, loop_id)
-            return [] if head is None else _messages.history(db, session_id, head)
+            return [] if head is None else _messages.history(db, session_id, head, last)
 
         return await self._read(work)
 

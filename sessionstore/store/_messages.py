@@ -213,14 +213,26 @@ def turn_map(db: Connection, session_id: str, loop_id: int) -> TurnMap:
     return TurnMap.from_bounds((first, last) for first, last in rows)
 
 
-def history(db: Connection, session_id: str, head: int) -> list[StoredMessage]:
-    """Return every raw message of the chain ending at `head`, in order."""
-    depth = {loop.id: loop.depth for loop in chain(db, session_id, head, None)}
+def history(
+    db: Connection, session_id: str, head: int, last: int | None = None
+) -> list[StoredMessage]:
+    """Return every raw message of the chain ending at `head` (or its newest `last`), in order."""
+    loops = chain(db, session_id, head, None)
+    if last is not None:
+        # Read only the newest loops that hold the `last` messages, from their cached counts.
+        needed, newest = 0, len(loops)
+        while newest and needed < last:
+            newest -= 1
+            needed += loops[newest].message_count
+        loops = loops[newest:]
+    depth = {loop.id: loop.depth for loop in loops}
     columns = sql.messages.c
     stmt = select(*sql.MESSAGE_COLUMNS).where(
         columns.session_id == session_id, columns.loop_id.in_(list(depth))
     )
     rows = sorted(db.execute(stmt).all(), key=lambda r: (depth[r.loop_id], r.position))
+    if last is not None:
+        rows = rows[len(rows) - last :] if last else []
     return stored_models(rows, session_id)
 
 

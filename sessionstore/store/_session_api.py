@@ -171,6 +171,8 @@ class SessionMethods(_Handle):
         session_id: str,
         *,
         parent_loop_id: int | None = None,
+        is_root: bool = False,
+        messages: Sequence[Message] = (),
         expected_version: int | None = None,
     ) -> LoopRecord:
         """Start a loop and make it the session's active loop.
@@ -178,22 +180,52 @@ class SessionMethods(_Handle):
         Without `parent_loop_id` the loop continues the active chain: its parent is the
         active loop (none for the first loop), which is closed. With `parent_loop_id` the
         loop starts a branch from that loop; the previously active loop stays open, and
-        `switch_loop` can return to it.
+        `switch_loop` can return to it. With `is_root` the loop starts a new chain with no
+        parent: the session's history starts over from it, and the old chain stays, whole,
+        for audit (and `switch_loop`).
+
+        Args:
+            session_id: The session.
+            parent_loop_id: The loop to branch from.
+            is_root: Start a new chain (not with `parent_loop_id`).
+            messages: Messages the new loop starts with, appended as by `append_messages`
+                in the same transaction (a `client_id` already stored is a `ConflictError`
+                here, not a retry).
+            expected_version: Fail with `StaleWriteError` unless the session is at this version.
 
         Raises:
+            ValueError: `is_root` with a `parent_loop_id`.
             SessionNotFoundError: no such session (or another tenant's).
             LoopNotFoundError: `parent_loop_id` is not a loop of this session.
+            ConflictError: a `client_id` appears twice, or is already stored.
             StaleWriteError: `expected_version` is not the session's version.
         """
         check_id(parent_loop_id, "parent_loop_id")
         check_id(expected_version, "expected_version")
+        if is_root and parent_loop_id is not None:
+            raise ValueError("a root loop has no parent_loop_id")
+        batch = [_messages.prepare(_messages.validated(m), self._counter) for m in messages]
+        client_ids = [item.message.client_id for item in batch if item.message.client_id]
+        if len(client_ids) != len(set(client_ids)):
+            raise ConflictError("a client_id appears twice in the loop's first messages")
         moment = now()
 
         def work(db: Connection) -> LoopRecord:
             locked = _sessions.lock(db, self._tenant, session_id, moment)
             _sessions.check_version(session_id, locked, expected_version)
-            parent = parent_loop_id if parent_loop_id is not None else locked.active_loop_id
-            return _sessions.start_loop(db, session_id, parent, locked.loop_count, moment)
+            stored = _messages.known_client_ids(db, session_id, batch)
+            if stored:
+                raise ConflictError(
+                    f"client_id {sorted(stored)[0]!r} is already stored in session {session_id!r}"
+                )
+            parent = parent_loop_id
+            if parent is None and not is_root:
+                parent = locked.active_loop_id
+            loop = _sessions.start_loop(db, session_id, parent, locked.loop_count, moment)
+            if not batch:
+                return loop
+            _messages.insert_messages(db, session_id, loop.id, batch, moment)
+            return loop_model(_sessions.loop_row(db, session_id, loop.id))
 
         return await self._write(work)
 

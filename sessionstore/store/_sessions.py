@@ -329,6 +329,12 @@ def start_loop(
     return loop_model(row)
 
 
+def is_empty_open_loop(db: Connection, session_id: str, loop_id: int) -> bool:
+    """Return whether a loop is open and holds no message yet."""
+    row = db.execute(sql.SELECT_LOOP_STATE, {"lid": loop_id, "sid": session_id}).first()
+    return row is not None and row.closed_at is None and row.message_count == 0
+
+
 def close_loop(db: Connection, session_id: str, loop_id: int, moment: datetime) -> Row[Any]:
     """Close a loop (if open) and return its row."""
     loop_row(db, session_id, loop_id)

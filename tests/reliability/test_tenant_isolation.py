@@ -448,6 +448,19 @@ async def _verify(w: World) -> None:
     assert everyone.sessions > report.sessions  # bob's sessions are not ada's to check
 
 
+@case(*both("pop_message"))
+async def _pop(w: World) -> None:
+    await like_missing(w.ada.pop_message, w.bob_sid, MISSING_SESSION)
+    await like_missing(
+        lambda sid: w.ada.pop_message(sid, replacement=UserMessage(content="mine")),
+        w.bob_sid,
+        MISSING_SESSION,
+    )
+    popped = await w.ada.pop_message(w.ada_sid)
+    assert popped is not None
+    assert popped.session_id == w.ada_sid
+
+
 @case(*both("search"))
 async def _search(w: World) -> None:
     bob_messages = await w.store.get_messages(w.bob_sid)

@@ -1,0 +1,483 @@
+"""Import and export of OpenAI Responses-API input items (what openai-agents sessions hold).
+
+`from_openai_responses` turns a list of Responses input items into our messages and
+`to_openai_responses` turns them back, so that
+`to_openai_responses(from_openai_responses(items)) == items` for every item: nothing is
+normalised away.
+
+The mapping keeps what the model said in message blocks (so it is counted, compacted,
+redacted and audited like any other message) and everything else in
+`extra["openai_responses"]`:
+
+- a `message` item of role `user`, `system` or `developer` is one `UserMessage` or
+  `SystemMessage`: string content is one text block, `input_text` parts are text blocks,
+  `input_image` parts with an `image_url` are image blocks;
+- the items a model call emits (`reasoning`, an assistant `message`, `function_call`,
+  `custom_tool_call`, and the hosted calls: web and file search, computer, code
+  interpreter, image generation, shell, patch, MCP, tool search) are grouped, as long as
+  they follow one another, into one `AssistantMessage`: reasoning summary and content
+  texts are thinking blocks, `output_text` and `refusal` parts are text blocks, function
+  and custom tool calls are tool-call blocks (a custom call's `input` as its arguments);
+  hosted calls travel in `extra` only;
+- a `function_call_output` or `custom_tool_call_output` is one `ToolResultMessage`
+  (string output as one text block, `input_text` and `input_image` parts as blocks),
+  named after the earlier call with its id;
+- any other item (the other call outputs, MCP approval responses, item references,
+  compaction items, and types this module does not know) is a `CustomMessage` of
+  `custom_type` `"openai_responses"` whose `data` is the item, verbatim.
+
+For each item, `extra["openai_responses"]["items"]` holds the item with the values that
+went into blocks taken out, and the places they go back to. On export those values come
+from the blocks, so a compacted or redacted copy of a message exports its new text in the
+original structure. A message whose blocks no longer match that record (or that has
+none: a summary, a message written by hand) is exported canonically: text as an easy
+input message (`{"role": ..., "content": text}`), tool calls as `function_call` items,
+tool results as `function_call_output` items; thinking is left out, because the
+Responses API accepts a reasoning item only with the id the model gave it. Kinds with no
+Responses equivalent (summaries, shell commands, other custom messages) are exported as
+user messages whose text renders them, as `to_openai` does.
+
+>>> messages = from_openai_responses([{"role": "user", "content": "hi"}])
+>>> messages[0].text, to_openai_responses(messages)
+('hi', [{'role': 'user', 'content': 'hi'}])
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeAlias
+
+from pydantic import JsonValue, ValidationError
+
+from sessionstore.errors import FormatError, describe_validation_error
+from sessionstore.formats._messages import check_is_message
+from sessionstore.formats._text import render_as_text
+from sessionstore.models import (
+    AssistantMessage,
+    CustomMessage,
+    ImageContent,
+    Message,
+    SystemMessage,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+
+__all__ = [
+    "CALL_OUTPUT_TYPES",
+    "RESPONSES_FORMAT",
+    "from_openai_responses",
+    "item_type",
+    "to_openai_responses",
+]
+
+RESPONSES_FORMAT = "openai_responses"
+"""The key of `extra` (and the `custom_type` of pass-through items) this format owns."""
+
+CALL_OUTPUT_TYPES: Mapping[str, str] = {
+    "function_call": "function_call_output",
+    "custom_tool_call": "custom_tool_call_output",
+    "computer_call": "computer_call_output",
+    "local_shell_call": "local_shell_call_output",
+    "shell_call": "shell_call_output",
+    "apply_patch_call": "apply_patch_call_output",
+    "tool_search_call": "tool_search_output",
+    "program": "program_output",
+}
+"""Call item types and the type of the item that answers them (by `call_id`)."""
+
+_MODEL_ITEM_TYPES = frozenset(
+    {
+        "reasoning",
+        "function_call",
+        "custom_tool_call",
+        "web_search_call",
+        "file_search_call",
+        "computer_call",
+        "code_interpreter_call",
+        "image_generation_call",
+        "local_shell_call",
+        "shell_call",
+        "apply_patch_call",
+        "mcp_call",
+        "mcp_list_tools",
+        "mcp_approval_request",
+        "tool_search_call",
+    }
+)
+_TOOL_CALL_TYPES = {"function_call": "arguments", "custom_tool_call": "input"}
+_TOOL_OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output"})
+_TEXT_PARTS = {"input_text": "text", "output_text": "text", "refusal": "refusal"}
+_THINKING_PARTS = {"summary_text": "text", "reasoning_text": "text"}
+_DATA_URL = re.compile(r"data:([^;,]+);base64,(.*)", re.DOTALL)
+
+_Path: TypeAlias = list[str | int]
+_Block: TypeAlias = TextContent | ImageContent | ThinkingContent | ToolCall
+_KIND_OF: dict[type, str] = {
+    TextContent: "text",
+    ImageContent: "image",
+    ThinkingContent: "thinking",
+    ToolCall: "call",
+}
+
+
+class _Invalid(Exception):
+    """A problem with one item; `from_openai_responses` adds the item index."""
+
+
+# ── import ─────────────────────────────────────────────────────────────────────
+
+
+def from_openai_responses(
+    items: Sequence[Mapping[str, Any]], *, tool_names: Mapping[str, str] | None = None
+) -> list[Message]:
+    """Import Responses-API input items (the items an openai-agents session stores).
+
+    Args:
+        items: The items, as plain dicts, in order.
+        tool_names: Tool names by call id, for outputs whose call is not in `items`.
+
+    Returns:
+        Our messages, in order: one per item, except that the items of one model call
+        that follow one another are one assistant message.
+
+    Raises:
+        FormatError: `items` is not a list of objects, or an item is malformed (a
+            message without a known role, a call without `call_id` or `name`, an output
+            without `call_id`). The message names the index of the bad item.
+    """
+    if isinstance(items, str | bytes | Mapping) or not isinstance(items, Sequence):
+        raise FormatError(f"expected a list of items, got {type(items).__name__}")
+    names = dict(tool_names or {})
+    result: list[Message] = []
+    records: list[JsonValue] = []
+    blocks: list[_Block] = []
+
+    def flush() -> None:
+        if records:
+            result.append(
+                AssistantMessage(content=list(blocks), extra={RESPONSES_FORMAT: {"items": records}})
+            )
+        records.clear()
+        blocks.clear()
+
+    for index, item in enumerate(items):
+        try:
+            if not isinstance(item, Mapping):
+                raise _Invalid(f"expected an object, got {type(item).__name__}")  # noqa: TRY301
+            if _is_model_item(item):
+                record, item_blocks = _import_model_item(item)
+                records.append(record)
+                blocks.extend(item_blocks)
+                for block in item_blocks:
+                    if isinstance(block, ToolCall):
+                        names[block.id] = block.name
+                continue
+            flush()
+            result.append(_import_input_item(item, names))
+        except _Invalid as exc:
+            raise FormatError(f"item {index}: {exc}") from None
+        except ValidationError as exc:
+            raise FormatError(f"item {index}: {describe_validation_error(exc)}") from exc
+    flush()
+    return result
+
+
+def item_type(item: Mapping[str, Any]) -> str | None:
+    """Return an item's `type`: None when it has none, `""` when it is not a string."""
+    kind = item.get("type")
+    return kind if kind is None or isinstance(kind, str) else ""
+
+
+def _is_model_item(item: Mapping[str, Any]) -> bool:
+    kind = item_type(item)
+    if kind == "message" or (kind is None and "role" in item):
+        return item.get("role") == "assistant"
+    return kind in _MODEL_ITEM_TYPES
+
+
+def _record(skeleton: dict[str, Any], slots: list[list[Any]]) -> dict[str, JsonValue]:
+    record: dict[str, Any] = {"item": skeleton, "slots": slots}
+    return record
+
+
+def _import_model_item(item: Mapping[str, Any]) -> tuple[dict[str, JsonValue], list[_Block]]:
+    skeleton: dict[str, Any] = copy.deepcopy(dict(item))
+    slots: list[list[Any]] = []
+    blocks: list[_Block] = []
+    kind = item_type(item)
+    if kind in _TOOL_CALL_TYPES:
+        arguments_key = _TOOL_CALL_TYPES[kind]
+        call_id, name, arguments = (item.get(k) for k in ("call_id", "name", arguments_key))
+        if not isinstance(call_id, str) or not call_id:
+            raise _Invalid(f"a {kind} item needs a 'call_id' string")
+        if not isinstance(name, str) or not name:
+            raise _Invalid(f"a {kind} item needs a 'name' string")
+        if isinstance(arguments, str):
+            for key in ("call_id", "name", arguments_key):
+                del skeleton[key]
+            blocks.append(ToolCall(id=call_id, name=name, arguments=arguments))
+            slots.append(["call"])
+    elif kind == "reasoning":
+        for key in ("summary", "content"):
+            _slot_parts(item, skeleton, key, _THINKING_PARTS, slots, blocks, thinking=True)
+    elif kind in (None, "message"):
+        _slot_content(item, skeleton, slots, blocks, images=False)
+    return _record(skeleton, slots), blocks
+
+
+def _slot_content(
+    item: Mapping[str, Any],
+    skeleton: dict[str, Any],
+    slots: list[list[Any]],
+    blocks: list[_Block],
+    *,
+    images: bool,
+    key: str = "content",
+) -> None:
+    value = item.get(key)
+    if isinstance(value, str):
+        del skeleton[key]
+        blocks.append(TextContent(text=value))
+        slots.append(["text", key])
+    elif isinstance(value, list):
+        _slot_parts(item, skeleton, key, _TEXT_PARTS, slots, blocks, images=images)
+
+
+def _slot_parts(
+    item: Mapping[str, Any],
+    skeleton: dict[str, Any],
+    key: str,
+    text_parts: Mapping[str, str],
+    slots: list[list[Any]],
+    blocks: list[_Block],
+    *,
+    images: bool = False,
+    thinking: bool = False,
+) -> None:
+    parts = item.get(key)
+    if not isinstance(parts, list):
+        return
+    for number, part in enumerate(parts):
+        if not isinstance(part, Mapping):
+            continue
+        kind = item_type(part)
+        text_key = text_parts.get(kind) if kind else None
+        if text_key is not None and isinstance(part.get(text_key), str):
+            del skeleton[key][number][text_key]
+            text = part[text_key]
+            blocks.append(ThinkingContent(thinking=text) if thinking else TextContent(text=text))
+            slots.append(["thinking" if thinking else "text", key, number, text_key])
+        elif images and kind == "input_image" and isinstance(part.get("image_url"), str):
+            detail = part.get("detail")
+            del skeleton[key][number]["image_url"]
+            blocks.append(_image(part["image_url"], detail if isinstance(detail, str) else None))
+            slots.append(["image", key, number, "image_url"])
+
+
+def _image(url: str, detail: str | None) -> ImageContent:
+    match = _DATA_URL.fullmatch(url)
+    if match is not None:
+        try:
+            return ImageContent(data=match[2], mime_type=match[1], detail=detail)
+        except ValidationError:
+            pass  # not valid base64: kept as the URL it was given as
+    return ImageContent(url=url, detail=detail)
+
+
+def _import_input_item(item: Mapping[str, Any], names: dict[str, str]) -> Message:
+    kind = item_type(item)
+    skeleton: dict[str, Any] = copy.deepcopy(dict(item))
+    slots: list[list[Any]] = []
+    blocks: list[_Block] = []
+    if kind in (None, "message") and "role" in item:
+        role = item["role"]
+        if role not in ("user", "system", "developer"):
+            raise _Invalid(f"role {role!r} is not supported (expected user, system or developer)")
+        _slot_content(item, skeleton, slots, blocks, images=role == "user")
+        extra = {RESPONSES_FORMAT: {"items": [_record(skeleton, slots)]}}
+        if role == "user":
+            return UserMessage(content=blocks, extra=extra)
+        return SystemMessage(content=blocks, extra=extra)
+    if kind in _TOOL_OUTPUT_TYPES:
+        call_id = item.get("call_id")
+        if not isinstance(call_id, str) or not call_id:
+            raise _Invalid(f"a {kind} item needs a 'call_id' string")
+        del skeleton["call_id"]
+        _slot_content(item, skeleton, slots, blocks, images=True, key="output")
+        return ToolResultMessage(
+            tool_call_id=call_id,
+            tool_name=names.get(call_id, ""),
+            content=blocks,
+            extra={RESPONSES_FORMAT: {"items": [_record(skeleton, slots)]}},
+        )
+    return CustomMessage(custom_type=RESPONSES_FORMAT, data=copy.deepcopy(dict(item)))
+
+
+# ── export ─────────────────────────────────────────────────────────────────────
+
+
+def to_openai_responses(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Export messages as Responses-API input items.
+
+    Messages imported with `from_openai_responses` come back exactly as they were given;
+    see the module docstring for the canonical export of the others.
+
+    Raises:
+        FormatError: an object that is not one of our messages, or an inline image
+            without a `mime_type`.
+    """
+    result: list[dict[str, Any]] = []
+    for index, message in enumerate(messages):
+        check_is_message(index, message)
+        try:
+            result.extend(_export_message(message))
+        except _Invalid as exc:
+            raise FormatError(f"message {index}: {exc}") from None
+    return result
+
+
+def _export_message(message: Message) -> list[dict[str, Any]]:
+    if (
+        isinstance(message, CustomMessage)
+        and message.custom_type == RESPONSES_FORMAT
+        and isinstance(message.data, dict)
+    ):
+        return [copy.deepcopy(message.data)]
+    restored = _restore(message)
+    if restored is not None:
+        return restored
+    return _canonical(message)
+
+
+def _restore(message: Message) -> list[dict[str, Any]] | None:
+    """Return the recorded items filled from the blocks, or None when they do not match."""
+    hints = message.extra.get(RESPONSES_FORMAT)
+    content = getattr(message, "content", None)
+    if not isinstance(hints, dict) or not isinstance(content, list):
+        return None
+    records = hints.get("items")
+    if not isinstance(records, list):
+        return None
+    blocks = list(content)
+    items: list[dict[str, Any]] = []
+    at = 0
+    for record in records:
+        if not isinstance(record, dict):
+            return None
+        item, slots = record.get("item"), record.get("slots")
+        if not isinstance(item, dict) or not isinstance(slots, list):
+            return None
+        item = copy.deepcopy(item)
+        for slot in slots:
+            if at >= len(blocks) or not isinstance(slot, list) or not slot:
+                return None
+            block = blocks[at]
+            at += 1
+            if _KIND_OF.get(type(block)) != slot[0] or not _fill(item, slot[1:], block):
+                return None
+        if isinstance(message, ToolResultMessage):
+            item = {"call_id": message.tool_call_id, **item}
+        items.append(item)
+    return items if at == len(blocks) else None
+
+
+def _fill(item: dict[str, Any], path: list[Any], block: object) -> bool:
+    if isinstance(block, ToolCall):
+        arguments_key = _TOOL_CALL_TYPES.get(item_type(item) or "")
+        if arguments_key is None:
+            return False
+        item.update(call_id=block.id, name=block.name)
+        item[arguments_key] = block.arguments
+        return True
+    if isinstance(block, TextContent):
+        value: Any = block.text
+    elif isinstance(block, ThinkingContent):
+        value = block.thinking
+    elif isinstance(block, ImageContent):
+        value = _image_url(block)
+    else:  # pragma: no cover - _KIND_OF already matched
+        return False
+    target: Any = item
+    try:
+        for step in path[:-1]:
+            target = target[step]
+        if not isinstance(target, dict):
+            return False
+        target[path[-1]] = value
+    except (KeyError, IndexError, TypeError):
+        return False
+    return True
+
+
+def _image_url(block: ImageContent) -> str:
+    if block.url is not None:
+        return block.url
+    if block.mime_type is None:
+        raise _Invalid("an inline image has no mime_type, which its data: URL needs")
+    return f"data:{block.mime_type};base64,{block.data}"
+
+
+def _canonical(message: Message) -> list[dict[str, Any]]:
+    if isinstance(message, SystemMessage):
+        return [{"role": "system", "content": message.text}]
+    if isinstance(message, UserMessage):
+        return [{"role": "user", "content": _input_content(message.content)}]
+    if isinstance(message, AssistantMessage):
+        return _canonical_assistant(message)
+    if isinstance(message, ToolResultMessage):
+        return [
+            {
+                "type": "function_call_output",
+                "call_id": message.tool_call_id,
+                "output": _input_content(message.content),
+            }
+        ]
+    text = render_as_text(message)
+    return [] if text is None else [{"role": "user", "content": text}]
+
+
+def _input_content(blocks: Sequence[TextContent | ImageContent]) -> str | list[dict[str, Any]]:
+    if all(isinstance(b, TextContent) for b in blocks):
+        return "\n".join(b.text for b in blocks if isinstance(b, TextContent))
+    parts: list[dict[str, Any]] = []
+    for block in blocks:
+        if isinstance(block, TextContent):
+            parts.append({"type": "input_text", "text": block.text})
+        else:
+            parts.append(
+                {
+                    "type": "input_image",
+                    "image_url": _image_url(block),
+                    "detail": block.detail or "auto",
+                }
+            )
+    return parts
+
+
+def _canonical_assistant(message: AssistantMessage) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    texts: list[str] = []
+    for block in message.content:
+        if isinstance(block, TextContent):
+            texts.append(block.text)
+            continue
+        if texts:
+            items.append({"role": "assistant", "content": "\n".join(texts)})
+            texts = []
+        if isinstance(block, ToolCall):
+            items.append(
+                {
+                    "type": "function_call",
+                    "call_id": block.id,
+                    "name": block.name,
+                    "arguments": block.arguments,
+                }
+            )
+    if texts:
+        items.append({"role": "assistant", "content": "\n".join(texts)})
+    return items

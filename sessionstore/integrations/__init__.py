@@ -1,0 +1,9 @@
+"""Adapters for agent SDKs, each an optional extra, imported from its own module.
+
+- `sessionstore.integrations.openai_agents`: `SessionStoreSession`, an openai-agents
+  `Session` (`pip install "sessionstore[openai-agents]"`).
+- `sessionstore.integrations.pydantic_ai`: persist a pydantic-ai agent's messages and
+  resume it from a built context (`pip install "sessionstore[pydantic-ai]"`).
+
+Nothing is imported here, so `import sessionstore` never loads an SDK.
+"""

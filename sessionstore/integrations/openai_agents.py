@@ -1,0 +1,365 @@
+"""An openai-agents `Session` backed by a `SessionStore`: `SessionStoreSession`.
+
+Install with `pip install "sessionstore[openai-agents]"`, then hand it to the SDK's
+`Runner` like any of the SDK's own sessions:
+
+    store = SessionStore.from_url("sqlite+aiosqlite:///sessionstore.db")
+    session = SessionStoreSession("chat-42", store.for_tenant("my-agent", "user-42"))
+    result = await Runner.run(agent, "Fix the failing test", session=session)
+
+The SDK's Responses-API items are stored as sessionstore messages through
+`sessionstore.formats.from_openai_responses` (exact round trip), so everything
+sessionstore does applies to them: compaction overlays, `build_context`, the audit, the
+CLI. Beyond the SDK's own stores:
+
+- with `max_context_tokens`, `get_items` returns the context built from the overlays
+  within that budget (compacting first when `compaction` is given): the model is sent a
+  compacted history that always fits and never holds a tool call without its output;
+  without it, the raw items, as the SDK's own sessions do;
+- `get_items(limit)` never cuts between a call and its output: the window starts at a
+  turn (a user request or a model call, never a tool output), and a call left without its
+  output is left out together with the reasoning item before it;
+- `pop_item`, `clear_session` and `replace_items` never delete anything: they start a
+  branch or a new loop chain in one transaction, and the items they took out stay in
+  the store for the audit (`sessionstore audit`, `list_loops`, `get_history(loop_id=...)`).
+
+A user message that opens an `add_items` batch starts a new loop (one run of the agent);
+the items that follow it in later batches join that loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+from sessionstore._compaction import maybe_compact
+from sessionstore._context import build_context
+from sessionstore.config import CompactionConfig, validated_config
+from sessionstore.errors import (
+    MissingDependencyError,
+    SessionExistsError,
+    SessionNotFoundError,
+    StaleWriteError,
+)
+from sessionstore.formats import from_openai_responses, to_openai_responses
+from sessionstore.formats._responses import CALL_OUTPUT_TYPES, RESPONSES_FORMAT, item_type
+from sessionstore.models import CustomMessage, Message, ToolResultMessage
+from sessionstore.store import SessionStore, TenantStore
+
+try:
+    from agents.items import TResponseInputItem
+    from agents.memory.session_settings import (
+        SessionSettings,
+        coerce_session_settings,
+        resolve_session_limit,
+    )
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise MissingDependencyError(
+        'SessionStoreSession needs openai-agents: pip install "sessionstore[openai-agents]"'
+    ) from exc
+
+__all__ = ["SessionStoreSession"]
+
+_OUTPUT_TYPES = frozenset(CALL_OUTPUT_TYPES.values()) | {"mcp_approval_response"}
+_POP_ATTEMPTS = 5
+
+
+class SessionStoreSession:
+    """An openai-agents `Session` on a store, a tenant and a session id.
+
+    The sessionstore session is created on the first `add_items`; reading a session that
+    does not exist yet returns no items.
+
+    Args:
+        session_id: The session's id (1 to 128 characters).
+        store: The store; scoped to a tenant (`store.for_tenant(app, user)`), or give
+            `app_name` and `user_id`.
+        app_name: The owning application, when `store` is not scoped.
+        user_id: The owning user, when `store` is not scoped.
+        max_context_tokens: None (the default): `get_items` returns the raw items of the
+            active chain. A number: it returns the context `build_context` builds within
+            that window (less `system_prompt_tokens`).
+        compaction: With `max_context_tokens`, compact (`maybe_compact`) with this policy
+            before building, when the context is near the window. None: never compact
+            here (the built context is still trimmed to fit).
+        system_prompt_tokens: Tokens of the window kept for the agent's instructions.
+        overlay: The named overlay to build from and compact into.
+        session_settings: The SDK's settings (its `limit` is the default of `get_items`).
+
+    Raises:
+        ValueError: no tenant, or a window that is not positive.
+        ConfigurationError: a bad `compaction`.
+    """
+
+    session_settings: SessionSettings | None = None
+
+    def __init__(
+        self,
+        session_id: str,
+        store: SessionStore | TenantStore,
+        *,
+        app_name: str | None = None,
+        user_id: str | None = None,
+        max_context_tokens: int | None = None,
+        compaction: CompactionConfig | Mapping[str, Any] | None = None,
+        system_prompt_tokens: int = 0,
+        overlay: str = "default",
+        session_settings: SessionSettings | dict[str, Any] | None = None,
+    ) -> None:
+        scoped: TenantStore
+        if app_name is not None or user_id is not None:
+            if app_name is None or user_id is None:
+                raise ValueError("give both app_name and user_id, or a store scoped to a tenant")
+            if not isinstance(store, SessionStore):
+                raise ValueError("app_name and user_id scope an unscoped SessionStore only")
+            scoped = store.for_tenant(app_name, user_id)
+        elif isinstance(store, TenantStore):
+            scoped = store
+        else:
+            raise ValueError(
+                "a session belongs to a tenant: pass store.for_tenant(app_name, user_id)"
+            )
+        if max_context_tokens is not None and max_context_tokens <= 0:
+            raise ValueError(f"max_context_tokens must be positive, got {max_context_tokens}")
+        self.session_id = session_id
+        self.session_settings = (
+            coerce_session_settings(session_settings)
+            if session_settings is not None
+            else SessionSettings()
+        )
+        self._store = scoped
+        self._max_context_tokens = max_context_tokens
+        self._compaction = (
+            None
+            if compaction is None
+            else validated_config(
+                dict(compaction) if isinstance(compaction, Mapping) else compaction,
+                CompactionConfig,
+            )
+        )
+        self._system_prompt_tokens = system_prompt_tokens
+        self._overlay = overlay
+
+    @property
+    def store(self) -> TenantStore:
+        """The tenant-scoped store the items live in."""
+        return self._store
+
+    # ── the SDK's protocol ──────────────────────────────────────────────────────
+
+    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        """Return the session's items, oldest first: raw, or the built context.
+
+        Args:
+            limit: At most this many of the newest items (default: the settings'
+                `limit`, else all). The window never starts inside a turn, so it never
+                holds a tool output without its call, and a call without its output is
+                left out.
+        """
+        limit = resolve_session_limit(limit, self.session_settings)
+        try:
+            messages = await self._messages(limit)
+        except SessionNotFoundError:
+            return []
+        units = [to_openai_responses([message]) for message in messages]
+        if limit is None and self._max_context_tokens is None:
+            return cast(list[TResponseInputItem], [item for unit in units for item in unit])
+        return cast(list[TResponseInputItem], _window(messages, units, limit))
+
+    async def add_items(self, items: list[TResponseInputItem]) -> None:
+        """Append items; a batch that opens with a user message starts a new loop.
+
+        Raises:
+            FormatError: an item is malformed (nothing is written).
+        """
+        if not items:
+            return
+        raw = [cast(Mapping[str, Any], item) for item in items]
+        messages = from_openai_responses(raw, tool_names=await self._tool_names(raw))
+        loop: int | str | None = "new" if _is_user_message(raw[0]) else None
+        try:
+            await self._store.append_messages(self.session_id, messages, loop_id=loop)  # type: ignore[arg-type]  # "new" or None
+        except SessionNotFoundError:
+            await self._create()
+            await self._store.append_messages(self.session_id, messages)
+
+    async def pop_item(self) -> TResponseInputItem | None:
+        """Take the newest item out of the history and return it (None when empty).
+
+        Nothing is deleted: the history continues on a branch without the item, in one
+        transaction, and the item stays in the store for the audit.
+        """
+        stale = 0
+        while True:
+            try:
+                version = (await self._store.get_session(self.session_id)).version
+                history = await self._store.get_messages(self.session_id, last=1)
+                if not history:
+                    history = await self._store.get_history(self.session_id)
+            except SessionNotFoundError:
+                return None
+            if not history:
+                return None
+            # A message the SDK never saw as an item (a hidden custom message) goes too.
+            items = to_openai_responses([history[-1].message])
+            popped = items.pop() if items else None
+            (replacement,) = from_openai_responses(items) if items else (None,)
+            try:
+                await self._store.pop_message(
+                    self.session_id, replacement=replacement, expected_version=version
+                )
+            except StaleWriteError:
+                stale += 1
+                if stale == _POP_ATTEMPTS:
+                    raise
+                continue  # another writer came first: read again
+            if popped is not None:
+                return cast(TResponseInputItem, popped)
+
+    async def clear_session(self) -> None:
+        """Start the history over, empty; the old items stay in the store for the audit."""
+        try:
+            await self._store.start_loop(self.session_id, is_root=True)
+        except SessionNotFoundError:
+            return
+
+    # ── beyond the protocol ─────────────────────────────────────────────────────
+
+    async def replace_items(self, items: list[TResponseInputItem]) -> None:
+        """Replace the whole history by `items`, in one transaction.
+
+        A clear and an add that cannot come apart; the old items stay for the audit.
+
+        Raises:
+            FormatError: an item is malformed (nothing is written).
+        """
+        raw = [cast(Mapping[str, Any], item) for item in items]
+        messages = from_openai_responses(raw)
+        try:
+            await self._store.start_loop(self.session_id, is_root=True, messages=messages)
+        except SessionNotFoundError:
+            await self._create()
+            await self._store.append_messages(self.session_id, messages)
+
+    async def _atomic_replace_items(self, items: list[TResponseInputItem]) -> bool:
+        # The hook the SDK's OpenAIResponsesCompactionSession looks for on the session it
+        # wraps, so its compaction replaces the history in one transaction (their #3116).
+        await self.replace_items(items)
+        return True
+
+    # ── internals ───────────────────────────────────────────────────────────────
+
+    async def _messages(self, limit: int | None) -> list[Message]:
+        if self._max_context_tokens is None:
+            # Every message holds at least one item (but a hidden one), so the newest
+            # `limit` items are among the newest `limit` messages.
+            last = None if limit is None else max(limit, 0)
+            history = await self._store.get_history(self.session_id, last=last)
+            return [stored.message for stored in history]
+        if self._compaction is not None:
+            await maybe_compact(
+                self._store,
+                self.session_id,
+                max_context_tokens=self._max_context_tokens,
+                config=self._compaction,
+                system_prompt_tokens=self._system_prompt_tokens,
+                overlay=self._overlay,
+            )
+        session = await self._store.get_session(self.session_id)
+        if session.active_loop_id is None:
+            return []
+        context = await build_context(
+            self._store,
+            self.session_id,
+            max_context_tokens=self._max_context_tokens,
+            system_prompt_tokens=self._system_prompt_tokens,
+            overlay=self._overlay,
+            config=self._compaction,
+        )
+        return context.messages
+
+    async def _create(self) -> None:
+        # A concurrent first write may have created it (or another tenant owns the id:
+        # the append that follows says so).
+        with contextlib.suppress(SessionExistsError):
+            await self._store.create_session(session_id=self.session_id)
+
+    async def _tool_names(self, items: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+        """Return the names of the calls answered in `items` but made in an earlier batch."""
+        made = {item.get("call_id") for item in items if item_type(item) in CALL_OUTPUT_TYPES}
+        wanted = {
+            item.get("call_id")
+            for item in items
+            if item_type(item) in ("function_call_output", "custom_tool_call_output")
+        } - made
+        if not wanted:
+            return {}
+        try:
+            recent = await self._store.get_messages(self.session_id, last=50)
+        except SessionNotFoundError:
+            return {}
+        return {
+            call.id: call.name
+            for stored in recent
+            for call in getattr(stored.message, "tool_calls", [])
+            if call.id in wanted
+        }
+
+
+def _is_user_message(item: Mapping[str, Any]) -> bool:
+    return item.get("type", "message") == "message" and item.get("role") == "user"
+
+
+def _is_output(message: Message) -> bool:
+    if isinstance(message, ToolResultMessage):
+        return True
+    return (
+        isinstance(message, CustomMessage)
+        and message.custom_type == RESPONSES_FORMAT
+        and isinstance(message.data, dict)
+        and item_type(message.data) in _OUTPUT_TYPES
+    )
+
+
+def _window(
+    messages: Sequence[Message], units: Sequence[list[dict[str, Any]]], limit: int | None
+) -> list[dict[str, Any]]:
+    """Return the newest `limit` items, starting at a turn, without an unpaired call or output."""
+    flat = [
+        (position == 0 and not _is_output(message), item)
+        for message, unit in zip(messages, units, strict=True)
+        for position, item in enumerate(unit)
+    ]
+    if limit is not None:
+        if limit <= 0:
+            return []
+        start = max(0, len(flat) - limit)
+        while start < len(flat) and not flat[start][0]:
+            start += 1
+        flat = flat[start:]
+    return _paired([item for _, item in flat])
+
+
+def _paired(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Leave out outputs whose call is absent and calls whose output is absent.
+
+    A reasoning item right before a call that is left out goes with it: the Responses
+    API refuses a reasoning item without the item it preceded.
+    """
+    typed = [(item_type(item), str(item.get("call_id"))) for item in items]
+    calls = {(kind, call_id) for kind, call_id in typed if kind in CALL_OUTPUT_TYPES}
+    answered = {(kind, call_id) for kind, call_id in typed if kind in _OUTPUT_TYPES}
+    keep = [True] * len(items)
+    for index, (kind, call_id) in enumerate(typed):
+        if kind is None:
+            continue
+        if kind in CALL_OUTPUT_TYPES and (CALL_OUTPUT_TYPES[kind], call_id) not in answered:
+            keep[index] = False
+            if index and typed[index - 1][0] == "reasoning":
+                keep[index - 1] = False
+        elif kind in _OUTPUT_TYPES and not any(
+            (call, call_id) in calls for call, out in CALL_OUTPUT_TYPES.items() if out == kind
+        ):
+            keep[index] = False
+    return [item for item, kept in zip(items, keep, strict=True) if kept]
