@@ -103,7 +103,8 @@ class SessionMethods(_Handle):
             parent: int | None = None
             for sequence, items in enumerate(prepared):
                 parent = _sessions.start_loop(db, sid, parent, sequence, moment).id
-                _messages.insert_messages(db, sid, parent, items, moment)
+                state = _messages.loop_state(db, sid, parent, 0)
+                _messages.insert_messages(db, sid, state, items, moment)
             return session_model(_sessions.visible_session(db, self._tenant, sid)._mapping)
 
         return await self._write(work)
