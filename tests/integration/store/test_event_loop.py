@@ -40,7 +40,7 @@ def _hold_lock(url: str, session_id: str, ready: EventType, hold_s: float) -> No
         connection.close()
         return
 
-    import asyncpg
+    import asyncpg  # type: ignore[import-untyped]  # asyncpg ships no type hints
 
     async def hold() -> None:
         dsn = parsed.set(drivername="postgresql").render_as_string(hide_password=False)
