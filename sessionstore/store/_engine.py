@@ -191,15 +191,18 @@ def insert_plain(
             f"VALUES ({', '.join('?' * len(columns))})"
         )
         _PLAIN_INSERTS[key] = sql
-    cursor: Any = db.connection.driver_connection.cursor()  # type: ignore[union-attr]  # a live connection
+    # The DBAPI connection: the stdlib one, or aiosqlite's adapter (in-memory databases).
+    cursor: Any = db.connection.dbapi_connection.cursor()  # type: ignore[union-attr]  # a live connection
+    dbapi_error = db.dialect.loaded_dbapi.Error
     try:
         if len(rows) == 1:
             cursor.execute(sql, rows[0])
         else:
             cursor.executemany(sql, rows)
-        last = cursor.execute("SELECT last_insert_rowid()").fetchone()[0]
-    except sqlite3.Error as exc:
-        raise DBAPIError.instance(sql, None, exc, sqlite3.Error) from exc
+        cursor.execute("SELECT last_insert_rowid()")
+        last = cursor.fetchone()[0]
+    except dbapi_error as exc:
+        raise DBAPIError.instance(sql, None, exc, dbapi_error) from exc
     finally:
         cursor.close()
     return list(range(last - len(rows) + 1, last + 1))

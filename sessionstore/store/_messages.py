@@ -7,6 +7,7 @@ refuses an UPDATE of a message row.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -195,24 +196,43 @@ def insert_messages(
             )
         )
     ids = insert_plain(db, sql.messages, _MESSAGE_INSERT_COLUMNS, rows)
-    if ids is None:  # not SQLite: through Core, which binds the payload dict as JSON(B)
-        dicts = [
-            {**dict(zip(_MESSAGE_INSERT_COLUMNS, row, strict=True)), "created_at": moment}
-            | {"payload": item.payload}
-            for row, item in zip(rows, items, strict=True)
-        ]
-        ids = insert_returning_ids(db, sql.messages, dicts)
-    db.execute(
-        sql.UPDATE_LOOP_COUNTERS,
-        {
-            "lid": loop_id,
+    if ids is None:  # PostgreSQL: the rows and the counters in one statement
+        columns = list(zip(*rows, strict=True))
+        params = {
             "sid": session_id,
+            "lid": loop_id,
+            "created": moment,
+            "positions": list(columns[2]),
+            "turn_indexes": list(columns[3]),
+            "kinds": list(columns[4]),
+            "tool_call_ids": list(columns[5]),
+            "tool_names": list(columns[6]),
+            "payloads": list(columns[7]),
+            "token_counts": list(columns[8]),
+            "hashes": list(columns[9]),
+            "client_ids": list(columns[10]),
             "n": len(rows),
             "tokens": sum(item.token_count for item in items),
             "turns": assigner.next_turn,
-            "open_ids": sorted(assigner.open_call_ids),
-        },
-    )
+            "open_ids": json.dumps(sorted(assigner.open_call_ids)),
+        }
+        by_position = {
+            position: message_id
+            for message_id, position in db.execute(sql.INSERT_MESSAGES_AND_COUNT, params)
+        }
+        ids = [by_position[row[2]] for row in rows]
+    else:
+        db.execute(
+            sql.UPDATE_LOOP_COUNTERS,
+            {
+                "lid": loop_id,
+                "sid": session_id,
+                "n": len(rows),
+                "tokens": sum(item.token_count for item in items),
+                "turns": assigner.next_turn,
+                "open_ids": sorted(assigner.open_call_ids),
+            },
+        )
     stored = [
         StoredMessage(
             id=message_id,
