@@ -10,7 +10,7 @@ import asyncio
 import importlib.util
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
@@ -33,6 +33,7 @@ __all__ = [
     "insert_plain",
     "make_engine",
     "normalize_url",
+    "run_plain",
     "storage_error",
 ]
 
@@ -168,6 +169,37 @@ def _is_busy(exc: OperationalError) -> bool:
 
 
 _PLAIN_INSERTS: dict[tuple[str, tuple[str, ...]], str] = {}
+_PLAIN_STATEMENTS: dict[int, tuple[Any, str, tuple[str, ...], dict[str, Any]]] = {}
+
+
+def run_plain(db: Connection, statement: Any, params: Mapping[str, Any]) -> list[Any] | None:
+    """Run a pre-built statement straight on a SQLite connection; return its rows.
+
+    For the few statements of the append path, where SQLAlchemy's execution costs several
+    times what SQLite needs: the statement is compiled once, and the parameters must be
+    bind-ready (no type processing is applied). Returns None on other databases: run
+    the statement with `db.execute` there.
+    """
+    if db.dialect.name != "sqlite":
+        return None
+    entry = _PLAIN_STATEMENTS.get(id(statement))
+    if entry is None or entry[0] is not statement:
+        compiled = statement.compile(dialect=db.dialect)
+        names = tuple(compiled.positiontup or ())
+        # Literals SQLAlchemy turned into parameters (the 1 of `version + 1`).
+        fixed = {name: compiled.binds[name].value for name in names if name not in params}
+        entry = (statement, compiled.string, names, fixed)
+        _PLAIN_STATEMENTS[id(statement)] = entry
+    _, sql, names, fixed = entry
+    cursor: Any = db.connection.dbapi_connection.cursor()  # type: ignore[union-attr]  # a live connection
+    dbapi_error = db.dialect.loaded_dbapi.Error
+    try:
+        cursor.execute(sql, [params[n] if n in params else fixed[n] for n in names])
+        return cursor.fetchall()  # type: ignore[no-any-return]  # DBAPI rows
+    except dbapi_error as exc:
+        raise DBAPIError.instance(sql, None, exc, dbapi_error) from exc
+    finally:
+        cursor.close()
 
 
 def insert_plain(

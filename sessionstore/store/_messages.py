@@ -28,7 +28,7 @@ from sessionstore.models import (
     message_payload,
 )
 from sessionstore.store import _statements as sql
-from sessionstore.store._engine import insert_plain
+from sessionstore.store._engine import insert_plain, run_plain
 from sessionstore.store._sessions import chain, loop_row
 from sessionstore.store._tables import stored_model, stored_models
 
@@ -222,17 +222,15 @@ def insert_messages(
         }
         ids = [by_position[row[2]] for row in rows]
     else:
-        db.execute(
-            sql.UPDATE_LOOP_COUNTERS,
-            {
-                "lid": loop_id,
-                "sid": session_id,
-                "n": len(rows),
-                "tokens": sum(item.token_count for item in items),
-                "turns": assigner.next_turn,
-                "open_ids": sorted(assigner.open_call_ids),
-            },
-        )
+        counters = {
+            "lid": loop_id,
+            "sid": session_id,
+            "n": len(rows),
+            "tokens": sum(item.token_count for item in items),
+            "turns": assigner.next_turn,
+            "open_ids": json.dumps(sorted(assigner.open_call_ids)),  # bind-ready JSON text
+        }
+        run_plain(db, sql.UPDATE_LOOP_COUNTERS, counters)
     stored = [
         StoredMessage(
             id=message_id,
