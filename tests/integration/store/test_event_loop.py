@@ -99,3 +99,39 @@ async def test_append_waiting_for_another_process_keeps_the_loop_running(
     assert max(gaps) < MAX_GAP_S
     assert [m.position for m in stored] == list(range(1, 1 + count))
     assert [m.position for m in await store.get_messages(session_id)] == list(range(1 + count))
+
+
+@pytest.mark.slow
+async def test_an_append_cancelled_while_it_waits_writes_all_or_nothing(
+    db_url: str, store: SessionStore
+) -> None:
+    """Cancelling an append that waits for a lock leaves the batch whole or absent."""
+    session_id = await new_session(store)
+    await store.append_messages(session_id, [UserMessage(content="before")])
+    context = multiprocessing.get_context("spawn")
+    ready = context.Event()
+    holder = context.Process(target=_hold_lock, args=(db_url, session_id, ready, HOLD_S / 2))
+    holder.start()
+    try:
+        assert await asyncio.to_thread(ready.wait, 60), "the lock holder did not start"
+        batch = [UserMessage(content=f"cancelled {i}") for i in range(5)]
+        task = asyncio.create_task(store.append_messages(session_id, batch))
+        await asyncio.sleep(0.2)
+        assert not task.done()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    finally:
+        await asyncio.to_thread(holder.join, 60)
+    assert holder.exitcode == 0
+    # On SQLite the transaction already handed to a worker thread still runs to its end:
+    # wait until the database is quiet, then check what is there.
+    deadline = time.perf_counter() + 2
+    while True:
+        texts = [m.message.text for m in await store.get_messages(session_id)]  # type: ignore[union-attr]  # user messages only
+        if len(texts) == 6 or time.perf_counter() > deadline:
+            break
+        await asyncio.sleep(0.1)
+    assert texts in (["before"], ["before", *(f"cancelled {i}" for i in range(5))])
+    stored = await store.append_messages(session_id, [UserMessage(content="after")])
+    assert stored[0].position == len(texts)
