@@ -60,5 +60,5 @@ class _Handle:
     async def _read(self, work: Callable[[Connection], _T]) -> _T:
         return await self._runner.run(work)
 
-    async def _write(self, work: Callable[[Connection], _T]) -> _T:
-        return await self._runner.run(work, write=True)
+    async def _write(self, work: Callable[[Connection], _T], *, inline: bool = False) -> _T:
+        return await self._runner.run(work, write=True, inline=inline)

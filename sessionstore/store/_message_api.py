@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Literal
 
 from sqlalchemy import Connection
@@ -15,6 +16,7 @@ from sessionstore.models import (
 )
 from sessionstore.models._limits import check_big_count, check_count, check_id
 from sessionstore.store import _messages, _sessions
+from sessionstore.store._engine import INLINE_WRITE_MAX_MESSAGES
 from sessionstore.store._handle import Rollback, _Handle
 from sessionstore.store._sessions import now
 
@@ -71,6 +73,9 @@ class MessageMethods(_Handle):
             return []
         moment = now()
 
+        states = self._runner.loop_states
+        after: list[_messages.LoopState] = []
+
         def work(db: Connection) -> list[StoredMessage]:
             locked = _sessions.lock(db, self._tenant, session_id, moment)
             known = _messages.known_client_ids(db, session_id, batch)
@@ -94,9 +99,15 @@ class MessageMethods(_Handle):
                 target = _sessions.start_loop(db, session_id, target, locked.loop_count, moment).id
             if target is None:
                 target = _sessions.start_loop(db, session_id, None, locked.loop_count, moment).id
-            inserted = _messages.insert_messages(
-                db, session_id, target, [batch[i] for i in fresh], moment
+            # The loop's state as this store left it, if no one has written since: the
+            # lock returned the version just after that write's, so it is still current.
+            state = states.get((session_id, target))
+            if state is None or state.version != locked.version - 1:
+                state = _messages.loop_state(db, session_id, target, locked.version)
+            inserted, new_state = _messages.insert_messages(
+                db, session_id, state, [batch[i] for i in fresh], moment
             )
+            after.append(replace(new_state, version=locked.version))
             by_index = dict(zip(fresh, inserted, strict=True))
             for cid, i in first_of.items():
                 known.setdefault(cid, by_index[i])
@@ -106,10 +117,14 @@ class MessageMethods(_Handle):
             ]
 
         try:
-            return await self._write(work)
+            stored = await self._write(work, inline=len(batch) <= INLINE_WRITE_MAX_MESSAGES)
         except Rollback as done:
             result: list[StoredMessage] = done.result
             return result
+        # Only once committed: a state cached from a rolled-back write could match a
+        # later version written by someone else.
+        states.put((session_id, after[-1].loop_id), after[-1])
+        return stored
 
     async def append_message(
         self,
@@ -179,7 +194,7 @@ class MessageMethods(_Handle):
                 db, session_id, holder.parent_loop_id, locked.loop_count, moment
             )
             if copies or extra:
-                _messages.insert_messages(db, session_id, branch.id, copies + extra, moment)
+                _messages.append_to_loop(db, session_id, branch.id, copies + extra, moment)
             return last
 
         try:

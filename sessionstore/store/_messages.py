@@ -6,6 +6,8 @@ refuses an UPDATE of a message row.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,17 +25,21 @@ from sessionstore.models import (
     StoredMessage,
     ToolResultMessage,
     TurnRange,
-    content_hash,
+    canonical_payload,
     message_payload,
 )
 from sessionstore.models._limits import check_count
 from sessionstore.store import _statements as sql
+from sessionstore.store._engine import insert_plain, run_plain
+from sessionstore.store._nul import escape, escape_json_text
 from sessionstore.store._sessions import chain, loop_row
 from sessionstore.store._tables import stored_model, stored_models
 from sessionstore.store._usage import insert_message_usage
 
 __all__ = [
+    "LoopState",
     "Prepared",
+    "append_to_loop",
     "by_id",
     "history",
     "insert_messages",
@@ -53,9 +59,23 @@ class Prepared:
 
     message: Message
     payload: dict[str, Any]
+    text: str
+    """The canonical JSON of `payload`: what is hashed, and what is stored on SQLite."""
     digest: str
     token_count: int
     search_text: str
+
+
+@dataclass(frozen=True, slots=True)
+class LoopState:
+    """A loop's append state as of one session version: what an append needs to know."""
+
+    loop_id: int
+    version: int
+    """The session version this state is true at."""
+    message_count: int
+    turn_count: int
+    open_tool_call_ids: frozenset[str]
 
 
 def validated(message: Any) -> Message:
@@ -70,9 +90,11 @@ def validated(message: Any) -> Message:
 def prepare(message: Message, counter: TokenCounter) -> Prepared:
     """Serialise, hash and count a message once."""
     payload = message_payload(message)
+    canonical = canonical_payload(payload)
+    digest = hashlib.sha256(canonical).hexdigest()
     tokens = counter.count_message(message)
     check_count(tokens, "token_count")  # what the token counter returned: a 32-bit column
-    return Prepared(message, payload, content_hash(payload), tokens, indexed_text(message))
+    return Prepared(message, payload, canonical.decode(), digest, tokens, indexed_text(message))
 
 
 def insert_returning_ids(
@@ -113,14 +135,25 @@ def known_client_ids(
     return known
 
 
-def insert_messages(
-    db: Connection,
-    session_id: str,
-    loop_id: int,
-    items: Sequence[Prepared],
-    moment: datetime,
-) -> list[StoredMessage]:
-    """Append prepared messages to an open loop, assigning positions and turns."""
+_MESSAGE_INSERT_COLUMNS = (
+    "session_id",
+    "loop_id",
+    "position",
+    "turn_index",
+    "kind",
+    "tool_call_id",
+    "tool_name",
+    "payload",
+    "token_count",
+    "content_hash",
+    "client_id",
+    "created_at",
+    "search_text",
+)
+
+
+def loop_state(db: Connection, session_id: str, loop_id: int, version: int) -> LoopState:
+    """Read an open loop's append state (the session is locked at `version`)."""
     loop = db.execute(sql.SELECT_LOOP_STATE, {"lid": loop_id, "sid": session_id}).first()
     if loop is None:
         raise LoopNotFoundError(loop_id, session_id=session_id)
@@ -128,55 +161,126 @@ def insert_messages(
         raise ConflictError(
             f"loop {loop_id} is closed: append to the active loop or start a new one"
         )
-    assigner = TurnAssigner(loop.turn_count, frozenset(loop.open_tool_call_ids))
-    rows = []
+    return LoopState(
+        loop_id, version, loop.message_count, loop.turn_count, frozenset(loop.open_tool_call_ids)
+    )
+
+
+def insert_messages(
+    db: Connection,
+    session_id: str,
+    state: LoopState,
+    items: Sequence[Prepared],
+    moment: datetime,
+) -> tuple[list[StoredMessage], LoopState]:
+    """Append prepared messages to an open loop, assigning positions and turns.
+
+    `state` is the loop's state at the locked session version; the loop's state after
+    the append is returned with the stored messages.
+    """
+    loop_id, start = state.loop_id, state.message_count
+    assigner = TurnAssigner(state.turn_count, state.open_tool_call_ids)
+    # Bind-ready values, in _MESSAGE_INSERT_COLUMNS order; `created_at` is one value for
+    # the whole batch, so its type's bind processing runs once, not once a row.
+    process = sql.messages.c.created_at.type.dialect_impl(db.dialect).bind_processor(db.dialect)
+    created = process(moment) if process is not None else moment
+    rows: list[tuple[Any, ...]] = []
     for offset, item in enumerate(items):
         message = item.message
         is_tool = isinstance(message, ToolResultMessage)
         rows.append(
-            {
-                "session_id": session_id,
-                "loop_id": loop_id,
-                "position": loop.message_count + offset,
-                "turn_index": assigner.assign(message),
-                "kind": message.kind,
-                "tool_call_id": message.tool_call_id if is_tool else None,  # type: ignore[union-attr]  # is_tool narrows it
-                "tool_name": message.tool_name if is_tool else None,  # type: ignore[union-attr]  # is_tool narrows it
-                "payload": item.payload,
-                "token_count": item.token_count,
-                "content_hash": item.digest,
-                "client_id": message.client_id,
-                "created_at": moment,
-                "search_text": item.search_text,
-            }
+            (
+                session_id,
+                loop_id,
+                start + offset,
+                assigner.assign(message),
+                message.kind,
+                message.tool_call_id if is_tool else None,  # type: ignore[union-attr]  # is_tool narrows it
+                message.tool_name if is_tool else None,  # type: ignore[union-attr]  # is_tool narrows it
+                item.text,
+                item.token_count,
+                item.digest,
+                message.client_id,
+                created,
+                item.search_text,
+            )
         )
-    ids = insert_returning_ids(db, sql.messages, rows)
-    db.execute(
-        sql.UPDATE_LOOP_COUNTERS,
-        {
+    ids = insert_plain(db, sql.messages, _MESSAGE_INSERT_COLUMNS, rows)
+    if ids is None:  # PostgreSQL: the rows and the counters in one statement
+        columns = list(zip(*rows, strict=True))
+        # The arrays bypass the column types, so encode NUL here as they would (_nul.py).
+        params = {
+            "sid": escape(session_id),
+            "lid": loop_id,
+            "created": moment,
+            "positions": list(columns[2]),
+            "turn_indexes": list(columns[3]),
+            "kinds": list(columns[4]),
+            "tool_call_ids": [_escape_or_none(v) for v in columns[5]],
+            "tool_names": [_escape_or_none(v) for v in columns[6]],
+            "payloads": [escape_json_text(item.payload, item.text) for item in items],
+            "token_counts": list(columns[8]),
+            "hashes": list(columns[9]),
+            "client_ids": [_escape_or_none(v) for v in columns[10]],
+            "search_texts": list(columns[12]),
+            "n": len(rows),
+            "tokens": sum(item.token_count for item in items),
+            "turns": assigner.next_turn,
+            "open_ids": escape_json_text(
+                sorted(assigner.open_call_ids), json.dumps(sorted(assigner.open_call_ids))
+            ),
+        }
+        by_position = {
+            position: message_id
+            for message_id, position in db.execute(sql.INSERT_MESSAGES_AND_COUNT, params)
+        }
+        ids = [by_position[row[2]] for row in rows]
+    else:
+        counters = {
             "lid": loop_id,
             "sid": session_id,
             "n": len(rows),
-            "tokens": sum(row["token_count"] for row in rows),
+            "tokens": sum(item.token_count for item in items),
             "turns": assigner.next_turn,
-            "open_ids": sorted(assigner.open_call_ids),
-        },
-    )
+            "open_ids": json.dumps(sorted(assigner.open_call_ids)),  # bind-ready JSON text
+        }
+        run_plain(db, sql.UPDATE_LOOP_COUNTERS, counters)
     stored = [
         StoredMessage(
             id=message_id,
             session_id=session_id,
             loop_id=loop_id,
-            position=row["position"],
-            turn_index=row["turn_index"],
-            token_count=row["token_count"],
-            content_hash=row["content_hash"],
+            position=row[2],
+            turn_index=row[3],
+            token_count=item.token_count,
+            content_hash=item.digest,
             created_at=moment,
             message=item.message,
         )
         for message_id, row, item in zip(ids, rows, items, strict=True)
     ]
     insert_message_usage(db, stored)
+    after = LoopState(
+        loop_id,
+        state.version,
+        start + len(rows),
+        assigner.next_turn,
+        frozenset(assigner.open_call_ids),
+    )
+    return stored, after
+
+
+def _escape_or_none(value: str | None) -> str | None:
+    return None if value is None else escape(value)
+
+
+def append_to_loop(
+    db: Connection, session_id: str, loop_id: int, items: Sequence[Prepared], moment: datetime
+) -> list[StoredMessage]:
+    """Append to an open loop read in this transaction (no cached state): the other writers."""
+    stored, _ = insert_messages(
+        db, session_id, loop_state(db, session_id, loop_id, 0), items, moment
+    )
     return stored
 
 

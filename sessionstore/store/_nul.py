@@ -17,6 +17,7 @@ string on the way out; a value holding neither character is left as it is.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -177,3 +178,15 @@ class NulSafeString(TypeDecorator[str]):
             return None if value is None else unescape(value)
 
         return process
+
+
+def escape_json_text(value: Any, text: str) -> str:
+    """Return JSON text for `value` that PostgreSQL's jsonb can hold.
+
+    `text` is `value` already serialised (the store's canonical JSON); it is returned as
+    it is unless it holds a NUL or the escape character, when `value`'s strings are
+    encoded and serialised again (the rare case, as in `NulSafeJSON`).
+    """
+    if any(marker in text for marker in _JSON_MARKERS):
+        return json.dumps(escape_tree(value), ensure_ascii=False, separators=(",", ":"))
+    return text

@@ -104,7 +104,8 @@ class SessionMethods(_Handle):
             parent: int | None = None
             for sequence, items in enumerate(prepared):
                 parent = _sessions.start_loop(db, sid, parent, sequence, moment).id
-                _messages.insert_messages(db, sid, parent, items, moment)
+                state = _messages.loop_state(db, sid, parent, 0)
+                _messages.insert_messages(db, sid, state, items, moment)
             return session_model(_sessions.visible_session(db, self._tenant, sid)._mapping)
 
         return await self._write(work)
@@ -224,7 +225,7 @@ class SessionMethods(_Handle):
             loop = _sessions.start_loop(db, session_id, parent, locked.loop_count, moment)
             if not batch:
                 return loop
-            _messages.insert_messages(db, session_id, loop.id, batch, moment)
+            _messages.append_to_loop(db, session_id, loop.id, batch, moment)
             return loop_model(_sessions.loop_row(db, session_id, loop.id))
 
         return await self._write(work)

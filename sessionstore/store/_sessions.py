@@ -37,6 +37,7 @@ from sessionstore.models import (
 )
 from sessionstore.models._limits import check_json, check_text
 from sessionstore.store import _statements as sql
+from sessionstore.store._engine import run_plain
 from sessionstore.store._tables import loop_model, session_model
 
 __all__ = [
@@ -115,11 +116,15 @@ class Locked:
 def lock(db: Connection, tenant: Tenant | None, session_id: str, moment: datetime) -> Locked:
     """Bump the session's version (taking its write lock) and return its state."""
     check_session_id(session_id)
+    statement = sql.lock_session(tenant is not None)
     params = {"sid": session_id, "now": moment, **_params(tenant)}
-    row = db.execute(sql.lock_session(tenant is not None), params).first()
+    # On SQLite straight on the driver (the hot path of every append): the time bound ready.
+    process = sql.sessions.c.updated_at.type.dialect_impl(db.dialect).bind_processor(db.dialect)
+    rows = run_plain(db, statement, {**params, "now": process(moment) if process else moment})
+    row = db.execute(statement, params).first() if rows is None else (rows[0] if rows else None)
     if row is None:
         raise SessionNotFoundError(session_id)
-    return Locked(row.version, row.active_loop_id, row.loop_count)
+    return Locked(row[0], row[1], row[2])
 
 
 def check_version(session_id: str, locked: Locked, expected: int | None) -> None:

@@ -20,6 +20,7 @@ from sqlalchemy import (
     insert,
     literal_column,
     select,
+    text,
     type_coerce,
     update,
 )
@@ -144,6 +145,35 @@ UPDATE_LOOP_COUNTERS = (
         open_tool_call_ids=bindparam("open_ids", type_=loops.c.open_tool_call_ids.type),
     )
 )
+
+# PostgreSQL: the messages and the loop's counters in one round trip (a data-modifying
+# CTE), for any number of rows (arrays unnested, so the statement text never changes).
+INSERT_MESSAGES_AND_COUNT = text(
+    """
+WITH inserted AS (
+    INSERT INTO sessionstore_messages (session_id, loop_id, position, turn_index, kind,
+        tool_call_id, tool_name, payload, token_count, content_hash, client_id, created_at,
+        search_text)
+    SELECT :sid, :lid, r.position, r.turn_index, r.kind, r.tool_call_id, r.tool_name,
+        CAST(r.payload AS JSONB), r.token_count, r.content_hash, r.client_id, :created,
+        r.search_text
+    FROM unnest(CAST(:positions AS INTEGER[]), CAST(:turn_indexes AS INTEGER[]),
+        CAST(:kinds AS VARCHAR[]), CAST(:tool_call_ids AS VARCHAR[]),
+        CAST(:tool_names AS VARCHAR[]), CAST(:payloads AS TEXT[]),
+        CAST(:token_counts AS INTEGER[]), CAST(:hashes AS VARCHAR[]),
+        CAST(:client_ids AS VARCHAR[]), CAST(:search_texts AS TEXT[]))
+        AS r(position, turn_index, kind, tool_call_id, tool_name, payload, token_count,
+             content_hash, client_id, search_text)
+    RETURNING id, position
+), counted AS (
+    UPDATE sessionstore_loops
+    SET message_count = message_count + :n, token_total = token_total + :tokens,
+        turn_count = :turns, open_tool_call_ids = CAST(:open_ids AS JSONB)
+    WHERE id = :lid AND session_id = :sid
+)
+SELECT id, position FROM inserted
+"""
+).bindparams(bindparam("created", type_=messages.c.created_at.type))
 
 _RAW_TURNS_WHERE = (
     messages.c.session_id == bindparam("sid"),

@@ -301,3 +301,21 @@ async def test_factories_build_valid_conversations(store: SessionStore) -> None:
         session_id, [*conversation(3, calls=2), AssistantMessageFactory.build(calls=0)]
     )
     assert stored[-1].turn_index == stored[-2].turn_index + 1
+
+
+async def test_append_after_another_store_wrote_reads_the_loop_again(db_url: str) -> None:
+    """A store's remembered loop state is only used while no one else has written."""
+    async with SessionStore.from_url(db_url) as first, SessionStore.from_url(db_url) as second:
+        session = await first.create_session(app_name="app", user_id="ada")
+        call = ToolCall(id="c1", name="bash", arguments="{}")
+        await first.append_messages(session.id, [UserMessage(content="a")])
+        await first.append_messages(session.id, [AssistantMessage(content=[call])])
+        await second.append_messages(
+            session.id, [ToolResultMessage(tool_call_id="c1", tool_name="bash", content="ok")]
+        )
+        stored = await first.append_messages(session.id, [UserMessage(content="b")])
+        assert (stored[0].position, stored[0].turn_index) == (3, 2)
+        again = await second.append_messages(session.id, [UserMessage(content="c")])
+        assert (again[0].position, again[0].turn_index) == (4, 3)
+        loop = (await first.list_loops(session.id))[0]
+        assert (loop.message_count, loop.turn_count) == (5, 4)

@@ -13,6 +13,7 @@ from sessionstore import (
     FixedCount,
     SessionStore,
     TenantStore,
+    Usage,
     compact_session_loops,
 )
 from sessionstore.store._tables import Base
@@ -27,7 +28,8 @@ SESSION_TABLES = sorted(
 
 
 async def populate(store: SessionStore | TenantStore) -> str:
-    """A session with rows in every table: loops, messages, blocks, sections, events, digest."""
+    """A session with rows in every table: loops, messages, blocks, sections, events, digest,
+    usage."""
     session = (
         await store.create_session(app_name="app", user_id="ada")
         if isinstance(store, SessionStore)
@@ -36,6 +38,7 @@ async def populate(store: SessionStore | TenantStore) -> str:
     for _ in range(4):
         await store.start_loop(session.id)
         await store.append_messages(session.id, conversation(turns=4))
+    await store.record_usage(session.id, Usage(input_tokens=100, output_tokens=10))
     await compact_session_loops(
         store, session.id, config=CompactionConfig(compaction_scope=FixedCount(1))
     )
