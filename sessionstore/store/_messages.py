@@ -36,7 +36,6 @@ __all__ = [
     "insert_messages",
     "insert_returning_ids",
     "known_client_ids",
-    "loop_messages",
     "prepare",
     "turn_map",
     "turns",
@@ -169,21 +168,6 @@ def insert_messages(
         )
         for message_id, row, item in zip(ids, rows, items, strict=True)
     ]
-
-
-def loop_messages(
-    db: Connection, session_id: str, loop_id: int, last: int | None
-) -> list[StoredMessage]:
-    """Return a loop's messages in order, or only its newest `last`."""
-    columns = sql.messages.c
-    stmt = select(*sql.MESSAGE_COLUMNS).where(
-        columns.session_id == session_id, columns.loop_id == loop_id
-    )
-    if last is None:
-        rows = db.execute(stmt.order_by(columns.position)).all()
-    else:
-        rows = db.execute(stmt.order_by(columns.position.desc()).limit(last)).all()[::-1]
-    return stored_models(rows, session_id)
 
 
 def turns(db: Connection, session_id: str, loop_id: int, span: TurnRange) -> list[StoredMessage]:

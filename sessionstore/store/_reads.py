@@ -24,7 +24,27 @@ from sessionstore.store._blocks import check_overlay, current_blocks, newest_dig
 from sessionstore.store._sessions import Tenant, chain, resolve_loop
 from sessionstore.store._tables import stored_model, stored_models
 
-__all__ = ["chain_as_of", "chain_in_scope", "digest_inputs", "read_context"]
+__all__ = ["chain_as_of", "chain_in_scope", "digest_inputs", "loop_messages", "read_context"]
+
+
+def loop_messages(
+    db: Connection, tenant: Tenant | None, session_id: str, loop_id: int | None, last: int | None
+) -> list[StoredMessage]:
+    """Return a loop's messages in order (the active loop by default), or only its newest `last`.
+
+    One statement checks the session and reads the messages; only when it returns no row
+    are the session and loop checked apart (to raise the right error or return nothing).
+    """
+    if last != 0:
+        stmt = sql.select_loop_messages(tenant is not None, loop_id is None, last is not None)
+        params: dict[str, Any] = {"sid": session_id, "lid": loop_id, "n": last}
+        if tenant is not None:
+            params.update(tenant.params)
+        rows = db.execute(stmt, params).all()
+        if rows:
+            return stored_models(rows if last is None else reversed(rows), session_id)
+    resolve_loop(db, tenant, session_id, loop_id)
+    return []
 
 
 def chain_as_of(

@@ -184,3 +184,32 @@ def select_newest_digest(by_heads: bool, as_of: bool) -> Any:
     if as_of:
         stmt = stmt.where(columns.created_at <= bindparam("t"))
     return stmt.order_by(columns.id.desc()).limit(1)
+
+
+@cache
+def select_loop_messages(tenant: bool, active: bool, newest: bool) -> Any:
+    """Select a loop's messages in one statement, only if the session is visible.
+
+    With `active`, the loop is the session's active loop (`:sid`); else it is `:lid`.
+    With `newest`, the newest `:n` messages, newest first; else all of them, in order.
+    No row means an empty loop, or a session, loop or tenant that does not match: the
+    caller tells those apart with the usual checks, off the hot path.
+    """
+    visible = select(sessions.c.active_loop_id if active else sessions.c.id).where(
+        sessions.c.id == bindparam("sid"), *(TENANT_WHERE if tenant else ())
+    )
+    columns = messages.c
+    if active:
+        where = (
+            columns.session_id == bindparam("sid"),
+            columns.loop_id == visible.scalar_subquery(),
+        )
+    else:
+        where = (
+            columns.session_id == visible.scalar_subquery(),
+            columns.loop_id == bindparam("lid"),
+        )
+    stmt = select(*MESSAGE_COLUMNS).where(*where)
+    if newest:
+        return stmt.order_by(columns.position.desc()).limit(bindparam("n"))
+    return stmt.order_by(columns.position)

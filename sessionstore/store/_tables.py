@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any, ClassVar, cast
 
 from sqlalchemy import (
@@ -104,6 +105,24 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value is None:
             return None
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+    def result_processor(self, dialect: Dialect, coltype: Any) -> Any:
+        """On SQLite, parse the stored text straight to an aware datetime (memoised).
+
+        A bulk read of messages holds a few distinct times (one per append call), so
+        most values are a cache hit instead of a regular-expression parse and a copy.
+        """
+        if dialect.name == "sqlite":
+            return _sqlite_utc
+        return super().result_processor(dialect, coltype)
+
+
+@lru_cache(maxsize=4096)
+def _sqlite_utc(value: str | None) -> datetime | None:
+    """Parse a time as SQLAlchemy stores it on SQLite (UTC, no offset) to an aware datetime."""
+    if value is None:
+        return None
+    return datetime.fromisoformat(value).replace(tzinfo=UTC)
 
 
 class Base(AsyncAttrs, DeclarativeBase):
@@ -355,23 +374,27 @@ def stored_model(row: Sequence[Any], session_id: str) -> StoredMessage:
     """Build a `StoredMessage` from a row of the store's message columns, in their order."""
     # Positional unpacking: faster than attribute access on a hot path.
     message_id, loop_id, position, turn_index, tokens, digest, client_id, created_at, payload = row
-    return StoredMessage.from_row(
+    return StoredMessage._from_columns(
+        message_id,
+        session_id,
+        loop_id,
+        position,
+        turn_index,
+        tokens,
+        digest,
+        created_at,
         payload,
         client_id,
-        id=message_id,
-        session_id=session_id,
-        loop_id=loop_id,
-        position=position,
-        turn_index=turn_index,
-        token_count=tokens,
-        content_hash=digest,
-        created_at=created_at,
     )
 
 
 def stored_models(rows: Iterable[Sequence[Any]], session_id: str) -> list[StoredMessage]:
-    """Build the `StoredMessage`s of many rows."""
-    return [stored_model(row, session_id) for row in rows]
+    """Build the `StoredMessage`s of many rows (their messages decoded when first used)."""
+    build = StoredMessage._from_columns
+    return [
+        build(message_id, session_id, loop_id, position, turn, tokens, digest, at, payload, cid)
+        for message_id, loop_id, position, turn, tokens, digest, cid, at, payload in rows
+    ]
 
 
 def replacement_model(row: Any) -> ReplacementMessage:
