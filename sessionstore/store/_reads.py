@@ -18,11 +18,17 @@ from sessionstore._overlay import segments
 from sessionstore._scope import ChainEntry, grow_window, recorded_scope, resolve_scope, scope_window
 from sessionstore.config import CompactionScope
 from sessionstore.errors import BlockNotFoundError
-from sessionstore.models import LoopRecord, SessionDigest, StoredMessage, TurnRange
+from sessionstore.models import (
+    CompactionBlock,
+    LoopRecord,
+    SessionDigest,
+    StoredMessage,
+    TurnRange,
+)
 from sessionstore.store import _statements as sql
-from sessionstore.store._blocks import check_overlay, current_blocks, newest_digest
+from sessionstore.store._blocks import block_rows, check_overlay, load_blocks, newest_digest
 from sessionstore.store._sessions import Tenant, chain, resolve_loop
-from sessionstore.store._tables import stored_model, stored_models
+from sessionstore.store._tables import block_model, stored_model, stored_models
 
 __all__ = ["chain_as_of", "chain_in_scope", "digest_inputs", "loop_messages", "read_context"]
 
@@ -145,21 +151,30 @@ def _scoped_chain(
     overlay: str,
     moment: datetime | None,
     summary_cap: int | None = None,
-) -> tuple[list[ChainEntry], int, bool, CompactionScope]:
+) -> tuple[list[ChainEntry], int, bool, CompactionScope, dict[int, Row[Any]]]:
     """Read the chain a window at a time until the scope ends inside it.
 
-    Returns the chain read (root first, with block headers), how many loops before the
-    head take part, whether the chain read is the whole chain, and the scope used
-    (`scope`, or the one the head's current block was compacted with).
+    Returns the chain read (root first, with block headers: a block without its
+    sections, which the scope rule does not look at), how many loops before the head
+    take part, whether the chain read is the whole chain, the scope used (`scope`, or
+    the one the head's current block was compacted with), and the block rows read, by
+    loop id, so the caller loads the sections of the loops in scope without reading
+    their blocks again.
     """
     read: dict[int, tuple[list[ChainEntry], bool]] = {}
+    rows: dict[int, Row[Any]] = {}
 
     def window(size: int) -> tuple[list[ChainEntry], bool]:
         # A window read once is not read again (the recorded scope's first read is reused).
         if size not in read:
             loops, complete = chain_as_of(db, session_id, head, size, moment)
-            headers = current_blocks(db, session_id, loops, overlay, moment, messages=False)
-            read[size] = ([(loop, headers.get(loop.id)) for loop in loops], complete)
+            fresh = [loop.id for loop in loops if loop.id not in rows]
+            rows.update(block_rows(db, session_id, fresh, overlay, moment))
+            headers = [(loop, rows.get(loop.id)) for loop in loops]
+            read[size] = (
+                [(loop, None if row is None else block_model(row, {})) for loop, row in headers],
+                complete,
+            )
         return read[size]
 
     chosen = scope
@@ -178,7 +193,25 @@ def _scoped_chain(
         return None
 
     entries, earlier, complete = grow_window(scope_window(final), attempt)
-    return entries, earlier, complete, final
+    return entries, earlier, complete, final, rows
+
+
+def _blocks_of(
+    db: Connection,
+    session_id: str,
+    loops: Sequence[LoopRecord],
+    rows: dict[int, Row[Any]],
+    overlay: str,
+    moment: datetime | None,
+    *,
+    messages: bool,
+) -> dict[int, CompactionBlock]:
+    """Return the current blocks of `loops` with their sections, from the rows already read."""
+    missing = [loop.id for loop in loops if loop.id not in rows]
+    rows.update(block_rows(db, session_id, missing, overlay, moment))
+    wanted = [rows[loop.id] for loop in loops if loop.id in rows]
+    loaded = load_blocks(db, session_id, wanted, messages=messages)
+    return {block.loop_id: block for block in loaded if block.loop_id is not None}
 
 
 def chain_in_scope(
@@ -192,11 +225,11 @@ def chain_in_scope(
     loop_id: int | None,
     overlay: str,
 ) -> list[ChainEntry]:
-    """Return the loops in scope (root first) with their current block headers."""
+    """Return the loops in scope (root first) with their current blocks (sections, no messages)."""
     head = resolve_loop(db, tenant, session_id, loop_id)
     if head is None:
         return []
-    entries, earlier, _, _ = _scoped_chain(
+    entries, earlier, _, _, rows = _scoped_chain(
         db,
         session_id,
         head,
@@ -206,7 +239,11 @@ def chain_in_scope(
         moment=None,
         summary_cap=summary_cap,
     )
-    return entries[len(entries) - earlier - 1 :] if entries else []
+    if not entries:
+        return []
+    loops = [loop for loop, _ in entries[len(entries) - earlier - 1 :]]
+    blocks = _blocks_of(db, session_id, loops, rows, overlay, None, messages=False)
+    return [(loop, blocks.get(loop.id)) for loop in loops]
 
 
 def read_context(
@@ -226,7 +263,7 @@ def read_context(
     if head is None:
         return ContextSources([], None, None)
     moment = _as_of_time(db, session_id, head, overlay, as_of)
-    entries, earlier, complete, used = _scoped_chain(
+    entries, earlier, complete, used, rows = _scoped_chain(
         db, session_id, head, scope=scope, budget=budget, overlay=overlay, moment=moment
     )
     if not entries:
@@ -239,7 +276,7 @@ def read_context(
         # The digest stands for its loops; every loop after them is shown (they were in
         # scope when it was written, or have come since). A wider scope shows more.
         in_scope = after
-    blocks = current_blocks(db, session_id, in_scope, overlay, moment, messages=True)
+    blocks = _blocks_of(db, session_id, in_scope, rows, overlay, moment, messages=True)
     sources = []
     for loop in in_scope:
         block = blocks.get(loop.id)

@@ -11,7 +11,18 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Table, Text, bindparam, cast, func, insert, literal_column, select, update
+from sqlalchemy import (
+    Table,
+    Text,
+    bindparam,
+    cast,
+    func,
+    insert,
+    literal,
+    literal_column,
+    select,
+    update,
+)
 
 from sessionstore.store._tables import (
     BlockRow,
@@ -213,3 +224,91 @@ def select_loop_messages(tenant: bool, active: bool, newest: bool) -> Any:
     if newest:
         return stmt.order_by(columns.position.desc()).limit(bindparam("n"))
     return stmt.order_by(columns.position)
+
+
+def _chain_walk(limited: bool) -> Any:
+    """The recursive CTE of a chain's loop ids, from `:head` back to the root (`hops` from 1)."""
+    walk = (
+        select(loops.c.id, loops.c.parent_loop_id, literal(1).label("hops"))
+        .where(loops.c.id == bindparam("head"), loops.c.session_id == bindparam("sid"))
+        .cte("chain", recursive=True)
+    )
+    parent = loops.alias("parent")
+    step = select(parent.c.id, parent.c.parent_loop_id, walk.c.hops + 1).where(
+        parent.c.id == walk.c.parent_loop_id, parent.c.session_id == bindparam("sid")
+    )
+    if limited:
+        step = step.where(walk.c.hops < bindparam("limit"))
+    return walk.union_all(step)
+
+
+@cache
+def select_chain(limited: bool) -> Any:
+    """Select the loops of the chain ending at `:head`, root first (the newest `:limit`)."""
+    walk = _chain_walk(limited)
+    return select(*LOOP_COLUMNS).join(walk, walk.c.id == loops.c.id).order_by(loops.c.depth)
+
+
+_WHOLE_CHAIN = _chain_walk(False)
+
+SELECT_HISTORY = (
+    select(*MESSAGE_COLUMNS)
+    .join(loops, loops.c.id == messages.c.loop_id)
+    .join(_WHOLE_CHAIN, _WHOLE_CHAIN.c.id == messages.c.loop_id)
+    .where(messages.c.session_id == bindparam("sid"), loops.c.session_id == bindparam("sid"))
+    .order_by(loops.c.depth, messages.c.position)
+)
+"""Every message of the chain ending at `:head`, in order: joined to the chain's recursive
+CTE, so no loop id is sent as a parameter (a driver's parameter limit does not apply)."""
+
+SELECT_CHAIN_COUNTS = (
+    select(loops.c.id, loops.c.message_count)
+    .join(_WHOLE_CHAIN, _WHOLE_CHAIN.c.id == loops.c.id)
+    .order_by(loops.c.depth)
+)
+"""The ids and message counts of the chain ending at `:head`, root first."""
+
+SELECT_LOOP_PAGE = (
+    select(*MESSAGE_COLUMNS)
+    .where(
+        messages.c.session_id == bindparam("sid"),
+        messages.c.loop_id == bindparam("lid"),
+        messages.c.position >= bindparam("start"),
+        messages.c.position < bindparam("stop"),
+    )
+    .order_by(messages.c.position)
+)
+"""The messages of a loop at positions `[:start, :stop)`, in order (a keyset page)."""
+
+
+@cache
+def select_block_rows(as_of: bool) -> Any:
+    """Select the blocks of an overlay (`:overlay`) of some loops (`:loops`), by a time."""
+    columns = blocks.c
+    stmt = select(blocks).where(
+        columns.session_id == bindparam("sid"),
+        columns.loop_id.in_(bindparam("loops", expanding=True)),
+        columns.overlay == bindparam("overlay"),
+    )
+    return stmt.where(columns.created_at <= bindparam("t")) if as_of else stmt
+
+
+SELECT_SECTIONS = select(sections).where(
+    sections.c.session_id == bindparam("sid"),
+    sections.c.block_id.in_(bindparam("blocks", expanding=True)),
+)
+SELECT_SECTION_MESSAGES = (
+    select(
+        section_messages.c.id,
+        section_messages.c.section_id,
+        # As text: pydantic-core parses and validates the message in one step.
+        cast(section_messages.c.payload, Text).label("payload"),
+        section_messages.c.token_count,
+        section_messages.c.covers,
+    )
+    .where(
+        section_messages.c.session_id == bindparam("sid"),
+        section_messages.c.section_id.in_(bindparam("sections", expanding=True)),
+    )
+    .order_by(section_messages.c.section_id, section_messages.c.position)
+)

@@ -61,6 +61,7 @@ __all__ = [
     "digest_model",
     "event_model",
     "loop_model",
+    "replacement_from_text",
     "replacement_model",
     "session_model",
     "stored_model",
@@ -401,6 +402,16 @@ def replacement_model(row: Any) -> ReplacementMessage:
     """Build a `ReplacementMessage` from a section-messages row."""
     return ReplacementMessage(
         message=MESSAGE_ADAPTER.validate_python(row.payload),
+        covers=row.covers,
+        token_count=row.token_count,
+        id=row.id,
+    )
+
+
+def replacement_from_text(row: Any) -> ReplacementMessage:
+    """Build a `ReplacementMessage` from a trusted row whose payload was read as JSON text."""
+    return ReplacementMessage.model_construct(
+        message=MESSAGE_ADAPTER.validate_json(row.payload),
         covers=row.covers,
         token_count=row.token_count,
         id=row.id,
