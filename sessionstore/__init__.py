@@ -78,6 +78,7 @@ from sessionstore.formats import (
     from_anthropic,
     from_openai,
     import_jsonl,
+    stream_conversation,
     to_anthropic,
     to_openai,
 )
@@ -281,6 +282,7 @@ __all__ = [
     "should_compact",
     "should_compress",
     "split_history",
+    "stream_conversation",
     "summary_budget",
     "to_anthropic",
     "to_openai",

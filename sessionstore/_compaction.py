@@ -235,15 +235,13 @@ async def compact_session_loops(
         await _call(callbacks.before_compaction_start if callbacks else None, started)
         blocks: list[tuple[int, CompactionBlock]] = []
         for loop, most_recent in todo:
-            messages = await store.get_messages(session_id, loop.id)
-            old = await store.get_block(session_id, loop.id, overlay=overlay)
-            built = await _run_strategy(
-                chosen, name, LoopView.of(loop, messages, old), policy, most_recent
-            )
+            view = await store.get_loop_view(session_id, loop, overlay=overlay)
+            messages, old = view.messages, view.previous
+            built = await _run_strategy(chosen, name, view, policy, most_recent)
             built = built.model_copy(update={"overlay": overlay})
             built.check_ranges(loop.id, loop.turn_count)
             was, will = shown(messages, old), shown(messages, built)
-            raw = sum(m.token_count for m in messages)
+            raw = view.tokens()
             if _same_content(old, built):
                 unchanged.append(loop.id)
                 will = was

@@ -1,7 +1,7 @@
 """Conversations in and out: OpenAI and Anthropic formats, JSONL files, export documents."""
 
 from sessionstore.formats._anthropic import from_anthropic, to_anthropic
-from sessionstore.formats._export import export_conversation
+from sessionstore.formats._export import export_conversation, stream_conversation
 from sessionstore.formats._import import ImportReport, import_jsonl
 from sessionstore.formats._openai import from_openai, to_openai
 
@@ -11,6 +11,7 @@ __all__ = [
     "from_anthropic",
     "from_openai",
     "import_jsonl",
+    "stream_conversation",
     "to_anthropic",
     "to_openai",
 ]

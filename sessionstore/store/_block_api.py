@@ -26,6 +26,7 @@ from sessionstore.store import _blocks, _reads, _sessions
 from sessionstore.store import _statements as sql
 from sessionstore.store._handle import _Handle, check_aware, check_event_kind, check_limit
 from sessionstore.store._sessions import now
+from sessionstore.strategies import LoopView
 
 __all__ = ["BlockMethods"]
 
@@ -248,6 +249,23 @@ class BlockMethods(_Handle):
                 loop_id=loop_id,
                 overlay=overlay,
             )
+
+        return await self._read(work)
+
+    async def get_loop_view(
+        self, session_id: str, loop: LoopRecord, *, overlay: str = "default"
+    ) -> LoopView:
+        """Return what a block strategy sees of `loop`, read in one transaction.
+
+        The view holds the loop's messages as columns (`id`, `turn_index`,
+        `token_count`, and the stored payloads): a message is built, and decoded, only
+        when the strategy indexes it, so a strategy that summarises a hundred turns of
+        a 20,000-message loop builds a few hundred messages, not 20,000. `previous` is
+        the loop's current block for `overlay`, with its messages.
+        """
+
+        def work(db: Connection) -> LoopView:
+            return _reads.loop_view(db, self._tenant, session_id, loop, overlay)
 
         return await self._read(work)
 

@@ -26,13 +26,12 @@ from sessionstore.models import (
     message_payload,
 )
 from sessionstore.store import _statements as sql
-from sessionstore.store._sessions import chain, loop_row
+from sessionstore.store._sessions import loop_row
 from sessionstore.store._tables import stored_model, stored_models
 
 __all__ = [
     "Prepared",
     "by_id",
-    "history",
     "insert_messages",
     "insert_returning_ids",
     "known_client_ids",
@@ -186,17 +185,6 @@ def turn_map(db: Connection, session_id: str, loop_id: int) -> TurnMap:
     """Return a loop's `TurnMap`, from the turn index."""
     rows = db.execute(sql.SELECT_TURN_BOUNDS, {"sid": session_id, "lid": loop_id}).all()
     return TurnMap.from_bounds((first, last) for first, last in rows)
-
-
-def history(db: Connection, session_id: str, head: int) -> list[StoredMessage]:
-    """Return every raw message of the chain ending at `head`, in order."""
-    depth = {loop.id: loop.depth for loop in chain(db, session_id, head, None)}
-    columns = sql.messages.c
-    stmt = select(*sql.MESSAGE_COLUMNS).where(
-        columns.session_id == session_id, columns.loop_id.in_(list(depth))
-    )
-    rows = sorted(db.execute(stmt).all(), key=lambda r: (depth[r.loop_id], r.position))
-    return stored_models(rows, session_id)
 
 
 def by_id(db: Connection, session_id: str, message_ids: Iterable[int]) -> list[StoredMessage]:

@@ -7,6 +7,7 @@ known to end inside it; then only the loops in scope are read further.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 from sqlalchemy import Connection, Row, func, select
 
 from sessionstore._items import ContextSources, LoopSource
+from sessionstore._loop_messages import LoopMessages
 from sessionstore._overlay import segments
 from sessionstore._scope import ChainEntry, grow_window, recorded_scope, resolve_scope, scope_window
 from sessionstore.config import CompactionScope
@@ -26,11 +28,25 @@ from sessionstore.models import (
     TurnRange,
 )
 from sessionstore.store import _statements as sql
-from sessionstore.store._blocks import block_rows, check_overlay, load_blocks, newest_digest
-from sessionstore.store._sessions import Tenant, chain, resolve_loop
+from sessionstore.store._blocks import (
+    block_rows,
+    check_overlay,
+    current_blocks,
+    load_blocks,
+    newest_digest,
+)
+from sessionstore.store._sessions import Tenant, chain, resolve_loop, visible_session
 from sessionstore.store._tables import block_model, stored_model, stored_models
+from sessionstore.strategies import LoopView
 
-__all__ = ["chain_as_of", "chain_in_scope", "digest_inputs", "loop_messages", "read_context"]
+__all__ = [
+    "chain_as_of",
+    "chain_in_scope",
+    "digest_inputs",
+    "loop_messages",
+    "loop_view",
+    "read_context",
+]
 
 
 def loop_messages(
@@ -349,6 +365,75 @@ def digest_inputs(
     start = ids.index(digest.through_loop_id) + 1 if digest is not None else 0
     stop = ids.index(first_in_scope) if first_in_scope in ids else 0
     return digest, loops[start:stop] if stop > start else []
+
+
+def loop_view(
+    db: Connection, tenant: Tenant | None, session_id: str, loop: LoopRecord, overlay: str
+) -> LoopView:
+    """Return a block strategy's view of `loop` (see `SessionStore.get_loop_view`)."""
+    stmt = sql.select_loop_messages(tenant is not None, False, False)
+    params: dict[str, Any] = {"sid": session_id, "lid": loop.id}
+    if tenant is not None:
+        params.update(tenant.params)
+    messages = LoopMessages(session_id, loop.id, db.execute(stmt, params))
+    if not messages:
+        resolve_loop(db, tenant, session_id, loop.id)
+    blocks = current_blocks(db, session_id, [loop], overlay, None, messages=True)
+    return LoopView.of(loop, messages, blocks.get(loop.id))
+
+
+def history(db: Connection, session_id: str, head: int) -> list[StoredMessage]:
+    """Return every raw message of the chain ending at `head`, in order.
+
+    One statement joins the messages to the chain's recursive CTE: no loop id is sent
+    as a parameter, so a chain of any length reads on every driver.
+    """
+    rows = db.execute(sql.SELECT_HISTORY, {"sid": session_id, "head": head})
+    return stored_models(rows, session_id)
+
+
+def chain_counts(db: Connection, session_id: str, head: int) -> tuple[array[int], array[int]]:
+    """Return the ids and message counts of the chain ending at `head`, root first.
+
+    Two flat arrays: a chain of a million loops takes 16 MB, not a million models.
+    """
+    ids, counts = array("q"), array("q")
+    for loop_id, count in db.execute(sql.SELECT_CHAIN_COUNTS, {"sid": session_id, "head": head}):
+        ids.append(loop_id)
+        counts.append(count)
+    return ids, counts
+
+
+def history_page(
+    db: Connection,
+    tenant: Tenant | None,
+    session_id: str,
+    chain: tuple[Sequence[int], Sequence[int]],
+    start: tuple[int, int],
+    size: int,
+) -> tuple[list[StoredMessage], tuple[int, int]]:
+    """Return up to `size` messages of `chain` from `start`, and where the next page starts.
+
+    `chain` is what `chain_counts` returned when the read began; `start` is a loop's
+    index in it and a position in that loop. Each loop is read by the unique index
+    `(session_id, loop_id, position)`, from the position reached, up to the count the
+    loop had when the read began: messages appended since are not read, and every page
+    is one short transaction.
+    """
+    visible_session(db, tenant, session_id)
+    ids, counts = chain
+    index, position = start
+    page: list[StoredMessage] = []
+    while index < len(ids) and len(page) < size:
+        stop = min(counts[index], position + size - len(page))
+        if position < stop:
+            params = {"sid": session_id, "lid": ids[index], "start": position, "stop": stop}
+            rows = db.execute(sql.SELECT_LOOP_PAGE, params).all()
+            page += stored_models(rows, session_id)
+            position = stop
+        if position >= counts[index]:
+            index, position = index + 1, 0
+    return page, (index, position)
 
 
 def _raw_turns(
