@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from sessionstore.formats._openai import openai_items
 
 if TYPE_CHECKING:
+    from sessionstore.models import StoredMessage
     from sessionstore.store import SessionStore
 
 __all__ = ["export_conversation", "stream_conversation"]
@@ -83,9 +84,12 @@ async def stream_conversation(
     # Inside the object, the list is one level deep and its items two.
     pad = "" if indent is None else "\n" + " " * (2 * indent)
     separator = ", " if indent is None else ","
+    chunks = store.iter_history(session_id, loop_id=loop_id, chunk_size=chunk_size)
+    # The first chunk is read before anything is yielded: a bad `loop_id` writes nothing.
+    first = await anext(chunks, None)
     yield head + "["
     count = 0
-    async for chunk in store.iter_history(session_id, loop_id=loop_id, chunk_size=chunk_size):
+    async for chunk in _prepend(first, chunks):
         pieces = []
         for item in openai_items([stored.message for stored in chunk], count):
             text = json.dumps(item, indent=indent, ensure_ascii=False)
@@ -97,3 +101,12 @@ async def stream_conversation(
     if count and indent is not None:
         yield "\n" + " " * indent
     yield "]" + tail
+
+
+async def _prepend(
+    first: list[StoredMessage] | None, rest: AsyncIterator[list[StoredMessage]]
+) -> AsyncIterator[list[StoredMessage]]:
+    if first is not None:
+        yield first
+    async for chunk in rest:
+        yield chunk
