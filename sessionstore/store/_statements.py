@@ -187,7 +187,12 @@ def select_blocks(session_id: str, loop_id: int, overlay: str | None) -> Any:
 def select_newest_digest(by_heads: bool, as_of: bool) -> Any:
     """Select a session's newest digest of an overlay (at some heads, written by a time)."""
     columns = digests.c
-    stmt = select(digests).where(
+    # `folded` as text: the digest decodes it when it is first used (see `digest_model`).
+    shown = [
+        cast(column, Text).label("folded") if column is columns.folded else column
+        for column in columns
+    ]
+    stmt = select(*shown).where(
         columns.session_id == bindparam("sid"), columns.overlay == bindparam("overlay")
     )
     if by_heads:

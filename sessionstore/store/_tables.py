@@ -38,6 +38,7 @@ from sessionstore.models import (
     CompactedSection,
     CompactionBlock,
     CompactionEvent,
+    CompactionSummaryMessage,
     LoopRecord,
     ReplacementMessage,
     Session,
@@ -441,19 +442,24 @@ def block_model(row: Any, sections: Mapping[str, CompactedSection]) -> Compactio
 
 
 def digest_model(row: Any) -> SessionDigest:
-    """Build a `SessionDigest` from a digests row."""
-    return SessionDigest(
+    """Build a `SessionDigest` from a digests row whose `folded` was read as JSON text.
+
+    `folded` names every loop the digest stands for (thousands on a long chain); it is
+    decoded the first time it is used, which a resume never does.
+    """
+    digest = SessionDigest.model_construct(
         id=row.id,
         session_id=row.session_id,
         overlay=row.overlay,
         head_loop_id=row.head_loop_id,
         through_loop_id=row.through_loop_id,
-        folded=[(loop_id, count) for loop_id, count in row.folded],
-        message=MESSAGE_ADAPTER.validate_python(row.payload),
+        message=CompactionSummaryMessage.model_validate(row.payload),
         token_count=row.token_count,
         details=row.details,
         created_at=row.created_at,
     )
+    digest._pend(row.folded)
+    return digest
 
 
 def event_model(values: Mapping[Any, Any]) -> CompactionEvent:
