@@ -167,7 +167,7 @@ def _scoped_chain(
     overlay: str,
     moment: datetime | None,
     summary_cap: int | None = None,
-) -> tuple[list[ChainEntry], int, bool, CompactionScope, dict[int, Row[Any]]]:
+) -> tuple[list[ChainEntry], int, bool, CompactionScope, dict[int, Row[Any] | None]]:
     """Read the chain a window at a time until the scope ends inside it.
 
     Returns the chain read (root first, with block headers: a block without its
@@ -178,15 +178,14 @@ def _scoped_chain(
     their blocks again.
     """
     read: dict[int, tuple[list[ChainEntry], bool]] = {}
-    rows: dict[int, Row[Any]] = {}
+    rows: dict[int, Row[Any] | None] = {}
 
     def window(size: int) -> tuple[list[ChainEntry], bool]:
         # A window read once is not read again (the recorded scope's first read is reused).
         if size not in read:
             loops, complete = chain_as_of(db, session_id, head, size, moment)
-            fresh = [loop.id for loop in loops if loop.id not in rows]
-            rows.update(block_rows(db, session_id, fresh, overlay, moment))
-            headers = [(loop, rows.get(loop.id)) for loop in loops]
+            _read_block_rows(db, session_id, [loop.id for loop in loops], rows, overlay, moment)
+            headers = [(loop, rows[loop.id]) for loop in loops]
             read[size] = (
                 [(loop, None if row is None else block_model(row, {})) for loop, row in headers],
                 complete,
@@ -212,20 +211,33 @@ def _scoped_chain(
     return entries, earlier, complete, final, rows
 
 
+def _read_block_rows(
+    db: Connection,
+    session_id: str,
+    loop_ids: Sequence[int],
+    rows: dict[int, Row[Any] | None],
+    overlay: str,
+    moment: datetime | None,
+) -> None:
+    """Add the current block row (None: no block) of each loop not read yet to `rows`."""
+    fresh = [loop_id for loop_id in loop_ids if loop_id not in rows]
+    found = block_rows(db, session_id, fresh, overlay, moment)
+    rows.update((loop_id, found.get(loop_id)) for loop_id in fresh)
+
+
 def _blocks_of(
     db: Connection,
     session_id: str,
     loops: Sequence[LoopRecord],
-    rows: dict[int, Row[Any]],
+    rows: dict[int, Row[Any] | None],
     overlay: str,
     moment: datetime | None,
     *,
     messages: bool,
 ) -> dict[int, CompactionBlock]:
     """Return the current blocks of `loops` with their sections, from the rows already read."""
-    missing = [loop.id for loop in loops if loop.id not in rows]
-    rows.update(block_rows(db, session_id, missing, overlay, moment))
-    wanted = [rows[loop.id] for loop in loops if loop.id in rows]
+    _read_block_rows(db, session_id, [loop.id for loop in loops], rows, overlay, moment)
+    wanted = [row for row in (rows[loop.id] for loop in loops) if row is not None]
     loaded = load_blocks(db, session_id, wanted, messages=messages)
     return {block.loop_id: block for block in loaded if block.loop_id is not None}
 
