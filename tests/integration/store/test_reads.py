@@ -227,6 +227,15 @@ async def test_a_chain_longer_than_the_drivers_parameter_limit_reads(
             ),
             {"head": base + loops, "n": loops + 1, "sid": sid},
         )
-    last = await store.append_messages(sid, [UserMessage(content="the latest request")])
-    _same(await store.get_history(sid), first + last)
-    _same([m async for chunk in store.iter_history(sid) for m in chunk], first + last)
+    try:
+        last = await store.append_messages(sid, [UserMessage(content="the latest request")])
+        _same(await store.get_history(sid), first + last)
+        _same([m async for chunk in store.iter_history(sid) for m in chunk], first + last)
+    finally:
+        # SQLite cascades a delete along the chain one trigger level a loop, and stops at
+        # 1,000 levels: unchain the loops so the next test's cleanup can delete them.
+        async with engine.begin() as conn:
+            await conn.execute(
+                text("UPDATE sessionstore_loops SET parent_loop_id = NULL WHERE session_id = :sid"),
+                {"sid": sid},
+            )
