@@ -4,6 +4,7 @@ Run from a checkout, with the package installed:
 
     python bench/bench_resume.py [--sizes 10000,100000,1000000] [--quick] [--repeat 3]
                                  [--data-dir DIR] [--url POSTGRES_URL] [--json]
+                                 [--full-read whole|stream|none]
 
 For each size, a synthetic coding-agent session (`sessionstore._demo`, loops of 45
 to 154 messages) of that many raw messages is written and compacted as an agent would
@@ -13,7 +14,9 @@ script measures:
 
 1. `resume`: `build_context(store, session_id, max_context_tokens=32_000)` with the
    default config (`FixedCount(3)` scope), ms per build (`--builds` builds per run);
-2. `full read`: `store.get_history(session_id)`, every raw message of the chain, ms.
+2. `full read`: `store.get_history(session_id)`, every raw message of the chain, ms
+   (`--full-read stream`: `store.iter_history` in chunks of 1,000, in bounded memory;
+   `--full-read none`: not timed).
 
 All the resumes are timed first, interleaved size by size in each run; then each size's
 full reads, one after another behind an untimed one (a full read of a million messages
