@@ -15,8 +15,9 @@ each run, for each size, a new session gets the loop and the script measures:
    which reads the whole loop, builds its three-section block and writes it.
 
 Then, outside those timings, the three parts of a compaction are timed one by one on
-the same loop: `read` (`get_messages` of the loop), `strategy` (`DefaultBlockCompaction
-().compact(LoopView.of(loop, messages), config, True)`, pure) and `write`
+the same loop: `read` (`get_loop_view` of the loop: its messages as columns, each
+built when the strategy indexes it), `strategy` (`DefaultBlockCompaction().compact(view,
+config, True)`, pure) and `write`
 (`write_blocks` of that block). Every figure is the median of `--repeat` runs, after a
 warm-up. The goals: compaction grows linearly with the loop (its cost per message stays
 flat from the smallest size to the largest) and costs at most 3x the append of the
@@ -51,7 +52,6 @@ from sessionstore import (
     CompactionConfig,
     DefaultBlockCompaction,
     FixedCount,
-    LoopView,
     Message,
     SessionStore,
     compact_session_loops,
@@ -105,9 +105,8 @@ async def one_run(
     """Append and compact one loop in a new session; then time the compaction's parts.
 
     The loop's messages are built before the append and freed after it, so the
-    compaction runs on a heap of the usual size: it builds a model of every message
-    of the loop, and the cyclic garbage collector's passes cost in proportion to
-    everything else alive.
+    compaction runs on a heap of the usual size: the cyclic garbage collector's passes
+    cost in proportion to everything else alive.
     """
     messages: list[Message] | None = synthetic_loop(size, args.seed)
     session = await store.create_session(app_name="bench", user_id=tag)
@@ -128,13 +127,14 @@ async def one_run(
     loop_id = block.loop_id
     assert loop_id is not None
     loop = await store.get_loop(sid, loop_id)
-    times["read"], stored = await timed(lambda: store.get_messages(sid, loop_id))
-    if len(stored) != size:
-        raise RuntimeError(f"read {len(stored)} messages, expected {size}")
+    # What the compaction reads: the loop as columns (messages built when indexed).
+    times["read"], view = await timed(lambda: store.get_loop_view(sid, loop))
+    if len(view.messages) != size:
+        raise RuntimeError(f"read {len(view.messages)} messages, expected {size}")
     strategy = DefaultBlockCompaction()
 
     async def build() -> Any:
-        return strategy.compact(LoopView.of(loop, stored), CONFIG, True)
+        return strategy.compact(view, CONFIG, True)
 
     times["strategy"], built = await timed(build)
     times["write"], _ = await timed(lambda: store.write_blocks(sid, [(loop_id, built)]))

@@ -4,6 +4,7 @@ Run from a checkout, with the package installed:
 
     python bench/bench_resume.py [--sizes 10000,100000,1000000] [--quick] [--repeat 3]
                                  [--data-dir DIR] [--url POSTGRES_URL] [--json]
+                                 [--full-read whole|stream|none]
 
 For each size, a synthetic coding-agent session (`sessionstore._demo`, loops of 45
 to 154 messages) of that many raw messages is written and compacted as an agent would
@@ -13,7 +14,9 @@ script measures:
 
 1. `resume`: `build_context(store, session_id, max_context_tokens=32_000)` with the
    default config (`FixedCount(3)` scope), ms per build (`--builds` builds per run);
-2. `full read`: `store.get_history(session_id)`, every raw message of the chain, ms.
+2. `full read`: `store.get_history(session_id)`, every raw message of the chain, ms
+   (`--full-read stream`: `store.iter_history` in chunks of 1,000, in bounded memory;
+   `--full-read none`: not timed).
 
 All the resumes are timed first, interleaved size by size in each run; then each size's
 full reads, one after another behind an untimed one (a full read of a million messages
@@ -44,6 +47,7 @@ import asyncio
 import contextlib
 import gc
 import json
+import math
 import secrets
 import shutil
 import signal
@@ -363,11 +367,18 @@ async def measure(
 
             seconds, _ = await timed(builds)
             result.resume_ms.append(seconds * 1000 / args.builds)
+    if args.full_read == "none":
+        return results
     for dataset, result in zip(datasets, results, strict=True):
         store, sid = dataset.store, dataset.population.session_id
-        log(f"  [{name}] full reads of {dataset.population.size:,} messages")
+        log(f"  [{name}] full reads of {dataset.population.size:,} messages ({args.full_read})")
 
         async def read_all(store: SessionStore = store, sid: str = sid) -> int:
+            if args.full_read == "stream":
+                count = 0
+                async for chunk in store.iter_history(sid):
+                    count += len(chunk)
+                return count
             return len(await store.get_history(sid))
 
         for rep in range(args.repeat + 1):  # the first is the warm-up
@@ -424,7 +435,7 @@ def report(
     sizes: list[dict[str, Any]] = []
     for r in results:
         resume_ms = statistics.median(r.resume_ms)
-        history_ms = statistics.median(r.history_ms)
+        history_ms = statistics.median(r.history_ms) if r.history_ms else math.nan
         sizes.append(
             {
                 "size": r.population.size,
@@ -549,6 +560,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--url",
         help="a PostgreSQL URL: measure there instead of SQLite, in a temporary database "
         "created beside the URL's database and dropped at the end",
+    )
+    parser.add_argument(
+        "--full-read",
+        choices=("whole", "stream", "none"),
+        default="whole",
+        help="how the full read is timed: get_history (whole, the default), iter_history "
+        "in chunks of 1,000 (stream: bounded memory), or not at all (none)",
     )
     parser.add_argument("--seed", type=int, default=0, help="synthetic session seed")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")

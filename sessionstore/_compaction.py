@@ -23,7 +23,7 @@ from sessionstore._redact import redact, redact_message
 from sessionstore._scope import ChainEntry, loop_context_tokens
 from sessionstore._tokens import message_tokens
 from sessionstore.config import CompactionConfig, should_compact, validated_config
-from sessionstore.errors import ConfigurationError
+from sessionstore.errors import ConfigurationError, LoopChangedError
 from sessionstore.models import (
     CompactionBlock,
     CompactionEnded,
@@ -195,8 +195,48 @@ async def compact_session_loops(
         ValueError: a budget that is not positive.
         ConfigurationError: a bad config, or an unknown strategy name.
         InvalidBlockError: the strategy built a block that does not fit its loop.
+        LoopChangedError: three times running, messages appended while the blocks were
+            built fell in turns they cover (each time nothing was written and the loop
+            was read again).
         SessionNotFoundError, LoopNotFoundError: nothing to compact.
     """
+    for attempt in range(1, _ATTEMPTS + 1):
+        try:
+            return await _compact_once(
+                store,
+                session_id,
+                current_loop_id,
+                strategy,
+                config,
+                max_context_tokens,
+                overlay=overlay,
+                callbacks=callbacks,
+                digest_summarizer=digest_summarizer,
+            )
+        except LoopChangedError:
+            # A message appended while the blocks were built fell in a turn they cover:
+            # nothing was written; read the loop again and build them again.
+            if attempt == _ATTEMPTS:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+_ATTEMPTS = 3
+"""How many times `compact_session_loops` builds its blocks when appends race with it."""
+
+
+async def _compact_once(
+    store: SessionStore | TenantStore,
+    session_id: str,
+    current_loop_id: int | None,
+    strategy: BlockCompactionStrategy | str | None,
+    config: CompactionConfig | dict[str, Any] | None,
+    max_context_tokens: int,
+    *,
+    overlay: str,
+    callbacks: CompactionCallbacks | None,
+    digest_summarizer: Summarizer | None,
+) -> CompactionResult:
     context_budget(max_context_tokens, 0)
     policy = validated_config(config, CompactionConfig).within(max_context_tokens)
     chosen = get_block_strategy(strategy if strategy is not None else policy.block_strategy)
@@ -234,16 +274,18 @@ async def compact_session_loops(
     try:
         await _call(callbacks.before_compaction_start if callbacks else None, started)
         blocks: list[tuple[int, CompactionBlock]] = []
+        read_counts: dict[int, int] = {}
         for loop, most_recent in todo:
-            messages = await store.get_messages(session_id, loop.id)
-            old = await store.get_block(session_id, loop.id, overlay=overlay)
-            built = await _run_strategy(
-                chosen, name, LoopView.of(loop, messages, old), policy, most_recent
-            )
+            view = await store.get_loop_view(session_id, loop, overlay=overlay)
+            messages, old = view.messages, view.previous
+            read_counts[loop.id] = len(messages)
+            built = await _run_strategy(chosen, name, view, policy, most_recent)
             built = built.model_copy(update={"overlay": overlay})
-            built.check_ranges(loop.id, loop.turn_count)
+            # The turns of the messages read, which appends since the scope was read may
+            # have outgrown: the block is built from these.
+            built.check_ranges(loop.id, messages[-1].turn_index + 1 if messages else 0)
             was, will = shown(messages, old), shown(messages, built)
-            raw = sum(m.token_count for m in messages)
+            raw = view.tokens()
             if _same_content(old, built):
                 unchanged.append(loop.id)
                 will = was
@@ -300,7 +342,9 @@ async def compact_session_loops(
         await _record_failure(store, started, error, clock)
         raise
     written = (
-        await store.write_blocks(session_id, blocks, events=[started, ended], digest=digest)
+        await store.write_blocks(
+            session_id, blocks, events=[started, ended], digest=digest, read_counts=read_counts
+        )
         if blocks or digest is not None
         else []
     )

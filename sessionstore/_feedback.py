@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sessionstore._framing import shown_section
+from sessionstore._loop_messages import message_columns
 from sessionstore._overlay import segments
 from sessionstore.models import (
     CompactionBlock,
@@ -36,15 +37,21 @@ def shown(messages: Sequence[StoredMessage], block: CompactionBlock | None) -> S
     summaries as one framed message (as the loader merges them) and its other
     replacement messages one by one.
     """
+    _, turn_indexes, token_counts = message_columns(messages)
     if block is None:
-        return Shown(len(messages), sum(m.token_count for m in messages))
-    turn_count = max((m.turn_index for m in messages), default=-1) + 1
+        return Shown(len(messages), sum(token_counts))
+    turn_count = max(turn_indexes, default=-1) + 1
     count = tokens = 0
     for span, kind in segments(turn_count, block):
         if kind == "raw":
-            raw = [m for m in messages if m.turn_index in span]
+            first, last = span.start_turn, span.end_turn
+            raw = [
+                n
+                for turn, n in zip(turn_indexes, token_counts, strict=True)
+                if first <= turn <= last
+            ]
             count += len(raw)
-            tokens += sum(m.token_count for m in raw)
+            tokens += sum(raw)
             continue
         section = block.keep_compacted if kind == "compacted" else block.keep_recent
         assert section is not None

@@ -32,10 +32,14 @@ class TurnMap:
     @classmethod
     def from_messages(cls, messages: Sequence[_HasTurn]) -> TurnMap:
         """Group consecutive messages by `turn_index`; one without a turn index is its own group."""
+        return cls.from_turn_indexes(message.turn_index for message in messages)
+
+    @classmethod
+    def from_turn_indexes(cls, turn_indexes: Iterable[int | None]) -> TurnMap:
+        """Group consecutive equal turn indices (see `from_messages`), given the indices alone."""
         ranges: list[tuple[int, int]] = []
         previous: int | None = None
-        for index, message in enumerate(messages):
-            turn = message.turn_index
+        for index, turn in enumerate(turn_indexes):
             if ranges and turn is not None and turn == previous:
                 ranges[-1] = (ranges[-1][0], index + 1)
             else:

@@ -11,7 +11,8 @@ SessionStoreError
 │   └── OverlayNotFoundError     an overlay name no compaction of the session wrote
 ├── ConflictError                a client id reused with different content
 │   ├── SessionExistsError       a session id that is already taken
-│   └── StaleWriteError          a concurrent writer won (version check failed)
+│   ├── StaleWriteError          a concurrent writer won (version check failed)
+│   └── LoopChangedError         a loop gained messages in turns a new block covers
 ├── InvalidBlockError            a block that does not fit its loop (turn range, provenance)
 ├── ContextOverflowError         even the smallest valid context does not fit the budget
 ├── FormatError                  a conversation that cannot be imported or exported
@@ -52,6 +53,7 @@ __all__ = [
     "ImportLineError",
     "InvalidBlockError",
     "LockTimeoutError",
+    "LoopChangedError",
     "LoopNotFoundError",
     "MissingDependencyError",
     "NotFoundError",
@@ -152,6 +154,23 @@ class StaleWriteError(ConflictError):
         self.session_id = session_id
         self.expected = expected
         self.actual = actual
+
+
+class LoopChangedError(ConflictError):
+    """A block was built from a loop that has since gained messages in the turns it covers.
+
+    A tool result appended during a compaction joins the turn of its call: a block built
+    before it arrived would stand for that turn without it. `compact_session_loops`
+    catches this and compacts again; nothing was written.
+    """
+
+    def __init__(self, session_id: str, loop_id: int) -> None:
+        super().__init__(
+            f"loop {loop_id} of session {session_id!r} gained messages in turns a new block "
+            "covers while the block was being built; nothing was written, compact again"
+        )
+        self.session_id = session_id
+        self.loop_id = loop_id
 
 
 class InvalidBlockError(SessionStoreError):

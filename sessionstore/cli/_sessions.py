@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -26,8 +25,8 @@ from sessionstore import (
     Session,
     SessionStore,
     SessionUsage,
-    export_conversation,
     import_jsonl,
+    stream_conversation,
 )
 from sessionstore.cli._options import Settings, json_option, loop_option, run_with_store
 from sessionstore.cli._render import (
@@ -159,19 +158,17 @@ def export(
         sessionstore export 3f2a9c... -o session.json
         sessionstore export 3f2a9c... --compact >> sessions.jsonl
     """
-    exported = run_with_store(
-        settings.url,
-        lambda store: export_conversation(store, session_id, loop_id=loop_id),
-        read_only=True,
-    )
     indent = None if compact else 2
-    output.write(json.dumps(exported, indent=indent, ensure_ascii=False) + "\n")
+
+    async def write(store: SessionStore) -> None:
+        # Streamed a chunk of messages at a time: memory stays bounded on any history.
+        async for text in stream_conversation(store, session_id, loop_id=loop_id, indent=indent):
+            output.write(text)
+        output.write("\n")
+
+    run_with_store(settings.url, write, read_only=True)
     if output.name != "-":
-        click.echo(
-            f"Exported {len(exported['messages'])} message(s) of session {session_id!r} "
-            f"to {output.name}.",
-            err=True,
-        )
+        click.echo(f"Exported session {session_id!r} to {output.name}.", err=True)
 
 
 # ── sessions ───────────────────────────────────────────────────────────────────

@@ -5,7 +5,7 @@ it needs the `pydantic-ai` extra.
 """
 
 from sessionstore.formats._anthropic import from_anthropic, to_anthropic
-from sessionstore.formats._export import export_conversation
+from sessionstore.formats._export import export_conversation, stream_conversation
 from sessionstore.formats._import import ImportReport, import_jsonl
 from sessionstore.formats._openai import from_openai, to_openai
 from sessionstore.formats._responses import from_openai_responses, to_openai_responses
@@ -17,6 +17,7 @@ __all__ = [
     "from_openai",
     "from_openai_responses",
     "import_jsonl",
+    "stream_conversation",
     "to_anthropic",
     "to_openai",
     "to_openai_responses",

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from sessionstore.formats._openai import to_openai
+from sessionstore.formats._openai import openai_items
 
 if TYPE_CHECKING:
+    from sessionstore.models import StoredMessage
     from sessionstore.store import SessionStore, TenantStore
 
-__all__ = ["export_conversation"]
+__all__ = ["export_conversation", "stream_conversation"]
+
+_MESSAGES = "@@sessionstore-messages@@"
+"""Stands for the messages list while the rest of the conversation object is dumped (the
+list is the object's last value, so the placeholder's last occurrence is the one)."""
 
 
 async def export_conversation(
@@ -21,16 +28,85 @@ async def export_conversation(
     `loop_id`) in the OpenAI chat-completions format; compaction never changes them.
     Written as one line of a JSONL file, the result imports back with `import_jsonl`,
     and importing a conversation then exporting it gives back the same messages.
+    The result holds every message: for a long history, `stream_conversation` writes
+    the same JSON text a chunk at a time.
 
     Raises:
         SessionNotFoundError: there is no such session.
         LoopNotFoundError: `loop_id` is not a loop of the session.
     """
     session = await store.get_session(session_id)
-    history = await store.get_history(session_id, loop_id=loop_id)
+    messages: list[dict[str, Any]] = []
+    async for chunk in store.iter_history(session_id, loop_id=loop_id):
+        messages += openai_items([stored.message for stored in chunk], len(messages))
     return {
         "id": session.id,
         "title": session.title,
         "metadata": session.metadata,
-        "messages": to_openai([stored.message for stored in history]),
+        "messages": messages,
     }
+
+
+async def stream_conversation(
+    store: SessionStore | TenantStore,
+    session_id: str,
+    *,
+    loop_id: int | None = None,
+    indent: int | None = None,
+    chunk_size: int = 1000,
+) -> AsyncIterator[str]:
+    """Yield `export_conversation`'s result as JSON text, a chunk of messages at a time.
+
+    The pieces joined are `json.dumps(await export_conversation(...), indent=indent,
+    ensure_ascii=False)`, but memory holds one chunk of `chunk_size` messages at a time
+    (read with `SessionStore.iter_history`), however long the history.
+
+    >>> async def save(store, session_id, path):
+    ...     with open(path, "w", encoding="utf-8") as out:
+    ...         async for text in stream_conversation(store, session_id):
+    ...             out.write(text)
+
+    Raises:
+        SessionNotFoundError: there is no such session.
+        LoopNotFoundError: `loop_id` is not a loop of the session.
+        FormatError: a message cannot be expressed in the OpenAI format.
+    """
+    session = await store.get_session(session_id)
+    shell = {
+        "id": session.id,
+        "title": session.title,
+        "metadata": session.metadata,
+        "messages": _MESSAGES,
+    }
+    head, _, tail = json.dumps(shell, indent=indent, ensure_ascii=False).rpartition(
+        f'"{_MESSAGES}"'
+    )
+    # Inside the object, the list is one level deep and its items two.
+    pad = "" if indent is None else "\n" + " " * (2 * indent)
+    separator = ", " if indent is None else ","
+    chunks = store.iter_history(session_id, loop_id=loop_id, chunk_size=chunk_size)
+    # The first chunk is read before anything is yielded: a bad `loop_id` writes nothing.
+    first = await anext(chunks, None)
+    yield head + "["
+    count = 0
+    async for chunk in _prepend(first, chunks):
+        pieces = []
+        for item in openai_items([stored.message for stored in chunk], count):
+            text = json.dumps(item, indent=indent, ensure_ascii=False)
+            if indent is not None:
+                text = text.replace("\n", pad)
+            pieces.append((separator if count else "") + pad + text)
+            count += 1
+        yield "".join(pieces)
+    if count and indent is not None:
+        yield "\n" + " " * indent
+    yield "]" + tail
+
+
+async def _prepend(
+    first: list[StoredMessage] | None, rest: AsyncIterator[list[StoredMessage]]
+) -> AsyncIterator[list[StoredMessage]]:
+    if first is not None:
+        yield first
+    async for chunk in rest:
+        yield chunk

@@ -70,7 +70,7 @@ from sessionstore.models import (
     UserMessage,
 )
 
-__all__ = ["from_openai", "to_openai"]
+__all__ = ["from_openai", "openai_items", "to_openai"]
 
 _FORMAT = "openai"
 _MESSAGE_KEYS: dict[str, frozenset[str]] = {
@@ -135,8 +135,13 @@ def to_openai(messages: Sequence[Message]) -> list[dict[str, Any]]:
         FormatError: a message cannot be expressed (an inline image without a
             `mime_type`, or an object that is not one of our messages).
     """
+    return openai_items(messages)
+
+
+def openai_items(messages: Sequence[Message], first_index: int = 0) -> list[dict[str, Any]]:
+    """`to_openai`, for part of a longer list that starts at `first_index` (named in errors)."""
     result: list[dict[str, Any]] = []
-    for index, message in enumerate(messages):
+    for index, message in enumerate(messages, first_index):
         check_is_message(index, message)
         try:
             item = _export_message(message)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import pairwise
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -37,6 +38,91 @@ from sessionstore.models._messages import MESSAGE_ADAPTER, CompactionSummaryMess
 
 class _Record(BaseModel):
     model_config = ConfigDict(frozen=True)
+
+
+_PENDING = "_pending_field"
+_new = object.__new__
+_set = object.__setattr__
+
+
+class _LazyRecord(_Record):
+    """A record one field of which (`_lazy_field`) is decoded from stored text when first used.
+
+    A bulk read builds many records whose every field is not looked at; decoding that
+    field only when it is used keeps the read cheap. The record behaves as an eagerly
+    built one: attribute access, equality, hashing, copying, pickling and serialisation
+    (nested too) decode it first.
+    """
+
+    _lazy_field: ClassVar[str]
+
+    def _pend(self, pending: Any) -> None:
+        """Leave the lazy field to be decoded from `pending` when first used."""
+        # A default `model_construct` filled in would hide the field from `__getattr__`.
+        self.__dict__.pop(self._lazy_field, None)
+        _set(self, "__pydantic_fields_set__", self.__pydantic_fields_set__ - {self._lazy_field})
+        _set(self, "__pydantic_private__", {_PENDING: pending})
+
+    def _decoded(self, pending: Any) -> Any:
+        """Return the lazy field's value, decoded from what `_pend` was given."""
+        raise NotImplementedError
+
+    def _decode(self) -> None:
+        private = self.__pydantic_private__
+        if not private or _PENDING not in private:
+            return
+        name = self._lazy_field
+        self.__dict__[name] = self._decoded(private[_PENDING])
+        _set(self, "__pydantic_fields_set__", {*self.__pydantic_fields_set__, name})
+        _set(self, "__pydantic_private__", None)
+
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            if name == type(self)._lazy_field:
+                self._decode()
+                return self.__dict__[name]
+            return super().__getattr__(name)
+
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler: SerializerFunctionWrapHandler) -> Any:
+        self._decode()
+        return handler(self)
+
+    def __eq__(self, other: object) -> bool:
+        self._decode()
+        if isinstance(other, _LazyRecord):
+            other._decode()
+        return super().__eq__(other)
+
+    def __hash__(self) -> int:
+        self._decode()
+        return super().__hash__()
+
+    def __iter__(self) -> Any:
+        self._decode()
+        return super().__iter__()
+
+    def __repr_args__(self) -> Any:
+        self._decode()
+        return super().__repr_args__()
+
+    def __getstate__(self) -> dict[Any, Any]:
+        self._decode()
+        return super().__getstate__()
+
+    def __copy__(self) -> Self:
+        self._decode()
+        return super().__copy__()
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Self:
+        self._decode()
+        return super().__deepcopy__(memo)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """Return a copy (see `pydantic.BaseModel.model_copy`), the lazy field decoded."""
+        self._decode()
+        return super().model_copy(update=update, deep=deep)
 
 
 class Session(_Record):
@@ -89,7 +175,7 @@ class LoopRecord(_Record):
     """How many turns it holds (cached)."""
 
 
-class StoredMessage(_Record):
+class StoredMessage(_LazyRecord):
     """A message as stored: the immutable message plus where and when it was written."""
 
     id: int
@@ -111,6 +197,8 @@ class StoredMessage(_Record):
     message: Message
     """The message itself (read from the database, it is decoded the first time it is used)."""
 
+    _lazy_field: ClassVar[str] = "message"
+
     @classmethod
     def from_row(cls, payload: str | bytes, client_id: str | None, **fields: Any) -> StoredMessage:
         """Build a stored message whose message is decoded from `payload` when first used.
@@ -121,71 +209,58 @@ class StoredMessage(_Record):
         hashing, copying, pickling and serialisation (nested too) decode it first.
         """
         stored = cls.model_construct(**fields)
-        object.__setattr__(stored, "__pydantic_private__", {_PENDING: (payload, client_id)})
+        stored._pend((payload, client_id))
         return stored
 
-    def _decode(self) -> None:
-        private = self.__pydantic_private__
-        if not private or _PENDING not in private:
-            return
-        payload, client_id = private[_PENDING]
+    @classmethod
+    def _from_columns(
+        cls,
+        message_id: int,
+        session_id: str,
+        loop_id: int,
+        position: int,
+        turn_index: int,
+        token_count: int,
+        content_hash: str,
+        created_at: datetime,
+        payload: str | bytes,
+        client_id: str | None,
+    ) -> StoredMessage:
+        """Build a lazily decoded stored message from trusted columns (see `from_row`).
+
+        The store's bulk reads build thousands of these: this sets the instance's state
+        the way `model_construct` does, without its per-field loop (about 4x faster).
+        """
+        stored = _new(cls)
+        _set(
+            stored,
+            "__dict__",
+            {
+                "id": message_id,
+                "session_id": session_id,
+                "loop_id": loop_id,
+                "position": position,
+                "turn_index": turn_index,
+                "token_count": token_count,
+                "content_hash": content_hash,
+                "created_at": created_at,
+            },
+        )
+        # Shared until the message is decoded, which gives the instance its own set.
+        _set(stored, "__pydantic_fields_set__", _COLUMN_FIELDS)
+        _set(stored, "__pydantic_extra__", None)
+        _set(stored, "__pydantic_private__", {_PENDING: (payload, client_id)})
+        return stored
+
+    def _decoded(self, pending: Any) -> Any:
+        payload, client_id = pending
         message = MESSAGE_ADAPTER.validate_json(payload, context=STORED)
         if client_id is not None:
             message = message.model_copy(update={"client_id": client_id})
-        self.__dict__["message"] = message
-        self.__pydantic_fields_set__.add("message")
-        object.__setattr__(self, "__pydantic_private__", None)
-
-    if not TYPE_CHECKING:
-
-        def __getattr__(self, name: str) -> Any:
-            if name == "message":
-                self._decode()
-                return self.__dict__["message"]
-            return super().__getattr__(name)
-
-    @model_serializer(mode="wrap")
-    def _serialize(self, handler: SerializerFunctionWrapHandler) -> Any:
-        self._decode()
-        return handler(self)
-
-    def __eq__(self, other: object) -> bool:
-        self._decode()
-        if isinstance(other, StoredMessage):
-            other._decode()
-        return super().__eq__(other)
-
-    def __hash__(self) -> int:
-        self._decode()
-        return super().__hash__()
-
-    def __iter__(self) -> Any:
-        self._decode()
-        return super().__iter__()
-
-    def __repr_args__(self) -> Any:
-        self._decode()
-        return super().__repr_args__()
-
-    def __getstate__(self) -> dict[Any, Any]:
-        self._decode()
-        return super().__getstate__()
-
-    def __copy__(self) -> Self:
-        self._decode()
-        return super().__copy__()
-
-    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Self:
-        self._decode()
-        return super().__deepcopy__(memo)
-
-    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
-        """Return a copy (see `pydantic.BaseModel.model_copy`), the message decoded."""
-        self._decode()
-        return super().model_copy(update=update, deep=deep)
+        return message
 
 
-_PENDING = "_pending_message"
+_COLUMN_FIELDS = frozenset(StoredMessage.model_fields) - {"message"}
 
 
 class Page(_Record):
@@ -395,7 +470,7 @@ class CompactionEnded:
         }
 
 
-class SessionDigest(_Record):
+class SessionDigest(_LazyRecord):
     """The loops of a chain before a compaction's scope, summarised and carried forward.
 
     Each compaction updates it from the previous one and the loops that left the scope
@@ -420,3 +495,10 @@ class SessionDigest(_Record):
     details: Annotated[dict[str, JsonValue], JsonField] = Field(default_factory=dict)
     """Who wrote it: the summarizer's model, prompt version, duration and budget."""
     created_at: datetime | None = None
+
+    _lazy_field: ClassVar[str] = "folded"
+
+    def _decoded(self, pending: Any) -> Any:
+        # The stored JSON text of `[[loop_id, count], ...]`: one pair per loop folded,
+        # which a resume of a long chain does not need to parse.
+        return [(loop_id, count) for loop_id, count in json.loads(pending)]

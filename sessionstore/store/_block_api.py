@@ -35,6 +35,7 @@ from sessionstore.store import _blocks, _reads, _sessions
 from sessionstore.store import _statements as sql
 from sessionstore.store._handle import _Handle, check_aware, check_event_kind, check_limit
 from sessionstore.store._sessions import now
+from sessionstore.strategies import LoopView
 
 __all__ = ["BlockMethods"]
 
@@ -104,6 +105,7 @@ class BlockMethods(_Handle):
         events: Sequence[CompactionStarted | CompactionEnded] = (),
         digest: SessionDigest | None = None,
         expected_version: int | None = None,
+        read_counts: Mapping[int, int] | None = None,
     ) -> list[CompactionBlock]:
         """Write blocks for several loops, a session digest and events in one transaction.
 
@@ -112,10 +114,14 @@ class BlockMethods(_Handle):
         gets a block here is linked to that block. `digest` (see `SessionDigest`) is
         written with them; its loops must be the session's.
 
+        `read_counts` maps a loop id to the number of its messages its block was built
+        from: if a message appended since falls in a turn the block covers (a tool result
+        joins its call's turn), the block would not stand for it, and nothing is written.
+
         Raises:
             The errors of `write_block`; `ValueError` for the same loop and overlay twice;
             `LoopNotFoundError` / `BlockNotFoundError` for an event whose loop or block is
-            not the session's.
+            not the session's; `LoopChangedError` when `read_counts` says a loop changed.
         """
         check_id(expected_version, "expected_version")
         # Validated again: a block or digest built with `model_copy(update=...)` (as a
@@ -138,6 +144,8 @@ class BlockMethods(_Handle):
             _sessions.check_version(session_id, locked, expected_version)
             for loop_id, block in blocks:
                 loop = _sessions.loop_row(db, session_id, loop_id)
+                if read_counts is not None and loop_id in read_counts:
+                    _blocks.check_unchanged(db, session_id, loop_id, read_counts[loop_id], block)
                 _blocks.validate_block(db, session_id, loop_id, loop.turn_count, block)
             for record in records:
                 _blocks.check_event_refs(db, session_id, record["loop_id"], record["block_id"])
@@ -302,6 +310,23 @@ class BlockMethods(_Handle):
                 loop_id=loop_id,
                 overlay=overlay,
             )
+
+        return await self._read(work)
+
+    async def get_loop_view(
+        self, session_id: str, loop: LoopRecord, *, overlay: str = "default"
+    ) -> LoopView:
+        """Return what a block strategy sees of `loop`, read in one transaction.
+
+        The view holds the loop's messages as columns (`id`, `turn_index`,
+        `token_count`, and the stored payloads): a message is built, and decoded, only
+        when the strategy indexes it, so a strategy that summarises a hundred turns of
+        a 20,000-message loop builds a few hundred messages, not 20,000. `previous` is
+        the loop's current block for `overlay`, with its messages.
+        """
+
+        def work(db: Connection) -> LoopView:
+            return _reads.loop_view(db, self._tenant, session_id, loop, overlay)
 
         return await self._read(work)
 

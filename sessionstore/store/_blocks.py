@@ -15,7 +15,12 @@ from sqlalchemy import Connection, Row, func, select
 
 from sessionstore._search_text import indexed_text
 from sessionstore._tokens import TokenCounter
-from sessionstore.errors import BlockNotFoundError, InvalidBlockError, OverlayNotFoundError
+from sessionstore.errors import (
+    BlockNotFoundError,
+    InvalidBlockError,
+    LoopChangedError,
+    OverlayNotFoundError,
+)
 from sessionstore.models import (
     CompactedSection,
     CompactionBlock,
@@ -29,11 +34,18 @@ from sessionstore.models._limits import check_count
 from sessionstore.store import _statements as sql
 from sessionstore.store._messages import insert_returning_ids
 from sessionstore.store._sessions import loop_row
-from sessionstore.store._tables import block_model, digest_model, event_model, replacement_model
+from sessionstore.store._tables import (
+    block_model,
+    digest_model,
+    event_model,
+    replacement_from_text,
+    replacement_model,
+)
 
 __all__ = [
     "DEFAULT_OVERLAY",
     "EVENT_KINDS",
+    "block_rows",
     "check_event_refs",
     "check_overlay",
     "current_blocks",
@@ -50,6 +62,24 @@ __all__ = [
 EVENT_KINDS = ("started", "ended")
 
 DEFAULT_OVERLAY = "default"
+
+
+def check_unchanged(
+    db: Connection, session_id: str, loop_id: int, read_count: int, block: CompactionBlock
+) -> None:
+    """Refuse a block built from a loop's first `read_count` messages that missed some.
+
+    A message appended since then in a turn the block covers (a tool result joins its
+    call's turn) would not be stood for: `LoopChangedError`.
+    """
+    ends = [section.range.end_turn for _, section in block.sections()]
+    if block.keep_first is not None:
+        ends.append(block.keep_first.end_turn)
+    if not ends:
+        return
+    params = {"sid": session_id, "lid": loop_id, "n": read_count, "t": max(ends)}
+    if db.execute(sql.SELECT_APPENDED_INTO_TURNS, params).first() is not None:
+        raise LoopChangedError(session_id, loop_id)
 
 
 def validate_block(
@@ -180,22 +210,13 @@ def load_blocks(
     """Return the blocks of block rows, with their sections (and replacement messages)."""
     if not rows:
         return []
-    columns = sql.sections.c
-    section_rows = db.execute(
-        select(sql.sections).where(
-            columns.session_id == session_id, columns.block_id.in_([row.id for row in rows])
-        )
-    ).all()
+    params: dict[str, Any] = {"sid": session_id, "blocks": [row.id for row in rows]}
+    section_rows = db.execute(sql.SELECT_SECTIONS, params).all()
     replacements: dict[int, list[ReplacementMessage]] = {s.id: [] for s in section_rows}
     if section_rows and messages:
-        sm = sql.section_messages.c
-        stmt = (
-            select(sm.id, sm.section_id, sm.payload, sm.token_count, sm.covers)
-            .where(sm.session_id == session_id, sm.section_id.in_(list(replacements)))
-            .order_by(sm.section_id, sm.position)
-        )
-        for row in db.execute(stmt).all():
-            replacements[row.section_id].append(replacement_model(row))
+        params = {"sid": session_id, "sections": list(replacements)}
+        for row in db.execute(sql.SELECT_SECTION_MESSAGES, params).all():
+            replacements[row.section_id].append(replacement_from_text(row))
     by_block: dict[int, dict[str, CompactedSection]] = {}
     for section in section_rows:
         by_block.setdefault(section.block_id, {})[section.kind] = CompactedSection(
@@ -203,6 +224,26 @@ def load_blocks(
             messages=replacements[section.id],
         )
     return [block_model(row, by_block.get(row.id, {})) for row in rows]
+
+
+def block_rows(
+    db: Connection,
+    session_id: str,
+    loop_ids: Sequence[int],
+    overlay: str,
+    as_of: datetime | None,
+) -> dict[int, Row[Any]]:
+    """Return the row of the newest block of each loop for `overlay` (written by `as_of`)."""
+    if not loop_ids:
+        return {}
+    params: dict[str, Any] = {"sid": session_id, "loops": list(loop_ids), "overlay": overlay}
+    if as_of is not None:
+        params["t"] = as_of
+    newest: dict[int, Row[Any]] = {}
+    for row in db.execute(sql.select_block_rows(as_of is not None), params).all():
+        if row.loop_id not in newest or row.generation > newest[row.loop_id].generation:
+            newest[row.loop_id] = row
+    return newest
 
 
 def current_blocks(
@@ -215,21 +256,8 @@ def current_blocks(
     messages: bool,
 ) -> dict[int, CompactionBlock]:
     """Return the newest block of each loop for `overlay` (written by `as_of`), by loop id."""
-    if not loops:
-        return {}
-    columns = sql.blocks.c
-    stmt = select(sql.blocks).where(
-        columns.session_id == session_id,
-        columns.loop_id.in_([loop.id for loop in loops]),
-        columns.overlay == overlay,
-    )
-    if as_of is not None:
-        stmt = stmt.where(columns.created_at <= as_of)
-    newest: dict[int, Row[Any]] = {}
-    for row in db.execute(stmt).all():
-        if row.loop_id not in newest or row.generation > newest[row.loop_id].generation:
-            newest[row.loop_id] = row
-    loaded = load_blocks(db, session_id, list(newest.values()), messages=messages)
+    rows = block_rows(db, session_id, [loop.id for loop in loops], overlay, as_of)
+    loaded = load_blocks(db, session_id, list(rows.values()), messages=messages)
     return {block.loop_id: block for block in loaded if block.loop_id is not None}
 
 

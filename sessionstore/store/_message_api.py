@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from array import array
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import replace
 from typing import Literal
 
@@ -15,7 +16,7 @@ from sessionstore.models import (
     TurnRange,
 )
 from sessionstore.models._limits import check_big_count, check_count, check_id
-from sessionstore.store import _messages, _sessions
+from sessionstore.store import _messages, _reads, _sessions
 from sessionstore.store._engine import INLINE_WRITE_MAX_MESSAGES
 from sessionstore.store._handle import Rollback, _Handle
 from sessionstore.store._sessions import now
@@ -185,7 +186,7 @@ class MessageMethods(_Handle):
             holder = next((loop for loop in reversed(loops) if loop.message_count), None)
             if holder is None:
                 raise Rollback(None)
-            *kept, last = _messages.loop_messages(db, session_id, holder.id, None)
+            *kept, last = _reads.loop_messages(db, None, session_id, holder.id, None)
             copies = [
                 _messages.prepare(m.message.model_copy(update={"client_id": None}), self._counter)
                 for m in kept
@@ -221,10 +222,7 @@ class MessageMethods(_Handle):
         check_big_count(last, "last")
 
         def work(db: Connection) -> list[StoredMessage]:
-            target = _sessions.resolve_loop(db, self._tenant, session_id, loop_id)
-            if target is None or last == 0:
-                return []
-            return _messages.loop_messages(db, session_id, target, last)
+            return _reads.loop_messages(db, self._tenant, session_id, loop_id, last)
 
         return await self._read(work)
 
@@ -270,9 +268,55 @@ class MessageMethods(_Handle):
 
         def work(db: Connection) -> list[StoredMessage]:
             head = _sessions.resolve_loop(db, self._tenant, session_id, loop_id)
-            return [] if head is None else _messages.history(db, session_id, head, last)
+            if head is None:
+                return []
+            if last is None:
+                return _reads.history(db, session_id, head)
+            return _reads.history_tail(db, self._tenant, session_id, head, last)
 
         return await self._read(work)
+
+    async def iter_history(
+        self, session_id: str, *, loop_id: int | None = None, chunk_size: int = 1000
+    ) -> AsyncIterator[list[StoredMessage]]:
+        """Yield every raw message of the chain ending at `loop_id` (default: active), in chunks.
+
+        The same messages as `get_history`, in the same order, in lists of at most
+        `chunk_size`, each read in its own short transaction: memory stays bounded by
+        the chunk, however long the history. The chain and each loop's message count
+        are read first; messages appended after that are not yielded.
+
+        Args:
+            session_id: The session.
+            loop_id: The last loop of the chain; the active loop by default.
+            chunk_size: The most messages in one chunk.
+
+        Raises:
+            ValueError: `chunk_size` is below 1.
+            SessionNotFoundError: no such session (or it was deleted during the read).
+            LoopNotFoundError: `loop_id` is not a loop of this session.
+        """
+        if chunk_size < 1:
+            raise ValueError("chunk_size must be at least 1")
+
+        def start(db: Connection) -> tuple[array[int], array[int]] | None:
+            head = _sessions.resolve_loop(db, self._tenant, session_id, loop_id)
+            return None if head is None else _reads.chain_counts(db, session_id, head)
+
+        chain = await self._read(start)
+        if chain is None:
+            return
+        at = (0, 0)
+        while at[0] < len(chain[0]):
+
+            def page(
+                db: Connection, at: tuple[int, int] = at
+            ) -> tuple[list[StoredMessage], tuple[int, int]]:
+                return _reads.history_page(db, self._tenant, session_id, chain, at, chunk_size)
+
+            chunk, at = await self._read(page)
+            if chunk:
+                yield chunk
 
     async def get_messages_by_id(
         self, session_id: str, message_ids: Iterable[int]

@@ -32,7 +32,7 @@ from sessionstore.models._limits import check_count
 from sessionstore.store import _statements as sql
 from sessionstore.store._engine import insert_plain, run_plain
 from sessionstore.store._nul import escape, escape_json_text
-from sessionstore.store._sessions import chain, loop_row
+from sessionstore.store._sessions import loop_row
 from sessionstore.store._tables import stored_model, stored_models
 from sessionstore.store._usage import insert_message_usage
 
@@ -41,11 +41,9 @@ __all__ = [
     "Prepared",
     "append_to_loop",
     "by_id",
-    "history",
     "insert_messages",
     "insert_returning_ids",
     "known_client_ids",
-    "loop_messages",
     "prepare",
     "turn_map",
     "turns",
@@ -284,21 +282,6 @@ def append_to_loop(
     return stored
 
 
-def loop_messages(
-    db: Connection, session_id: str, loop_id: int, last: int | None
-) -> list[StoredMessage]:
-    """Return a loop's messages in order, or only its newest `last`."""
-    columns = sql.messages.c
-    stmt = select(*sql.MESSAGE_COLUMNS).where(
-        columns.session_id == session_id, columns.loop_id == loop_id
-    )
-    if last is None:
-        rows = db.execute(stmt.order_by(columns.position)).all()
-    else:
-        rows = db.execute(stmt.order_by(columns.position.desc()).limit(last)).all()[::-1]
-    return stored_models(rows, session_id)
-
-
 def turns(db: Connection, session_id: str, loop_id: int, span: TurnRange) -> list[StoredMessage]:
     """Return the messages of an inclusive turn range of a loop, in order."""
     loop = loop_row(db, session_id, loop_id)
@@ -315,29 +298,6 @@ def turn_map(db: Connection, session_id: str, loop_id: int) -> TurnMap:
     """Return a loop's `TurnMap`, from the turn index."""
     rows = db.execute(sql.SELECT_TURN_BOUNDS, {"sid": session_id, "lid": loop_id}).all()
     return TurnMap.from_bounds((first, last) for first, last in rows)
-
-
-def history(
-    db: Connection, session_id: str, head: int, last: int | None = None
-) -> list[StoredMessage]:
-    """Return every raw message of the chain ending at `head` (or its newest `last`), in order."""
-    loops = chain(db, session_id, head, None)
-    if last is not None:
-        # Read only the newest loops that hold the `last` messages, from their cached counts.
-        needed, newest = 0, len(loops)
-        while newest and needed < last:
-            newest -= 1
-            needed += loops[newest].message_count
-        loops = loops[newest:]
-    depth = {loop.id: loop.depth for loop in loops}
-    columns = sql.messages.c
-    stmt = select(*sql.MESSAGE_COLUMNS).where(
-        columns.session_id == session_id, columns.loop_id.in_(list(depth))
-    )
-    rows = sorted(db.execute(stmt).all(), key=lambda r: (depth[r.loop_id], r.position))
-    if last is not None:
-        rows = rows[len(rows) - last :] if last else []
-    return stored_models(rows, session_id)
 
 
 def by_id(db: Connection, session_id: str, message_ids: Iterable[int]) -> list[StoredMessage]:

@@ -7,6 +7,7 @@ known to end inside it; then only the loops in scope are read further.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -14,17 +15,58 @@ from typing import Any
 from sqlalchemy import Connection, Row, func, select
 
 from sessionstore._items import ContextSources, LoopSource
+from sessionstore._loop_messages import LoopMessages
 from sessionstore._overlay import segments
 from sessionstore._scope import ChainEntry, grow_window, recorded_scope, resolve_scope, scope_window
 from sessionstore.config import CompactionScope
 from sessionstore.errors import BlockNotFoundError
-from sessionstore.models import LoopRecord, SessionDigest, StoredMessage, TurnRange
+from sessionstore.models import (
+    CompactionBlock,
+    LoopRecord,
+    SessionDigest,
+    StoredMessage,
+    TurnRange,
+)
 from sessionstore.store import _statements as sql
-from sessionstore.store._blocks import check_overlay, current_blocks, newest_digest
-from sessionstore.store._sessions import Tenant, chain, resolve_loop
-from sessionstore.store._tables import stored_model, stored_models
+from sessionstore.store._blocks import (
+    block_rows,
+    check_overlay,
+    current_blocks,
+    load_blocks,
+    newest_digest,
+)
+from sessionstore.store._sessions import Tenant, chain, resolve_loop, visible_session
+from sessionstore.store._tables import block_model, stored_model, stored_models
+from sessionstore.strategies import LoopView
 
-__all__ = ["chain_as_of", "chain_in_scope", "digest_inputs", "read_context"]
+__all__ = [
+    "chain_as_of",
+    "chain_in_scope",
+    "digest_inputs",
+    "loop_messages",
+    "loop_view",
+    "read_context",
+]
+
+
+def loop_messages(
+    db: Connection, tenant: Tenant | None, session_id: str, loop_id: int | None, last: int | None
+) -> list[StoredMessage]:
+    """Return a loop's messages in order (the active loop by default), or only its newest `last`.
+
+    One statement checks the session and reads the messages; only when it returns no row
+    are the session and loop checked apart (to raise the right error or return nothing).
+    """
+    if last != 0:
+        stmt = sql.select_loop_messages(tenant is not None, loop_id is None, last is not None)
+        params: dict[str, Any] = {"sid": session_id, "lid": loop_id, "n": last}
+        if tenant is not None:
+            params.update(tenant.params)
+        rows = db.execute(stmt, params).all()
+        if rows:
+            return stored_models(rows if last is None else reversed(rows), session_id)
+    resolve_loop(db, tenant, session_id, loop_id)
+    return []
 
 
 def chain_as_of(
@@ -125,21 +167,29 @@ def _scoped_chain(
     overlay: str,
     moment: datetime | None,
     summary_cap: int | None = None,
-) -> tuple[list[ChainEntry], int, bool, CompactionScope]:
+) -> tuple[list[ChainEntry], int, bool, CompactionScope, dict[int, Row[Any] | None]]:
     """Read the chain a window at a time until the scope ends inside it.
 
-    Returns the chain read (root first, with block headers), how many loops before the
-    head take part, whether the chain read is the whole chain, and the scope used
-    (`scope`, or the one the head's current block was compacted with).
+    Returns the chain read (root first, with block headers: a block without its
+    sections, which the scope rule does not look at), how many loops before the head
+    take part, whether the chain read is the whole chain, the scope used (`scope`, or
+    the one the head's current block was compacted with), and the block rows read, by
+    loop id, so the caller loads the sections of the loops in scope without reading
+    their blocks again.
     """
     read: dict[int, tuple[list[ChainEntry], bool]] = {}
+    rows: dict[int, Row[Any] | None] = {}
 
     def window(size: int) -> tuple[list[ChainEntry], bool]:
         # A window read once is not read again (the recorded scope's first read is reused).
         if size not in read:
             loops, complete = chain_as_of(db, session_id, head, size, moment)
-            headers = current_blocks(db, session_id, loops, overlay, moment, messages=False)
-            read[size] = ([(loop, headers.get(loop.id)) for loop in loops], complete)
+            _read_block_rows(db, session_id, [loop.id for loop in loops], rows, overlay, moment)
+            headers = [(loop, rows[loop.id]) for loop in loops]
+            read[size] = (
+                [(loop, None if row is None else block_model(row, {})) for loop, row in headers],
+                complete,
+            )
         return read[size]
 
     chosen = scope
@@ -158,7 +208,38 @@ def _scoped_chain(
         return None
 
     entries, earlier, complete = grow_window(scope_window(final), attempt)
-    return entries, earlier, complete, final
+    return entries, earlier, complete, final, rows
+
+
+def _read_block_rows(
+    db: Connection,
+    session_id: str,
+    loop_ids: Sequence[int],
+    rows: dict[int, Row[Any] | None],
+    overlay: str,
+    moment: datetime | None,
+) -> None:
+    """Add the current block row (None: no block) of each loop not read yet to `rows`."""
+    fresh = [loop_id for loop_id in loop_ids if loop_id not in rows]
+    found = block_rows(db, session_id, fresh, overlay, moment)
+    rows.update((loop_id, found.get(loop_id)) for loop_id in fresh)
+
+
+def _blocks_of(
+    db: Connection,
+    session_id: str,
+    loops: Sequence[LoopRecord],
+    rows: dict[int, Row[Any] | None],
+    overlay: str,
+    moment: datetime | None,
+    *,
+    messages: bool,
+) -> dict[int, CompactionBlock]:
+    """Return the current blocks of `loops` with their sections, from the rows already read."""
+    _read_block_rows(db, session_id, [loop.id for loop in loops], rows, overlay, moment)
+    wanted = [row for row in (rows[loop.id] for loop in loops) if row is not None]
+    loaded = load_blocks(db, session_id, wanted, messages=messages)
+    return {block.loop_id: block for block in loaded if block.loop_id is not None}
 
 
 def chain_in_scope(
@@ -172,11 +253,11 @@ def chain_in_scope(
     loop_id: int | None,
     overlay: str,
 ) -> list[ChainEntry]:
-    """Return the loops in scope (root first) with their current block headers."""
+    """Return the loops in scope (root first) with their current blocks (sections, no messages)."""
     head = resolve_loop(db, tenant, session_id, loop_id)
     if head is None:
         return []
-    entries, earlier, _, _ = _scoped_chain(
+    entries, earlier, _, _, rows = _scoped_chain(
         db,
         session_id,
         head,
@@ -186,7 +267,11 @@ def chain_in_scope(
         moment=None,
         summary_cap=summary_cap,
     )
-    return entries[len(entries) - earlier - 1 :] if entries else []
+    if not entries:
+        return []
+    loops = [loop for loop, _ in entries[len(entries) - earlier - 1 :]]
+    blocks = _blocks_of(db, session_id, loops, rows, overlay, None, messages=False)
+    return [(loop, blocks.get(loop.id)) for loop in loops]
 
 
 def read_context(
@@ -206,7 +291,7 @@ def read_context(
     if head is None:
         return ContextSources([], None, None)
     moment = _as_of_time(db, session_id, head, overlay, as_of)
-    entries, earlier, complete, used = _scoped_chain(
+    entries, earlier, complete, used, rows = _scoped_chain(
         db, session_id, head, scope=scope, budget=budget, overlay=overlay, moment=moment
     )
     if not entries:
@@ -219,7 +304,7 @@ def read_context(
         # The digest stands for its loops; every loop after them is shown (they were in
         # scope when it was written, or have come since). A wider scope shows more.
         in_scope = after
-    blocks = current_blocks(db, session_id, in_scope, overlay, moment, messages=True)
+    blocks = _blocks_of(db, session_id, in_scope, rows, overlay, moment, messages=True)
     sources = []
     for loop in in_scope:
         block = blocks.get(loop.id)
@@ -292,6 +377,94 @@ def digest_inputs(
     start = ids.index(digest.through_loop_id) + 1 if digest is not None else 0
     stop = ids.index(first_in_scope) if first_in_scope in ids else 0
     return digest, loops[start:stop] if stop > start else []
+
+
+def loop_view(
+    db: Connection, tenant: Tenant | None, session_id: str, loop: LoopRecord, overlay: str
+) -> LoopView:
+    """Return a block strategy's view of `loop` (see `SessionStore.get_loop_view`)."""
+    stmt = sql.select_loop_messages(tenant is not None, False, False)
+    params: dict[str, Any] = {"sid": session_id, "lid": loop.id}
+    if tenant is not None:
+        params.update(tenant.params)
+    messages = LoopMessages(session_id, loop.id, db.execute(stmt, params))
+    if not messages:
+        resolve_loop(db, tenant, session_id, loop.id)
+    blocks = current_blocks(db, session_id, [loop], overlay, None, messages=True)
+    return LoopView.of(loop, messages, blocks.get(loop.id))
+
+
+def history(db: Connection, session_id: str, head: int) -> list[StoredMessage]:
+    """Return every raw message of the chain ending at `head`, in order.
+
+    One statement joins the messages to the chain's recursive CTE: no loop id is sent
+    as a parameter, so a chain of any length reads on every driver.
+    """
+    rows = db.execute(sql.SELECT_HISTORY, {"sid": session_id, "head": head})
+    return stored_models(rows, session_id)
+
+
+def chain_counts(db: Connection, session_id: str, head: int) -> tuple[array[int], array[int]]:
+    """Return the ids and message counts of the chain ending at `head`, root first.
+
+    Two flat arrays: a chain of a million loops takes 16 MB, not a million models.
+    """
+    ids, counts = array("q"), array("q")
+    for loop_id, count in db.execute(sql.SELECT_CHAIN_COUNTS, {"sid": session_id, "head": head}):
+        ids.append(loop_id)
+        counts.append(count)
+    return ids, counts
+
+
+def history_tail(
+    db: Connection, tenant: Tenant | None, session_id: str, head: int, last: int
+) -> list[StoredMessage]:
+    """Return the newest `last` messages of the chain ending at `head`, oldest first.
+
+    Only the loops that hold them are read: the chain's message counts say where the
+    newest `last` begin.
+    """
+    if last == 0:
+        return []
+    ids, counts = chain_counts(db, session_id, head)
+    index, needed = len(ids), last
+    while index and needed > 0:
+        index -= 1
+        needed -= counts[index]
+    page, _ = history_page(db, tenant, session_id, (ids, counts), (index, max(0, -needed)), last)
+    return page
+
+
+def history_page(
+    db: Connection,
+    tenant: Tenant | None,
+    session_id: str,
+    chain: tuple[Sequence[int], Sequence[int]],
+    start: tuple[int, int],
+    size: int,
+) -> tuple[list[StoredMessage], tuple[int, int]]:
+    """Return up to `size` messages of `chain` from `start`, and where the next page starts.
+
+    `chain` is what `chain_counts` returned when the read began; `start` is a loop's
+    index in it and a position in that loop. Each loop is read by the unique index
+    `(session_id, loop_id, position)`, from the position reached, up to the count the
+    loop had when the read began: messages appended since are not read, and every page
+    is one short transaction.
+    """
+    visible_session(db, tenant, session_id)
+    ids, counts = chain
+    index, position = start
+    page: list[StoredMessage] = []
+    while index < len(ids) and len(page) < size:
+        stop = min(counts[index], position + size - len(page))
+        if position < stop:
+            params = {"sid": session_id, "lid": ids[index], "start": position, "stop": stop}
+            rows = db.execute(sql.SELECT_LOOP_PAGE, params).all()
+            page += stored_models(rows, session_id)
+            position = stop
+        if position >= counts[index]:
+            index, position = index + 1, 0
+    return page, (index, position)
 
 
 def _raw_turns(

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, and_, insert, literal, or_, select, update
+from sqlalchemy import Connection, Row, and_, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from sessionstore.errors import (
@@ -372,18 +372,6 @@ def list_loops(db: Connection, session_id: str) -> list[LoopRecord]:
 
 def chain(db: Connection, session_id: str, head: int, limit: int | None) -> list[LoopRecord]:
     """Return the chain of loops ending at `head`, root first (the newest `limit` of them)."""
-    columns = sql.loops.c
-    walk = (
-        select(columns.id, columns.parent_loop_id, literal(1).label("hops"))
-        .where(columns.id == head, columns.session_id == session_id)
-        .cte("chain", recursive=True)
-    )
-    parent = sql.loops.alias("parent")
-    step = select(parent.c.id, parent.c.parent_loop_id, walk.c.hops + 1).where(
-        parent.c.id == walk.c.parent_loop_id, parent.c.session_id == session_id
-    )
-    if limit is not None:
-        step = step.where(walk.c.hops < limit)
-    walk = walk.union_all(step)
-    stmt = select(*sql.LOOP_COLUMNS).join(walk, walk.c.id == columns.id).order_by(columns.depth)
-    return [loop_model(row) for row in db.execute(stmt).all()]
+    params = {"sid": session_id, "head": head, "limit": limit}
+    rows = db.execute(sql.select_chain(limit is not None), params).all()
+    return [loop_model(row) for row in rows]

@@ -12,12 +12,14 @@ from functools import cache
 from typing import Any
 
 from sqlalchemy import (
+    Select,
     Table,
     Text,
     bindparam,
     cast,
     func,
     insert,
+    literal,
     literal_column,
     select,
     text,
@@ -221,7 +223,12 @@ def select_blocks(session_id: str, loop_id: int, overlay: str | None) -> Any:
 def select_newest_digest(by_heads: bool, as_of: bool) -> Any:
     """Select a session's newest digest of an overlay (at some heads, written by a time)."""
     columns = digests.c
-    stmt = select(digests).where(
+    # `folded` as text: the digest decodes it when it is first used (see `digest_model`).
+    shown = [
+        cast(column, Text).label("folded") if column is columns.folded else column
+        for column in columns
+    ]
+    stmt = select(*shown).where(
         columns.session_id == bindparam("sid"), columns.overlay == bindparam("overlay")
     )
     if by_heads:
@@ -229,3 +236,134 @@ def select_newest_digest(by_heads: bool, as_of: bool) -> Any:
     if as_of:
         stmt = stmt.where(columns.created_at <= bindparam("t"))
     return stmt.order_by(columns.id.desc()).limit(1)
+
+
+@cache
+def select_loop_messages(tenant: bool, active: bool, newest: bool) -> Any:
+    """Select a loop's messages in one statement, only if the session is visible.
+
+    With `active`, the loop is the session's active loop (`:sid`); else it is `:lid`.
+    With `newest`, the newest `:n` messages, newest first; else all of them, in order.
+    No row means an empty loop, or a session, loop or tenant that does not match: the
+    caller tells those apart with the usual checks, off the hot path.
+    """
+    visible = select(sessions.c.active_loop_id if active else sessions.c.id).where(
+        sessions.c.id == bindparam("sid"), *(TENANT_WHERE if tenant else ())
+    )
+    columns = messages.c
+    if active:
+        where = (
+            columns.session_id == bindparam("sid"),
+            columns.loop_id == visible.scalar_subquery(),
+        )
+    else:
+        where = (
+            columns.session_id == visible.scalar_subquery(),
+            columns.loop_id == bindparam("lid"),
+        )
+    stmt = select(*MESSAGE_COLUMNS).where(*where)
+    if newest:
+        return stmt.order_by(columns.position.desc()).limit(bindparam("n"))
+    return stmt.order_by(columns.position)
+
+
+def _chain_walk(limited: bool) -> Any:
+    """The recursive CTE of a chain's loop ids, from `:head` back to the root (`hops` from 1)."""
+    walk = (
+        select(loops.c.id, loops.c.parent_loop_id, literal(1).label("hops"))
+        .where(loops.c.id == bindparam("head"), loops.c.session_id == bindparam("sid"))
+        .cte("chain", recursive=True)
+    )
+    parent = loops.alias("parent")
+    step = select(parent.c.id, parent.c.parent_loop_id, walk.c.hops + 1).where(
+        parent.c.id == walk.c.parent_loop_id, parent.c.session_id == bindparam("sid")
+    )
+    if limited:
+        step = step.where(walk.c.hops < bindparam("limit"))
+    return walk.union_all(step)
+
+
+@cache
+def select_chain(limited: bool) -> Any:
+    """Select the loops of the chain ending at `:head`, root first (the newest `:limit`)."""
+    walk = _chain_walk(limited)
+    return select(*LOOP_COLUMNS).join(walk, walk.c.id == loops.c.id).order_by(loops.c.depth)
+
+
+_WHOLE_CHAIN = _chain_walk(False)
+
+SELECT_HISTORY = (
+    select(*MESSAGE_COLUMNS)
+    .join(loops, loops.c.id == messages.c.loop_id)
+    .join(_WHOLE_CHAIN, _WHOLE_CHAIN.c.id == messages.c.loop_id)
+    .where(messages.c.session_id == bindparam("sid"), loops.c.session_id == bindparam("sid"))
+    .order_by(loops.c.depth, messages.c.position)
+)
+"""Every message of the chain ending at `:head`, in order: joined to the chain's recursive
+CTE, so no loop id is sent as a parameter (a driver's parameter limit does not apply)."""
+
+SELECT_CHAIN_COUNTS = (
+    select(loops.c.id, loops.c.message_count)
+    .join(_WHOLE_CHAIN, _WHOLE_CHAIN.c.id == loops.c.id)
+    .order_by(loops.c.depth)
+)
+"""The ids and message counts of the chain ending at `:head`, root first."""
+
+SELECT_LOOP_PAGE = (
+    select(*MESSAGE_COLUMNS)
+    .where(
+        messages.c.session_id == bindparam("sid"),
+        messages.c.loop_id == bindparam("lid"),
+        messages.c.position >= bindparam("start"),
+        messages.c.position < bindparam("stop"),
+    )
+    .order_by(messages.c.position)
+)
+"""The messages of a loop at positions `[:start, :stop)`, in order (a keyset page)."""
+
+
+@cache
+def select_block_rows(as_of: bool) -> Any:
+    """Select the blocks of an overlay (`:overlay`) of some loops (`:loops`), by a time."""
+    columns = blocks.c
+    stmt = select(blocks).where(
+        columns.session_id == bindparam("sid"),
+        columns.loop_id.in_(bindparam("loops", expanding=True)),
+        columns.overlay == bindparam("overlay"),
+    )
+    return stmt.where(columns.created_at <= bindparam("t")) if as_of else stmt
+
+
+SELECT_SECTIONS = select(sections).where(
+    sections.c.session_id == bindparam("sid"),
+    sections.c.block_id.in_(bindparam("blocks", expanding=True)),
+)
+SELECT_SECTION_MESSAGES = (
+    select(
+        section_messages.c.id,
+        section_messages.c.section_id,
+        # As text: pydantic-core parses and validates the message in one step.
+        type_coerce(cast(section_messages.c.payload, Text), NulSafeJSONText()).label("payload"),
+        section_messages.c.token_count,
+        section_messages.c.covers,
+    )
+    .where(
+        section_messages.c.session_id == bindparam("sid"),
+        section_messages.c.section_id.in_(bindparam("sections", expanding=True)),
+    )
+    .order_by(section_messages.c.section_id, section_messages.c.position)
+)
+
+# A message past the first :n of a loop in a turn up to :t: a block built from the first :n
+# would stand for that turn without it (`_blocks.check_unchanged`).
+SELECT_APPENDED_INTO_TURNS: Select[tuple[Any]] = (
+    select(literal_column("1"))
+    .select_from(messages)
+    .where(
+        messages.c.session_id == bindparam("sid"),
+        messages.c.loop_id == bindparam("lid"),
+        messages.c.position >= bindparam("n"),
+        messages.c.turn_index <= bindparam("t"),
+    )
+    .limit(1)
+)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any, ClassVar, cast
 
 from sqlalchemy import (
@@ -44,6 +45,7 @@ from sessionstore.models import (
     CompactedSection,
     CompactionBlock,
     CompactionEvent,
+    CompactionSummaryMessage,
     LoopRecord,
     ReplacementMessage,
     Session,
@@ -71,6 +73,7 @@ __all__ = [
     "event_model",
     "include_object",
     "loop_model",
+    "replacement_from_text",
     "replacement_model",
     "session_model",
     "stored_model",
@@ -120,6 +123,24 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value is None:
             return None
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+    def result_processor(self, dialect: Dialect, coltype: Any) -> Any:
+        """On SQLite, parse the stored text straight to an aware datetime (memoised).
+
+        A bulk read of messages holds a few distinct times (one per append call), so
+        most values are a cache hit instead of a regular-expression parse and a copy.
+        """
+        if dialect.name == "sqlite":
+            return _sqlite_utc
+        return super().result_processor(dialect, coltype)
+
+
+@lru_cache(maxsize=4096)
+def _sqlite_utc(value: str | None) -> datetime | None:
+    """Parse a time as SQLAlchemy stores it on SQLite (UTC, no offset) to an aware datetime."""
+    if value is None:
+        return None
+    return datetime.fromisoformat(value).replace(tzinfo=UTC)
 
 
 class Base(AsyncAttrs, DeclarativeBase):
@@ -423,23 +444,27 @@ def stored_model(row: Sequence[Any], session_id: str) -> StoredMessage:
     """Build a `StoredMessage` from a row of the store's message columns, in their order."""
     # Positional unpacking: faster than attribute access on a hot path.
     message_id, loop_id, position, turn_index, tokens, digest, client_id, created_at, payload = row
-    return StoredMessage.from_row(
+    return StoredMessage._from_columns(
+        message_id,
+        session_id,
+        loop_id,
+        position,
+        turn_index,
+        tokens,
+        digest,
+        created_at,
         payload,
         client_id,
-        id=message_id,
-        session_id=session_id,
-        loop_id=loop_id,
-        position=position,
-        turn_index=turn_index,
-        token_count=tokens,
-        content_hash=digest,
-        created_at=created_at,
     )
 
 
 def stored_models(rows: Iterable[Sequence[Any]], session_id: str) -> list[StoredMessage]:
-    """Build the `StoredMessage`s of many rows."""
-    return [stored_model(row, session_id) for row in rows]
+    """Build the `StoredMessage`s of many rows (their messages decoded when first used)."""
+    build = StoredMessage._from_columns
+    return [
+        build(message_id, session_id, loop_id, position, turn, tokens, digest, at, payload, cid)
+        for message_id, loop_id, position, turn, tokens, digest, cid, at, payload in rows
+    ]
 
 
 def replacement_model(row: Any) -> ReplacementMessage:
@@ -452,6 +477,16 @@ def replacement_model(row: Any) -> ReplacementMessage:
             "id": row.id,
         },
         context=STORED,
+    )
+
+
+def replacement_from_text(row: Any) -> ReplacementMessage:
+    """Build a `ReplacementMessage` from a trusted row whose payload was read as JSON text."""
+    return ReplacementMessage.model_construct(
+        message=MESSAGE_ADAPTER.validate_json(row.payload, context=STORED),
+        covers=row.covers,
+        token_count=row.token_count,
+        id=row.id,
     )
 
 
@@ -481,22 +516,24 @@ def block_model(row: Any, sections: Mapping[str, CompactedSection]) -> Compactio
 
 
 def digest_model(row: Any) -> SessionDigest:
-    """Build a `SessionDigest` from a digests row."""
-    return SessionDigest.model_validate(
-        {
-            "id": row.id,
-            "session_id": row.session_id,
-            "overlay": row.overlay,
-            "head_loop_id": row.head_loop_id,
-            "through_loop_id": row.through_loop_id,
-            "folded": [(loop_id, count) for loop_id, count in row.folded],
-            "message": MESSAGE_ADAPTER.validate_python(row.payload, context=STORED),
-            "token_count": row.token_count,
-            "details": row.details,
-            "created_at": row.created_at,
-        },
-        context=STORED,
+    """Build a `SessionDigest` from a digests row whose `folded` was read as JSON text.
+
+    `folded` names every loop the digest stands for (thousands on a long chain); it is
+    decoded the first time it is used, which a resume never does.
+    """
+    digest = SessionDigest.model_construct(
+        id=row.id,
+        session_id=row.session_id,
+        overlay=row.overlay,
+        head_loop_id=row.head_loop_id,
+        through_loop_id=row.through_loop_id,
+        message=CompactionSummaryMessage.model_validate(row.payload, context=STORED),
+        token_count=row.token_count,
+        details=row.details,
+        created_at=row.created_at,
     )
+    digest._pend(row.folded)
+    return digest
 
 
 def event_model(values: Mapping[Any, Any]) -> CompactionEvent:

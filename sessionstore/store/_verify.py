@@ -27,7 +27,7 @@ from sessionstore.models import (
 )
 from sessionstore.store import _statements as sql
 from sessionstore.store._blocks import load_blocks, validate_block
-from sessionstore.store._messages import loop_messages
+from sessionstore.store._reads import loop_messages
 from sessionstore.store._sessions import Tenant, list_loops
 
 __all__ = ["Findings", "session_ids", "verify_session"]
@@ -98,7 +98,7 @@ def _check_chain(found: Findings, session: Any, loops: list[LoopRecord]) -> None
 
 
 def _check_loop(db: Connection, found: Findings, loop: LoopRecord) -> None:
-    stored = loop_messages(db, found.session_id, loop.id, None)
+    stored = loop_messages(db, None, found.session_id, loop.id, None)
     found.messages += len(stored)
     positions = [message.position for message in stored]
     if positions != list(range(len(stored))):

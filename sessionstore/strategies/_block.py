@@ -22,6 +22,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sessionstore._loop_messages import LoopMessages, message_columns
 from sessionstore._turns import TurnMap
 from sessionstore.config import CompactionConfig
 from sessionstore.models import (
@@ -54,11 +55,31 @@ class LoopView:
         previous: CompactionBlock | None = None,
     ) -> LoopView:
         """Build the view, with the turn map taken from the messages' turn indices."""
-        return cls(loop, messages, TurnMap.from_messages(messages), previous)
+        _, turns, _ = message_columns(messages)
+        return cls(loop, messages, TurnMap.from_turn_indexes(turns), previous)
 
     def turn_messages(self, turns: TurnRange) -> Sequence[StoredMessage]:
         """Return the messages of an inclusive turn range."""
         return self.turn_map.messages_for_range(turns, self.messages)
+
+    def tokens(self, start: int = 0, stop: int | None = None) -> int:
+        """Return the cached token count of `messages[start:stop]`, without building them.
+
+        A view the store builds for a compaction holds its messages as columns
+        (`LoopMessages`): sums and ids come from those, and a message is built only
+        when it is indexed.
+        """
+        messages = self.messages
+        if isinstance(messages, LoopMessages):
+            return sum(messages.token_counts[start:stop])
+        return sum(m.token_count for m in messages[start:stop])
+
+    def message_ids(self, start: int = 0, stop: int | None = None) -> list[int]:
+        """Return the ids of `messages[start:stop]`, without building them (see `tokens`)."""
+        messages = self.messages
+        if isinstance(messages, LoopMessages):
+            return list(messages.ids[start:stop])
+        return [m.id for m in messages[start:stop]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,9 +154,7 @@ class SectionedBlockStrategy(ABC):
         keep_first = self.keep_first(view, turn_map, config) if is_most_recent else None
         keep_recent = self.keep_recent(view, turn_map, config) if is_most_recent else None
         keep_compacted = self.keep_compacted(view, turn_map, config, is_most_recent)
-        tokens_after = (
-            sum(m.token_count for m in view.turn_messages(keep_first)) if keep_first else 0
-        )
+        tokens_after = view.tokens(*turn_map.msg_range(keep_first)) if keep_first else 0
         for section in (keep_compacted, keep_recent):
             if section is not None:
                 tokens_after += sum(r.token_count or 0 for r in section.messages)
@@ -145,6 +164,6 @@ class SectionedBlockStrategy(ABC):
             keep_recent=keep_recent,
             strategy=self.name,
             config=config.snapshot(),
-            tokens_before=sum(m.token_count for m in view.messages),
+            tokens_before=view.tokens(),
             tokens_after=tokens_after,
         )

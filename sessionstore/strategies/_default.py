@@ -7,8 +7,6 @@ default) and the token counts from a `TokenCounter` (the heuristic by default).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from sessionstore._tokens import HeuristicTokenCounter, TokenCounter
 from sessionstore._turns import TurnMap
 from sessionstore.config import CompactionConfig
@@ -122,7 +120,7 @@ class DefaultBlockCompaction(SectionedBlockStrategy):
         while turn <= turns.end_turn:
             start, end = turn_map.ranges[turn]
             raw = messages[start:end]
-            raw_tokens = sum(m.token_count for m in raw)
+            raw_tokens = view.tokens(start, end)
             line = self.summarizer.summarize_turn([m.message for m in raw])
             summary = CompactionSummaryMessage(
                 summary=f"[Summary] turn {turn}: {line}", tokens_before=raw_tokens
@@ -130,7 +128,7 @@ class DefaultBlockCompaction(SectionedBlockStrategy):
             tokens = self.counter.count_message(summary)
             if used + tokens > budget:
                 break
-            covers = [m.id for m in raw]
+            covers = view.message_ids(start, end)
             kept.append(
                 (ReplacementMessage(message=summary, covers=covers, token_count=tokens), raw_tokens)
             )
@@ -138,7 +136,7 @@ class DefaultBlockCompaction(SectionedBlockStrategy):
             turn += 1
         marker = None
         if turn <= turns.end_turn:
-            marker = self._omitted_marker(kept, used, messages, turn_map, turns, budget)
+            marker = self._omitted_marker(kept, used, view, turn_map, turns, budget)
         replacements = [replacement for replacement, _ in kept]
         if marker is not None:
             replacements.append(marker)
@@ -151,7 +149,7 @@ class DefaultBlockCompaction(SectionedBlockStrategy):
         self,
         kept: list[tuple[ReplacementMessage, int]],
         used: int,
-        messages: Sequence[StoredMessage],
+        view: LoopView,
         turn_map: TurnMap,
         turns: TurnRange,
         budget: int,
@@ -163,9 +161,7 @@ class DefaultBlockCompaction(SectionedBlockStrategy):
         """
         first_omitted = turns.start_turn + len(kept)
         end = turn_map.ranges[turns.end_turn][1]
-        omitted_tokens = sum(
-            m.token_count for m in messages[turn_map.ranges[first_omitted][0] : end]
-        )
+        omitted_tokens = view.tokens(turn_map.ranges[first_omitted][0], end)
         while True:
             omitted = turns.end_turn + 1 - first_omitted
             marker = CompactionSummaryMessage(
@@ -176,7 +172,7 @@ class DefaultBlockCompaction(SectionedBlockStrategy):
             tokens = self.counter.count_message(marker)
             if used + tokens <= budget:
                 start = turn_map.ranges[first_omitted][0]
-                covers = [m.id for m in messages[start:end]]
+                covers = view.message_ids(start, end)
                 return ReplacementMessage(message=marker, covers=covers, token_count=tokens)
             if not kept:
                 return None

@@ -1,5 +1,11 @@
 """Eight writer processes: every message exactly once, positions contiguous; compaction racing
-with appends never stands for a message it did not read."""
+with appends never stands for a message it did not read.
+
+The race test appends whole agent turns one message a call from three processes while the
+test compacts the loop over and over: a tool result that lands while a compaction runs
+joins a turn the new block may cover. Every block's sections must stand for exactly the
+raw messages of their turns, and the context must show every raw message once.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +16,14 @@ from typing import Any
 
 import pytest
 
-from sessionstore import SessionStore, StoredMessage, UserMessage
+from sessionstore import (
+    SessionStore,
+    StoredMessage,
+    UserMessage,
+    build_context,
+    compact_session_loops,
+)
+from sessionstore.errors import LoopChangedError
 from tests.reliability import _workers
 from tests.reliability._soak import record, scaled
 
@@ -86,3 +99,43 @@ async def test_eight_processes_append_to_their_own_sessions(
         assert [_text(m) for m in messages] == [f"w{n} b{i} m0" for i in range(APPENDS)]
     backend = "postgres" if db_url.startswith("postgresql") else "sqlite"
     record("8 writers, own sessions", backend, appends=WRITERS * APPENDS, lost=0, duplicated=0)
+
+
+async def test_compaction_racing_appends_stands_only_for_what_it_read(
+    store: SessionStore, db_url: str
+) -> None:
+    session = await store.create_session(app_name="app", user_id="race")
+    await store.start_loop(session.id)
+    writers = asyncio.create_task(
+        _run_workers(
+            _workers.append_turns_one_by_one, [(db_url, session.id, f"r{n}", 40) for n in range(3)]
+        )
+    )
+    compactions = gave_up = 0
+    while not writers.done():
+        try:
+            await compact_session_loops(store, session.id, config=_workers.COMPACTION)
+        except LoopChangedError:  # three reads in a row outrun by appends: nothing written
+            gave_up += 1
+            continue
+        compactions += 1
+    await writers
+
+    assert compactions > 1, f"{gave_up} compactions gave up, {compactions} wrote"
+    messages = await store.get_messages(session.id)
+    assert len(messages) == 3 * 40 * 4
+    (loop,) = await store.list_loops(session.id)
+    blocks = await store.block_history(session.id, loop.id)
+    assert blocks
+    for block in blocks:  # a section stands for exactly the raw messages of its turns
+        for _, section in block.sections():
+            in_range = {m.id for m in messages if m.turn_index in section.range}
+            covered = {c for r in section.messages for c in r.covers}
+            assert covered == in_range, (block.generation, section.range)
+    context = await build_context(store, session.id, max_context_tokens=1_000_000)
+    shown = {i.message_id for i in context.items if i.source == "raw"}
+    shown |= {c for i in context.items for c in i.covers if i.source != "raw"}
+    # Interleaved writers leave some tool results apart from their call's turn: those are
+    # orphans, listed and left out; every other raw message is shown, once.
+    assert shown.isdisjoint(context.orphan_results)
+    assert shown | set(context.orphan_results) == {m.id for m in messages}

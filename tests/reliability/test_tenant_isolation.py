@@ -46,6 +46,7 @@ from sessionstore import (
     export_conversation,
     import_jsonl,
     maybe_compact,
+    stream_conversation,
 )
 from sessionstore.errors import SessionExistsError, SessionStoreError
 from sessionstore.store._tables import Base
@@ -459,6 +460,38 @@ async def _pop(w: World) -> None:
     popped = await w.ada.pop_message(w.ada_sid)
     assert popped is not None
     assert popped.session_id == w.ada_sid
+
+
+@case(*both("get_loop_view"))
+async def _loop_view(w: World) -> None:
+    bob_loop = next(loop for loop in await w.store.list_loops(w.bob_sid) if loop.id == w.bob_loop)
+    await like_missing(lambda sid: w.ada.get_loop_view(sid, bob_loop), w.bob_sid, MISSING_SESSION)
+    # Bob's loop, presented as one of ada's session, is answered like a loop that does not exist.
+    await like_missing(
+        lambda loop_id: w.ada.get_loop_view(
+            w.ada_sid, bob_loop.model_copy(update={"id": loop_id, "session_id": w.ada_sid})
+        ),
+        w.bob_loop,
+        MISSING_ID,
+    )
+
+
+@case(*both("iter_history"), "stream_conversation")
+async def _streams(w: World) -> None:
+    async def chunks(sid: str) -> list[Any]:
+        return [chunk async for chunk in w.ada.iter_history(sid)]
+
+    async def text(sid: str) -> str:
+        return "".join([piece async for piece in stream_conversation(w.ada, sid)])
+
+    await like_missing(chunks, w.bob_sid, MISSING_SESSION)
+    await like_missing(text, w.bob_sid, MISSING_SESSION)
+    await like_missing(lambda loop: chunks_of_loop(w, loop), w.bob_loop, MISSING_ID)
+    assert await chunks(w.ada_sid)
+
+
+async def chunks_of_loop(w: World, loop_id: int) -> list[Any]:
+    return [chunk async for chunk in w.ada.iter_history(w.ada_sid, loop_id=loop_id)]
 
 
 @case(*both("search"))

@@ -129,6 +129,6 @@ async def test_the_newest_messages_of_a_chain(store: SessionStore) -> None:
     assert len(everything) == 12
     for last in range(14):
         newest = await texts_of(await store.get_history(session.id, last=last))
-        assert newest == (everything[len(everything) - last :] if last else [])
+        assert newest == everything[max(0, len(everything) - last) :]  # all 12 past 12
     with pytest.raises(ValueError, match="last"):
         await store.get_history(session.id, last=-1)

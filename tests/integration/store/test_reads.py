@@ -1,0 +1,241 @@
+"""Bulk reads: a loop, a strategy's view of it, and the history in chunks, on every backend."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sqlalchemy import text
+
+from sessionstore import (
+    CompactionConfig,
+    DefaultBlockCompaction,
+    SessionStore,
+    StoredMessage,
+    UserMessage,
+    export_conversation,
+    stream_conversation,
+)
+from sessionstore._loop_messages import LoopMessages
+from sessionstore.errors import LoopNotFoundError, SessionNotFoundError
+from tests.factories import conversation
+from tests.integration.store._helpers import new_session
+
+
+def _same(read: list[StoredMessage], written: list[StoredMessage]) -> None:
+    assert [m.model_dump() for m in read] == [m.model_dump() for m in written]
+
+
+# ── get_messages ───────────────────────────────────────────────────────────────
+
+
+async def test_get_messages_reads_the_loop_and_its_newest(store: SessionStore) -> None:
+    sid = await new_session(store)
+    written = await store.append_messages(sid, conversation(turns=6))
+    _same(await store.get_messages(sid), written)
+    _same(await store.get_messages(sid, last=4), written[-4:])
+    _same(await store.get_messages(sid, last=1000), written)
+    assert await store.get_messages(sid, last=0) == []
+    loop_id = written[0].loop_id
+    _same(await store.get_messages(sid, loop_id, last=2), written[-2:])
+    _same(await store.get_messages(sid, loop_id), written)
+
+
+async def test_get_messages_of_an_empty_or_unknown_loop(store: SessionStore) -> None:
+    sid = await new_session(store)
+    assert await store.get_messages(sid) == []  # no loop yet
+    loop = await store.start_loop(sid)
+    assert await store.get_messages(sid, loop.id) == []
+    assert await store.get_messages(sid, last=5) == []
+    with pytest.raises(LoopNotFoundError):
+        await store.get_messages(sid, loop.id + 1000)
+    with pytest.raises(SessionNotFoundError):
+        await store.get_messages("no-such-session")
+    with pytest.raises(SessionNotFoundError):
+        await store.get_messages("no-such-session", loop.id, last=3)
+
+
+async def test_get_messages_stays_within_the_tenant(store: SessionStore) -> None:
+    sid = await new_session(store)  # owned by app / ada
+    written = await store.append_messages(sid, conversation(turns=1))
+    _same(await store.for_tenant("app", "ada").get_messages(sid, last=2), written[-2:])
+    other = store.for_tenant("app", "bob")
+    with pytest.raises(SessionNotFoundError):
+        await other.get_messages(sid)
+    with pytest.raises(SessionNotFoundError):
+        await other.get_messages(sid, written[0].loop_id, last=2)
+
+
+async def test_messages_read_in_bulk_behave_as_built_ones(store: SessionStore) -> None:
+    sid = await new_session(store)
+    written = await store.append_messages(sid, [UserMessage(content="hi", client_id="c-1")])
+    (read,) = await store.get_messages(sid)
+    assert read.message.client_id == "c-1"
+    assert read == written[0]
+    assert read.model_fields_set == written[0].model_fields_set
+    copy = read.model_copy(update={"token_count": 99})
+    assert (copy.token_count, read.token_count) == (99, written[0].token_count)
+
+
+# ── get_loop_view ──────────────────────────────────────────────────────────────
+
+
+async def test_loop_view_holds_columns_and_builds_messages_when_indexed(
+    store: SessionStore,
+) -> None:
+    sid = await new_session(store)
+    written = await store.append_messages(sid, conversation(turns=8))
+    loop = await store.get_loop(sid, written[0].loop_id)
+    view = await store.get_loop_view(sid, loop)
+    messages = view.messages
+    assert isinstance(messages, LoopMessages)
+    assert len(messages) == len(written)
+    _same(list(messages), written)
+    _same(messages[2:5], written[2:5])
+    _same([messages[-1]], [written[-1]])
+    with pytest.raises(IndexError):
+        messages[len(written)]
+    assert view.tokens() == sum(m.token_count for m in written)
+    assert view.tokens(1, 4) == sum(m.token_count for m in written[1:4])
+    assert view.message_ids(3, 6) == [m.id for m in written[3:6]]
+    assert view.turn_map.ranges == view.of(loop, written).turn_map.ranges
+    assert view.previous is None
+    config = CompactionConfig(keep_first_turns=1, keep_recent_turns=2)
+    strategy = DefaultBlockCompaction()
+    from_view = strategy.compact(view, config, True)
+    assert from_view == strategy.compact(view.of(loop, written), config, True)
+    (block,) = await store.write_blocks(sid, [(loop.id, from_view)])
+    again = await store.get_loop_view(sid, loop)
+    assert again.previous == await store.get_block(sid, loop.id)
+    assert again.previous is not None
+    assert again.previous.id == block.id
+
+
+async def test_loop_view_of_an_empty_loop_and_of_another_tenant(store: SessionStore) -> None:
+    sid = await new_session(store)
+    loop = await store.start_loop(sid)
+    view = await store.get_loop_view(sid, loop)
+    assert len(view.messages) == 0
+    assert view.turn_map.turn_count() == 0
+    with pytest.raises(SessionNotFoundError):
+        await store.for_tenant("app", "bob").get_loop_view(sid, loop)
+
+
+# ── the history, whole and in chunks ───────────────────────────────────────────
+
+
+async def _three_loops(store: SessionStore) -> tuple[str, list[StoredMessage]]:
+    sid = await new_session(store)
+    written = await store.append_messages(sid, conversation(turns=3))
+    await store.start_loop(sid)  # an empty loop in the middle of the chain
+    await store.start_loop(sid)
+    written += await store.append_messages(sid, conversation(turns=2))
+    return sid, written
+
+
+async def test_iter_history_yields_the_history_in_bounded_chunks(store: SessionStore) -> None:
+    sid, written = await _three_loops(store)
+    _same(await store.get_history(sid), written)
+    for size in (1, 3, 7, len(written), 1000):
+        chunks = [chunk async for chunk in store.iter_history(sid, chunk_size=size)]
+        assert all(0 < len(chunk) <= size for chunk in chunks)
+        _same([m for chunk in chunks for m in chunk], written)
+    first_loop = written[0].loop_id
+    chunks = [chunk async for chunk in store.iter_history(sid, loop_id=first_loop, chunk_size=2)]
+    _same([m for chunk in chunks for m in chunk], [m for m in written if m.loop_id == first_loop])
+
+
+async def test_iter_history_reads_what_was_there_when_it_began(store: SessionStore) -> None:
+    sid, written = await _three_loops(store)
+    chunks = store.iter_history(sid, chunk_size=4)
+    first = await anext(chunks)
+    await store.append_messages(sid, [UserMessage(content="later")])
+    rest = [m async for chunk in chunks for m in chunk]
+    _same(first + rest, written)
+
+
+async def test_iter_history_refuses_and_reports(store: SessionStore) -> None:
+    sid, _ = await _three_loops(store)
+    with pytest.raises(ValueError, match="chunk_size"):
+        await anext(store.iter_history(sid, chunk_size=0))
+    with pytest.raises(SessionNotFoundError):
+        await anext(store.iter_history("no-such-session"))
+    with pytest.raises(SessionNotFoundError):
+        await anext(store.for_tenant("app", "bob").iter_history(sid))
+    empty = await new_session(store)
+    assert [chunk async for chunk in store.iter_history(empty)] == []
+    chunks = store.iter_history(sid, chunk_size=2)
+    await anext(chunks)
+    await store.delete_session(sid)
+    with pytest.raises(SessionNotFoundError):
+        await anext(chunks)
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+async def test_stream_conversation_writes_what_export_conversation_returns(
+    store: SessionStore, indent: int | None
+) -> None:
+    sid, _ = await _three_loops(store)
+    await store.create_session(
+        session_id="meta", app_name="app", user_id="ada", title='a "title"', metadata={"k": [1]}
+    )
+    for session_id in (sid, "meta"):
+        whole = await export_conversation(store, session_id)
+        pieces = [
+            piece
+            async for piece in stream_conversation(store, session_id, indent=indent, chunk_size=3)
+        ]
+        assert "".join(pieces) == json.dumps(whole, indent=indent, ensure_ascii=False)
+    assert len(whole["messages"]) == 0
+
+
+async def test_a_chain_longer_than_the_drivers_parameter_limit_reads(
+    store: SessionStore,
+) -> None:
+    """asyncpg refuses more than 32,767 parameters: the history never sends loop ids."""
+    loops = 33_000
+    sid = await new_session(store)
+    root = await store.start_loop(sid)
+    first = await store.append_messages(sid, [UserMessage(content="the first request")])
+    base = 10**12  # far above any id the table's sequence hands out
+    engine = store.engine
+    async with engine.begin() as conn:
+        if engine.dialect.name == "postgresql":
+            series = "SELECT n FROM generate_series(1, :count) AS n"
+            now, empty = "now()", "'[]'::jsonb"
+        else:
+            series = (
+                "SELECT n FROM (WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL "
+                "SELECT n + 1 FROM s WHERE n < :count) SELECT n FROM s)"
+            )
+            now, empty = "strftime('%Y-%m-%d %H:%M:%f000', 'now')", "'[]'"
+        await conn.execute(
+            text(
+                "INSERT INTO sessionstore_loops (id, session_id, parent_loop_id, sequence, depth, "
+                "created_at, closed_at, message_count, token_total, turn_count, "
+                "open_tool_call_ids) "
+                "SELECT CAST(:base AS BIGINT) + n, :sid, "
+                "CASE WHEN n = 1 THEN :root ELSE CAST(:base AS BIGINT) + n - 1 END, "
+                f"n, n, {now}, NULL, 0, 0, 0, {empty} FROM ({series}) AS numbers"
+            ),
+            {"base": base, "sid": sid, "root": root.id, "count": loops},
+        )
+        await conn.execute(
+            text(
+                "UPDATE sessionstore_sessions SET active_loop_id = :head, loop_count = :n "
+                "WHERE id = :sid"
+            ),
+            {"head": base + loops, "n": loops + 1, "sid": sid},
+        )
+    try:
+        last = await store.append_messages(sid, [UserMessage(content="the latest request")])
+        _same(await store.get_history(sid), first + last)
+        _same([m async for chunk in store.iter_history(sid) for m in chunk], first + last)
+    finally:
+        # SQLite cascades a delete along the chain one trigger level a loop, and stops at
+        # 1,000 levels: unchain the loops so the next test's cleanup can delete them.
+        async with engine.begin() as conn:
+            await conn.execute(
+                text("UPDATE sessionstore_loops SET parent_loop_id = NULL WHERE session_id = :sid"),
+                {"sid": sid},
+            )
