@@ -34,6 +34,7 @@ from sessionstore.errors import (
 __all__ = [
     "DEFAULT_LOCK_TIMEOUT",
     "DEFAULT_URL",
+    "INLINE_READ_MAX_MESSAGES",
     "INLINE_WRITE_MAX_MESSAGES",
     "POSTGRES_POOL_RECYCLE_S",
     "WRITE_OPTION",
@@ -64,6 +65,9 @@ POSTGRES_POOL_RECYCLE_S = 1800
 
 INLINE_WRITE_MAX_MESSAGES = 200
 """Appends of at most this many messages try the SQLite write inline, on the event loop."""
+
+INLINE_READ_MAX_MESSAGES = 200
+"""Reads of the newest this many messages (or fewer) run inline too (see `_try_inline`)."""
 
 WRITE_OPTION = "sessionstore_write"
 """Execution option that marks a connection's next transaction as a write transaction."""
@@ -306,6 +310,13 @@ def storage_error(exc: SQLAlchemyError, what: str = "database error") -> Storage
     return StorageError(f"{what}: {type(exc).__name__}")
 
 
+def _is_busy(exc: BaseException) -> bool:
+    """Whether a driver error is SQLite's SQLITE_BUSY (another connection holds a lock)."""
+    original = getattr(exc, "orig", None)
+    code = getattr(original, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF == _SQLITE_BUSY
+
+
 def _is_lock_timeout(original: BaseException) -> bool:
     # By the driver's error code, never by its message.
     if getattr(original, "sqlstate", None) == _PG_LOCK_NOT_AVAILABLE:
@@ -416,14 +427,14 @@ class TransactionRunner:
     ) -> _T:
         """Run `work` in a transaction (a write transaction when `write`) and return its result.
 
-        With `inline` (small writes only), a SQLite file write runs on the event loop's
-        thread when the write lock is free at once. An exception raised by `work` rolls
-        the transaction back and propagates.
+        With `inline` (small calls only), a SQLite file call runs on the event loop's
+        thread when SQLite lets it start at once (a write: the write lock is free). An
+        exception raised by `work` rolls the transaction back and propagates.
         """
         try:
             if self._executor is not None:
-                if inline and write:
-                    done, result = self._try_inline(work)
+                if inline:
+                    done, result = self._try_inline(work, write)
                     if done:
                         return result  # type: ignore[return-value]  # done => work's result
                 loop = asyncio.get_running_loop()
@@ -438,8 +449,16 @@ class TransactionRunner:
         except OSError as exc:
             raise connection_error(self._engine.url, exc) from exc
 
-    def _try_inline(self, work: Callable[[Connection], _T]) -> tuple[bool, _T | None]:
-        """Run `work` on this thread if the write lock is free now; `(False, None)` if not."""
+    def _try_inline(
+        self, work: Callable[[Connection], _T], write: bool = True
+    ) -> tuple[bool, _T | None]:
+        """Run `work` on this thread if SQLite lets it start now; `(False, None)` if not.
+
+        A write needs the write lock at once (`BEGIN IMMEDIATE` with no busy wait); a
+        read (a small one: it runs on the event loop) starts a snapshot, and if SQLite
+        answers busy at any point (a WAL recovery or a truncating checkpoint of another
+        process) it is rolled back and left to the worker threads: it wrote nothing.
+        """
         if self._inline_engine is None or not self._inline_lock.acquire(blocking=False):
             return False, None
         try:
@@ -452,19 +471,22 @@ class TransactionRunner:
             # transaction bookkeeping; a Core statement in `work` autobegins SQLAlchemy's
             # side of it (the "begin" listener sees the open transaction and sends nothing).
             raw: Any = connection.connection.driver_connection
+            begin = "BEGIN IMMEDIATE" if write else "BEGIN"
             try:
-                raw.execute("BEGIN IMMEDIATE")
+                raw.execute(begin)
             except sqlite3.OperationalError as exc:
                 if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
                     return False, None
-                raise OperationalError("BEGIN IMMEDIATE", None, exc) from exc
+                raise OperationalError(begin, None, exc) from exc
             try:
                 result = work(connection)
-            except BaseException:
+            except BaseException as exc:
                 if connection.in_transaction():
                     connection.rollback()
                 else:
                     raw.rollback()
+                if not write and _is_busy(exc):
+                    return False, None
                 raise
             if connection.in_transaction():
                 connection.commit()

@@ -57,8 +57,8 @@ class _Handle:
         self._counter = counter
         self._tenant = tenant
 
-    async def _read(self, work: Callable[[Connection], _T]) -> _T:
-        return await self._runner.run(work)
+    async def _read(self, work: Callable[[Connection], _T], *, inline: bool = False) -> _T:
+        return await self._runner.run(work, inline=inline)
 
     async def _write(self, work: Callable[[Connection], _T], *, inline: bool = False) -> _T:
         return await self._runner.run(work, write=True, inline=inline)

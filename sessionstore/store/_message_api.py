@@ -17,7 +17,7 @@ from sessionstore.models import (
 )
 from sessionstore.models._limits import check_big_count, check_count, check_id
 from sessionstore.store import _messages, _reads, _sessions
-from sessionstore.store._engine import INLINE_WRITE_MAX_MESSAGES
+from sessionstore.store._engine import INLINE_READ_MAX_MESSAGES, INLINE_WRITE_MAX_MESSAGES
 from sessionstore.store._handle import Rollback, _Handle
 from sessionstore.store._sessions import now
 
@@ -224,7 +224,8 @@ class MessageMethods(_Handle):
         def work(db: Connection) -> list[StoredMessage]:
             return _reads.loop_messages(db, self._tenant, session_id, loop_id, last)
 
-        return await self._read(work)
+        # The newest few: a small read, run on the event loop when SQLite lets it start.
+        return await self._read(work, inline=last is not None and last <= INLINE_READ_MAX_MESSAGES)
 
     async def get_turns(
         self, session_id: str, loop_id: int, turns: TurnRange
