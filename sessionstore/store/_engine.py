@@ -463,9 +463,14 @@ class TransactionRunner:
             return False, None
         try:
             if self._inline is None:
-                self._inline = self._inline_engine.connect().execution_options(
-                    **{WRITE_OPTION: True}
-                )
+                try:
+                    self._inline = self._inline_engine.connect().execution_options(
+                        **{WRITE_OPTION: True}
+                    )
+                except OperationalError as exc:
+                    if _is_busy(exc):  # opening it needs a lock another process holds
+                        return False, None
+                    raise
             connection = self._inline
             # BEGIN and COMMIT straight on the stdlib connection, without SQLAlchemy's
             # transaction bookkeeping; a Core statement in `work` autobegins SQLAlchemy's

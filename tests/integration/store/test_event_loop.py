@@ -12,11 +12,12 @@ import asyncio
 import multiprocessing
 import time
 from multiprocessing.synchronize import Event as EventType
+from pathlib import Path
 
 import pytest
 from sqlalchemy.engine import make_url
 
-from sessionstore import SessionStore, UserMessage
+from sessionstore import SessionStore, UserMessage, migrate
 from tests.integration.store._helpers import new_session
 
 HOLD_S = 1.5
@@ -135,3 +136,51 @@ async def test_an_append_cancelled_while_it_waits_writes_all_or_nothing(
     assert texts in (["before"], ["before", *(f"cancelled {i}" for i in range(5))])
     stored = await store.append_messages(session_id, [UserMessage(content="after")])
     assert stored[0].position == len(texts)
+
+
+@pytest.mark.slow
+async def test_a_small_read_locked_out_waits_in_a_worker_not_on_the_loop(tmp_path: Path) -> None:
+    """A read of the newest few runs inline on SQLite; locked out, it waits in a worker thread.
+
+    Another connection holds the database in exclusive locking mode (nothing else can even
+    open it), so the inline attempt is refused at once and the read waits for the lock in
+    a worker thread, the event loop running meanwhile; it returns once the lock goes.
+    """
+    import sqlite3
+    import threading
+
+    path = tmp_path / "locked.db"
+    url = f"sqlite+aiosqlite:///{path}"
+    await migrate.upgrade(url)
+    async with SessionStore.from_url(url) as writer:
+        session_id = await new_session(writer)
+        await writer.append_messages(session_id, [UserMessage(content=f"m{i}") for i in range(5)])
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    holder.execute("SELECT count(*) FROM sessionstore_sessions").fetchone()
+
+    def release() -> None:
+        time.sleep(HOLD_S)
+        holder.execute("COMMIT")
+        holder.execute("PRAGMA locking_mode=NORMAL")
+        holder.execute("SELECT count(*) FROM sessionstore_sessions").fetchone()  # drops it
+        holder.close()
+
+    releaser = threading.Thread(target=release)
+    releaser.start()
+    try:
+        async with SessionStore.from_url(url) as reader:
+            gaps: list[float] = []
+            stop = asyncio.Event()
+            ticker = asyncio.create_task(_ticker(gaps, stop))
+            started = time.perf_counter()
+            newest = await reader.get_messages(session_id, last=3)
+            waited = time.perf_counter() - started
+            stop.set()
+            await ticker
+    finally:
+        releaser.join(60)
+    assert [m.position for m in newest] == [2, 3, 4]
+    assert waited > HOLD_S / 3  # it really waited for the lock ...
+    assert max(gaps) < MAX_GAP_S  # ... off the event loop
