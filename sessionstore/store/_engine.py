@@ -310,19 +310,22 @@ def storage_error(exc: SQLAlchemyError, what: str = "database error") -> Storage
     return StorageError(f"{what}: {type(exc).__name__}")
 
 
-def _is_busy(exc: BaseException) -> bool:
-    """Whether a driver error is SQLite's SQLITE_BUSY (another connection holds a lock)."""
-    original = getattr(exc, "orig", None)
+def _is_sqlite_busy(original: object) -> bool:
+    """Whether a driver's error is SQLite's SQLITE_BUSY (by its code, never its message)."""
     code = getattr(original, "sqlite_errorcode", None)
     return isinstance(code, int) and code & 0xFF == _SQLITE_BUSY
+
+
+def _is_busy(exc: BaseException) -> bool:
+    """Whether a SQLAlchemy error wraps SQLITE_BUSY (another connection holds a lock)."""
+    return _is_sqlite_busy(getattr(exc, "orig", None))
 
 
 def _is_lock_timeout(original: BaseException) -> bool:
     # By the driver's error code, never by its message.
-    if getattr(original, "sqlstate", None) == _PG_LOCK_NOT_AVAILABLE:
-        return True
-    code = getattr(original, "sqlite_errorcode", None)
-    return isinstance(code, int) and code & 0xFF == _SQLITE_BUSY
+    return getattr(original, "sqlstate", None) == _PG_LOCK_NOT_AVAILABLE or _is_sqlite_busy(
+        original
+    )
 
 
 def connection_error(url: URL, exc: OSError) -> StorageError:
@@ -480,7 +483,7 @@ class TransactionRunner:
             try:
                 raw.execute(begin)
             except sqlite3.OperationalError as exc:
-                if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
+                if _is_sqlite_busy(exc):
                     return False, None
                 raise OperationalError(begin, None, exc) from exc
             try:

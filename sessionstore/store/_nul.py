@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import JSON, Dialect, String, Text
@@ -115,10 +116,9 @@ class NulSafeJSON(TypeDecorator[Any]):
 
         def process(value: Any) -> Any:
             text = serialize(value)
-            # The scan of the serialised text is the cheap test; the walk is rare.
-            if isinstance(text, str) and any(marker in text for marker in _JSON_MARKERS):
-                return serialize(escape_tree(value))
-            return text
+            if not isinstance(text, str):
+                return text
+            return escape_json_text(value, text, serialize)
 
         return process
 
@@ -180,13 +180,17 @@ class NulSafeString(TypeDecorator[str]):
         return process
 
 
-def escape_json_text(value: Any, text: str) -> str:
+def _compact_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def escape_json_text(value: Any, text: str, serialize: Callable[[Any], str] = _compact_json) -> str:
     """Return JSON text for `value` that PostgreSQL's jsonb can hold.
 
-    `text` is `value` already serialised (the store's canonical JSON); it is returned as
-    it is unless it holds a NUL or the escape character, when `value`'s strings are
-    encoded and serialised again (the rare case, as in `NulSafeJSON`).
+    `text` is `value` already serialised; it is returned as it is unless it holds a NUL
+    or the escape character (the scan of the text is the cheap test), when `value`'s
+    strings are encoded and serialised again with `serialize` (the rare walk).
     """
     if any(marker in text for marker in _JSON_MARKERS):
-        return json.dumps(escape_tree(value), ensure_ascii=False, separators=(",", ":"))
+        return serialize(escape_tree(value))
     return text

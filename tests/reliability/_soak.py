@@ -15,6 +15,11 @@ SCALE_ENV = "SESSIONSTORE_SOAK_SCALE"
 REPORT_ENV = "SESSIONSTORE_SOAK_REPORT"
 
 
+def backend_of(url: str) -> str:
+    """The backend name a test records its figures under."""
+    return "postgres" if url.startswith("postgresql") else "sqlite"
+
+
 def scaled(count: int) -> int:
     """`count` times the soak scale (1 in CI)."""
     return count * max(1, int(os.environ.get(SCALE_ENV, "1")))

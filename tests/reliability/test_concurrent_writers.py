@@ -25,7 +25,7 @@ from sessionstore import (
 )
 from sessionstore.errors import LoopChangedError
 from tests.reliability import _workers
-from tests.reliability._soak import record, scaled
+from tests.reliability._soak import backend_of, record, scaled
 
 WRITERS = 8
 APPENDS = scaled(500)
@@ -79,8 +79,13 @@ async def test_eight_processes_append_to_one_session(store: SessionStore, db_url
     for n in range(WRITERS):  # each writer's own messages keep their order
         mine = [_text(m) for m in messages if _text(m).startswith(f"w{n} ")]
         assert mine == [f"w{n} b{i} m0" for i in range(APPENDS)]
-    backend = "postgres" if db_url.startswith("postgresql") else "sqlite"
-    record("8 writers, one session", backend, appends=WRITERS * APPENDS, lost=0, duplicated=0)
+    record(
+        "8 writers, one session",
+        backend_of(db_url),
+        appends=WRITERS * APPENDS,
+        lost=0,
+        duplicated=0,
+    )
 
 
 async def test_eight_processes_append_to_their_own_sessions(
@@ -97,8 +102,13 @@ async def test_eight_processes_append_to_their_own_sessions(
         messages = await store.get_messages(session.id)
         assert [m.position for m in messages] == list(range(APPENDS))
         assert [_text(m) for m in messages] == [f"w{n} b{i} m0" for i in range(APPENDS)]
-    backend = "postgres" if db_url.startswith("postgresql") else "sqlite"
-    record("8 writers, own sessions", backend, appends=WRITERS * APPENDS, lost=0, duplicated=0)
+    record(
+        "8 writers, own sessions",
+        backend_of(db_url),
+        appends=WRITERS * APPENDS,
+        lost=0,
+        duplicated=0,
+    )
 
 
 async def test_compaction_racing_appends_stands_only_for_what_it_read(

@@ -23,7 +23,7 @@ import pytest
 from sessionstore import SessionStore, UserMessage, build_context, compact_session_loops
 from sessionstore.models import content_hash, message_payload
 from tests.reliability import _workers
-from tests.reliability._soak import record, scaled
+from tests.reliability._soak import backend_of, record, scaled
 
 KILLS = scaled(50)
 """Kills per backend and test in CI; bench/soak_reliability.py runs longer soaks."""
@@ -66,10 +66,6 @@ def _drain(pipe: Connection) -> list[tuple[str, int]]:
             return reports
 
 
-def _backend(url: str) -> str:
-    return "postgres" if url.startswith("postgresql") else "sqlite"
-
-
 async def _check_messages(store: SessionStore, session_id: str) -> list[Any]:
     messages = await store.get_messages(session_id)
     assert [m.position for m in messages] == list(range(len(messages)))
@@ -109,7 +105,7 @@ async def test_sigkill_during_batch_appends_loses_and_splits_nothing(
     assert sum(len(i) for i in acked.values()) > 0, "no write was acknowledged before a kill"
     record(
         "kill during batch appends",
-        _backend(db_url),
+        backend_of(db_url),
         kills=KILLS,
         acknowledged_batches=sum(len(i) for i in acked.values()),
         batches_found=len(batches),
@@ -143,7 +139,7 @@ async def test_sigkill_during_compactions_leaves_whole_blocks_and_a_valid_contex
     assert acked_blocks <= {b.id for b in blocks}
     record(
         "kill during compactions",
-        _backend(db_url),
+        backend_of(db_url),
         kills=KILLS,
         acknowledged_blocks=len(acked_blocks),
         blocks_found=len(blocks),

@@ -19,7 +19,7 @@ import pytest
 from sessionstore import SessionStore, UserMessage
 from sessionstore.store._engine import INLINE_WRITE_MAX_MESSAGES
 from tests.reliability import _workers
-from tests.reliability._soak import record, scaled
+from tests.reliability._soak import backend_of, record, scaled
 
 BATCHES = scaled(200)
 
@@ -31,7 +31,7 @@ async def test_retries_after_timeouts_make_no_duplicates(store: SessionStore, db
     await store.start_loop(session.id)
     rng = random.Random(219)
     timeouts = 0
-    on_sqlite = not db_url.startswith("postgresql")
+    on_sqlite = backend_of(db_url) == "sqlite"
     size = INLINE_WRITE_MAX_MESSAGES + 1 if on_sqlite else 3
     batches = BATCHES // 4 if on_sqlite else BATCHES
     for index in range(batches):
@@ -53,5 +53,10 @@ async def test_retries_after_timeouts_make_no_duplicates(store: SessionStore, db
     assert set(texts.values()) == {1}
     assert [m.position for m in messages] == list(range(batches * size))
     assert timeouts >= batches, f"only {timeouts} timeouts: the deadlines were too generous"
-    backend = "sqlite" if on_sqlite else "postgres"
-    record("retries after timeouts", backend, batches=batches, timeouts=timeouts, duplicates=0)
+    record(
+        "retries after timeouts",
+        backend_of(db_url),
+        batches=batches,
+        timeouts=timeouts,
+        duplicates=0,
+    )
