@@ -478,20 +478,16 @@ async def _loop_view(w: World) -> None:
 
 @case(*both("iter_history"), "stream_conversation")
 async def _streams(w: World) -> None:
-    async def chunks(sid: str) -> list[Any]:
-        return [chunk async for chunk in w.ada.iter_history(sid)]
+    async def chunks(sid: str, loop_id: int | None = None) -> list[Any]:
+        return [chunk async for chunk in w.ada.iter_history(sid, loop_id=loop_id)]
 
     async def text(sid: str) -> str:
         return "".join([piece async for piece in stream_conversation(w.ada, sid)])
 
     await like_missing(chunks, w.bob_sid, MISSING_SESSION)
     await like_missing(text, w.bob_sid, MISSING_SESSION)
-    await like_missing(lambda loop: chunks_of_loop(w, loop), w.bob_loop, MISSING_ID)
+    await like_missing(lambda loop: chunks(w.ada_sid, loop), w.bob_loop, MISSING_ID)
     assert await chunks(w.ada_sid)
-
-
-async def chunks_of_loop(w: World, loop_id: int) -> list[Any]:
-    return [chunk async for chunk in w.ada.iter_history(w.ada_sid, loop_id=loop_id)]
 
 
 @case(*both("search"))
