@@ -203,6 +203,7 @@ def insert_messages(
                 item.search_text,
             )
         )
+    open_ids = sorted(assigner.open_call_ids)
     ids = insert_plain(db, sql.messages, _MESSAGE_INSERT_COLUMNS, rows)
     if ids is None:  # PostgreSQL: the rows and the counters in one statement
         columns = list(zip(*rows, strict=True))
@@ -224,9 +225,7 @@ def insert_messages(
             "n": len(rows),
             "tokens": sum(item.token_count for item in items),
             "turns": assigner.next_turn,
-            "open_ids": escape_json_text(
-                sorted(assigner.open_call_ids), json.dumps(sorted(assigner.open_call_ids))
-            ),
+            "open_ids": escape_json_text(open_ids, json.dumps(open_ids)),
         }
         by_position = {
             position: message_id
@@ -240,7 +239,7 @@ def insert_messages(
             "n": len(rows),
             "tokens": sum(item.token_count for item in items),
             "turns": assigner.next_turn,
-            "open_ids": json.dumps(sorted(assigner.open_call_ids)),  # bind-ready JSON text
+            "open_ids": json.dumps(open_ids),  # bind-ready JSON text
         }
         run_plain(db, sql.UPDATE_LOOP_COUNTERS, counters)
     stored = [
