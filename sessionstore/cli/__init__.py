@@ -8,6 +8,7 @@ and a non-zero exit code, never a traceback.
 - `_db`: `db upgrade|current|check|verify`;
 - `_sessions`: `sessions list|show|delete`, `import` and `export`;
 - `_search`: `search`;
+- `_mcp`: `mcp` (the recall tools over MCP);
 - `_compaction`: `compact`, `context` and `audit`;
 - `_demo`: `demo`;
 - `_trajectories`: `trajectories compress`;
@@ -72,6 +73,11 @@ COMMANDS: dict[str, _Command] = {
         "sessionstore.cli._sessions",
         "import_",
         "Import conversations from a JSONL file, one session per line.",
+    ),
+    "mcp": _Command(
+        "sessionstore.cli._mcp",
+        "mcp",
+        "Serve the recall tools of one tenant to an MCP client over stdio.",
     ),
     "search": _Command(
         "sessionstore.cli._search",
