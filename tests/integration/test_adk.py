@@ -9,8 +9,12 @@ one ADK itself has. Skipped when the `adk` extra is not installed.
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -540,3 +544,32 @@ def test_edited_messages_export_canonically() -> None:
     # The record no longer matches its blocks: the new content, not the stored text.
     assert event.content is not None
     assert "secret" not in event.model_dump_json()
+
+
+# ── the guide ──────────────────────────────────────────────────────────────────
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "adk_agent.py"
+
+
+def test_the_guide_runs_an_agent_over_two_processes(tmp_path: Path) -> None:
+    """docs/guides/adk.md: `write` in one process, `resume` in another, offline."""
+    env = {**os.environ, "PYTHONPATH": str(EXAMPLE.parents[2])}
+
+    def step(name: str) -> list[str]:
+        done = subprocess.run(
+            [sys.executable, str(EXAMPLE), name],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.splitlines()
+
+    assert step("write") == ["It is 21 °C in Paris."]
+    assert step("resume") == [
+        "4 events; last answer: It is 21 °C in Paris.",
+        "Your first question was: What is the weather in Paris?",
+    ]
