@@ -10,6 +10,7 @@ from __future__ import annotations
 import click
 
 from sessionstore.cli._options import Settings, run
+from sessionstore.errors import MissingDependencyError
 from sessionstore.recall import MESSAGE_CHARS
 
 __all__ = ["mcp"]
@@ -51,8 +52,10 @@ def mcp(
     Example:
         sessionstore mcp --app my-agent --user user-42
     """
-    from sessionstore.recall.mcp import serve_stdio  # the mcp package only when serving
-
+    try:
+        from sessionstore.recall.mcp import serve_stdio  # the mcp package only when serving
+    except MissingDependencyError as exc:
+        raise click.ClickException(str(exc)) from exc
     run(
         serve_stdio(
             settings.url,

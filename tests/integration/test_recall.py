@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -287,3 +288,23 @@ def test_sessionstore_mcp_needs_a_tenant() -> None:
     result = CliRunner().invoke(main, ["mcp", "--app", APP])
     assert result.exit_code == 2
     assert "--user" in result.output
+
+
+def test_sessionstore_mcp_without_the_extra_names_it(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "sys.modules['mcp'] = None\n"
+        "from sessionstore.cli import main\n"
+        "main(['mcp', '--app', 'a', '--user', 'u'])\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    assert result.returncode == 1
+    assert 'pip install "sessionstore[mcp]"' in result.stderr
+    assert "Traceback" not in result.stderr
