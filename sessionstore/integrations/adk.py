@@ -16,7 +16,9 @@ follow join it.
 State follows ADK's scopes. Nothing is ever updated in place:
 
 - session state is data: the state given to `create_session` is kept with the session,
-  and every event keeps its own `state_delta`; the state is their fold;
+  and every event keeps its own `state_delta`; the state is their fold. A user event
+  (which opens a loop) also records the state before it, so a read folds only the active
+  loop's deltas onto that record, not the whole history;
 - `app:` and `user:` keys change state shared by every session of the app, or of the
   user: each change is a new message (`{"delta", "state"}`) in a hidden session of its
   own, so reading it is one indexed read of the newest message, and the history of
@@ -32,9 +34,12 @@ A session that this service returns carries the store's version of it, so append
 a copy that another writer has since moved past raises ADK's `StaleSessionError`,
 exactly as ADK's `DatabaseSessionService` does.
 
+`get_session` reads only what it returns: with `GetSessionConfig(num_recent_events=...)`
+or `after_timestamp`, the tail of the history that holds those events (and the active
+loop, for the state); `list_sessions` reads each session's active loop.
+
 Limits: a change of `app:` or `user:` state is written in its own transaction, after
-the event that carries it (the event, with its whole delta, is always written first);
-reading a session reads its whole history, as the state is the fold of its events.
+the event that carries it (the event, with its whole delta, is always written first).
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ import contextlib
 import hashlib
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, cast
 
 from pydantic import JsonValue
@@ -55,7 +60,7 @@ from sessionstore.errors import (
     SessionNotFoundError,
     StaleWriteError,
 )
-from sessionstore.formats.adk import from_adk_events, to_adk_events
+from sessionstore.formats.adk import ADK_FORMAT, from_adk_events, to_adk_events
 from sessionstore.models import (
     CLIENT_ID_MAX_LENGTH,
     TITLE_MAX_LENGTH,
@@ -177,24 +182,22 @@ class SessionStoreSessionService(BaseSessionService):
         adk_id = session_id.strip()
         tenant = self._store.for_tenant(app_name, user_id)
         sid = _derived_id(_KIND_SESSION, app_name, user_id, adk_id)
-        # The session (its version) before its history: a write in between makes the
+        # The session (its version) before its messages: a write in between makes the
         # session look stale to the next append, never the other way round.
         try:
             stored = await tenant.get_session(sid)
-            history = await tenant.get_history(sid)
+            session_state, newest = await _current_state(tenant, sid, stored)
+            events = await _events(tenant, sid, config)
         except SessionNotFoundError:
             return None
-        events = to_adk_events([m.message for m in history])
-        session_state = _session_state(stored, events)
-        last_update = events[-1].timestamp if events else stored.created_at.timestamp()
         app_state = await self._shared_state(app_name, user_id, _KIND_APP)
         user_state = await self._shared_state(app_name, user_id, _KIND_USER)
         return _adk_session(
             stored,
             adk_id=adk_id,
             state=_merged(app_state, user_state, session_state),
-            events=_filtered(events, config),
-            last_update_time=last_update,
+            events=events,
+            last_update_time=stored.created_at.timestamp() if newest is None else newest,
         )
 
     async def list_sessions(
@@ -265,17 +268,32 @@ class SessionStoreSessionService(BaseSessionService):
         expected = int(marker) if marker is not None and marker.isdigit() else None
         tenant = self._store.for_tenant(session.app_name, session.user_id)
         sid = _derived_id(_KIND_SESSION, session.app_name, session.user_id, session.id)
-        try:
-            await tenant.append_messages(
-                sid,
-                messages,
-                loop_id="new" if event.author == "user" else None,
-                expected_version=expected,
-            )
-        except StaleWriteError:
-            raise StaleSessionError(_STALE) from None
-        except SessionNotFoundError:
-            raise AdkSessionNotFoundError(f"Session {session.id} not found.") from None
+        is_new_loop = event.author == "user"
+        for attempt in range(_STATE_ATTEMPTS):
+            written = expected
+            try:
+                if is_new_loop:
+                    # A user event starts a loop, and records the session state before it,
+                    # so a read folds only the active loop's deltas onto it.
+                    stored = await tenant.get_session(sid)
+                    if expected is not None and stored.version != expected:
+                        raise StaleSessionError(_STALE)
+                    written = stored.version
+                    state, _ = await _current_state(tenant, sid, stored)
+                    messages[0] = _with_state(messages[0], state)
+                await tenant.append_messages(
+                    sid,
+                    messages,
+                    loop_id="new" if is_new_loop else None,
+                    expected_version=written,
+                )
+            except StaleWriteError:
+                if expected is not None or attempt == _STATE_ATTEMPTS - 1:
+                    raise StaleSessionError(_STALE) from None
+                continue  # no version to keep: another writer came first, read again
+            except SessionNotFoundError:
+                raise AdkSessionNotFoundError(f"Session {session.id} not found.") from None
+            break
         if expected is not None:
             session._storage_update_marker = str(expected + 1)
         delta = _split(_json_state(event.actions.state_delta))
@@ -369,14 +387,78 @@ def _merged(
     return merged
 
 
-def _session_state(stored: Session, events: Sequence[Event]) -> dict[str, Any]:
+async def _current_state(
+    tenant: TenantStore, sid: str, stored: Session
+) -> tuple[dict[str, Any], float | None]:
+    """Return the session-scoped state and the newest event's time, reading the active loop.
+
+    A loop opened by a user event records the state before it, so only the active loop's
+    deltas are folded onto that; a loop without the record (the first one, opened by
+    another event) starts from the state given at creation.
+    """
+    active = [m.message for m in await tenant.get_messages(sid)] if stored.active_loop_id else []
+    base = _record(active[0]).get("session_state") if active else None
+    if isinstance(base, dict):
+        state: dict[str, Any] = dict(base)
+    elif not active or (await tenant.get_loop(sid, stored.active_loop_id or 0)).depth == 0:
+        state = _initial_state(stored)
+    else:  # not a loop this service opened: fold the whole chain
+        active = [m.message for m in await tenant.get_history(sid)]
+        state = _initial_state(stored)
+    newest: float | None = None
+    for message in active:
+        event = _record(message).get("event")
+        if not isinstance(event, dict):
+            continue
+        actions = event.get("actions")
+        delta = actions.get("state_delta") if isinstance(actions, dict) else None
+        if isinstance(delta, dict) and delta:
+            state.update(_split(delta)["session"])
+        stamp = event.get("timestamp")
+        if isinstance(stamp, int | float):
+            newest = float(stamp)
+    return state, newest
+
+
+def _initial_state(stored: Session) -> dict[str, Any]:
     record = stored.metadata.get("adk")
     initial = record.get("state") if isinstance(record, dict) else None
-    state: dict[str, Any] = dict(initial) if isinstance(initial, dict) else {}
-    for event in events:
-        if event.actions.state_delta:
-            state.update(_split(event.actions.state_delta)["session"])
-    return state
+    return dict(initial) if isinstance(initial, dict) else {}
+
+
+def _record(message: Message) -> dict[str, JsonValue]:
+    record = message.extra.get(ADK_FORMAT)
+    return record if isinstance(record, dict) else {}
+
+
+def _with_state(message: Message, state: dict[str, Any]) -> Message:
+    record = {**_record(message), "session_state": state}
+    return message.model_copy(update={"extra": {**message.extra, ADK_FORMAT: record}})
+
+
+async def _events(tenant: TenantStore, sid: str, config: GetSessionConfig | None) -> list[Event]:
+    """Return the events `config` asks for, reading only as much of the history as they need."""
+    if config is None or (config.num_recent_events is None and config.after_timestamp is None):
+        return to_adk_events([m.message for m in await tenant.get_history(sid)])
+    if config.num_recent_events == 0:
+        return []
+    wanted = config.num_recent_events
+    last = max(wanted or 0, 16) * 2
+    while True:
+        tail = [m.message for m in await tenant.get_history(sid, last=last)]
+        is_whole = len(tail) < last
+        if not is_whole:
+            # Cut at an event's first message: the older part of an event read in half goes.
+            while tail and "event" not in _record(tail[0]):
+                tail.pop(0)
+        events = to_adk_events(tail)
+        if is_whole or (
+            len(events) >= wanted
+            if wanted is not None
+            else bool(events) and events[0].timestamp < (config.after_timestamp or 0)
+        ):
+            return _filtered(events, config)
+        last *= 4
 
 
 def _recorded_state(message: Message) -> dict[str, Any]:

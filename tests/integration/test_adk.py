@@ -13,7 +13,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -64,11 +65,11 @@ def user_event(text: str, **fields: object) -> Event:
     )
 
 
-def state_event(delta: dict[str, object], **fields: object) -> Event:
+def state_event(delta: Mapping[str, object], **fields: object) -> Event:
     return Event(
         invocation_id="inv",
         author=str(fields.pop("author", "user")),
-        actions=EventActions(state_delta=delta),
+        actions=EventActions(state_delta=dict(delta)),
         **fields,
     )
 
@@ -544,6 +545,104 @@ def test_edited_messages_export_canonically() -> None:
     # The record no longer matches its blocks: the new content, not the stored text.
     assert event.content is not None
     assert "secret" not in event.model_dump_json()
+
+
+# ── ours against ADK's in-memory service, on random histories ─────────────────
+
+_keys = st.sampled_from(["a", "b", "app:x", "user:y", "temp:t"])
+_step: st.SearchStrategy[tuple[str, dict[str, int]]] = st.one_of(
+    st.tuples(st.just("user"), st.dictionaries(_keys, st.integers(0, 9), max_size=2)),
+    st.tuples(st.just("agent"), st.dictionaries(_keys, st.integers(0, 9), max_size=2)),
+    st.tuples(st.just("tool"), st.just({})),
+)
+_configs = st.builds(
+    GetSessionConfig,
+    num_recent_events=st.none() | st.integers(0, 45),
+    after_timestamp=st.none() | st.integers(0, 80).map(lambda t: 1_700_000_000.0 + t),
+)
+
+
+@settings(
+    max_examples=12,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(steps=st.lists(_step, min_size=1, max_size=40), configs=st.lists(_configs, max_size=4))
+async def test_random_histories_read_back_as_adk_reads_them(
+    ours: SessionStoreSessionService,
+    steps: list[tuple[str, dict[str, int]]],
+    configs: list[GetSessionConfig],
+) -> None:
+    """State folded from the active loop, and events read from the tail, equal ADK's reads."""
+    reference = InMemorySessionService()
+    app, user = f"app-{uuid.uuid4().hex[:8]}", "u"
+    sessions = [
+        await service.create_session(app_name=app, user_id=user, session_id="s", state={"a": -1})
+        for service in (ours, reference)
+    ]
+    base = 1_700_000_000.0
+    for index, (kind, delta) in enumerate(steps):
+        if kind == "tool":
+            events = tool_turn(f"call-{index}")
+        elif kind == "user":
+            events = [user_event(f"request {index}", actions=EventActions(state_delta=delta))]
+        else:
+            events = [state_event(delta, author="agent")]
+        for offset, event in enumerate(events):
+            event.timestamp = base + 2 * index + offset / 10
+            for service, session in zip((ours, reference), sessions, strict=True):
+                await service.append_event(session, event.model_copy(deep=True))
+    for config in [None, *configs]:
+        mine, theirs = [
+            await service.get_session(app_name=app, user_id=user, session_id="s", config=config)
+            for service in (ours, reference)
+        ]
+        assert mine is not None
+        assert theirs is not None
+        assert mine.state == theirs.state
+        assert mine.events == theirs.events
+        assert mine.last_update_time == pytest.approx(theirs.last_update_time, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        GetSessionConfig(num_recent_events=1),
+        GetSessionConfig(num_recent_events=7),
+        GetSessionConfig(num_recent_events=200),
+        GetSessionConfig(after_timestamp=1_700_000_000.0 + 95),
+        GetSessionConfig(after_timestamp=1_700_000_000.0 + 2),
+        GetSessionConfig(num_recent_events=5, after_timestamp=1_700_000_000.0 + 98.5),
+    ],
+    ids=lambda c: f"n={c.num_recent_events},after={c.after_timestamp}",
+)
+async def test_a_long_history_is_read_from_its_tail(
+    ours: SessionStoreSessionService, config: GetSessionConfig
+) -> None:
+    """Past the first read of the tail (and with tool turns of several messages) reads agree."""
+    reference = InMemorySessionService()
+    sessions = [
+        await s.create_session(app_name=APP, user_id="u", session_id="long")
+        for s in (ours, reference)
+    ]
+    base = 1_700_000_000.0
+    for index in range(25):
+        events = [user_event(f"q{index}", actions=EventActions(state_delta={"n": index}))]
+        events += tool_turn(f"call-{index}")
+        for offset, event in enumerate(events):
+            event.timestamp = base + 4 * index + offset
+            for service, session in zip((ours, reference), sessions, strict=True):
+                await service.append_event(session, event.model_copy(deep=True))
+    mine, theirs = [
+        await s.get_session(app_name=APP, user_id="u", session_id="long", config=config)
+        for s in (ours, reference)
+    ]
+    assert mine is not None
+    assert theirs is not None
+    assert (mine.state, mine.last_update_time) == (theirs.state, theirs.last_update_time)
+    assert mine.events == theirs.events
 
 
 # ── the guide ──────────────────────────────────────────────────────────────────
