@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import copy
 import json
 from collections.abc import Sequence
 from typing import Any, TypeAlias
@@ -114,7 +113,8 @@ def from_adk_events(events: Sequence[Event]) -> list[Message]:
 
 
 def _import_event(event: dict[str, Any]) -> list[Message]:
-    skeleton = copy.deepcopy(event)
+    # `event` is a fresh dump: its parts are edited in place, the fields read below are not.
+    skeleton = event
     content = skeleton.get("content")
     parts: list[Any] = content.get("parts") or [] if isinstance(content, dict) else []
     role = content.get("role") if isinstance(content, dict) else None
@@ -319,8 +319,9 @@ def _group(messages: Sequence[Message], index: int) -> int | None:
 
 
 def _restored_event(group: Sequence[Message]) -> Event | None:
-    skeleton = copy.deepcopy(format_hints(group[0], ADK_FORMAT)["event"])
-    assert isinstance(skeleton, dict)  # checked by _group
+    stored = format_hints(group[0], ADK_FORMAT)["event"]
+    assert isinstance(stored, dict)  # checked by _group
+    skeleton = _editable(stored)
     for message in group:
         slots = format_hints(message, ADK_FORMAT).get("slots")
         if not isinstance(slots, list) or not _put_back(skeleton, message, slots):
@@ -331,6 +332,32 @@ def _restored_event(group: Sequence[Message]) -> Event | None:
         raise FormatError(
             f"a stored ADK event no longer validates: {describe_validation_error(exc)}"
         ) from exc
+
+
+def _editable(stored: dict[str, Any]) -> dict[str, Any]:
+    """Copy what `_put_back` edits (the parts and the dicts in them); share the rest.
+
+    A deep copy of every event costs more than validating it; what is shared is only read,
+    and `Event.model_validate` builds new objects from it.
+    """
+    event = dict(stored)
+    content = event.get("content")
+    if isinstance(content, dict):
+        content = event["content"] = dict(content)
+        parts = content.get("parts")
+        if isinstance(parts, list):
+            content["parts"] = [_editable_part(part) for part in parts]
+    return event
+
+
+def _editable_part(part: Any) -> Any:
+    if not isinstance(part, dict):
+        return part
+    copied = dict(part)
+    for key in ("function_call", "function_response", "inline_data", "file_data"):
+        if isinstance(copied.get(key), dict):
+            copied[key] = dict(copied[key])
+    return copied
 
 
 def _put_back(skeleton: dict[str, Any], message: Message, slots: list[Any]) -> bool:

@@ -534,7 +534,11 @@ _event = st.builds(
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_event, max_size=4))
 def test_any_events_round_trip_exactly(events: list[Event]) -> None:
-    assert to_adk_events(from_adk_events(events)) == events
+    messages = from_adk_events(events)
+    before = [m.model_dump() for m in messages]
+    assert to_adk_events(messages) == events
+    assert [m.model_dump() for m in messages] == before  # exporting changes no message
+    assert to_adk_events(messages) == events
 
 
 def test_edited_messages_export_canonically() -> None:
