@@ -676,3 +676,55 @@ def test_the_guide_runs_an_agent_over_two_processes(tmp_path: Path) -> None:
         "4 events; last answer: It is 21 °C in Paris.",
         "Your first question was: What is the weather in Paris?",
     ]
+
+
+async def test_an_adk_agent_looks_back_with_the_recall_tools(
+    ours: SessionStoreSessionService, store: SessionStore
+) -> None:
+    """The recall tools are plain functions, so ADK takes them as tools as they are."""
+    from collections.abc import AsyncGenerator
+
+    from google.adk.agents import LlmAgent
+    from google.adk.models.base_llm import BaseLlm
+    from google.adk.models.llm_request import LlmRequest
+    from google.adk.models.llm_response import LlmResponse
+    from google.adk.runners import Runner
+
+    from sessionstore.recall import recall_tools
+
+    class Recalling(BaseLlm):
+        model: str = "scripted"
+
+        async def generate_content_async(
+            self, llm_request: LlmRequest, stream: bool = False
+        ) -> AsyncGenerator[LlmResponse, None]:
+            last = (llm_request.contents[-1].parts or [])[-1]
+            if last.function_response is not None:
+                hits = (last.function_response.response or {})["hits"]
+                reply = types.Part(text=" | ".join(hit["snippet"] for hit in hits))
+            elif "remind" in (last.text or ""):
+                call = types.FunctionCall(name="search_history", args={"query": "codename"})
+                reply = types.Part(function_call=call)
+            else:
+                reply = types.Part(text="noted")
+            yield LlmResponse(content=types.Content(role="model", parts=[reply]))
+
+    await ours.create_session(app_name=APP, user_id="u", session_id="chat")
+    tools = recall_tools(
+        store.for_tenant(APP, "u"),
+        session_id=ours.store_session_id(app_name=APP, user_id="u", session_id="chat"),
+    )
+    agent = LlmAgent(name="assistant", model=Recalling(), tools=tools)
+    runner = Runner(agent=agent, app_name=APP, session_service=ours)
+
+    async def ask(text: str) -> str:
+        message = types.Content(role="user", parts=[types.Part(text=text)])
+        answer = ""
+        async for event in runner.run_async(user_id="u", session_id="chat", new_message=message):
+            if event.is_final_response() and event.content and event.content.parts:
+                answer = event.content.parts[0].text or ""
+        return answer
+
+    assert await ask("The project codename is bluefin.") == "noted"
+    answer = await ask("Please remind me of it.")
+    assert "bluefin" in answer
