@@ -223,16 +223,28 @@ class SessionStoreSessionService(BaseSessionService):
             cursor = page.next_cursor
             if cursor is None:
                 break
+        app_state = await self._shared_state(app_name, "", _KIND_APP)
+        user_states: dict[str, dict[str, Any]] = {}
         sessions = []
         for stored in found:
-            session = await self.get_session(
-                app_name=stored.app_name,
-                user_id=stored.user_id,
-                session_id=str(stored.metadata["adk"]["session_id"]),  # type: ignore[call-overload,index]  # checked by _kind
-                config=GetSessionConfig(num_recent_events=0),
+            if stored.user_id not in user_states:
+                user_states[stored.user_id] = await self._shared_state(
+                    app_name, stored.user_id, _KIND_USER
+                )
+            tenant = self._store.for_tenant(app_name, stored.user_id)
+            try:
+                session_state, newest = await _current_state(tenant, stored.id, stored)
+            except SessionNotFoundError:
+                continue  # deleted meanwhile
+            sessions.append(
+                _adk_session(
+                    stored,
+                    adk_id=str(stored.metadata["adk"]["session_id"]),  # type: ignore[call-overload,index]  # checked by _kind
+                    state=_merged(app_state, user_states[stored.user_id], session_state),
+                    events=[],
+                    last_update_time=stored.created_at.timestamp() if newest is None else newest,
+                )
             )
-            if session is not None:  # deleted meanwhile
-                sessions.append(session)
         sessions.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
         return ListSessionsResponse(sessions=sessions)
 
@@ -313,13 +325,17 @@ class SessionStoreSessionService(BaseSessionService):
         owner = APP_STATE_USER if kind == _KIND_APP else user_id
         tenant = self._store.for_tenant(app_name, owner)
         sid = _derived_id(kind, app_name, owner, "")
+        if not delta:  # a read: the newest change holds the state
+            try:
+                newest = await tenant.get_messages(sid, last=1)
+            except SessionNotFoundError:
+                return {}
+            return _recorded_state(newest[0].message) if newest else {}
         for _ in range(_STATE_ATTEMPTS):
             try:
                 version = (await tenant.get_session(sid)).version
                 newest = await tenant.get_messages(sid, last=1)
             except SessionNotFoundError:
-                if not delta:
-                    return {}
                 with contextlib.suppress(SessionExistsError):  # a concurrent first write
                     await tenant.create_session(
                         session_id=sid,
@@ -327,10 +343,7 @@ class SessionStoreSessionService(BaseSessionService):
                         metadata={"adk": {"kind": kind}},
                     )
                 continue
-            state = _recorded_state(newest[0].message) if newest else {}
-            if not delta:
-                return state
-            state = {**state, **delta}
+            state = {**(_recorded_state(newest[0].message) if newest else {}), **delta}
             change = CustomMessage(
                 custom_type=STATE_TYPE,
                 data={"delta": dict(delta), "state": state},
