@@ -728,3 +728,13 @@ async def test_an_adk_agent_looks_back_with_the_recall_tools(
     assert await ask("The project codename is bluefin.") == "noted"
     answer = await ask("Please remind me of it.")
     assert "bluefin" in answer
+
+
+def test_the_format_examples_run() -> None:
+    import doctest
+
+    from sessionstore.formats import adk
+
+    outcome = doctest.testmod(adk)
+    assert outcome.attempted > 0
+    assert outcome.failed == 0
