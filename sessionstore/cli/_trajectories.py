@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
@@ -24,6 +23,7 @@ from sessionstore._trajectories import (
     TrajectoryResult,
     compress_trajectory,
     compress_trajectory_lines,
+    record_line,
 )
 from sessionstore.cli._options import COUNT, TOKENS, json_option, run, summarizer_options
 from sessionstore.cli._render import print_json, progress_bar
@@ -85,7 +85,7 @@ async def _compress_file(
 
     async def write(compress: Callable[[dict[str, Any]], Awaitable[TrajectoryResult]]) -> None:
         async for number, result in compress_trajectory_lines(lines, compress, workers=workers):
-            sink.write(json.dumps(result.record, ensure_ascii=False))
+            sink.write(record_line(number, result.record))
             sink.write("\n")
             report.add(result.metrics, number)
 
