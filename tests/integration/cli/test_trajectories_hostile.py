@@ -50,7 +50,9 @@ def _parse_limit() -> int:
     ids=["whole-line", "extra-key", "message-content", "sharegpt-turn"],
 )
 @pytest.mark.parametrize("kind", ["list", "object"])
-def test_a_deeply_nested_line_is_a_numbered_error(tmp_path: Path, depth, template, kind):
+def test_a_deeply_nested_line_is_a_numbered_error(
+    tmp_path: Path, depth: int, template: str, kind: str
+) -> None:
     source = tmp_path / "in.jsonl"
     good = '{"messages": [{"role": "user", "content": "fine"}]}'
     source.write_text(good + "\n" + template.format(nested=_nested(depth, kind)) + "\n")
@@ -64,7 +66,7 @@ def test_a_deeply_nested_line_is_a_numbered_error(tmp_path: Path, depth, templat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "out.jsonl"]
 
 
-def test_lines_near_the_parser_limit_are_written_exactly_or_refused_cleanly(tmp_path: Path):
+def test_lines_near_the_parser_limit_are_written_exactly_or_refused_cleanly(tmp_path: Path) -> None:
     limit = _parse_limit()
     outcomes = set()
     for depth in range(max(limit - 60, 1), limit + 2, 6):
@@ -86,7 +88,7 @@ def test_lines_near_the_parser_limit_are_written_exactly_or_refused_cleanly(tmp_
     assert "written" in outcomes
 
 
-def test_a_deep_tool_call_in_a_sharegpt_turn_is_kept_as_text(tmp_path: Path):
+def test_a_deep_tool_call_in_a_sharegpt_turn_is_kept_as_text(tmp_path: Path) -> None:
     call = '<tool_call>{"name": "f", "arguments": ' + _nested(5_000, "list") + "}</tool_call>"
     record = {
         "conversations": [
@@ -101,7 +103,7 @@ def test_a_deep_tool_call_in_a_sharegpt_turn_is_kept_as_text(tmp_path: Path):
     assert json.loads(target.read_text()) == record
 
 
-def test_a_lone_surrogate_in_another_key_reads_back_the_same(tmp_path: Path):
+def test_a_lone_surrogate_in_another_key_reads_back_the_same(tmp_path: Path) -> None:
     line = '{"note": "\\ud800 half a pair", "messages": [{"role": "user", "content": "hi"}]}'
     source = tmp_path / "in.jsonl"
     source.write_text(line + "\n")
