@@ -242,6 +242,13 @@ def compact(
     "from.  [default: text]",
 )
 @json_option("The same as --format json.")
+@click.option(
+    "--redact-secrets",
+    is_flag=True,
+    help="Redact credentials (API keys, bearer tokens, passwords in URLs, private keys) from "
+    "every message, as build_context(redact_secrets=True) does before a model call. Without "
+    "it, messages are shown as stored, secrets included, as the model would get them.",
+)
 @click.pass_obj
 def context(
     settings: Settings,
@@ -254,6 +261,7 @@ def context(
     scope: Scope | None,
     output_format: ContextFormat | None,
     as_json: bool,
+    redact_secrets: bool,
 ) -> None:
     """Print the context the model sees, rebuilt within a budget.
 
@@ -268,6 +276,7 @@ def context(
         sessionstore context 3f2a9c... --budget 8000
         sessionstore context 3f2a9c... --budget 128000 --system-prompt-tokens 4000 --format openai
         sessionstore context 3f2a9c... --budget 32000 --as-of 1 --json
+        sessionstore context 3f2a9c... --budget 8000 --redact-secrets
     """
     if as_json and output_format not in (None, "json"):
         raise click.UsageError(f"--json contradicts --format {output_format}")
@@ -283,6 +292,7 @@ def context(
             system_prompt_tokens=system_prompt_tokens,
             overlay=overlay,
             as_of=as_of,
+            redact_secrets=redact_secrets,
         ),
         read_only=True,
     )

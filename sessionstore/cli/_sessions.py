@@ -147,9 +147,21 @@ def import_(
 @click.option(
     "--compact", is_flag=True, help="Write one line, to append to a JSONL file, not indented JSON."
 )
+@click.option(
+    "--redact-secrets",
+    is_flag=True,
+    help="Redact credentials (API keys, bearer tokens, passwords in URLs, private keys) from "
+    "the messages, the title and the metadata, to share a transcript. The export then no "
+    "longer imports back as the same messages.",
+)
 @click.pass_obj
 def export(
-    settings: Settings, session_id: str, loop_id: int | None, output: Path, compact: bool
+    settings: Settings,
+    session_id: str,
+    loop_id: int | None,
+    output: Path,
+    compact: bool,
+    redact_secrets: bool,
 ) -> None:
     """Export a session's raw history as OpenAI chat-completions messages.
 
@@ -164,13 +176,16 @@ def export(
     Examples:
         sessionstore export 3f2a9c... -o session.json
         sessionstore export 3f2a9c... --compact >> sessions.jsonl
+        sessionstore export 3f2a9c... --redact-secrets -o shared.json
     """
     indent = None if compact else 2
 
     def export_to(sink: IO[str]) -> None:
         async def work(store: SessionStore) -> None:
             # Streamed a chunk of messages at a time: memory stays bounded on any history.
-            chunks = stream_conversation(store, session_id, loop_id=loop_id, indent=indent)
+            chunks = stream_conversation(
+                store, session_id, loop_id=loop_id, indent=indent, redact_secrets=redact_secrets
+            )
             async for text in chunks:
                 # Exact JSON, with what a terminal could obey escaped (`json_text`).
                 sink.write(json_text(text))
