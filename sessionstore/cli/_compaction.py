@@ -48,6 +48,7 @@ from sessionstore.cli._render import (
     print_context,
     print_json,
 )
+from sessionstore.cli._render._redacted import redacted_audit, redacted_snapshots
 
 __all__ = ["audit", "compact", "context"]
 
@@ -317,6 +318,12 @@ def context(
     "overlay, after every compaction, with the raw messages beside what the model sees.",
 )
 @json_option()
+@click.option(
+    "--redact-secrets",
+    is_flag=True,
+    help="Redact credentials (API keys, bearer tokens, passwords in URLs, private keys) from "
+    "the messages shown, for a report to share. Token counts stay those of the stored messages.",
+)
 @click.pass_obj
 def audit(
     settings: Settings,
@@ -327,6 +334,7 @@ def audit(
     max_context_tokens: int,
     html_path: Path | None,
     as_json: bool,
+    redact_secrets: bool,
 ) -> None:
     """Compare raw turns with what the model sees, turn by turn.
 
@@ -345,13 +353,20 @@ def audit(
     Examples:
         sessionstore audit 3f2a9c...
         sessionstore audit 3f2a9c... --loop 12 --json
-        sessionstore audit 3f2a9c... --html report.html
+        sessionstore audit 3f2a9c... --html report.html --redact-secrets
     """
     if html_path is not None:
         if as_json:
             raise click.UsageError("--json contradicts --html")
         _write_html_audit(
-            settings, session_id, loop_id, overlay, scope, max_context_tokens, html_path
+            settings,
+            session_id,
+            loop_id,
+            overlay,
+            scope,
+            max_context_tokens,
+            html_path,
+            redact_secrets=redact_secrets,
         )
         return
     result = run_with_store(
@@ -366,6 +381,8 @@ def audit(
         ),
         read_only=True,
     )
+    if redact_secrets:
+        result = redacted_audit(result)
     if as_json:
         print_json(result.to_dict())
     else:
@@ -380,6 +397,8 @@ def _write_html_audit(
     scope: Scope | None,
     max_context_tokens: int,
     path: Path,
+    *,
+    redact_secrets: bool,
 ) -> None:
     # Imported here: the template engine is only needed by this option.
     from sessionstore.cli._render._html import audit_page
@@ -392,6 +411,8 @@ def _write_html_audit(
         )
 
     snapshots = run_with_store(settings.url, work)
+    if redact_secrets:
+        snapshots = redacted_snapshots(snapshots)
     page = audit_page(session_id, snapshots, overlay=overlay, generated_at=datetime.now(UTC))
     if str(path) == "-":
         click.echo(page, nl=False)

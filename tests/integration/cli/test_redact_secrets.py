@@ -93,3 +93,17 @@ def test_export_redact_secrets_covers_messages_title_and_metadata(db_url):
         return str(await export_conversation(store, "leaky", redact_secrets=True))
 
     assert _found(with_store(db_url, exported)) == []
+
+
+@pytest.mark.parametrize("output", [[], ["--html", "-"], ["--json"]])
+def test_audit_redact_secrets_shows_none(db_url, output):
+    ok(db_url, "db", "upgrade")
+    with_store(db_url, _seed)
+    args = ["audit", "leaky", *output]
+    env = {"COLUMNS": "400"}
+    if output == ["--html", "-"]:
+        assert set(_found(ok(db_url, *args, env=env).stdout)) == set(SECRETS)  # as stored
+    redacted = ok(db_url, *args, "--redact-secrets", env=env).stdout
+    assert _found(redacted) == []
+    if output != ["--json"]:
+        assert "[REDACTED]" in redacted
