@@ -705,9 +705,10 @@ async def test_a_lying_summarizer_server_is_a_typed_error_or_a_clean_digest(
 # ── the terminal (issue 17) ────────────────────────────────────────────────────
 
 UNPRINTABLE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029"
-    "\ud800-\udfff]"
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+    "\u2028\u2029\ud800-\udfff]|\r(?!\n)"
 )
+"""What a terminal could obey: controls but tab, newline and a CRLF's carriage return."""
 
 SURROGATE = re.compile("[\ud800-\udfff]")
 

@@ -41,9 +41,12 @@ __all__ = ["echo", "json_text", "printable", "printable_console", "text"]
 _BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
 """Bidirectional controls: they reorder what is shown (`\u202e` makes `exe.txt` read `txt.exe`)."""
 
-_UNSAFE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}\u2028\u2029\ud800-\udfff]")
-"""What a terminal may obey rather than show: C0 controls but tab and newline, DEL, C1
-controls (`\x9b` is a CSI on some terminals), bidirectional controls, the Unicode line
+_UNSAFE = re.compile(
+    f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_BIDI}\u2028\u2029\ud800-\udfff]|\r(?!\n)"
+)
+"""What a terminal may obey rather than show: C0 controls but tab, newline and the carriage
+return of a CRLF line end (a lone one sends the cursor back to overwrite the line), DEL,
+C1 controls (`\x9b` is a CSI on some terminals), bidirectional controls, the Unicode line
 and paragraph separators, and lone surrogates (which cannot be written as UTF-8)."""
 
 _JSON_UNSAFE = re.compile(f"[\x7f-\x9f{_BIDI}\u2028\u2029\ud800-\udfff]")
@@ -58,9 +61,9 @@ def _escape(match: re.Match[str]) -> str:
 def printable(value: str) -> str:
     r"""Return `value` with every character a terminal could obey shown as an escape.
 
-    ESC becomes the four characters `\x1b`, a bidirectional override `\u202e`; tab and
-    newline are kept (multi-line text stays multi-line), and so is every printable
-    character, non-ASCII ones included.
+    ESC becomes the four characters `\x1b`, a bidirectional override `\u202e`; tab,
+    newline and CRLF line ends are kept (multi-line text stays multi-line), and so is every
+    printable character, non-ASCII ones included.
     """
     return _UNSAFE.sub(_escape, value)
 

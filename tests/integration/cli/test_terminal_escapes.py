@@ -40,7 +40,9 @@ USER_TEXT = f"zebrafish please {CLEAR}{CSI8} and {BIDI}"
 TOOL_TEXT = f"zebrafish output {LINK}\n{OVERWRITE}\n{BELL}{TITLE}"
 ANSWER_TEXT = f"done {TITLE} {BIDI}"
 
-UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+UNSAFE = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]|\r(?!\n)"
+)
 SGR = re.compile(r"\x1b\[[0-9;]*m")
 """Rich's own colours, on a colour terminal: the only escapes allowed there."""
 
@@ -138,3 +140,4 @@ def test_the_printable_rule_keeps_text_and_shows_escapes():
     assert printable(CLEAR) == "\\x1b[2J\\x1b[H"
     assert printable(CSI8 + BIDI) == "\\x9b31m\\u202etxt.exe"
     assert printable("a\rb\x00c") == "a\\x0db\\x00c"
+    assert printable("windows\r\nline ends\r\n") == "windows\r\nline ends\r\n"
