@@ -236,6 +236,8 @@ class OpenAICompatibleSummarizer:
         except SummarizerError as error:
             # Every message is built scrubbed; this makes sure of it, whatever was missed.
             error.args = tuple(_scrub_key(str(arg), key) for arg in error.args)
+            if error.url is not None:
+                error.url = _scrub_key(error.url, key)
             raise
         text = redact(_scrub_key(text, key, min_chars=MIN_SCRUBBED_KEY_CHARS))
         model = _scrub(_scrub_key(model, key), None)[:_MODEL_NAME_CHARS]
