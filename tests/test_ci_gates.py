@@ -31,13 +31,14 @@ def _docs_line() -> str:
     return lines[0]
 
 
-def _run_gate(directory: Path) -> subprocess.CompletedProcess[str]:
-    # The venv's bin first, as in `.ci/run` once it has activated its venv.
+def _run_gate(directory: Path, scratch: Path) -> subprocess.CompletedProcess[str]:
+    # The venv's bin first, as in `.ci/run` once it has activated its venv; the site goes
+    # to `scratch` (the line builds it in a `mktemp -d`).
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     return subprocess.run(
         ["bash", "-euo", "pipefail", "-c", _docs_line()],
         cwd=directory,
-        env={**os.environ, "PATH": path},
+        env={**os.environ, "PATH": path, "TMPDIR": str(scratch)},
         capture_output=True,
         text=True,
         timeout=300,
@@ -63,15 +64,15 @@ def test_the_docs_gate_is_strict_and_not_quiet() -> None:
 
 
 def test_the_docs_gate_fails_on_a_broken_link(tmp_path: Path) -> None:
-    broken = _run_gate(_tiny_site(tmp_path / "broken", "missing.md"))
+    broken = _run_gate(_tiny_site(tmp_path / "broken", "missing.md"), tmp_path)
     assert broken.returncode != 0, broken.stdout + broken.stderr
     assert "missing.md" in broken.stdout + broken.stderr
 
-    fixed = _run_gate(_tiny_site(tmp_path / "fixed", "other.md"))
+    fixed = _run_gate(_tiny_site(tmp_path / "fixed", "other.md"), tmp_path)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
 
 
-def test_the_project_docs_pass_the_gate() -> None:
-    built = _run_gate(ROOT)
+def test_the_project_docs_pass_the_gate(tmp_path: Path) -> None:
+    built = _run_gate(ROOT, tmp_path)
     assert built.returncode == 0, built.stdout + built.stderr
     assert "WARNING" not in built.stdout + built.stderr
