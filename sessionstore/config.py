@@ -27,6 +27,7 @@ from pydantic import (
 
 from sessionstore._protocols import BlockCompactionStrategy, CompactionStrategy
 from sessionstore.errors import ConfigurationError, describe_validation_error
+from sessionstore.models import MAX_INT
 
 __all__ = [
     "CompactionConfig",
@@ -53,8 +54,11 @@ class FixedCount(_Config):
     """Take part with a fixed number of earlier loops of the active chain."""
 
     kind: Literal["fixed_count"] = "fixed_count"
-    count: NonNegativeInt = 3
-    """How many loops before the current one take part (0: the current loop only)."""
+    count: Annotated[int, Field(ge=0, le=MAX_INT)] = 3
+    """How many loops before the current one take part (0: the current loop only).
+
+    At most `MAX_INT` (2**31 - 1), which is more loops than a chain can hold: a larger
+    count would overflow the database's 64-bit integers once a query adds to it."""
 
     def __init__(self, count: int = 3, **data: Any) -> None:
         super().__init__(count=count, **data)

@@ -25,7 +25,7 @@ and a non-zero exit code, never a traceback.
 from __future__ import annotations
 
 import importlib
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import click
 from click.core import ParameterSource
@@ -114,6 +114,19 @@ class _LazyGroup(click.Group):
         if not isinstance(command, click.Command):  # pragma: no cover - a wiring mistake
             raise TypeError(f"{entry.module}.{entry.attribute} is not a click command")
         return command
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; an error's message (which may quote stored text) is printable."""
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as exc:
+            # Imported here: the top-level help and --version import no renderer.
+            from sessionstore.cli._render._printable import printable
+
+            # click declares `message` Final, but sets it as a plain attribute: rewriting it
+            # keeps the exception's class, context and exit code.
+            exc.message = printable(exc.message)  # type: ignore[misc]
+            raise
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """List the commands from their summaries, without importing them."""

@@ -48,6 +48,7 @@ from sessionstore.cli._render import (
     print_context,
     print_json,
 )
+from sessionstore.cli._render._redacted import redacted_audit, redacted_snapshots
 
 __all__ = ["audit", "compact", "context"]
 
@@ -242,6 +243,13 @@ def compact(
     "from.  [default: text]",
 )
 @json_option("The same as --format json.")
+@click.option(
+    "--redact-secrets",
+    is_flag=True,
+    help="Redact credentials (API keys, bearer tokens, passwords in URLs, private keys) from "
+    "every message, as build_context(redact_secrets=True) does before a model call. Without "
+    "it, messages are shown as stored, secrets included, as the model would get them.",
+)
 @click.pass_obj
 def context(
     settings: Settings,
@@ -254,6 +262,7 @@ def context(
     scope: Scope | None,
     output_format: ContextFormat | None,
     as_json: bool,
+    redact_secrets: bool,
 ) -> None:
     """Print the context the model sees, rebuilt within a budget.
 
@@ -268,6 +277,7 @@ def context(
         sessionstore context 3f2a9c... --budget 8000
         sessionstore context 3f2a9c... --budget 128000 --system-prompt-tokens 4000 --format openai
         sessionstore context 3f2a9c... --budget 32000 --as-of 1 --json
+        sessionstore context 3f2a9c... --budget 8000 --redact-secrets
     """
     if as_json and output_format not in (None, "json"):
         raise click.UsageError(f"--json contradicts --format {output_format}")
@@ -283,6 +293,7 @@ def context(
             system_prompt_tokens=system_prompt_tokens,
             overlay=overlay,
             as_of=as_of,
+            redact_secrets=redact_secrets,
         ),
         read_only=True,
     )
@@ -307,6 +318,12 @@ def context(
     "overlay, after every compaction, with the raw messages beside what the model sees.",
 )
 @json_option()
+@click.option(
+    "--redact-secrets",
+    is_flag=True,
+    help="Redact credentials (API keys, bearer tokens, passwords in URLs, private keys) from "
+    "the messages shown, for a report to share. Token counts stay those of the stored messages.",
+)
 @click.pass_obj
 def audit(
     settings: Settings,
@@ -317,6 +334,7 @@ def audit(
     max_context_tokens: int,
     html_path: Path | None,
     as_json: bool,
+    redact_secrets: bool,
 ) -> None:
     """Compare raw turns with what the model sees, turn by turn.
 
@@ -335,13 +353,20 @@ def audit(
     Examples:
         sessionstore audit 3f2a9c...
         sessionstore audit 3f2a9c... --loop 12 --json
-        sessionstore audit 3f2a9c... --html report.html
+        sessionstore audit 3f2a9c... --html report.html --redact-secrets
     """
     if html_path is not None:
         if as_json:
             raise click.UsageError("--json contradicts --html")
         _write_html_audit(
-            settings, session_id, loop_id, overlay, scope, max_context_tokens, html_path
+            settings,
+            session_id,
+            loop_id,
+            overlay,
+            scope,
+            max_context_tokens,
+            html_path,
+            redact_secrets=redact_secrets,
         )
         return
     result = run_with_store(
@@ -356,6 +381,8 @@ def audit(
         ),
         read_only=True,
     )
+    if redact_secrets:
+        result = redacted_audit(result)
     if as_json:
         print_json(result.to_dict())
     else:
@@ -370,6 +397,8 @@ def _write_html_audit(
     scope: Scope | None,
     max_context_tokens: int,
     path: Path,
+    *,
+    redact_secrets: bool,
 ) -> None:
     # Imported here: the template engine is only needed by this option.
     from sessionstore.cli._render._html import audit_page
@@ -382,6 +411,8 @@ def _write_html_audit(
         )
 
     snapshots = run_with_store(settings.url, work)
+    if redact_secrets:
+        snapshots = redacted_snapshots(snapshots)
     page = audit_page(session_id, snapshots, overlay=overlay, generated_at=datetime.now(UTC))
     if str(path) == "-":
         click.echo(page, nl=False)

@@ -186,6 +186,12 @@ class ScopeType(click.ParamType[Scope]):
                 param,
                 ctx,
             )
+        if int(text) > MAX_INT:
+            self.fail(
+                f"{value!r} is out of range: a scope counts at most {MAX_INT:,} earlier loops",
+                param,
+                ctx,
+            )
         return FixedCount(int(text))
 
 

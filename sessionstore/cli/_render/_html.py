@@ -23,6 +23,7 @@ from sessionstore._audit import Action, AuditedTurn, AuditSnapshot, LoopAudit
 from sessionstore._framing import digest_tokens
 from sessionstore.cli._render._context import message_text
 from sessionstore.cli._render._output import share, when
+from sessionstore.cli._render._printable import printable
 from sessionstore.models import Message, ReplacementMessage
 
 __all__ = ["audit_page"]
@@ -273,11 +274,20 @@ def _texts(snapshots: Sequence[AuditSnapshot]) -> dict[str, str]:
     return texts
 
 
+def _printable_value(value: object) -> object:
+    if not isinstance(value, str):
+        return value
+    # Markup (HTML already escaped) stays Markup, so it is not escaped twice.
+    return type(value)(printable(value)) if hasattr(value, "__html__") else printable(value)
+
+
 def _environment() -> jinja2.Environment:
     return jinja2.Environment(
         loader=jinja2.PackageLoader("sessionstore.cli._render", "templates"),
         # Every value is escaped, whatever the template's name: message text is hostile.
         autoescape=True,
+        # ... and printable: the page may be printed to a terminal (`--html -`).
+        finalize=_printable_value,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
