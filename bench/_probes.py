@@ -923,6 +923,57 @@ def _name_words(name: str) -> set[str]:
     return {word.lower() for word in re.split(r"[^A-Za-z0-9]+", spaced) if word}
 
 
+class _Edits:
+    """Edited files and the symbols edited in each, ordered by last edit (newest last)."""
+
+    def __init__(self) -> None:
+        self.order: dict[str, None] = {}
+        self.owner: dict[str, str] = {}
+        """The file each symbol was last edited in."""
+
+    def edit(self, path: str, symbols: Iterable[str]) -> None:
+        file = short_path(path)
+        if not file:
+            return
+        for name in [file, *symbols]:
+            if len(name) < MIN_SYMBOL_CHARS:
+                continue
+            self.order.pop(name, None)
+            self.order[name] = None
+            if name != file:
+                self.owner[name] = file
+
+    def remove(self, path: str) -> None:
+        """A file deleted is no longer part of the working state, nor what was edited in it."""
+        file = short_path(path)
+        for name in [file, *(s for s, owner in self.owner.items() if owner == file)]:
+            self.order.pop(name, None)
+            self.owner.pop(name, None)
+
+
+MIN_SYMBOL_CHARS = 3
+_REMOVE_COMMAND = re.compile(r"^(?:rm|unlink|git\s+rm)\b")
+
+
+def _segments(command: str) -> list[str]:
+    """The simple commands of a shell line (split at `&&`, `||`, `;`, `|`, line breaks)."""
+    return [
+        part.strip()
+        for part in re.split(r"&&|\|\||[;|\n]", _outside_heredocs(command))
+        if part.strip()
+    ]
+
+
+def _removed_files(command: str) -> list[str]:
+    """The files a shell command deletes (`rm`, `unlink`, `git rm`)."""
+    return [
+        path
+        for segment in _segments(command)
+        if _REMOVE_COMMAND.match(segment)
+        for path in paths_in_command(segment)
+    ]
+
+
 def edited_symbols(messages: Sequence[Msg]) -> list[str]:
     """Return the files and symbols changed by edits, ordered by last edit (newest last).
 
@@ -931,18 +982,14 @@ def edited_symbols(messages: Sequence[Msg]) -> list[str]:
     `edit N:M` (on the file last opened with `open`/`create`), or a shell command that
     writes a file (`>`/`>>`, `tee`, `sed -i`, `cat > FILE <<EOF`, a script's
     `open(FILE, "w")`, a patch's `+++ b/FILE`). Each edit contributes its file (its last
-    two path components) and the names its text defines; a SWE-agent line edit also the
-    name defined nearest above its first line in the views of that file.
+    two path components) and the names of 3 characters or more its text defines; a
+    SWE-agent line edit also the name defined nearest above its first line in the views
+    of that file. A file deleted later (`rm`, `git rm`, a tool such as `delete_file`)
+    leaves, with the symbols last edited in it: it is not part of the final state.
     """
-    touched: dict[str, None] = {}
+    edits = _Edits()
     open_file: str | None = None
     views: dict[str, dict[int, str]] = {}
-
-    def touch(names: Iterable[str]) -> None:
-        for name in names:
-            if name:
-                touched.pop(name, None)
-                touched[name] = None
 
     for action in actions(messages):
         command = action.command
@@ -954,7 +1001,7 @@ def edited_symbols(messages: Sequence[Msg]) -> list[str]:
             if open_file is not None and action.output:
                 views.setdefault(open_file, {}).update(_view_lines(action.output))
             if words[0] == "create" and open_file is not None:
-                touch([short_path(open_file)])
+                edits.edit(open_file, [])
             continue
         swe_edit = _SWE_EDIT.match(first_line) if command else None
         if swe_edit and command is not None:
@@ -962,31 +1009,37 @@ def edited_symbols(messages: Sequence[Msg]) -> list[str]:
             if target is None and action.output:
                 header = _OPEN_HEADER.search(action.output)
                 target = header.group(1) if header else None
+            if target is None:
+                continue
             body = command.split("\n", 1)[1] if "\n" in command else ""
-            enclosing = _enclosing(views.get(target or "", {}), int(swe_edit.group(1)))
-            touch(
-                [
-                    short_path(target) if target else "",
-                    *([enclosing] if enclosing else []),
-                    *definitions(body),
-                ]
-            )
-            if target is not None and action.output:
+            enclosing = _enclosing(views.get(target, {}), int(swe_edit.group(1)))
+            edits.edit(target, [*([enclosing] if enclosing else []), *definitions(body)])
+            if action.output:
                 views.setdefault(target, {}).update(_view_lines(action.output))
             continue
         if command is not None:
+            for path in _removed_files(command):
+                edits.remove(path)
             files = _written_files(command)
             if files:
                 texts = [*_heredoc_bodies(command), command]
-                touch([short_path(path) for path in files])
-                touch(name for text in texts for name in definitions(text))
-                touch(name for hunk in _HUNK.findall(command) for name in definitions(hunk.strip()))
+                symbols = [name for text in texts for name in definitions(text)]
+                symbols += [name for hunk in _HUNK.findall(command) for name in definitions(hunk)]
+                for path in files:
+                    # Which file of a multi-file command holds a symbol is not known: the
+                    # symbols go with the last file.
+                    edits.edit(path, symbols if path == files[-1] else [])
             continue
         parsed = action.parsed
         verb = _editor_subcommand(parsed) or action.name
-        if not (_name_words(verb) & _EDIT_VERBS) and "apply_patch" not in action.name:
-            continue
+        verbs = _name_words(verb)
         paths = [p for p in _argument_paths(parsed) if _clean_path(p) is not None]
+        if verbs & {"delete", "remove", "unlink"} and not verbs & _EDIT_VERBS:
+            for path in paths:
+                edits.remove(path)
+            continue
+        if not (verbs & _EDIT_VERBS) and "apply_patch" not in action.name:
+            continue
         texts = [
             value
             for key in _EDIT_KEYS
@@ -996,27 +1049,39 @@ def edited_symbols(messages: Sequence[Msg]) -> list[str]:
             raw = action.arguments if parsed is None else "\n".join(texts)
             paths = _DIFF_FILE.findall(raw)
             texts.append(raw)
-        if not paths:
-            continue
-        touch([short_path(path) for path in paths])
-        touch(name for text in texts for name in definitions(text))
-        touch(name for text in texts for hunk in _HUNK.findall(text) for name in definitions(hunk))
-    return list(touched)
+        symbols = [name for text in texts for name in definitions(text)]
+        symbols += [
+            name for text in texts for hunk in _HUNK.findall(text) for name in definitions(hunk)
+        ]
+        for path in paths:
+            edits.edit(path, symbols if path == paths[-1] else [])
+    return list(edits.order)
 
 
 # ── the last test run ──────────────────────────────────────────────────────────
 
-_TEST_COMMAND = re.compile(
-    r"\b(?:pytest|py\.test|tox|nox|nosetests|unittest|runtests(?:\.py)?|bin/test"
-    r"|manage\.py\s+test|go\s+test|cargo\s+test|(?:npm|yarn|pnpm)\s+(?:run\s+)?test"
-    r"|jest|mocha|vitest|mvn|mvnw|gradle|gradlew|javac|ant|ctest|rspec|phpunit"
-    r"|dotnet\s+test|make\s+(?:test|check))\b"
-    r"|\bpython[\d.]*\s+(?:-\S+\s+)*\S*(?:\btest_\w*|_tests?)\.py\b"
+_TEST_RUNNER = re.compile(
+    r"^(?:\S*/)?(?:pytest|py\.test|tox|nox|nosetests|trial|jest|mocha|vitest|ava|karma|mvn|mvnw"
+    r"|gradle|gradlew|javac|ant|sbt|ctest|rspec|phpunit|runtests(?:\.py)?|bats)(?:\s|$)"
+    r"|^bin/test\b"
+    r"|^(?:go|cargo|dotnet|swift|mix|deno|bun|lein|stack|cabal)\s+test\b"
+    r"|^(?:npm|yarn|pnpm)\s+(?:run\s+)?test\b"
+    r"|^make\s+(?:test|check)\w*\b"
+    r"|^python[\d.]*\s+(?:-[A-Za-z]\S*\s+)*(?:-m\s+(?:pytest|unittest|nose|tox)\b"
+    r"|\S*(?:runtests\.py|manage\.py\s+test\b|(?:^|/)test_\w*\.py|_tests?\.py|/tests?\.py)"
+    r"|(?:\S*/)?(?:test_\w*|\w+_tests?|tests?)\.py\b)"
 )
-"""A command that runs tests or a compiler (the last one is the last test run)."""
+"""A simple command that runs tests or a compiler, by its program (and script)."""
+_COMMAND_PREFIX = re.compile(
+    r"^(?:\w+=\S*\s+|(?:timeout|time|sudo|nice|env|xvfb-run|exec)\s+(?:-\S+\s+)*(?:\d+\S*\s+)?"
+    r"|(?:uv|poetry|pipenv|hatch|pdm|rye)\s+run\s+|\./)*"
+)
+"""What may come before the program of a command: variables, `timeout 60`, `poetry run`."""
+
+
 _PYTEST_SUMMARY = re.compile(r"^=+ (.*\b(?:passed|failed|errors?|skipped|no tests ran)\b.*?) =+$")
 _COUNTS = re.compile(
-    r"\b\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?|tests?)\b"
+    r"\b\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?)\b"
 )
 _RESULT_LINES = (
     re.compile(r"^Ran \d+ tests?\b"),
@@ -1029,14 +1094,24 @@ _RESULT_LINES = (
     re.compile(r"^\d+ (?:errors?|warnings?)$"),
     re.compile(r".*\bcommand not found\b.*"),
 )
-_DURATION = re.compile(r"(?:,?\s+in\s+[\d.]+\s*m?s(?:\s*\([^)]*\))?|\s+[\d.]+s)$")
+_DURATION = re.compile(
+    r"(?:,?\s+in\s+[\d.]+\s*(?:m?s|sec(?:ond)?s?)(?:\s*\([^)]*\))?|,?\s+[\d.]+s)$"
+)
 MIN_RESULT_CHARS = 4
 MAX_TEST_RESULTS = 2
 
 
 def is_test_command(command: str) -> bool:
-    """Whether a shell command runs tests or a compiler (by its words)."""
-    return bool(_TEST_COMMAND.search(_outside_heredocs(command)))
+    """Whether one of a shell line's simple commands runs tests or a compiler.
+
+    By the program (pytest, tox, `go test`, `npm test`, mvn, gradle, javac, `make test`,
+    a `runtests.py`, ...) or, for `python`, by `-m pytest|unittest` or a script named
+    like a test (`test_x.py`, `x_test.py`, `tests.py`, `runtests.py`, `manage.py test`);
+    after variables and wrappers such as `timeout 60` or `poetry run`.
+    """
+    return any(
+        _TEST_RUNNER.search(_COMMAND_PREFIX.sub("", segment)) for segment in _segments(command)
+    )
 
 
 def result_lines(output: str) -> list[str]:
@@ -1099,15 +1174,21 @@ def _is_value(token: str) -> bool:
 
 
 def _argument_values(parsed: object, arguments: str) -> list[str]:
-    """The values of a call's arguments: one-word strings and numbers, and value words."""
+    """The values of a call's arguments: one-word strings and numbers, and value words.
+
+    A command (under a `command`-like key, or arguments that are not JSON) is read for
+    value words, leaving out the program each of its simple commands runs.
+    """
     values: list[str] = []
     texts: list[str] = []
     if parsed is None:
         texts.append(arguments)
 
-    def walk(value: object) -> None:
+    def walk(value: object, key: object = None) -> None:
         if isinstance(value, str):
-            if value.split() == [value] and 3 <= len(value) <= 64 and "/" not in value:
+            if key in _COMMAND_KEYS:
+                texts.append(value)
+            elif value.split() == [value] and 3 <= len(value) <= 64 and "/" not in value:
                 values.append(value)
             else:
                 texts.append(value)
@@ -1115,17 +1196,24 @@ def _argument_values(parsed: object, arguments: str) -> list[str]:
             if len(str(value)) >= 3:
                 values.append(str(value))
         elif isinstance(value, Mapping):
-            for item in value.values():
-                walk(item)
+            for name, item in value.items():
+                walk(item, name)
         elif isinstance(value, list):
             for item in value:
-                walk(item)
+                walk(item, key)
 
     if parsed is not None:
         walk(parsed)
     for text in texts:
+        programs = {
+            words[0]
+            for segment in _segments(text)
+            if (words := _COMMAND_PREFIX.sub("", segment).split())
+        }
         values += [
-            token for token in _VALUE_TOKEN.findall(_outside_heredocs(text)) if _is_value(token)
+            token
+            for token in _VALUE_TOKEN.findall(_outside_heredocs(text))
+            if _is_value(token) and token not in programs
         ]
     return values
 

@@ -3,33 +3,40 @@
 Run from a checkout, with the package installed:
 
     python bench/quality.py [--dataset DIR] [--strategy NAME ...] [--budgets 25,10]
-                            [--quick] [--jobs N] [--json PATH]
+                            [--file TEXT ...] [--quick] [--jobs N] [--show-lost N]
+                            [--json PATH]
 
 Every conversation of the dataset (`*.jsonl`, one `{"id", "messages": [OpenAI chat
-messages]}` a line; default `../shared/datasets/real-transcripts` beside the checkout)
-is compacted to each budget (a share of its raw tokens, `message_tokens` summed) by
-each strategy, and the context each one would send is rendered as OpenAI messages
-(`to_openai`). Per strategy and budget the script reports:
+messages]}` a line; default `../shared/datasets/real-transcripts` beside the checkout;
+`--file` keeps the files whose name holds TEXT) is compacted to each budget (a share of
+its raw tokens, `message_tokens` summed) by each strategy, and the context each one would
+send is rendered as OpenAI messages (`to_openai`). Per strategy and budget the script
+reports:
 
 - tokens after / budget: the rendered messages counted with `message_tokens` (so the
   text a rendering adds, such as a summary's prefix, is counted), mean and max;
-- facts kept: the share of the probe facts of the raw transcript (`_probes.py`: the
-  latest user request, file paths touched, final error lines, last commands, task
-  identifiers, record ids) found in the rendered context, mean per conversation, and
-  by class;
+- key facts and working-state facts kept: the share of the probe facts of the raw
+  transcript (`_probes.py`) of each family found in the rendered context, mean per
+  conversation, and kind by kind; the same two families per harness (dataset file);
+- goals: whether each strategy that is not a baseline (`newest`, `legacy`) meets issue
+  16's targets and keeps more than both baselines;
 - violations: contexts over the budget, with a tool result that answers no call right
   before it or a call with no result, or without the latest user message (must be 0).
 
 A conversation whose latest user message alone is over a budget is skipped at that
 budget (no strategy can keep it and fit). A strategy that refuses to build a context
-(`ContextOverflowError`) scores no facts for that conversation ("no context").
+(`ContextOverflowError`) scores no facts for that conversation ("no context"). The JSON
+output (`--json`) holds every conversation's facts and, per strategy and budget, the
+facts lost; `--show-lost N` prints a sample of them per kind.
 
-The strategies are the `STRATEGIES` registry below: `legacy` (`compact_messages`),
-`default` (import into a `SessionStore` on a temporary SQLite file,
-`compact_session_loops` with `DefaultBlockCompaction`, `build_context`) and `newest`
-(the floor: the system messages and the newest messages that fit, the latest user
-message always, a tool call never apart from its results). A block strategy is added
-with one line, `"name": Stored(<registered name or factory>)`.
+The strategies are the `STRATEGIES` registry below: `newest` (the floor: the system
+messages and the newest messages that fit, the latest user message always, a tool call
+never apart from its results), `legacy` (`compact_messages`), `default` and `summarize`
+(import into a `SessionStore` on a temporary SQLite file, `compact_session_loops` with
+`DefaultBlockCompaction` or `SummarizingBlockCompaction`, `build_context`), and
+`summarize-cli` (the `sessionstore` command line itself: `import`, `compact --strategy
+summarize` with the command's defaults, `context --budget B --format openai`). A block
+strategy is added with one line, `"name": Stored(<registered name or factory>)`.
 """
 
 from __future__ import annotations
@@ -403,6 +410,13 @@ def _score(
         "ratio": tokens / budget,
         "kept": sum(kept for kept, _ in by_kind.values()),
         "facts": len(facts),
+        "families": {
+            family: [
+                sum(by_kind.get(kind, [0, 0])[0] for kind in kinds),
+                sum(by_kind.get(kind, [0, 0])[1] for kind in kinds),
+            ]
+            for family, kinds in FAMILIES.items()
+        },
         "by_kind": by_kind,
         "lost": lost,
         "violations": violations,

@@ -346,6 +346,22 @@ def test_edited_symbols_of_an_editor_tool_and_a_heredoc_and_sed() -> None:
     ]
 
 
+def test_a_file_deleted_later_leaves_the_working_state_with_its_symbols() -> None:
+    script = "cat > repro.py <<'EOF'\ndef check_bug():\n    pass\nEOF"
+    fix = "cat > src/fix.py <<'EOF'\ndef fixed():\n    pass\nEOF"
+    remove = call("delete_file", {"path": "notes/todo.md"})
+    messages = [
+        user("task"),
+        *bash(script, ""),
+        *bash(fix, ""),
+        *bash("echo x > notes/todo.md", ""),
+        *bash("python repro.py && rm -f repro.py", ""),
+        remove,
+        result(remove, "deleted"),
+    ]
+    assert facts_of(messages, "edited_symbol") == ["src/fix.py", "fixed"]
+
+
 def test_a_swe_agent_line_edit_names_the_open_file_and_the_enclosing_function() -> None:
     opened = call("open", {"command": "open src/marshmallow/fields.py 1100\n"})
     view = (
@@ -451,9 +467,36 @@ def test_test_runners_of_other_languages(
 def test_reading_or_removing_test_files_is_not_a_test_run() -> None:
     messages = [user("t"), *bash("cat tests/test_x.py", "x"), *bash("rm test_x.py", "")]
     assert facts_of(messages, "test_command") == []
-    assert _probes.is_test_command("python3 -m unittest discover")
-    assert _probes.is_test_command("python test_issue.py")
-    assert not _probes.is_test_command("python reproduce.py")
+
+
+@pytest.mark.parametrize(
+    ("command", "runs_tests"),
+    [
+        ("python3 -m unittest discover", True),
+        ("timeout 60 python test_issue.py", True),
+        ("cd /repo && PYTHONPATH=. python -m pytest -x 2>&1 | tail -5", True),
+        ("./tests/runtests.py cache.tests", True),
+        ("bin/test sympy/core", True),
+        ("poetry run pytest", True),
+        ("python manage.py test app", True),
+        ("make check", True),
+        ("python reproduce.py", False),
+        ("rm -f test_x.py reproduce.py", False),
+        ("test -f setup.py && echo yes", False),
+        ("grep -rn pytest setup.cfg", False),
+        ("python -c 'import pytest'", False),
+    ],
+)
+def test_which_commands_run_tests(command: str, runs_tests: bool) -> None:
+    assert _probes.is_test_command(command) is runs_tests
+
+
+def test_result_lines_leave_out_durations_and_test_discovery() -> None:
+    sympy = "============ tests finished: 9 passed, in 0.17 seconds ============"
+    assert _probes.result_lines(sympy) == ["tests finished: 9 passed"]
+    django = "Found 10 test(s).\nSystem check identified no issues.\n..\nRan 10 tests in 0.1s\n\nOK"
+    assert _probes.result_lines(django) == ["Ran 10 tests"]
+    assert _probes.result_lines("no summary here\nlast line") == ["last line"]
 
 
 # ── working state: values of the last turns ───────────────────────────────────
@@ -490,6 +533,10 @@ def test_values_inside_shell_commands_are_numbers_ids_and_code_names() -> None:
     ]
     values = facts_of(messages, "last_value")
     assert "_eval_is_zero" in values
+    submit = call("submit", {"command": "submit"})
+    run = call("bash", {"command": "python3 check_v2.py"})
+    tail = [run, result(run, "python3 check_v2.py: ok"), submit, result(submit, "submit done")]
+    assert facts_of([user("t"), *tail], "last_value") == ["check_v2.py"]
     assert "grep" not in values
     assert "sympy" not in values
 
