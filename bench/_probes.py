@@ -1393,7 +1393,15 @@ def mutating_action(action: Action, open_file: str | None) -> tuple[str, ...] | 
 
 
 def mutations(messages: Sequence[Msg]) -> list[tuple[str, ...]]:
-    """Return the mutating actions (name and key argument), newest first, once each."""
+    """Return the mutating actions (name and key argument), newest first, once each.
+
+    An action without a key argument whose name the system prompt already holds (a
+    harness's `submit`) is left out: a context that keeps the prompt would keep it
+    whatever happened in the session.
+    """
+    framing = normalize(
+        "\n".join(message_text(m) for m in messages if m.get("role") in ("system", "developer"))
+    )
     found: list[tuple[str, ...]] = []
     open_file: str | None = None
     for action in actions(messages):
@@ -1401,6 +1409,8 @@ def mutations(messages: Sequence[Msg]) -> list[tuple[str, ...]]:
         if words and words[0] in ("open", "create") and len(words) > 1:
             open_file = words[1].strip("'\"")
         mutation = mutating_action(action, open_file)
+        if mutation is not None and len(mutation) == 1 and mutation[0] in framing:
+            continue
         if mutation is not None:
             if mutation in found:
                 found.remove(mutation)

@@ -609,42 +609,83 @@ def aggregate_harnesses(
     }
 
 
-def targets_check(summary: dict[str, Any], harnesses: dict[str, dict[str, Any]]) -> list[str]:
-    """Say, per strategy that is not a baseline, which of issue 16's goals it meets."""
+def goals(summary: dict[str, Any], harnesses: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Issue 16's goals at one budget, per strategy that is not a baseline: met or not.
+
+    Every context valid (built, with no violation; the conversations skipped at the
+    budget are not counted), each family at or above its target and above both
+    baselines, and at `HARNESS_FLOOR`'s budget every harness at or above the floor.
+    """
     percent = summary["percent"]
-    goals = TARGETS.get(percent)
-    lines: list[str] = []
+    targets = TARGETS.get(percent, {})
     strategies = summary["strategies"]
+    out: dict[str, Any] = {}
     for name, s in strategies.items():
         if name in BASELINES:
             continue
-        verdicts: list[str] = []
+        valid = summary["conversations"] - s["no_context"] - s["violations"]
+        entry: dict[str, Any] = {
+            "valid": valid,
+            "contexts": summary["conversations"],
+            "all_valid": valid == summary["conversations"],
+            "families": {},
+        }
         for family, share in s["families"].items():
-            if share is None:
-                continue
-            words = [f"{FAMILY_LABELS[family]} {_pct(share)}"]
-            if goals is not None:
-                goal = goals[family]
-                words.append(f"{'met' if share >= goal else 'MISSED'} (>= {goal * 100:.0f}%)")
-            beaten = [
-                b
-                for b in BASELINES
-                if b in strategies and (strategies[b]["families"][family] or 0) >= share
-            ]
-            if beaten:
-                words.append("not above " + " and ".join(beaten))
-            verdicts.append(" ".join(words))
+            baselines = {b: strategies[b]["families"][family] for b in BASELINES if b in strategies}
+            target = targets.get(family)
+            entry["families"][family] = {
+                "kept": share,
+                "target": target,
+                "meets_target": None if target is None or share is None else share >= target,
+                "baselines": baselines,
+                "beats_baselines": share is not None
+                and all(value is None or share > value for value in baselines.values()),
+            }
         floor_percent, floor_family, floor = HARNESS_FLOOR
         if percent == floor_percent:
-            low = [
-                f"{harness} {_pct(h['strategies'][name]['families'][floor_family])}"
+            shares = {
+                harness: h["strategies"][name]["families"][floor_family]
                 for harness, h in harnesses.items()
                 if h["conversations"]
-                and (h["strategies"][name]["families"][floor_family] or 0) < floor
-            ]
+            }
+            entry["harness_floor"] = {
+                "family": floor_family,
+                "floor": floor,
+                "below": {h: v for h, v in shares.items() if v is not None and v < floor},
+            }
+        out[name] = entry
+    return out
+
+
+def _verdict(ok: bool | None) -> str:
+    return "met" if ok else "MISSED"
+
+
+def render_goals(checked: dict[str, Any]) -> list[str]:
+    """One line per strategy: each goal of issue 16, met or MISSED."""
+    lines: list[str] = []
+    for name, entry in checked.items():
+        verdicts = [f"valid {entry['valid']}/{entry['contexts']}: {_verdict(entry['all_valid'])}"]
+        for family, f in entry["families"].items():
+            if f["kept"] is None:
+                continue
+            checks = []
+            if f["target"] is not None:
+                checks.append(f">= {f['target'] * 100:.0f}%: {_verdict(f['meets_target'])}")
+            if f["baselines"]:
+                versus = " and ".join(f"{b} {_pct(v)}" for b, v in f["baselines"].items())
+                checks.append(f"above {versus}: {_verdict(f['beats_baselines'])}")
             verdicts.append(
-                f"every harness >= {floor * 100:.0f}% on {FAMILY_LABELS[floor_family]}: "
-                + ("met" if not low else "MISSED (" + ", ".join(low) + ")")
+                f"{FAMILY_LABELS[family]} {_pct(f['kept'])}"
+                + (f" ({'; '.join(checks)})" if checks else "")
+            )
+        floor = entry.get("harness_floor")
+        if floor is not None:
+            below = ", ".join(f"{h} {_pct(v)}" for h, v in floor["below"].items())
+            label = FAMILY_LABELS[floor["family"]]
+            verdicts.append(
+                f"every harness >= {floor['floor'] * 100:.0f}% of {label}: "
+                + ("met" if not below else f"MISSED ({below})")
             )
         lines.append(f"- `{name}`: " + "; ".join(verdicts) + ".")
     return lines
@@ -788,9 +829,9 @@ def render(results: dict[str, Any]) -> str:
         ]
         if notes:
             lines += ["", "Violations (contexts): " + "; ".join(notes) + "."]
-        check = targets_check(summary, harnesses)
+        check = render_goals(summary.get("goals", {}))
         if check:
-            lines += ["", f"Goals at {percent}% (baselines: {', '.join(BASELINES)}):", "", *check]
+            lines += ["", f"Goals of issue 16 at {percent}%:", "", *check]
         lines += ["", "Key facts, by kind:", "", *render_kinds(summary, KEY_KINDS)]
         lines += ["", "Working-state facts, by kind:", "", *render_kinds(summary, WORKING_KINDS)]
         lines += [
@@ -843,6 +884,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 results[index] = result
                 _progress(done, len(tasks), result, started)
     conversations = [r for r in results if r is not None]
+    budgets = [aggregate(conversations, args.strategy, p) for p in args.budgets]
+    harnesses = {str(p): aggregate_harnesses(conversations, args.strategy, p) for p in args.budgets}
+    for summary in budgets:
+        summary["goals"] = goals(summary, harnesses[str(summary["percent"])])
     facts: dict[str, int] = {}
     for conversation in conversations:
         for fact in conversation["facts"]:
@@ -863,10 +908,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "elapsed_s": time.perf_counter() - started,
         "raw_tokens": sum(c["raw_tokens"] for c in conversations),
         "facts": facts,
-        "budgets": [aggregate(conversations, args.strategy, p) for p in args.budgets],
-        "harnesses": {
-            str(p): aggregate_harnesses(conversations, args.strategy, p) for p in args.budgets
-        },
+        "budgets": budgets,
+        "harnesses": harnesses,
         "conversations": conversations,
     }
 

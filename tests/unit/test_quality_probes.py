@@ -629,6 +629,20 @@ def test_mutations_are_state_changing_calls_with_their_key_argument() -> None:
     assert not is_kept(fact, "called cancel_reservation on another")
 
 
+def test_an_action_the_system_prompt_names_needs_a_key_argument() -> None:
+    submit = call("submit", {"command": "submit"})
+    transfer = call("transfer_to_human_agents", {})
+    messages = [
+        system("Commands: open FILE, edit N:M, submit."),
+        user("go"),
+        submit,
+        result(submit, "done"),
+        transfer,
+        result(transfer, "ok"),
+    ]
+    assert facts_of(messages, "mutation") == ["transfer_to_human_agents"]
+
+
 def test_error_types_are_unresolved_until_the_same_command_runs_clean() -> None:
     messages = [
         user("task"),
@@ -860,6 +874,70 @@ def test_keep_newest_keeps_system_and_latest_request_and_whole_units() -> None:
     assert [m.kind for m in quality.keep_newest(messages, 8)] == ["user"]
     with pytest.raises(ContextOverflowError):
         quality.keep_newest(messages, 3)
+
+
+def _outcome(by_kind: dict[str, list[int]] | None) -> dict[str, Any]:
+    if by_kind is None:
+        return {"outcome": "no_context", "seconds": 0.0}
+    return {
+        "outcome": "context",
+        "ratio": 0.5,
+        "kept": sum(k for k, _ in by_kind.values()),
+        "facts": sum(n for _, n in by_kind.values()),
+        "by_kind": by_kind,
+        "violations": {},
+        "seconds": 0.0,
+    }
+
+
+def test_families_and_goals_are_means_over_conversations_with_facts_of_the_family() -> None:
+    tau = {
+        "id": "a",
+        "harness": "tau",
+        "fact_counts": {"request": 1, "mutation": 2},
+        "budgets": {
+            "10": {
+                "newest": _outcome({"request": [1, 1], "mutation": [0, 2]}),
+                "legacy": _outcome({"request": [0, 1], "mutation": [1, 2]}),
+                "summarize": _outcome({"request": [1, 1], "mutation": [2, 2]}),
+            }
+        },
+    }
+    swe = {
+        "id": "b",
+        "harness": "swe",
+        "fact_counts": {"request": 1, "path": 3},
+        "budgets": {
+            "10": {
+                "newest": _outcome({"request": [1, 1], "path": [3, 3]}),
+                "legacy": _outcome({"request": [1, 1], "path": [0, 3]}),
+                "summarize": _outcome(None),  # refused: keeps nothing
+            }
+        },
+    }
+    names = ["newest", "legacy", "summarize"]
+    summary = quality.aggregate([tau, swe], names, 10)
+    summarize = summary["strategies"]["summarize"]
+    assert summarize["families"]["key"] == pytest.approx((1.0 + 0.0) / 2)
+    assert summarize["families"]["working"] == pytest.approx(1.0)  # only tau has any
+    assert summarize["by_kind"]["path"] == 0.0
+    assert summarize["by_kind"]["diff_line"] is None
+    assert summarize["no_context"] == 1
+    harnesses = quality.aggregate_harnesses([tau, swe], names, 10)
+    assert sorted(harnesses) == ["swe", "tau"]
+    assert harnesses["tau"]["strategies"]["newest"]["families"]["working"] == 0.0
+    checked = quality.goals(summary, harnesses)
+    assert sorted(checked) == ["summarize"]  # the baselines are not judged
+    entry = checked["summarize"]
+    assert entry["valid"] == 1
+    assert not entry["all_valid"]
+    assert entry["families"]["working"]["meets_target"]
+    assert entry["families"]["working"]["beats_baselines"]
+    assert not entry["families"]["key"]["beats_baselines"]
+    assert entry["harness_floor"]["below"] == {"swe": 0.0}
+    lines = quality.render_goals(checked)
+    assert "valid 1/2: MISSED" in lines[0]
+    assert "every harness >= 80% of key facts: MISSED (swe 0.0%)" in lines[0]
 
 
 def test_quality_quick_run_has_no_violation_for_the_floor(
