@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from sessionstore._tokens import message_tokens
 from sessionstore.errors import ContextOverflowError
 from sessionstore.formats import from_openai, to_openai
+from sessionstore.formats._jsonl import parse_conversation_line
 
 ROOT = Path(__file__).resolve().parents[2]
 # The bench scripts run as `python bench/<script>.py` and import their siblings by
@@ -835,6 +836,17 @@ def test_real_transcripts_yield_facts_their_own_text_keeps(dataset_dir: Path) ->
             assert all(is_kept(fact, haystack) for fact in facts), conversation["id"]
             seen += 1
     assert seen >= 2
+
+
+def test_the_transcript_read_as_sessionstore_imports_it_keeps_its_facts(dataset_dir: Path) -> None:
+    """What the strategies start from (the parsed line, rendered back) loses no fact."""
+    for path in sorted(dataset_dir.glob("*.jsonl")):
+        for line in path.read_bytes().splitlines():
+            conversation = parse_conversation_line(line)
+            messages = [message for loop in conversation.loops for message in loop]
+            haystack = rendered_text(to_openai(messages))
+            for fact in extract_facts(json.loads(line)["messages"]):
+                assert is_kept(fact, haystack), (conversation.session_id, fact)
 
 
 # ── the strategies' floor and the guarantee check ──────────────────────────────
