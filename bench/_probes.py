@@ -453,6 +453,7 @@ _ERROR_LINE = re.compile(
     r"|^E {2,}\S"
     r"|\b[1-9]\d* (?:failed|errors?)\b"
     r"|No such file or directory|command not found|Permission denied|No module named"
+    r"|^Exception in thread \"[^\"]*\" |^Caused by: "
 )
 _EXIT_CODE = re.compile(
     r"<returncode>\s*(-?\d+)\s*</returncode>"
@@ -909,6 +910,19 @@ def _enclosing(view: Mapping[int, str], line: int) -> str | None:
     return None
 
 
+def _edit_texts(value: object) -> Iterator[str]:
+    """Yield the texts an editing call writes or replaces, at any depth (`edits: [...]`)."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if key in _EDIT_KEYS and isinstance(item, str):
+                yield item
+            elif isinstance(item, Mapping | list):
+                yield from _edit_texts(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _edit_texts(item)
+
+
 def _editor_subcommand(parsed: object) -> str | None:
     if isinstance(parsed, Mapping):
         for key in ("command", "action", "operation", "mode"):
@@ -1040,11 +1054,7 @@ def edited_symbols(messages: Sequence[Msg]) -> list[str]:
             continue
         if not (verbs & _EDIT_VERBS) and "apply_patch" not in action.name:
             continue
-        texts = [
-            value
-            for key in _EDIT_KEYS
-            if isinstance(parsed, Mapping) and isinstance(value := parsed.get(key), str)
-        ]
+        texts = list(_edit_texts(parsed))
         if not paths and isinstance(parsed, Mapping | type(None)):
             raw = action.arguments if parsed is None else "\n".join(texts)
             paths = _DIFF_FILE.findall(raw)
@@ -1074,14 +1084,15 @@ _TEST_RUNNER = re.compile(
 """A simple command that runs tests or a compiler, by its program (and script)."""
 _COMMAND_PREFIX = re.compile(
     r"^(?:\w+=\S*\s+|(?:timeout|time|sudo|nice|env|xvfb-run|exec)\s+(?:-\S+\s+)*(?:\d+\S*\s+)?"
-    r"|(?:uv|poetry|pipenv|hatch|pdm|rye)\s+run\s+|\./)*"
+    r"|(?:uv|poetry|pipenv|hatch|pdm|rye)\s+run\s+|(?:npx|bunx|(?:npm|pnpm)\s+exec)\s+|\./)*"
 )
 """What may come before the program of a command: variables, `timeout 60`, `poetry run`."""
 
 
 _PYTEST_SUMMARY = re.compile(r"^=+ (.*\b(?:passed|failed|errors?|skipped|no tests ran)\b.*?) =+$")
 _COUNTS = re.compile(
-    r"\b\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?)\b"
+    r"\b\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?|passing"
+    r"|failing|pending|examples?|failures?)\b"
 )
 _RESULT_LINES = (
     re.compile(r"^Ran \d+ tests?\b"),
@@ -1092,10 +1103,16 @@ _RESULT_LINES = (
     re.compile(r"^test result: .*"),
     re.compile(r"^(?:ok|FAIL|--- FAIL:?)\s+\S+.*"),
     re.compile(r"^\d+ (?:errors?|warnings?)$"),
+    re.compile(r"^Tests: \d+, Assertions: .*"),
+    re.compile(r"^(?:Passed|Failed)! .*"),
+    re.compile(r"^\d+% tests passed.*"),
     re.compile(r".*\bcommand not found\b.*"),
 )
+_LOG_LEVEL = re.compile(r"^\[(?:INFO|ERROR|WARNING|WARN|DEBUG)\]\s*")
+"""A build tool's level tag before a line (`[INFO] BUILD FAILURE`): not part of the result."""
 _DURATION = re.compile(
-    r"(?:,?\s+in\s+[\d.]+\s*(?:m?s|sec(?:ond)?s?)(?:\s*\([^)]*\))?|,?\s+[\d.]+s)$"
+    r"(?:,?\s+in\s+[\d.]+\s*(?:m?s|sec(?:ond)?s?)(?:\s*\([^)]*\))?|,?\s+[\d.]+s"
+    r"|\s+\([\d.]+\s*m?s\))$"
 )
 MIN_RESULT_CHARS = 4
 MAX_TEST_RESULTS = 2
@@ -1119,12 +1136,12 @@ def result_lines(output: str) -> list[str]:
 
     A pytest summary without its `=` rule, the counts of other runners (`Ran 5 tests`,
     `FAILED (errors=1)`, `Tests run: 3, Failures: 1`, `BUILD FAILURE`, `test result:`,
-    `ok pkg`), each without its duration; else the output's last error line, else its
-    last line.
+    `ok pkg`, `3 passing`, `10 examples, 1 failure`), each without its duration and a
+    build tool's `[INFO]` tag; else the output's last error line, else its last line.
     """
     found: list[str] = []
     for raw in output.splitlines():
-        line = raw.strip()
+        line = _LOG_LEVEL.sub("", raw.strip())
         summary = _PYTEST_SUMMARY.match(line)
         if summary:
             line = summary.group(1)

@@ -347,6 +347,37 @@ def test_edited_symbols_of_an_editor_tool_and_a_heredoc_and_sed() -> None:
     ]
 
 
+def test_edits_of_other_agents_tools_nested_edits_and_shell_patches() -> None:
+    multi = call(
+        "MultiEdit",
+        {
+            "file_path": "/work/app/models.py",
+            "edits": [{"old_string": "x = 1", "new_string": "class Order:\n    total = 0"}],
+        },
+    )
+    write = call("Write", {"file_path": "/work/app/views.ts", "content": "function show() {}"})
+    patch = (
+        "apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: src/lib.rs\n"
+        "@@ pub fn parse(input: &str) {\n-    todo!()\n+    input.len()\n*** End Patch\nEOF"
+    )
+    shell = call("shell", {"command": ["bash", "-lc", patch]})
+    messages = [user("task")]
+    for asked in (multi, write, shell):
+        messages += [asked, result(asked, "ok")]
+    assert facts_of(messages, "edited_symbol") == [
+        "app/models.py",
+        "Order",
+        "app/views.ts",
+        "show",
+        "src/lib.rs",
+        "parse",
+    ]
+    assert facts_of(messages, "mutation") == [
+        "Write /work/app/views.ts",
+        "MultiEdit /work/app/models.py",
+    ]
+
+
 def test_a_file_deleted_later_leaves_the_working_state_with_its_symbols() -> None:
     script = "cat > repro.py <<'EOF'\ndef check_bug():\n    pass\nEOF"
     fix = "cat > src/fix.py <<'EOF'\ndef fixed():\n    pass\nEOF"
@@ -450,6 +481,13 @@ def test_the_last_test_command_and_its_summary_line() -> None:
             ["bash: javac: command not found"],
         ),
         ("cargo test", "test result: ok. 3 passed; 0 failed; finished in 0.01s", None),
+        (
+            "mvn test",
+            "[ERROR] Tests run: 2, Failures: 1\n[INFO] BUILD FAILURE",
+            ["Tests run: 2, Failures: 1", "BUILD FAILURE"],
+        ),
+        ("npx mocha", "  3 passing (12ms)\n  1 failing", ["3 passing", "1 failing"]),
+        ("rspec", "Finished in 0.1 seconds\n10 examples, 1 failure", ["10 examples, 1 failure"]),
         ("pytest -x", "<returncode>4</returncode>\nERROR: file or directory not found: t", None),
     ],
 )
@@ -659,6 +697,12 @@ def test_error_types_are_unresolved_until_the_same_command_runs_clean() -> None:
         "command not found",
     ]
     assert _probes.error_types("KeyError: 'k'\n") == ["KeyError"]
+    java = (
+        'Exception in thread "main" java.lang.IllegalStateException: closed\n'
+        "\tat Main.run(Main.java:5)\n"
+        "Caused by: java.io.IOException: gone\n"
+    )
+    assert _probes.error_types(java) == ["IllegalStateException", "IOException"]
 
 
 def test_every_fact_has_a_family() -> None:
