@@ -1365,7 +1365,7 @@ _MUTATING_VERBS = frozenset(
         "submit", "send", "post", "put", "patch", "apply", "insert", "replace", "set", "add",
         "move", "rename", "transfer", "refund", "pay", "exchange", "commit", "upload", "save",
         "append", "assign", "approve", "reject", "undo", "reset", "overwrite", "purchase",
-        "order", "schedule", "reserve", "register", "enable", "disable", "close",
+        "order", "schedule", "reserve", "register", "enable", "disable", "close", "return",
     }
 )  # fmt: skip
 _READING_VERBS = frozenset(

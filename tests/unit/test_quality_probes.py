@@ -647,6 +647,7 @@ def test_mutations_are_state_changing_calls_with_their_key_argument() -> None:
         call("get_user_details", {"user_id": "mia_li_3668"}),
         call("book_reservation", {"user_id": "mia_li_3668", "origin": "JFK"}),
         call("cancel_reservation", {"reservation_id": "ZFA04Y"}),
+        call("get_return_policy", {"order_id": "#W1"}),
         call("str_replace_editor", {"command": "view", "path": "a.py"}),
         call("str_replace_editor", {"command": "create", "path": "b.py", "file_text": "x"}),
         call("bash", {"command": "rm -rf build"}),
