@@ -1118,17 +1118,29 @@ MIN_RESULT_CHARS = 4
 MAX_TEST_RESULTS = 2
 
 
-def is_test_command(command: str) -> bool:
-    """Whether one of a shell line's simple commands runs tests or a compiler.
+_TRAILING_REDIRECTS = re.compile(r"(?:\s+\d*(?:>>?|<)&?\s*\S*)+$")
+"""Redirections at the end of a simple command (`2>&1`, `> log.txt`): not what it runs."""
+
+
+def test_segment(command: str) -> str | None:
+    """Return the first simple command of a shell line that runs tests or a compiler.
 
     By the program (pytest, tox, `go test`, `npm test`, mvn, gradle, javac, `make test`,
     a `runtests.py`, ...) or, for `python`, by `-m pytest|unittest` or a script named
     like a test (`test_x.py`, `x_test.py`, `tests.py`, `runtests.py`, `manage.py test`);
-    after variables and wrappers such as `timeout 60` or `poetry run`.
+    after variables and wrappers such as `timeout 60` or `poetry run`. The simple command
+    is returned as typed, without trailing redirections (`cd /repo && pytest -x 2>&1 |
+    tail` gives `pytest -x`).
     """
-    return any(
-        _TEST_RUNNER.search(_COMMAND_PREFIX.sub("", segment)) for segment in _segments(command)
-    )
+    for segment in _segments(command):
+        if _TEST_RUNNER.search(_COMMAND_PREFIX.sub("", segment)):
+            return _TRAILING_REDIRECTS.sub("", segment)
+    return None
+
+
+def is_test_command(command: str) -> bool:
+    """Whether one of a shell line's simple commands runs tests or a compiler."""
+    return test_segment(command) is not None
 
 
 def result_lines(output: str) -> list[str]:
@@ -1164,10 +1176,11 @@ def result_lines(output: str) -> list[str]:
 
 
 def last_test(messages: Sequence[Msg]) -> tuple[str, list[str]] | None:
-    """Return the last test command run and its result lines, or None."""
+    """Return the last test command run (its simple command) and its result lines, or None."""
     for action in reversed(actions(messages)):
-        if action.command is not None and is_test_command(action.command):
-            return action.command, result_lines(action.output or "")
+        segment = test_segment(action.command) if action.command is not None else None
+        if segment is not None:
+            return segment, result_lines(action.output or "")
     return None
 
 

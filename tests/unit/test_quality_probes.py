@@ -461,9 +461,10 @@ def test_the_last_test_command_and_its_summary_line() -> None:
     messages = [
         user("task"),
         *bash("cd /repo && python -m pytest tests/test_x.py -q", PYTEST),
-        *bash("python tests/runtests.py cache.tests", unittest_out),
+        *bash("cd /repo && python tests/runtests.py  cache.tests 2>&1 | tail -5", unittest_out),
         *bash("rm tests/test_tmp.py", ""),
     ]
+    # The simple command that ran the tests, as typed (whitespace collapsed).
     assert facts_of(messages, "test_command") == ["python tests/runtests.py cache.tests"]
     assert facts_of(messages, "test_result") == ["Ran 6 tests", "FAILED (errors=1)"]
     assert _probes.result_lines(PYTEST) == ["1 failed, 4 passed"]
