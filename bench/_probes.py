@@ -552,6 +552,26 @@ def user_requests(messages: Sequence[Msg]) -> list[str]:
     return requests
 
 
+def task_statement(messages: Sequence[Msg]) -> str | None:
+    """Return the task statement: the last user request before the agent's first reply.
+
+    A harness may send framing first, such as a worked demonstration in a user message
+    right before the task (SWE-agent); the request the agent answers is the last one.
+    """
+    statement: str | None = None
+    previous: Msg | None = None
+    for message in messages:
+        role = message.get("role")
+        if role == "assistant" and statement is not None:
+            break
+        if role == "user" and (previous is None or fenced_command(previous) is None):
+            text = message_text(message)
+            if text.strip():
+                statement = text
+        previous = message
+    return statement
+
+
 _IDENTIFIER_PATTERNS = (
     re.compile(r"\b([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*)\("),  # called names
     re.compile(r"\b([A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+)\b"),  # CamelCase
@@ -809,7 +829,7 @@ _EDIT_VERBS = frozenset(
 _NUMBERED_LINE = re.compile(r"^\s*(\d+)(?::|\t| {2})(.*)$")
 _OPEN_HEADER = re.compile(r"^\[File: (.+?) \(\d+ lines total\)\]$", re.M)
 _SWE_EDIT = re.compile(r"^edit\s+(\d+)(?::(\d+))?\s*$")
-_REDIRECT = re.compile(r"(?:^|[^\d&<>])>>?[ \t]*(['\"]?)([^\s'\"<>|;&()]+)\1")
+_REDIRECT = re.compile(r"(?:^|[^\d&<>=-])>>?[ \t]*(['\"]?)([^\s'\"<>|;&()]+)\1")
 _TEE = re.compile(r"\btee[ \t]+(?:-a[ \t]+)?(['\"]?)([^\s'\"<>|;&()]+)\1")
 _SED_INPLACE = re.compile(r"(?:^|[;&|(]\s*|\s)sed\s+(?:-[a-zA-Z]*\s+)*-[a-zA-Z]*i")
 _OPEN_FOR_WRITE = re.compile(r"open\(\s*(?:r|f)?(['\"])([^'\"\n]+)\1\s*,\s*(['\"])[^'\"]*[wax]")
@@ -875,7 +895,12 @@ def _written_files(command: str) -> list[str]:
     head = _outside_heredocs(command)
     files: list[str] = []
     for pattern in (_REDIRECT, _TEE):
-        files += [match.group(2) for match in pattern.finditer(head)]
+        # A `>` in inline code (`a > b`, `-> None:`) is no redirect: the target is a path.
+        files += [
+            match.group(2)
+            for match in pattern.finditer(head)
+            if "/" in match.group(2) or _has_file_extension(match.group(2))
+        ]
     for segment in re.split(r"&&|\|\||;|\n|\|", head):
         if _SED_INPLACE.search(segment):
             files += [p for p in paths_in_command(segment) if _has_file_extension(p)]
@@ -1359,9 +1384,17 @@ def constraint_sentences(text: str) -> list[str]:
 
 
 def user_constraints(messages: Sequence[Msg]) -> list[str]:
-    """Return the first constraint sentences of each user request, newest request first."""
+    """Return the first constraint sentences of each user request, newest request first.
+
+    The requests are the task statement and those after it; framing a harness sends
+    before the task (a demonstration) states no constraint of this session.
+    """
+    requests = user_requests(messages)
+    statement = task_statement(messages)
+    if statement is not None and statement in requests:
+        requests = requests[requests.index(statement) :]
     found: list[str] = []
-    for request in reversed(user_requests(messages)):
+    for request in reversed(requests):
         for sentence in constraint_sentences(request)[:MAX_CONSTRAINTS_PER_MESSAGE]:
             if sentence not in found:
                 found.append(sentence)
@@ -1517,8 +1550,9 @@ def extract_facts(messages: Sequence[Msg]) -> list[Fact]:
     messages = [message for message in messages if isinstance(message, Mapping)]
     facts: list[Fact] = []
     requests = user_requests(messages)
-    if requests:
-        first = normalize(requests[0])[:REQUEST_CHARS]
+    statement = task_statement(messages)
+    if requests and statement is not None:
+        first = normalize(statement)[:REQUEST_CHARS]
         latest = normalize(requests[-1])[:REQUEST_CHARS]
         if first != latest:
             facts += _unique("first_request", [first])
@@ -1533,8 +1567,8 @@ def extract_facts(messages: Sequence[Msg]) -> list[Fact]:
         if len(commands) == MAX_COMMANDS:
             break
     facts += _unique("command", reversed(commands))
-    if requests:
-        facts += _unique("identifier", task_identifiers(requests[0])[:MAX_IDENTIFIERS])
+    if statement is not None:
+        facts += _unique("identifier", task_identifiers(statement)[:MAX_IDENTIFIERS])
     facts += _unique("record_id", record_ids(messages)[:MAX_RECORD_IDS])
     facts += _unique("edited_symbol", edited_symbols(messages)[-MAX_EDITED:])
     test = last_test(messages)

@@ -300,6 +300,19 @@ def test_id_keys_and_lists_of_ids_but_not_words_that_end_in_id() -> None:
 # ── the first request ──────────────────────────────────────────────────────────
 
 
+def test_the_task_statement_is_the_last_request_before_the_first_reply() -> None:
+    demo = "Here is a demonstration: fix QuerySet.count(). You must never skip tests."
+    task = "We're solving this issue: DataElement.to_json() fails on bytes."
+    messages = [system("s"), user(demo), user(task), assistant("ok"), user("go on")]
+    assert facts_of(messages, "first_request") == [task]
+    assert "QuerySet.count" not in facts_of(messages, "identifier")
+    assert "DataElement.to_json" in facts_of(messages, "identifier")
+    assert facts_of(messages, "constraint") == []  # the demonstration's are not the session's
+    assert _probes.task_statement([assistant("Hello, how can I help?"), user("Book it.")]) == (
+        "Book it."
+    )
+
+
 def test_the_first_request_is_the_task_statement_when_a_later_request_differs() -> None:
     task = "Fix the parser  in src/parse.py " + "please " * 50
     fenced = assistant("```bash\nls\n```")
@@ -336,6 +349,7 @@ def test_edited_symbols_of_an_editor_tool_and_a_heredoc_and_sed() -> None:
         *bash(heredoc, ""),
         *bash("sed -i 's/a/b/' src/pkg/util.py && cat src/pkg/util.py", "b"),
         *bash("grep -n 'def nope' src/pkg/else.py > /dev/null", ""),
+        *bash('python -c "def f() -> None:\\n    print(1 > 0)"', ""),
     ]
     assert facts_of(messages, "edited_symbol") == [
         "pkg/core.py",
