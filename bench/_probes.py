@@ -833,6 +833,7 @@ _REDIRECT = re.compile(r"(?:^|[^\d&<>=-])>>?[ \t]*(['\"]?)([^\s'\"<>|;&()]+)\1")
 _TEE = re.compile(r"\btee[ \t]+(?:-a[ \t]+)?(['\"]?)([^\s'\"<>|;&()]+)\1")
 _SED_INPLACE = re.compile(r"(?:^|[;&|(]\s*|\s)sed\s+(?:-[a-zA-Z]*\s+)*-[a-zA-Z]*i")
 _OPEN_FOR_WRITE = re.compile(r"open\(\s*(?:r|f)?(['\"])([^'\"\n]+)\1\s*,\s*(['\"])[^'\"]*[wax]")
+_OPEN_VARIABLE_FOR_WRITE = re.compile(r"open\(\s*([A-Za-z_]\w*)\s*,\s*(['\"])[^'\"]*[wax]")
 _WRITE_TEXT = re.compile(r"Path\(\s*(['\"])([^'\"\n]+)\1\s*\)\s*\.write_(?:text|bytes)\(")
 _DIFF_FILE = re.compile(r"^(?:\+\+\+ (?:b/)?|\*\*\* (?:Update|Add) File: )(\S+)", re.M)
 _HUNK = re.compile(r"^@@(?:\s*-[\d,]+\s+\+[\d,]+\s*@@)?(.*)$", re.M)
@@ -890,22 +891,45 @@ def _outside_heredocs(command: str) -> str:
     return "\n".join(kept)
 
 
+_QUOTED = re.compile(r"'[^']*'|\"(?:\\.|[^\"\\])*\"")
+
+
+def _mask_quoted(text: str) -> str:
+    """Blank the quoted strings of a shell line, but a quoted redirect or `tee` target."""
+
+    def blank(match: re.Match[str]) -> str:
+        before = text[: match.start()].rstrip()
+        if before.endswith(">") or re.search(r"\btee(?:\s+-a)?$", before):
+            return match.group(0)
+        return " " * len(match.group(0))
+
+    return _QUOTED.sub(blank, text)
+
+
 def _written_files(command: str) -> list[str]:
     """Return the files a shell command writes: redirects, `tee`, `sed -i`, scripts' `open`."""
     head = _outside_heredocs(command)
     files: list[str] = []
+    unquoted = _mask_quoted(head)
     for pattern in (_REDIRECT, _TEE):
-        # A `>` in inline code (`a > b`, `-> None:`) is no redirect: the target is a path.
+        # A `>` in quotes (a sed script) or in inline code (`a > b`, `-> None:`) is no
+        # redirect: the target is outside quotes, and a path.
         files += [
             match.group(2)
-            for match in pattern.finditer(head)
+            for match in pattern.finditer(unquoted)
             if "/" in match.group(2) or _has_file_extension(match.group(2))
         ]
-    for segment in re.split(r"&&|\|\||;|\n|\|", head):
-        if _SED_INPLACE.search(segment):
+    for segment in _segments(head):
+        if _SED_INPLACE.search(" " + segment):
             files += [p for p in paths_in_command(segment) if _has_file_extension(p)]
     for pattern in (_OPEN_FOR_WRITE, _WRITE_TEXT):
         files += [match.group(2) for match in pattern.finditer(command)]
+    for match in _OPEN_VARIABLE_FOR_WRITE.finditer(command):
+        # `path = "pkg/mod.py"` ... `open(path, "w")`: the script's own variable.
+        assigned = re.findall(
+            rf"^[ \t]*{match.group(1)}[ \t]*=[ \t]*[rf]?(['\"])([^'\"\n]+)\1[ \t]*$", command, re.M
+        )
+        files += [value for _, value in assigned[-1:]]
     files += _DIFF_FILE.findall(command)
     return [
         path
@@ -995,12 +1019,19 @@ _REMOVE_COMMAND = re.compile(r"^(?:rm|unlink|git\s+rm)\b")
 
 
 def _segments(command: str) -> list[str]:
-    """The simple commands of a shell line (split at `&&`, `||`, `;`, `|`, line breaks)."""
-    return [
-        part.strip()
-        for part in re.split(r"&&|\|\||[;|\n]", _outside_heredocs(command))
-        if part.strip()
-    ]
+    """The simple commands of a shell line (split at `&&`, `||`, `;`, `|`, line breaks).
+
+    Heredoc bodies are left out, and a separator inside quotes (a sed script's `;`)
+    does not split.
+    """
+    text = _outside_heredocs(command)
+    parts: list[str] = []
+    start = 0
+    for match in re.finditer(r"&&|\|\||[;|\n]", _mask_quoted(text)):
+        parts.append(text[start : match.start()])
+        start = match.end()
+    parts.append(text[start:])
+    return [part.strip() for part in parts if part.strip()]
 
 
 def _removed_files(command: str) -> list[str]:
@@ -1310,11 +1341,15 @@ MIN_DIFF_CHARS = 8
 _DIFF_START = re.compile(r"^(?:diff --git |@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@)", re.M)
 
 
+_COMMENT_LINE = re.compile(r"^(?:#(?!\w)|#!|//|/\*|\*|<!--|--\s|;)")
+
+
 def changed_lines(diff: str) -> list[str]:
     """Return a few changed lines of a unified diff: up to 2 of each hunk, round robin.
 
     A line counts without its `+`/`-` mark, whitespace collapsed, when it has at least
-    `MIN_DIFF_CHARS` characters and a letter or digit; file headers do not count.
+    `MIN_DIFF_CHARS` characters and a letter or digit; file headers do not count. In a
+    hunk, code lines come before comment lines.
     """
     hunks: list[list[str]] = []
     for line in diff.splitlines():
@@ -1328,6 +1363,8 @@ def changed_lines(diff: str) -> list[str]:
             if not hunks:
                 hunks.append([])
             hunks[-1].append(text)
+    # Code first: a hunk's comment lines (`# ...`, `// ...`, a shebang) come after its code.
+    hunks = [sorted(hunk, key=lambda text: bool(_COMMENT_LINE.match(text))) for hunk in hunks]
     picked: list[str] = []
     for round_ in range(MAX_DIFF_LINES_PER_HUNK):
         for hunk in hunks:

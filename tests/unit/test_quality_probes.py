@@ -347,7 +347,7 @@ def test_edited_symbols_of_an_editor_tool_and_a_heredoc_and_sed() -> None:
         view,
         result(view, "1\tdef untouched(): pass"),
         *bash(heredoc, ""),
-        *bash("sed -i 's/a/b/' src/pkg/util.py && cat src/pkg/util.py", "b"),
+        *bash("sed -i 's/a>/x/b>/' src/pkg/util.py && cat src/pkg/util.py", "b"),
         *bash("grep -n 'def nope' src/pkg/else.py > /dev/null", ""),
         *bash('python -c "def f() -> None:\\n    print(1 > 0)"', ""),
     ]
@@ -392,6 +392,25 @@ def test_edits_of_other_agents_tools_nested_edits_and_shell_patches() -> None:
     ]
 
 
+def test_files_a_shell_command_writes() -> None:
+    written = _probes._written_files
+    assert written("echo 'a > b' > 'out/x.txt' && sed -i 's/x>/y>/' lib/m.py") == [
+        "out/x.txt",
+        "lib/m.py",
+    ]
+    assert written("python -c 'print(1 > 0)' 2>&1 | tee -a logs/run.log") == ["logs/run.log"]
+    assert written("grep -n x a.py > /dev/null") == []
+    script = "python - <<'EOF'\nwith open('pkg/mod.py', 'w') as f:\n    f.write(s)\nEOF"
+    assert written(script) == ["pkg/mod.py"]
+    patcher = (
+        "cat <<'EOF' > fix.py\nfile_path = 'django/utils/numberformat.py'\n"
+        "with open(file_path, 'r') as f:\n    text = f.read()\n"
+        "with open(file_path, 'w') as f:\n    f.write(text)\nEOF"
+    )
+    assert written(patcher) == ["fix.py", "django/utils/numberformat.py"]
+    assert written("sed -i 's/a = 1; b/a = 2; b/' repro.py") == ["repro.py"]
+
+
 def test_a_file_deleted_later_leaves_the_working_state_with_its_symbols() -> None:
     script = "cat > repro.py <<'EOF'\ndef check_bug():\n    pass\nEOF"
     fix = "cat > src/fix.py <<'EOF'\ndef fixed():\n    pass\nEOF"
@@ -400,7 +419,7 @@ def test_a_file_deleted_later_leaves_the_working_state_with_its_symbols() -> Non
         user("task"),
         *bash(script, ""),
         *bash(fix, ""),
-        *bash("echo x > notes/todo.md", ""),
+        *bash("echo 'x' >'notes/todo.md'", ""),
         *bash("python repro.py && rm -f repro.py", ""),
         remove,
         result(remove, "deleted"),
@@ -622,6 +641,14 @@ def test_final_diff_lines_from_the_last_diff_output_two_a_hunk() -> None:
     ]
     # Round robin over the hunks: the first qualifying line of each, then the second.
     assert facts_of(messages, "diff_line") == ["return x", "cleanup(resources)", "return x + 1"]
+
+
+def test_a_hunk_gives_its_code_lines_before_its_comments() -> None:
+    diff = (
+        "@@ -1 +1,3 @@\n+#!/usr/bin/env python\n+# -*- coding: utf-8 -*-\n"
+        "+#include <stdio.h>\n+x = compute()"
+    )
+    assert _probes.changed_lines(diff) == ["#include <stdio.h>", "x = compute()"]
 
 
 def test_a_diff_line_is_kept_without_its_mark_and_indentation() -> None:
