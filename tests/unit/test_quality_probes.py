@@ -1039,6 +1039,25 @@ def test_families_and_goals_are_means_over_conversations_with_facts_of_the_famil
     assert "every harness >= 80% of key facts: MISSED (swe 0.0%)" in lines[0]
 
 
+def test_a_comparison_gives_the_points_gained_per_family_and_kind() -> None:
+    def run(key: float, path: float | None) -> dict[str, Any]:
+        by_kind: dict[str, float | None] = dict.fromkeys(_probes.FACT_KINDS, None)
+        by_kind["path"] = path
+        strategy = {"families": {"key": key, "working": None}, "by_kind": by_kind}
+        return {
+            "command": "python bench/quality.py",
+            "facts": {"path": 3},
+            "budgets": [{"percent": 10, "strategies": {"summarize": strategy}}],
+        }
+
+    lines = quality.render_comparison(run(0.80, 0.5), run(0.75, None))
+    (row,) = [line for line in lines if line.startswith("| summarize |")]
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[:3] == ["summarize", "+5.0", "-"]
+    assert cells[3 + _probes.FACT_KINDS.index("path")] == "-"  # nothing to compare with
+    assert quality.render_comparison(run(0.8, 0.5), {"budgets": []})[-1].startswith("Earlier")
+
+
 def test_quality_quick_run_has_no_violation_for_the_floor(
     dataset_dir: Path, tmp_path: Path
 ) -> None:
