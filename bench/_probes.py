@@ -3,8 +3,13 @@
 `bench/quality.py` compacts real conversations and asks which facts an agent would need
 to carry on survive. The facts are pulled out of the raw transcript (OpenAI chat
 messages, as plain dicts) by shape alone, so the same rules serve any agent, code base
-or tool set, not only the transcripts of the development set:
+or tool set, not only the transcripts of the development set. Two families:
 
+The key facts (`KEY_KINDS`), what the work is about:
+
+- `first_request`: the task statement (`task_statement`: the last user request before
+  the agent's first reply), its first `REQUEST_CHARS` characters, when the latest
+  request differs from it;
 - `request`: the latest user request (its first `REQUEST_CHARS` characters);
 - `path`: every file path touched, from tool-call arguments and shell commands (the
   `MAX_PATHS` most recently touched);
@@ -12,16 +17,23 @@ or tool set, not only the transcripts of the development set:
   line, `Error: ...`, `FAILED ...`, `N failed`, or the last line of an output whose
   command exited non-zero);
 - `command`: the last `MAX_COMMANDS` distinct shell commands run;
-- `identifier`: code identifiers of the task statement (the first user request):
-  CamelCase, snake_case, dotted names, names called with `(`, issue numbers;
+- `identifier`: code identifiers of the task statement: CamelCase, snake_case, dotted
+  names, names called with `(`, issue numbers;
 - `record_id`: record ids (reservation, order, user, payment ids...) of user messages,
   tool-call arguments and tool results: values under id-like JSON keys, and tokens
   shaped like ids (`ZFA04Y`, `mia_li_3668`, `#W2378156`, UUIDs).
 
-A fact is kept when its text appears in the context as sent, compared case-sensitively
-after collapsing every run of whitespace to one space (`normalize`). Long facts
-(requests, commands, error lines) are cut to a prefix first, so a context that keeps
-their start keeps them. This module is pure: no I/O, no sessionstore imports.
+The working state (`WORKING_KINDS`), what an agent resuming needs to go on, each with
+its function below: `edited_symbol` (`edited_symbols`), `test_command` and
+`test_result` (`last_test`), `last_value` (`last_values`), `diff_line`
+(`final_diff_lines`), `constraint` (`user_constraints`), `mutation` (`mutations`) and
+`error_type` (`unresolved_error_types`). Every kind is capped (the `MAX_*` constants).
+
+A fact is kept when its text (a mutation: each of its parts) appears in the context as
+sent, compared case-sensitively after collapsing every run of whitespace to one space
+(`normalize`). Long facts (requests, commands, error lines) are cut to a prefix first,
+so a context that keeps their start keeps them. This module is pure: no I/O, no
+sessionstore imports.
 """
 
 from __future__ import annotations
