@@ -811,11 +811,12 @@ _DEFINITION = re.compile(
     r"|(?:(?:public|private|protected|internal)[ \t]+)?(?:interface|struct|enum|trait|record)"
     r"[ \t]+(?P<type>[A-Za-z_]\w*)"
     r"|(?:(?:public|private|protected|static|final|abstract|synchronized|native|override"
-    r"|virtual|internal)[ \t]+)+(?:[\w<>\[\],.?]+[ \t]+)*?(?P<java>[A-Za-z_]\w*)[ \t]*\("
-    r")",
-    re.M,
+    r"|virtual|internal)[ \t]+){1,6}(?:[\w<>\[\],.?]+[ \t]+){0,3}?(?P<java>[A-Za-z_]\w*)[ \t]*\("
+    r")"
 )
 """A line that defines a function, method, class or type, in the common languages."""
+MAX_DEFINITION_LINE_CHARS = 300
+"""A longer line is data, not a definition (and is not searched)."""
 _NOT_NAMES = frozenset({"if", "for", "while", "switch", "catch", "return", "new", "class"})
 _EDIT_KEYS = (
     "new_str",
@@ -855,7 +856,10 @@ _HUNK = re.compile(r"^@@(?:\s*-[\d,]+\s+\+[\d,]+\s*@@)?(.*)$", re.M)
 def definitions(text: str) -> list[str]:
     """Return the names a piece of code defines (functions, methods, classes, types)."""
     names: list[str] = []
-    for match in _DEFINITION.finditer(text):
+    for line in text.splitlines():
+        match = _DEFINITION.match(line) if len(line) <= MAX_DEFINITION_LINE_CHARS else None
+        if match is None:
+            continue
         name = next((value for value in match.groupdict().values() if value), None)
         if name and name not in _NOT_NAMES and name not in names:
             names.append(name)
@@ -906,12 +910,15 @@ def _outside_heredocs(command: str) -> str:
 _QUOTED = re.compile(r"'[^']*'|\"(?:\\.|[^\"\\])*\"")
 
 
+_REDIRECT_BEFORE = re.compile(r"(?:>|\btee(?:\s+-a)?)$")
+
+
 def _mask_quoted(text: str) -> str:
     """Blank the quoted strings of a shell line, but a quoted redirect or `tee` target."""
 
     def blank(match: re.Match[str]) -> str:
-        before = text[: match.start()].rstrip()
-        if before.endswith(">") or re.search(r"\btee(?:\s+-a)?$", before):
+        before = text[max(0, match.start() - 32) : match.start()].rstrip()
+        if before.endswith((">", "tee", "-a")) and _REDIRECT_BEFORE.search(before):
             return match.group(0)
         return " " * len(match.group(0))
 
@@ -936,10 +943,10 @@ def _written_files(command: str) -> list[str]:
             files += [p for p in paths_in_command(segment) if _has_file_extension(p)]
     for pattern in (_OPEN_FOR_WRITE, _WRITE_TEXT):
         files += [match.group(2) for match in pattern.finditer(command)]
-    for match in _OPEN_VARIABLE_FOR_WRITE.finditer(command):
+    for variable in dict.fromkeys(m.group(1) for m in _OPEN_VARIABLE_FOR_WRITE.finditer(command)):
         # `path = "pkg/mod.py"` ... `open(path, "w")`: the script's own variable.
         assigned = re.findall(
-            rf"^[ \t]*{match.group(1)}[ \t]*=[ \t]*[rf]?(['\"])([^'\"\n]+)\1[ \t]*$", command, re.M
+            rf"^[ \t]*{variable}[ \t]*=[ \t]*[rf]?(['\"])([^'\"\n]+)\1[ \t]*$", command, re.M
         )
         files += [value for _, value in assigned[-1:]]
     files += _DIFF_FILE.findall(command)
@@ -1183,6 +1190,7 @@ _DURATION = re.compile(
     r"|\s+\([\d.]+\s*m?s\))$"
 )
 MIN_RESULT_CHARS = 4
+MAX_RESULT_LINE_CHARS = 400
 MAX_TEST_RESULTS = 2
 
 
@@ -1221,6 +1229,8 @@ def result_lines(output: str) -> list[str]:
     """
     found: list[str] = []
     for raw in output.splitlines():
+        if len(raw) > MAX_RESULT_LINE_CHARS:
+            continue  # a summary line is short; a long one is data
         line = _LOG_LEVEL.sub("", raw.strip())
         summary = _PYTEST_SUMMARY.match(line)
         if summary:
