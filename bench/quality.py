@@ -781,7 +781,7 @@ def render_lost(
                     continue
                 chosen = rng.sample(lost[kind], min(sample, len(lost[kind])))
                 lines.append(f"- {KIND_LABELS[kind]} ({len(lost[kind])} lost):")
-                lines += [f"  - `{text[:160]}`" for text in chosen]
+                lines += ["  - `" + text[:160].replace("`", "'") + "`" for text in chosen]
     return lines
 
 
