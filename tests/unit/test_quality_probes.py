@@ -1039,6 +1039,19 @@ def test_families_and_goals_are_means_over_conversations_with_facts_of_the_famil
     assert "every harness >= 80% of key facts: MISSED (swe 0.0%)" in lines[0]
 
 
+def test_bad_options_are_refused_with_a_message(dataset_dir: Path, tmp_path: Path) -> None:
+    base = ["--dataset", str(dataset_dir)]
+    with pytest.raises(SystemExit):
+        quality.parse_args([*base, "--show-lost", "-1"])
+    with pytest.raises(SystemExit):
+        quality.parse_args([*base, "--compare", str(tmp_path / "missing.json")])
+    args = quality.parse_args([*base, "--file", "no_such_harness"])
+    with pytest.raises(SystemExit, match="no_such_harness"):
+        quality.load_tasks(args)
+    args = quality.parse_args([*base, "--file", "tau_bench", "--quick"])
+    assert {task.file for task in quality.load_tasks(args)} == {"tau_bench_gpt4o_airline.jsonl"}
+
+
 def test_a_comparison_gives_the_points_gained_per_family_and_kind() -> None:
     def run(key: float, path: float | None) -> dict[str, Any]:
         by_kind: dict[str, float | None] = dict.fromkeys(_probes.FACT_KINDS, None)
