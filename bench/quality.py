@@ -525,10 +525,6 @@ def load_tasks(args: argparse.Namespace) -> list[Task]:
     return tasks
 
 
-def _share(kept: int, total: int) -> float:
-    return kept / total if total else 1.0
-
-
 def _family_share(
     outcome: dict[str, Any], counts: dict[str, int], kinds: Sequence[str]
 ) -> float | None:
