@@ -334,10 +334,17 @@ def _report_text(report: PurgeReport, older_than: str) -> str:
     verb = "Would purge" if report.dry_run else "Purged"
     when = report.cutoff.strftime("%Y-%m-%d %H:%M:%S UTC")
     rows = ", ".join(f"{count} {table}" for table, count in report.rows.items() if count)
-    return (
+    text = (
         f"{verb} {report.sessions} session(s) last updated before {when} "
         f"(older than {older_than})" + (f": {rows}." if rows else ".")
     )
+    if report.failed:
+        skipped = "; ".join(f"{sid}: {error}" for sid, error in report.failed.items())
+        text += (
+            f"\n{len(report.failed)} session(s) could not be deleted and were skipped "
+            f"(the next purge tries them again): {skipped}"
+        )
+    return text
 
 
 @sessions.command("purge")
@@ -377,7 +384,8 @@ def sessions_purge(
     purged session goes with all its rows (loops, messages, blocks, events, digests), as by
     `sessions delete`; nothing else is touched. Sessions go oldest first, --batch-size per
     transaction, so an interrupted purge keeps what it did and can simply be run again.
-    This cannot be undone: try --dry-run first.
+    A session that cannot be deleted is reported and skipped (exit code 1); the others are
+    purged. This cannot be undone: try --dry-run first.
 
     \b
     Examples:
@@ -419,6 +427,8 @@ def sessions_purge(
         print_json(report.model_dump(mode="json"))
     else:
         click.echo(_report_text(report, shown))
+    if report.failed:  # the others were purged; exit 1 so a scheduled purge is noticed
+        raise SystemExit(1)
 
 
 def _shown_age(age: timedelta) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["PurgeReport"]
 
@@ -24,4 +24,9 @@ class PurgeReport(BaseModel):
     """Rows removed per table, by table name without the `sessionstore_` prefix
     (`sessions`, `loops`, `messages`, `blocks`, ...); every table is listed, 0 included."""
     batches: int
-    """The transactions the purge ran, one per batch of sessions."""
+    """The batches of sessions the purge went through (one transaction each, unless one
+    failed and its sessions were then deleted one by one)."""
+    failed: dict[str, str] = Field(default_factory=dict)
+    """Sessions that could not be deleted, by id, with the error: skipped by this purge
+    (they and their rows are still there, and the next purge tries them again), so one
+    such session never keeps the others from being purged."""
