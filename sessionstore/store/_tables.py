@@ -7,8 +7,8 @@ that compares the two.
 
 Every column that references a loop, block, section or message is indexed (`index=True`),
 so deleting a session, which cascades to all of them, costs a look-up per row instead of
-a scan (migration 0007, which also detaches a session's loops from each other before the
-cascade, so no chain is deleted recursively).
+a scan (migration 0007, which on SQLite also detaches a session's loops from each other
+before the cascade, so no chain is deleted recursively).
 """
 
 from __future__ import annotations

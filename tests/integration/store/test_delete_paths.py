@@ -58,8 +58,8 @@ async def _deep_chain(store: SessionStore, depth: int) -> str:
 async def test_a_chain_deeper_than_sqlites_trigger_limit_is_deleted_whole(
     store: SessionStore, db_url: str, via: str
 ) -> None:
-    """Through the store, and through a plain DELETE of the session row (the trigger of
-    migration 0007 detaches the loops before the cascade, whoever deletes)."""
+    """Through the store, and through a plain DELETE of the session row (on SQLite the
+    trigger of migration 0007 detaches the loops before the cascade, whoever deletes)."""
     other = await populate(store)
     deep = await _deep_chain(store, DEPTH)
     before = await rows_by_session(store)
