@@ -140,7 +140,7 @@ async def test_sigkill_during_purge_leaves_each_session_whole_or_gone(
     )
 
 
-async def _usage_rows(db_url: str, store: SessionStore, session_id: str) -> list[Any]:
+async def _usage_rows(store: SessionStore, session_id: str) -> list[Any]:
     async with store.engine.connect() as conn:
         result = await conn.execute(
             text(
@@ -170,7 +170,7 @@ async def test_sigkill_during_usage_recording_keeps_every_acknowledged_call_once
             if kind in acked:
                 acked[kind].add(tag)
 
-    rows = await _usage_rows(db_url, store, session.id)
+    rows = await _usage_rows(store, session.id)
     messages = await store.get_messages(session.id)
     answers = {
         m.id: m.message.usage
@@ -186,7 +186,8 @@ async def test_sigkill_during_usage_recording_keeps_every_acknowledged_call_once
     assert len(recorded) == len(set(recorded)), "a record_usage written twice"
     assert acked["message"] <= set(by_message.values())
     assert acked["record"] <= set(recorded)
-    assert acked["message"] and acked["record"], "no usage was acknowledged before a kill"
+    assert acked["message"], "no message with usage was acknowledged before a kill"
+    assert acked["record"], "no record_usage was acknowledged before a kill"
     total = await store.usage(session.id)
     assert total.calls == len(rows)
     assert total.usage.input_tokens == sum(tokens for _, tokens, _ in rows)
