@@ -334,17 +334,18 @@ def _report_text(report: PurgeReport, older_than: str) -> str:
     verb = "Would purge" if report.dry_run else "Purged"
     when = report.cutoff.strftime("%Y-%m-%d %H:%M:%S UTC")
     rows = ", ".join(f"{count} {table}" for table, count in report.rows.items() if count)
-    text = (
+    return (
         f"{verb} {report.sessions} session(s) last updated before {when} "
         f"(older than {older_than})" + (f": {rows}." if rows else ".")
     )
-    if report.failed:
-        skipped = "; ".join(f"{sid}: {error}" for sid, error in report.failed.items())
-        text += (
-            f"\n{len(report.failed)} session(s) could not be deleted and were skipped "
-            f"(the next purge tries them again): {skipped}"
-        )
-    return text
+
+
+def _failed_text(report: PurgeReport) -> str:
+    skipped = "\n".join(f"  {sid}: {error}" for sid, error in report.failed.items())
+    return (
+        f"{len(report.failed)} session(s) could not be deleted and were skipped "
+        f"(the others were purged; the next purge tries these again):\n{skipped}"
+    )
 
 
 @sessions.command("purge")
@@ -428,6 +429,7 @@ def sessions_purge(
     else:
         click.echo(_report_text(report, shown))
     if report.failed:  # the others were purged; exit 1 so a scheduled purge is noticed
+        click.echo(_failed_text(report), err=True)
         raise SystemExit(1)
 
 

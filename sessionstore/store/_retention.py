@@ -106,13 +106,12 @@ def _purge_one(
     db: Connection, tenant: Tenant | None, cutoff: datetime, key: tuple[datetime, str]
 ) -> dict[str, int]:
     """Purge one session of a batch the database refused, if it is still a candidate."""
-    moment, session_id = key
-    # Still last updated at `moment` and before the cutoff (a writer may have moved it).
+    _, session_id = key
+    # Still last updated before the cutoff (a writer may have moved it since the batch).
     columns = sql.sessions.c
     stmt = (
         select(columns.id)
         .where(*_candidates(tenant, cutoff, None), columns.id == session_id)
-        .where(columns.updated_at == moment)
         .with_for_update()
     )
     if db.execute(stmt).first() is None:
