@@ -341,7 +341,9 @@ def _report_text(report: PurgeReport, older_than: str) -> str:
 
 
 def _failed_text(report: PurgeReport) -> str:
-    skipped = "\n".join(f"  {sid}: {error}" for sid, error in report.failed.items())
+    skipped = "\n".join(
+        f"  {f.session_id} ({f.app_name}/{f.user_id}): {f.error}" for f in report.failed
+    )
     return (
         f"{len(report.failed)} session(s) could not be deleted and were skipped "
         f"(the others were purged; the next purge tries these again):\n{skipped}"

@@ -6,7 +6,22 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["PurgeReport"]
+__all__ = ["PurgeFailure", "PurgeReport"]
+
+
+class PurgeFailure(BaseModel):
+    """A session a purge could not delete, and why: skipped, still there."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    """The session."""
+    app_name: str
+    """Its tenant's application."""
+    user_id: str
+    """Its tenant's user."""
+    error: str
+    """What the database answered (the error's message, without SQL or contents)."""
 
 
 class PurgeReport(BaseModel):
@@ -26,7 +41,7 @@ class PurgeReport(BaseModel):
     batches: int
     """The batches of sessions the purge went through (one transaction each, unless one
     failed and its sessions were then deleted one by one)."""
-    failed: dict[str, str] = Field(default_factory=dict)
-    """Sessions that could not be deleted, by id, with the error: skipped by this purge
-    (they and their rows are still there, and the next purge tries them again), so one
-    such session never keeps the others from being purged."""
+    failed: list[PurgeFailure] = Field(default_factory=list)
+    """The sessions that could not be deleted, oldest first, with the error: skipped by
+    this purge (they and their rows are still there, and the next purge tries them
+    again), so one such session never keeps the others from being purged."""

@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import Connection, Table, and_, func, or_, select
 
 from sessionstore.errors import StorageError
-from sessionstore.models import PurgeReport
+from sessionstore.models import PurgeFailure, PurgeReport
 from sessionstore.store import _statements as sql
 from sessionstore.store._handle import _Handle
 from sessionstore.store._sessions import Tenant, delete_session_rows, now
@@ -47,15 +47,17 @@ def _name(table: Table) -> str:
     return table.name.removeprefix(_PREFIX)
 
 
-def _candidates(
-    tenant: Tenant | None, cutoff: datetime, after: tuple[datetime, str] | None
-) -> list[Any]:
+# A purge's position: (updated_at, id, app_name, user_id) of the last session it reached.
+_Cursor = tuple[datetime, str, str, str]
+
+
+def _candidates(tenant: Tenant | None, cutoff: datetime, after: _Cursor | None) -> list[Any]:
     columns = sql.sessions.c
     where: list[Any] = [columns.updated_at < cutoff]
     if tenant is not None:
         where += [columns.app_name == tenant.app_name, columns.user_id == tenant.user_id]
     if after is not None:
-        moment, last_id = after
+        moment, last_id, *_ = after
         where.append(
             or_(
                 columns.updated_at > moment,
@@ -74,14 +76,14 @@ def _next_batch(
     db: Connection,
     tenant: Tenant | None,
     cutoff: datetime,
-    after: tuple[datetime, str] | None,
+    after: _Cursor | None,
     size: int,
     *,
     lock: bool,
-) -> list[tuple[datetime, str]]:
+) -> list[_Cursor]:
     columns = sql.sessions.c
     stmt = (
-        select(columns.updated_at, columns.id)
+        select(columns.updated_at, columns.id, columns.app_name, columns.user_id)
         .where(*_candidates(tenant, cutoff, after))
         .order_by(columns.updated_at, columns.id)
         .limit(size)
@@ -90,7 +92,7 @@ def _next_batch(
         # Row locks on PostgreSQL, so no writer updates a session between this read and its
         # deletion (SQLite's write transaction already excludes every other writer).
         stmt = stmt.with_for_update()
-    return [(row.updated_at, row.id) for row in db.execute(stmt).all()]
+    return [(row[0], row[1], row[2], row[3]) for row in db.execute(stmt).all()]
 
 
 def _count_rows(db: Connection, session_ids: Sequence[str]) -> dict[str, int]:
@@ -103,10 +105,10 @@ def _count_rows(db: Connection, session_ids: Sequence[str]) -> dict[str, int]:
 
 
 def _purge_one(
-    db: Connection, tenant: Tenant | None, cutoff: datetime, key: tuple[datetime, str]
+    db: Connection, tenant: Tenant | None, cutoff: datetime, key: _Cursor
 ) -> dict[str, int]:
     """Purge one session of a batch the database refused, if it is still a candidate."""
-    _, session_id = key
+    session_id = key[1]
     # Still last updated before the cutoff (a writer may have moved it since the batch).
     columns = sql.sessions.c
     stmt = (
@@ -125,13 +127,13 @@ def _purge_batch(
     db: Connection,
     tenant: Tenant | None,
     cutoff: datetime,
-    after: tuple[datetime, str] | None,
+    after: _Cursor | None,
     size: int,
     dry_run: bool,
-) -> tuple[list[tuple[datetime, str]], dict[str, int]]:
-    """Purge (or count) the next batch; return its (updated_at, id) keys and rows per table."""
+) -> tuple[list[_Cursor], dict[str, int]]:
+    """Purge (or count) the next batch; return its positions and rows per table."""
     batch = _next_batch(db, tenant, cutoff, after, size, lock=not dry_run)
-    ids = [session_id for _, session_id in batch]
+    ids = [key[1] for key in batch]
     if not ids:
         return batch, {}
     counts = _count_rows(db, ids)
@@ -185,9 +187,9 @@ class RetentionMethods(_Handle):
         tenant = self._tenant
         total = await self._read(lambda db: _count_candidates(db, tenant, cutoff))
         rows = {_name(table): 0 for table in _session_tables()}
-        after: tuple[datetime, str] | None = None
+        after: _Cursor | None = None
         batches = done = 0
-        failed: dict[str, str] = {}
+        failed: list[PurgeFailure] = []
         while True:
             work = partial(
                 _purge_batch,
@@ -230,10 +232,10 @@ class RetentionMethods(_Handle):
         self,
         tenant: Tenant | None,
         cutoff: datetime,
-        after: tuple[datetime, str] | None,
+        after: _Cursor | None,
         size: int,
-        failed: dict[str, str],
-    ) -> tuple[list[tuple[datetime, str]], dict[str, int]]:
+        failed: list[PurgeFailure],
+    ) -> tuple[list[_Cursor], dict[str, int]]:
         """Purge a batch the database refused, one session per transaction.
 
         A session whose deletion fails again is recorded in `failed` and skipped.
@@ -247,7 +249,12 @@ class RetentionMethods(_Handle):
                 work = partial(_purge_one, tenant=tenant, cutoff=cutoff, key=key)
                 counts = await self._write(work)
             except StorageError as exc:
-                failed[key[1]] = str(exc)
+                _, session_id, app_name, user_id = key
+                failed.append(
+                    PurgeFailure(
+                        session_id=session_id, app_name=app_name, user_id=user_id, error=str(exc)
+                    )
+                )
                 continue
             for name, count in counts.items():
                 totals[name] = totals.get(name, 0) + count

@@ -76,7 +76,7 @@ async def test_purge_racing_appends_usage_and_searches_loses_and_splits_nothing(
             async with SessionStore.from_url(db_url) as own:
                 first = await own.purge(older_than=cutoff, batch_size=3)
                 again = await own.purge(older_than=cutoff, batch_size=3)
-                assert first.failed == again.failed == {}
+                assert first.failed == again.failed == []
                 return [first.sessions, again.sessions]
         finally:
             purging = False

@@ -128,7 +128,7 @@ async def test_sigkill_during_purge_leaves_each_session_whole_or_gone(
     report = await store.verify()
     assert report.is_ok, report.problems
     final = await store.purge(older_than=cutoff)
-    assert final.failed == {}
+    assert final.failed == []
     assert [s.id for s in (await store.list_sessions()).items] == [live.id]
     record(
         "kill during purge",

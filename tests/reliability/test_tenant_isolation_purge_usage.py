@@ -41,11 +41,11 @@ async def test_a_tenants_purge_counts_deletes_and_reports_only_its_own_sessions(
         dry = await ada.purge(older_than=cutoff, dry_run=True)
         report = await ada.purge(older_than=cutoff, batch_size=1)
         assert (dry.sessions, report.sessions) == (len(ada_old), len(ada_old))
-        assert report.failed == {}  # bob's held session is not ada's to name
+        assert report.failed == []  # bob's held session is not ada's to name
         assert dry.rows == report.rows
         assert await rows_by_session(store) == of(before, bob_ids)
         bobs = await bob.purge(older_than=cutoff, batch_size=1)
-    assert list(bobs.failed) == [bob_held]
+    assert [f.session_id for f in bobs.failed] == [bob_held]
     assert bobs.sessions == len(bob_others)
     assert await rows_by_session(store) == of(before, {bob_held})
 
@@ -71,7 +71,7 @@ async def test_usage_recorded_by_two_tenants_at_once_stays_exact_per_tenant(
         ada.purge(older_than=cutoff),
     )
 
-    assert (purged.sessions, purged.failed) == (1, {})
+    assert (purged.sessions, purged.failed) == (1, [])
     with pytest.raises(SessionNotFoundError):
         await ada.get_session(ada_old)
     assert (await ada.usage(ada_sid)).usage == Usage(input_tokens=3 * CALLS, output_tokens=CALLS)

@@ -149,8 +149,8 @@ def test_a_session_that_cannot_be_deleted_is_named_and_the_exit_code_is_1(import
     assert result.exit_code == 1
     assert "Purged 1 session(s)" in result.stdout
     assert "1 session(s) could not be deleted" in result.stderr
-    assert "old-1: " in result.stderr
+    assert "old-1 (cli/local): " in result.stderr
     assert "legal hold" in result.stderr
-    assert list(report["failed"]) == ["old-1"]
+    assert [f["session_id"] for f in report["failed"]] == ["old-1"]
     assert report["sessions"] == 0
     assert _ids(imported) == ["new", "old-1"]
