@@ -370,6 +370,16 @@ def _report_text(report: PurgeReport, older_than: str) -> str:
     )
 
 
+def _failed_text(report: PurgeReport) -> str:
+    skipped = "\n".join(
+        f"  {f.session_id} ({f.app_name}/{f.user_id}): {f.error}" for f in report.failed
+    )
+    return (
+        f"{len(report.failed)} session(s) could not be deleted and were skipped "
+        f"(the others were purged; the next purge tries these again):\n{skipped}"
+    )
+
+
 @sessions.command("purge")
 @click.option(
     "--older-than",
@@ -407,7 +417,8 @@ def sessions_purge(
     purged session goes with all its rows (loops, messages, blocks, events, digests), as by
     `sessions delete`; nothing else is touched. Sessions go oldest first, --batch-size per
     transaction, so an interrupted purge keeps what it did and can simply be run again.
-    This cannot be undone: try --dry-run first.
+    A session that cannot be deleted is reported and skipped (exit code 1); the others are
+    purged. This cannot be undone: try --dry-run first.
 
     \b
     Examples:
@@ -449,6 +460,9 @@ def sessions_purge(
         print_json(report.model_dump(mode="json"))
     else:
         click.echo(_report_text(report, shown))
+    if report.failed:  # the others were purged; exit 1 so a scheduled purge is noticed
+        click.echo(_failed_text(report), err=True)
+        raise SystemExit(1)
 
 
 def _shown_age(age: timedelta) -> str:

@@ -3,6 +3,11 @@
 A purge walks the sessions last updated before a cutoff, oldest first, a bounded batch per
 transaction, and deletes each batch through its session rows (ON DELETE CASCADE), the same
 path as `delete_session`: no raw message or block row is ever deleted on its own.
+
+When the database refuses a batch, that batch is rolled back and its sessions are deleted
+one per transaction: a session that cannot be deleted (a lock held past the lock timeout,
+a rule of the host database) is reported in `PurgeReport.failed` and skipped, and never
+keeps the other sessions, of any tenant, from being purged.
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Table, and_, func, or_, select
 
-from sessionstore.models import PurgeReport
+from sessionstore.errors import StorageError
+from sessionstore.models import PurgeFailure, PurgeReport
 from sessionstore.store import _statements as sql
 from sessionstore.store._handle import _Handle
 from sessionstore.store._sessions import Tenant, delete_session_rows, now
@@ -41,15 +47,17 @@ def _name(table: Table) -> str:
     return table.name.removeprefix(_PREFIX)
 
 
-def _candidates(
-    tenant: Tenant | None, cutoff: datetime, after: tuple[datetime, str] | None
-) -> list[Any]:
+# A purge's position: (updated_at, id, app_name, user_id) of the last session it reached.
+_Cursor = tuple[datetime, str, str, str]
+
+
+def _candidates(tenant: Tenant | None, cutoff: datetime, after: _Cursor | None) -> list[Any]:
     columns = sql.sessions.c
     where: list[Any] = [columns.updated_at < cutoff]
     if tenant is not None:
         where += [columns.app_name == tenant.app_name, columns.user_id == tenant.user_id]
     if after is not None:
-        moment, last_id = after
+        moment, last_id, *_ = after
         where.append(
             or_(
                 columns.updated_at > moment,
@@ -68,14 +76,14 @@ def _next_batch(
     db: Connection,
     tenant: Tenant | None,
     cutoff: datetime,
-    after: tuple[datetime, str] | None,
+    after: _Cursor | None,
     size: int,
     *,
     lock: bool,
-) -> list[tuple[datetime, str]]:
+) -> list[_Cursor]:
     columns = sql.sessions.c
     stmt = (
-        select(columns.updated_at, columns.id)
+        select(columns.updated_at, columns.id, columns.app_name, columns.user_id)
         .where(*_candidates(tenant, cutoff, after))
         .order_by(columns.updated_at, columns.id)
         .limit(size)
@@ -84,7 +92,7 @@ def _next_batch(
         # Row locks on PostgreSQL, so no writer updates a session between this read and its
         # deletion (SQLite's write transaction already excludes every other writer).
         stmt = stmt.with_for_update()
-    return [(row.updated_at, row.id) for row in db.execute(stmt).all()]
+    return [(row[0], row[1], row[2], row[3]) for row in db.execute(stmt).all()]
 
 
 def _count_rows(db: Connection, session_ids: Sequence[str]) -> dict[str, int]:
@@ -96,17 +104,36 @@ def _count_rows(db: Connection, session_ids: Sequence[str]) -> dict[str, int]:
     return counts
 
 
+def _purge_one(
+    db: Connection, tenant: Tenant | None, cutoff: datetime, key: _Cursor
+) -> dict[str, int]:
+    """Purge one session of a batch the database refused, if it is still a candidate."""
+    session_id = key[1]
+    # Still last updated before the cutoff (a writer may have moved it since the batch).
+    columns = sql.sessions.c
+    stmt = (
+        select(columns.id)
+        .where(*_candidates(tenant, cutoff, None), columns.id == session_id)
+        .with_for_update()
+    )
+    if db.execute(stmt).first() is None:
+        return {}
+    counts = _count_rows(db, [session_id])
+    delete_session_rows(db, columns.id == session_id)
+    return counts
+
+
 def _purge_batch(
     db: Connection,
     tenant: Tenant | None,
     cutoff: datetime,
-    after: tuple[datetime, str] | None,
+    after: _Cursor | None,
     size: int,
     dry_run: bool,
-) -> tuple[list[tuple[datetime, str]], dict[str, int]]:
-    """Purge (or count) the next batch; return its (updated_at, id) keys and rows per table."""
+) -> tuple[list[_Cursor], dict[str, int]]:
+    """Purge (or count) the next batch; return its positions and rows per table."""
     batch = _next_batch(db, tenant, cutoff, after, size, lock=not dry_run)
-    ids = [session_id for _, session_id in batch]
+    ids = [key[1] for key in batch]
     if not ids:
         return batch, {}
     counts = _count_rows(db, ids)
@@ -135,7 +162,9 @@ class RetentionMethods(_Handle):
 
         The sessions are purged oldest first, `batch_size` per transaction, so a large
         purge never holds a long lock; if it stops half-way, the batches done stay done
-        and running it again finishes the work.
+        and running it again finishes the work. If the database refuses a batch, its
+        sessions are purged one per transaction instead, and a session that still cannot
+        be deleted is reported in `failed` and skipped: it never blocks the others.
 
         Args:
             older_than: A positive `timedelta` (sessions not updated for that long) or an
@@ -146,7 +175,8 @@ class RetentionMethods(_Handle):
                 total found when the purge started.
 
         Returns:
-            The cutoff, the sessions purged and their rows per table.
+            The cutoff, the sessions purged and their rows per table, and the sessions
+            that could not be deleted (with the error).
 
         Example:
             >>> report = await store.purge(older_than=timedelta(days=30))  # doctest: +SKIP
@@ -157,8 +187,9 @@ class RetentionMethods(_Handle):
         tenant = self._tenant
         total = await self._read(lambda db: _count_candidates(db, tenant, cutoff))
         rows = {_name(table): 0 for table in _session_tables()}
-        after: tuple[datetime, str] | None = None
+        after: _Cursor | None = None
         batches = done = 0
+        failed: list[PurgeFailure] = []
         while True:
             work = partial(
                 _purge_batch,
@@ -168,7 +199,15 @@ class RetentionMethods(_Handle):
                 size=batch_size,
                 dry_run=dry_run,
             )
-            batch, counts = await (self._read(work) if dry_run else self._write(work))
+            try:
+                batch, counts = await (self._read(work) if dry_run else self._write(work))
+            except StorageError:
+                if dry_run:
+                    raise
+                # Rolled back whole: find the session(s) at fault by deleting one at a time.
+                batch, counts = await self._purge_one_by_one(
+                    tenant, cutoff, after, batch_size, failed
+                )
             if not batch:
                 break
             batches += 1
@@ -181,8 +220,45 @@ class RetentionMethods(_Handle):
             if len(batch) < batch_size:
                 break
         return PurgeReport(
-            cutoff=cutoff, dry_run=dry_run, sessions=rows["sessions"], rows=rows, batches=batches
+            cutoff=cutoff,
+            dry_run=dry_run,
+            sessions=rows["sessions"],
+            rows=rows,
+            batches=batches,
+            failed=failed,
         )
+
+    async def _purge_one_by_one(
+        self,
+        tenant: Tenant | None,
+        cutoff: datetime,
+        after: _Cursor | None,
+        size: int,
+        failed: list[PurgeFailure],
+    ) -> tuple[list[_Cursor], dict[str, int]]:
+        """Purge a batch the database refused, one session per transaction.
+
+        A session whose deletion fails again is recorded in `failed` and skipped.
+        """
+        batch = await self._read(
+            lambda db: _next_batch(db, tenant, cutoff, after, size, lock=False)
+        )
+        totals: dict[str, int] = {}
+        for key in batch:
+            try:
+                work = partial(_purge_one, tenant=tenant, cutoff=cutoff, key=key)
+                counts = await self._write(work)
+            except StorageError as exc:
+                _, session_id, app_name, user_id = key
+                failed.append(
+                    PurgeFailure(
+                        session_id=session_id, app_name=app_name, user_id=user_id, error=str(exc)
+                    )
+                )
+                continue
+            for name, count in counts.items():
+                totals[name] = totals.get(name, 0) + count
+        return batch, totals
 
 
 def _cutoff(older_than: timedelta | datetime) -> datetime:

@@ -4,6 +4,11 @@ Every table carries `session_id` and every query the store makes is scoped by it
 schema can be distributed by session. The schema itself is created only by the alembic
 migrations in `migrations/`; this module describes it for queries and for the test
 that compares the two.
+
+Every column that references a loop, block, section or message is indexed (`index=True`),
+so deleting a session, which cascades to all of them, costs a look-up per row instead of
+a scan (migration 0007, which on SQLite also detaches a session's loops from each other
+before the cascade, so no chain is deleted recursively).
 """
 
 from __future__ import annotations
@@ -192,7 +197,7 @@ class LoopRow(Base):
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
     session_id: Mapped[str] = mapped_column(SessionId, _session_fk())
     parent_loop_id: Mapped[int | None] = mapped_column(
-        Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE")
+        Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE"), index=True
     )
     sequence: Mapped[int] = mapped_column(Integer)
     depth: Mapped[int] = mapped_column(Integer)
@@ -228,7 +233,7 @@ class MessageRow(Base):
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
     session_id: Mapped[str] = mapped_column(SessionId, _session_fk())
     loop_id: Mapped[int] = mapped_column(
-        Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE")
+        Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE"), index=True
     )
     position: Mapped[int] = mapped_column(Integer)
     turn_index: Mapped[int] = mapped_column(Integer)
@@ -256,7 +261,7 @@ class BlockRow(Base):
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
     session_id: Mapped[str] = mapped_column(SessionId, _session_fk())
     loop_id: Mapped[int] = mapped_column(
-        Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE")
+        Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE"), index=True
     )
     overlay: Mapped[str] = mapped_column(NulSafeString(OVERLAY_MAX_LENGTH))
     generation: Mapped[int] = mapped_column(Integer)
@@ -278,7 +283,7 @@ class SectionRow(Base):
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
     session_id: Mapped[str] = mapped_column(SessionId, _session_fk())
     block_id: Mapped[int] = mapped_column(
-        Id, ForeignKey("sessionstore_blocks.id", ondelete="CASCADE")
+        Id, ForeignKey("sessionstore_blocks.id", ondelete="CASCADE"), index=True
     )
     kind: Mapped[str] = mapped_column(NulSafeString(16))
     start_turn: Mapped[int] = mapped_column(Integer)
@@ -294,7 +299,7 @@ class SectionMessageRow(Base):
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
     session_id: Mapped[str] = mapped_column(SessionId, _session_fk())
     section_id: Mapped[int] = mapped_column(
-        Id, ForeignKey("sessionstore_block_sections.id", ondelete="CASCADE")
+        Id, ForeignKey("sessionstore_block_sections.id", ondelete="CASCADE"), index=True
     )
     position: Mapped[int] = mapped_column(Integer)
     kind: Mapped[str] = mapped_column(NulSafeString(32))
@@ -314,10 +319,10 @@ class CompactionEventRow(Base):
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
     session_id: Mapped[str] = mapped_column(SessionId, _session_fk())
     loop_id: Mapped[int | None] = mapped_column(
-        Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE")
+        Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE"), index=True
     )
     block_id: Mapped[int | None] = mapped_column(
-        Id, ForeignKey("sessionstore_blocks.id", ondelete="CASCADE")
+        Id, ForeignKey("sessionstore_blocks.id", ondelete="CASCADE"), index=True
     )
     event: Mapped[str] = mapped_column(NulSafeString(16))
     tokens_before: Mapped[int] = mapped_column(BigInteger)
@@ -340,10 +345,10 @@ class DigestRow(Base):
     session_id: Mapped[str] = mapped_column(SessionId, _session_fk())
     overlay: Mapped[str] = mapped_column(NulSafeString(OVERLAY_MAX_LENGTH))
     head_loop_id: Mapped[int] = mapped_column(
-        Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE")
+        Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE"), index=True
     )
     through_loop_id: Mapped[int] = mapped_column(
-        Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE")
+        Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE"), index=True
     )
     folded: Mapped[list[list[int]]] = mapped_column(JSONPayload)
     payload: Mapped[dict[str, Any]]
@@ -365,12 +370,12 @@ class UsageRow(Base):
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
     session_id: Mapped[str] = mapped_column(SessionId, _session_fk())
     loop_id: Mapped[int] = mapped_column(
-        Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE")
+        Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE"), index=True
     )
     turn_index: Mapped[int] = mapped_column(Integer)
     # Set when the usage came with an appended assistant message; NULL from `record_usage`.
     message_id: Mapped[int | None] = mapped_column(
-        Id, ForeignKey("sessionstore_messages.id", ondelete="CASCADE")
+        Id, ForeignKey("sessionstore_messages.id", ondelete="CASCADE"), index=True
     )
     model: Mapped[str | None] = mapped_column(NulSafeString(255))
     input_tokens: Mapped[int] = mapped_column(BigInteger)

@@ -59,7 +59,7 @@ def _diff(connection: Any) -> list[Any]:
     return list(compare_metadata(context, Base.metadata))
 
 
-HEAD = "0006_usage"
+HEAD = "0007_delete_paths"
 
 
 def _tables(connection: Any) -> set[str]:
@@ -345,3 +345,55 @@ async def test_search_and_usage_are_backfilled_from_rows_stored_before_them(
                     "UPDATE sessionstore_messages SET search_text = 'x' WHERE id = 1"
                 ),
             )
+
+
+def _delete_path_objects(connection: Any) -> tuple[set[str], set[str]]:
+    """The indexes on referencing columns and the loop-detaching trigger (migration 0007)."""
+    inspector = inspect(connection)
+    indexes = {
+        ix["name"]
+        for table in inspector.get_table_names()
+        for ix in inspector.get_indexes(table)
+        if ix["name"].startswith("ix_")
+        and ix["name"].endswith(("_loop_id", "_block_id", "_section_id", "_message_id"))
+    }
+    if connection.dialect.name == "postgresql":
+        found = "SELECT tgname FROM pg_trigger WHERE tgname LIKE 'sessionstore_sessions_%'"
+    else:
+        found = (
+            "SELECT name FROM sqlite_master "
+            "WHERE type = 'trigger' AND tbl_name = 'sessionstore_sessions'"
+        )
+    triggers = {row[0] for row in connection.execute(text(found))}
+    return indexes, triggers
+
+
+async def test_0007_goes_down_and_up_with_rows_and_deletes_deep_chains_only_when_up(
+    empty_db_url: str,
+) -> None:
+    """0007 adds indexes and a trigger, no column: down and up keep every row, and the
+    deep-chain delete (issue 17, item 1) works at 0007 on both backends."""
+    await migrate.upgrade(empty_db_url)
+    async with SessionStore.from_url(empty_db_url) as store:
+        session_id = await _fill_every_table(store)
+        full = await _inspect(empty_db_url, _dump)
+        indexes, triggers = await _inspect(empty_db_url, _delete_path_objects)
+        assert len(indexes) == 11
+        is_sqlite = empty_db_url.startswith("sqlite")
+        assert triggers == ({"sessionstore_sessions_detach_loops"} if is_sqlite else set())
+
+        await migrate.downgrade(empty_db_url, "0006_usage")
+        assert await _inspect(empty_db_url, _delete_path_objects) == (set(), set())
+        assert await _inspect(empty_db_url, _dump) == full
+        await migrate.upgrade(empty_db_url)
+        assert await _inspect(empty_db_url, _delete_path_objects) == (indexes, triggers)
+        assert await _inspect(empty_db_url, _dump) == full
+        assert await _inspect(empty_db_url, _diff) == []
+        assert (await store.verify()).is_ok
+
+        deep = await store.import_session(
+            [[UserMessage(content=f"loop {i}")] for i in range(1_100)], app_name="a", user_id="u"
+        )
+        await store.delete_session(deep.id)
+        await store.delete_session(session_id)
+        assert await _inspect(empty_db_url, _dump) == {table: [] for table in TABLES}

@@ -95,21 +95,6 @@ the model test draws 2,500 without a database, the trajectory and summarizer tes
 the terminal test 2,000. About 6,400 cases in all, in about a minute and a half."""
 
 
-# ── the backend divergences still open (one place each, for the lead to flip) ──
-
-
-def _exact_floats(store: SessionStore) -> bool:
-    """Whether every finite float in JSON reads back as written, with the same hash.
-
-    PostgreSQL's `jsonb` keeps numbers as `numeric`: `1e300` and `1e16` come back as
-    integers and `-0.0` as `0.0` (equal in Python, but the canonical payload, hence the
-    content hash, differs). See `test_json_floats_read_back_exactly`. Until the payload
-    encoding keeps number text (defect 3's change of column), the floats drawn on
-    PostgreSQL avoid those; flip this to `return True` then.
-    """
-    return store.engine.dialect.name != "postgresql"
-
-
 # ── strategies ─────────────────────────────────────────────────────────────────
 
 SPECIAL_TEXT = [
@@ -154,13 +139,8 @@ deep_values = st.builds(
 
 
 def json_values(store: SessionStore | None) -> st.SearchStrategy[Any]:
-    if store is None or _exact_floats(store):
-        floats = st.floats(allow_nan=True, allow_infinity=True)
-    else:
-        floats = st.one_of(
-            st.floats(-1e15, 1e15).filter(lambda x: not (x == 0 and math.copysign(1, x) < 0)),
-            st.sampled_from([math.nan, math.inf, -math.inf]),
-        )
+    # Every float, on every backend: PostgreSQL keeps them exactly too (issue 17, item 13).
+    floats = st.floats(allow_nan=True, allow_infinity=True)
     leaves = st.one_of(st.none(), st.booleans(), ints, floats, texts)
     nested = st.recursive(
         leaves,
@@ -498,18 +478,8 @@ async def test_a_bad_configuration_is_refused_before_anything_is_written(
 
 
 @pytest.mark.parametrize("value", [1e300, 1e16, 1.2345678901234567e20, -0.0])
-async def test_json_floats_read_back_exactly(
-    store: SessionStore, request: pytest.FixtureRequest, value: float
-) -> None:
+async def test_json_floats_read_back_exactly(store: SessionStore, value: float) -> None:
     """A float in JSON reads back as the same float, so its content hash still holds."""
-    if not _exact_floats(store):
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="PostgreSQL jsonb keeps numbers as numeric: 1e300 reads back as an "
-                "int, -0.0 as 0.0 (issue 10, defect 3 changes the payload encoding)",
-            )
-        )
     session = await store.create_session(app_name="a", user_id="u", metadata={"f": value})
     read = (await store.get_session(session.id)).metadata["f"]
     assert isinstance(read, float)
