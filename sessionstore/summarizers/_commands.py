@@ -12,7 +12,14 @@ from dataclasses import dataclass, field
 
 from sessionstore.summarizers._scan import cut, find_paths
 
-__all__ = ["BRIEF_CHARS", "CHANGE_NOTES", "TARGET_CHARS", "Call", "describe_command"]
+__all__ = [
+    "BRIEF_CHARS",
+    "CHANGE_NOTES",
+    "TARGET_CHARS",
+    "Call",
+    "describe_command",
+    "harness_command",
+]
 
 TARGET_CHARS = 160
 BRIEF_CHARS = 48
@@ -20,6 +27,7 @@ CHANGE_NOTES = {"EDITED": "edited", "WROTE": "written", "CREATED": "created", "D
 
 # Command verbs, strongest first: a command's verb is the strongest of its parts'.
 _COMMAND_VERBS = (
+    "SUBMITTED",
     "TESTED",
     "EDITED",
     "WROTE",
@@ -111,6 +119,80 @@ class Call:
     values: list[tuple[str, str]] = field(default_factory=list)
     """The id-like `(key, value)` pairs among its arguments."""
     command: str = ""
+    edit_lines: tuple[int, int] | None = None
+    """The line range an editor command replaces (SWE-agent's `edit 124:144`)."""
+    replacement: str = ""
+    """The text an editor command writes (the body of `edit N:M`, `str_replace`'s `new_str`)."""
+    on_open_file: bool = False
+    """The command acts on the file the harness has open (`edit N:M`, `goto N`, `scroll_down`)."""
+
+
+# Editor commands of harnesses that give the agent its own interface (SWE-agent and the
+# like): the file they act on is the one opened last.
+_EDIT_COMMAND = re.compile(r"^edit\s+(\d+)(?:\s*:\s*(\d+))?\s*$")
+_HARNESS_VERBS = {
+    "open": "READ",
+    "goto": "READ",
+    "scroll_down": "READ",
+    "scroll_up": "READ",
+    "create": "CREATED",
+    "search_file": "SEARCHED",
+    "search_dir": "SEARCHED",
+    "find_file": "SEARCHED",
+    "submit": "SUBMITTED",
+}
+_END_OF_EDIT = re.compile(r"^\s*end_of_edit\s*$")
+
+
+def harness_command(command: str, *, tool: str) -> Call | None:
+    """Return the call an editor command of a harness stands for, or None for other commands.
+
+    `open PATH [N]`, `goto N`, `scroll_down`, `create PATH`, `edit N:M` followed by the
+    replacement lines (up to `end_of_edit`), `search_file`, `find_file`, `search_dir`,
+    `submit`. A file named by `open`/`create` is noted; `edit`/`goto`/`scroll_*` act on
+    the open file, which the caller tracks.
+    """
+    lines = command.strip("\n").split("\n")
+    first = lines[0].strip()
+    words = first.split()
+    if not words:
+        return None
+    edit = _EDIT_COMMAND.match(first)
+    if edit is not None:
+        start = int(edit.group(1))
+        end = int(edit.group(2) or start)
+        body = lines[1:]
+        if body and _END_OF_EDIT.match(body[-1]):
+            body = body[:-1]
+        return Call(
+            verb="EDITED",
+            target=first,
+            tool=tool,
+            brief=first,
+            command=command,
+            edit_lines=(start, end),
+            replacement="\n".join(body),
+            on_open_file=True,
+        )
+    head = words[0]
+    verb = _HARNESS_VERBS.get(head)
+    if verb is None or (len(lines) > 1 and head != "submit"):
+        return None
+    if head in ("goto", "scroll_down", "scroll_up"):
+        if len(words) > 2 or (head == "goto" and (len(words) != 2 or not words[1].isdigit())):
+            return None
+        return Call(verb, first, tool, first, command=command, on_open_file=True)
+    if head == "submit":
+        return Call(verb, first, tool, cut(first, BRIEF_CHARS), command=command)
+    if head in ("open", "create"):
+        if len(words) < 2 or len(words) > 3 or (len(words) == 3 and not words[2].isdigit()):
+            return None
+        path = words[1].strip("\"'")
+        note = CHANGE_NOTES.get(verb, "")
+        return Call(verb, first, tool, path, files=[(path, note)], command=command)
+    quoted = [w.strip("\"'") for w in words[1:]]
+    files = [(w, "") for w in quoted[1:] if find_paths(w, lenient=True)]
+    return Call(verb, first, tool, cut(first, BRIEF_CHARS), files=files, command=command)
 
 
 def describe_command(command: str, *, tool: str) -> Call:
@@ -119,7 +201,11 @@ def describe_command(command: str, *, tool: str) -> Call:
     The verb is the strongest among the command's parts (`cd x && pytest` is TESTED);
     the target is the command's first line as written; heredoc bodies and quoted
     arguments are not read for paths, while the files a part edits or writes get a note.
+    A harness's own editor command (`open`, `edit N:M`, ...) is read by `harness_command`.
     """
+    harness = harness_command(command, tool=tool)
+    if harness is not None:
+        return harness
     # Quoted arguments are patterns, scripts and messages (`sed -i 's/a/b/'`, `grep "x"`,
     # `python -c "..."`), not the files a command touches.
     unquoted = _QUOTED.sub(" ", _strip_heredocs(command))

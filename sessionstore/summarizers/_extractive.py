@@ -25,7 +25,7 @@ Fix the failing test in tests/test_io.py
 1. TESTED pytest tests/test_io.py - exit 1, 1 failed [tool: bash]
 <BLANKLINE>
 ## Active State
-- Last test run: pytest tests/test_io.py - exit 1, 1 failed
+- Last test run: pytest tests/test_io.py -> 1 failed in 0.1s
 <BLANKLINE>
 ## Blocked
 - action 1 failed (exit 1):
@@ -41,7 +41,14 @@ import time
 
 from sessionstore.summarizers._facts import extract_facts
 from sessionstore.summarizers._fit import fit_handoff
-from sessionstore.summarizers._handoff import Handoff, Item, merge_handoffs, parse_handoff
+from sessionstore.summarizers._handoff import (
+    CONTINUED,
+    Handoff,
+    Item,
+    merge_handoffs,
+    parse_handoff,
+    with_follow_ups,
+)
 from sessionstore.summarizers._protocol import Summary, SummaryRequest
 from sessionstore.summarizers._scan import clean_text, code_identifiers, record_values
 
@@ -117,8 +124,12 @@ class ExtractiveSummarizer:
                 messages, first_number=prior.next_number, continuing=_has_start(prior)
             )
         focus = clean_text(request.focus_topic) if request.focus_topic else None
+        merged = merge_handoffs(prior, facts)
+        if not merged.task and (messages or merged.later):
+            # Turns without a request of their own continue a task stated before them.
+            merged.task = with_follow_ups(CONTINUED, merged.later or facts.later)
         return fit_handoff(
-            merge_handoffs(prior, facts),
+            merged,
             request.budget_tokens,
             focus=focus,
             branch=request.scope == "branch",
