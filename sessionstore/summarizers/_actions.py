@@ -338,7 +338,8 @@ def describe_outcome(
 
 SCAN_TAIL = 20_000
 _BROKEN = re.compile(
-    r": command not found$|: No such file or directory$|^Traceback \(most recent call last\):"
+    r": command not found$|: No such file(?: or directory)?$|: cannot open\b"
+    r"|^Traceback \(most recent call last\):"
     r"|^Your proposed edit has introduced new syntax error|^(?:bash|sh|zsh): .*: not found$"
     r"|^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception): |^Segmentation fault"
     r"|^Exception in thread |^\S+\.java:\d+: error: |^BUILD FAILURE|^\[ERROR\] ",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from sessionstore.summarizers._scan import cut, find_paths
+from sessionstore.summarizers._scan import collapse, cut, find_paths
 
 __all__ = [
     "BRIEF_CHARS",
@@ -41,12 +41,15 @@ _COMMAND_VERBS = (
     "LISTED",
 )
 _TEST_COMMAND = re.compile(
-    r"^(?:python\d?(?:\.\d+)? +-m +(?:pytest|unittest|tox|nox)|pytest|py\.test|tox|nox"
-    r"|(?:npm|yarn|pnpm|bun) +(?:run +)?test|go +test|cargo +test|make +(?:test|check)"
-    r"|(?:python\d?(?:\.\d+)? +)?(?:\./)?(?:tests/)?runtests\.py|mvn +test|gradle +test|rspec"
-    r"|(?:python\d?(?:\.\d+)? +)?(?:\./)?(?:manage|setup)\.py +test|(?:\./)?gradlew +test"
-    r"|jest|vitest|phpunit|ctest|bin/test)\b"
+    r"^(?:python\d?(?:\.\d+)? +(?:-\S+ +)*-m +(?:pytest|unittest|tox|nox|nose)|pytest|py\.test"
+    r"|tox|nox|nosetests|(?:npm|yarn|pnpm|bun) +(?:run +)?test|(?:go|cargo|dotnet|swift|mix)"
+    r" +test|make +(?:test|check)|(?:python\d?(?:\.\d+)? +)?(?:\S*/)?runtests\.py|mvnw?|ant"
+    r"|sbt|gradlew?|javac|rspec|(?:python\d?(?:\.\d+)? +)?(?:\./)?(?:manage|setup)\.py +test"
+    r"|jest|vitest|mocha|karma|phpunit|ctest|bin/test"
+    # A script named like a test (`python test_edge_cases.py`, `python x_test.py`).
+    r"|python\d?(?:\.\d+)? +(?:-\S+ +)*(?:\S*/)?(?:test_\w*|\w+_tests?|tests?)\.py)(?:\s|$)"
 )
+"""A command that runs tests (or compiles, as `javac` does), by its program or script."""
 _SIMPLE_VERBS = {
     "cat": "READ",
     "head": "READ",
@@ -166,7 +169,7 @@ def harness_command(command: str, *, tool: str) -> Call | None:
             body = body[:-1]
         return Call(
             verb="EDITED",
-            target=first,
+            target=cut(collapse(command), TARGET_CHARS),
             tool=tool,
             brief=first,
             command=command,
@@ -224,9 +227,8 @@ def describe_command(command: str, *, tool: str) -> Call:
     verb = min(verbs, key=_COMMAND_VERBS.index) if verbs else "RAN"
     lines = [line for line in command.strip().split("\n") if line.strip()]
     first = lines[0].strip() if lines else ""
-    target = cut(first, TARGET_CHARS)
-    if len(lines) > 1 and not target.endswith("…"):
-        target += " …"
+    # The command as typed, on one line: a heredoc's first lines say what was written.
+    target = cut(collapse(command), TARGET_CHARS)
     paths = [p for p in files if not p.startswith("/") or p.count("/") > 1][:2]
     return Call(
         verb=verb,
@@ -252,7 +254,7 @@ def _segment_verb(segment: str) -> str | None:
     rest = " ".join([head, *words[1:]])
     if head in _IGNORED_WORDS:
         return "WROTE" if _REDIRECT.search(segment) else None
-    if _TEST_COMMAND.match(rest):
+    if _TEST_COMMAND.match(rest) or words[0].endswith("bin/test"):
         return "TESTED"
     if head in ("sed", "perl") and re.search(r"\s-[a-zA-Z]*i", segment):
         return "EDITED"

@@ -71,6 +71,8 @@ MAX_SYSTEM_CONSTRAINTS = 8
 MAX_TASK_IDENTIFIERS = 40
 LEADING_IDENTIFIERS = 15
 MAX_OUTPUT_PATHS = 10
+RESOLVED_LINES = 3
+"""Error lines kept of the newest failure a later run resolved."""
 MAX_SEEN_PATHS = 8
 """Paths seen only in tool output (not read, run or changed) kept, the newest."""
 MAX_DIFF_PATHS = 500
@@ -80,6 +82,8 @@ MAX_FAILURES = 2
 MAX_EARLIER_FAILURES = 6
 """Failures before those, kept as one line each (their last error line)."""
 FEEDBACK_CHARS = 3_000
+FEEDBACK_SHOWN_CHARS = 240
+"""A harness's format complaint is kept this short: it is repeated on every bad reply."""
 MAX_CHANGES = 12
 """Files whose latest change is described in Active State."""
 MAX_DIFF_LINES = 24
@@ -239,7 +243,7 @@ class _Walker:
         if _is_feedback(text) and (started or len(text) <= FEEDBACK_CHARS // 2):
             # A harness's complaint about the format of the last reply: not a request,
             # but the last thing the user side said, kept short in case.
-            self.feedback = cut(collapse(text), FOLLOW_UP_CHARS)
+            self.feedback = cut(collapse(text), FEEDBACK_SHOWN_CHARS)
             self.assistant_questions = []
             self.harness = True
             return
@@ -264,6 +268,8 @@ class _Walker:
                 # The first ones name the subject; a long statement's later ones are boilerplate.
                 self.value(identifier, identifier, rank=4 if index < LEADING_IDENTIFIERS else 3)
             standing = without_examples(text[len(statement_part(text)) :])
+            # The harness's standing rules stay as constraints if the task is cut.
+            self.constraints(standing, rank=1)
             for identifier in code_identifiers(standing)[:MAX_TASK_IDENTIFIERS]:
                 # The harness's own names (its submit sentinel, its commands), least first.
                 if not is_placeholder(identifier) and identifier not in identifiers:
@@ -405,7 +411,13 @@ class _Walker:
                 self.resolved.extend((opened.number, f) for f in fixed)
                 self.resolved = self.resolved[-MAX_EARLIER_FAILURES:]
         if verb == "TESTED":
-            result = test_result_line(body_of(output)) or outcome.text
+            body = body_of(output)
+            lines = [line.strip() for line in body.split("\n") if line.strip()]
+            result = (
+                test_result_line(body)
+                or (outcome.errors[-1] if outcome.errors else "")
+                or (cut(lines[-1], CHANGE_CHARS) if lines else outcome.text)
+            )
             self.last_test = f"{_one_line(call.target)} -> {result}"
         if not outcome.failed:
             self.track_changes(call, verb, path, output)
@@ -535,7 +547,8 @@ class _Walker:
                 continue
             if not _CONSTRAINT.search(sentence):
                 continue
-            if rank == 0:
+            if rank <= 1:
+                # System prompts and standing instructions: the first few rules.
                 if self.system_constraints >= MAX_SYSTEM_CONSTRAINTS:
                     return
                 self.system_constraints += 1
@@ -563,9 +576,11 @@ class _Walker:
             if rank > 1 or path in seen_only
         ]
         handoff.critical = self.critical_values()
-        for number, (header, _, errors, _) in self.resolved:
-            last = f" {errors[-1]}" if errors else ""
-            handoff.blocked.append(Item(f"resolved by action {number}: {header}:{last}", rank=1))
+        for index, (number, (header, _, errors, _)) in enumerate(self.resolved):
+            # The newest resolved failure keeps its last lines, the others their last one.
+            kept = errors[-RESOLVED_LINES:] if index == len(self.resolved) - 1 else errors[-1:]
+            shown = f" {' | '.join(kept)}" if kept else ""
+            handoff.blocked.append(Item(f"resolved by action {number}: {header}:{shown}", rank=1))
         earlier, latest = self.failures[:-MAX_FAILURES], self.failures[-MAX_FAILURES:]
         for header, _, errors, _ in earlier:
             last = f" {errors[-1]}" if errors else ""
@@ -603,6 +618,13 @@ class _Walker:
             )
         return handoff
 
+    def rank_of(self, key: str) -> int:
+        """Return a value's rank as `critical_values` gives it."""
+        shown = self.output_values.get(key)
+        if shown is not None:
+            return 0 if shown[1] else 1
+        return self.values[key][1]
+
     def critical_values(self) -> list[Item]:
         """Return the values worth keeping, those the latest turns use ranked highest.
 
@@ -621,7 +643,10 @@ class _Walker:
         )
         kept_records = set(records[:MAX_OUTPUT_VALUES])
         items: list[Item] = []
-        for key, (_, rank, text) in sorted(self.values.items(), key=lambda kv: kv[1][0]):
+        # Lowest rank first, then oldest: a digest read back and trimmed again (where
+        # ranks are not written) drops from the start.
+        ordered = sorted(self.values.items(), key=lambda kv: (self.rank_of(kv[0]), kv[1][0]))
+        for key, (_, rank, text) in ordered:
             shown = self.output_values.get(key)
             if shown is not None:
                 result, search = shown

@@ -212,9 +212,9 @@ class _Fitter:
             knob("task_cut", share_cut),
             knob("fold", self.plain_actions - KEEP_ACTIONS),
             drop("Active State", max_rank=1),
+            drop("Constraints & Preferences", max_rank=1),
             drop("Pending User Asks"),
             drop("In Progress"),
-            drop("Constraints & Preferences"),
             knob("collapse", total),
             drop("Critical Context", max_rank=1),
             drop("Relevant Files", max_rank=1),
@@ -222,6 +222,7 @@ class _Fitter:
             knob("goal_cut", max(0, len(doc.goal) - SHORT_GOAL_CHARS)),
             drop("Active State", max_rank=2),
             knob("fold", self.plain_actions),
+            drop("Constraints & Preferences"),
             drop("Critical Context", max_rank=2),
             drop("Relevant Files", max_rank=2),
             drop("Blocked", max_rank=2),
@@ -333,18 +334,18 @@ def _cut_instructions(request: str, remove: int) -> tuple[str, int]:
     """Return the request with up to `remove` characters of its standing instructions cut.
 
     A harness's task statement is the issue, then instructions that every task repeats
-    (`<instructions>`, `INSTRUCTIONS:`): those go first, from their start, before the
+    (`<instructions>`, `INSTRUCTIONS:`): their middle (the examples) goes first, keeping
+    their head (the rules) and tail (how to submit), then the whole block, before the
     statement itself is cut. Returns the text and how many characters are left to cut.
     """
     start = instructions_start(request)
     if start is None:
         return request, remove
-    block = len(request) - start
-    cut_here = min(remove, block)
-    rest = request[start + cut_here :]
-    marker = _INSTRUCTIONS_MARKER.format(cut_here)
-    text = f"{request[:start].rstrip()}\n{marker}" + (f"\n{rest.lstrip()}" if rest.strip() else "")
-    return text, remove - cut_here
+    block = request[start:]
+    if remove < len(block):
+        return request[:start] + _cut_middle(block, remove), 0
+    marker = _INSTRUCTIONS_MARKER.format(len(block))
+    return f"{request[:start].rstrip()}\n{marker}", remove - len(block)
 
 
 def _cut_task(task: str, remove: int) -> str:

@@ -424,7 +424,8 @@ def _parse_values(entry: str) -> list[Item]:
         values = match.group(2).split(", ")
         if all(value and " " not in value for value in values):
             name = match.group(1)
-            return [Item(f"{name}={value}", rank=3, key=value) for value in values]
+            # Values of tool calls and results; the task's own values are plain lines.
+            return [Item(f"{name}={value}", rank=2, key=value) for value in values]
     return [_parse_item("Critical Context", entry)]
 
 

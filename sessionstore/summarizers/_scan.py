@@ -421,8 +421,9 @@ _RESULT_LINES = [
 def test_result_line(output: str) -> str | None:
     """Return the last result line of a test run as printed (`1 failed, 3 passed in 0.1s`).
 
-    The rules around a pytest summary are left out; a unittest run gives its
-    `Ran N tests in Xs` line and its verdict (`FAILED (failures=1)`, `OK`) joined by ` / `.
+    The rules around a pytest or sympy summary are left out; a unittest run gives its
+    `Ran N tests in Xs` line and its verdict (`FAILED (failures=1)`, `OK`) joined by ` / `;
+    else the last short line that counts passed or failed tests.
     """
     window = output[-SCAN_WINDOW:]
     ran = list(re.finditer(r"^(Ran \d+ tests? in [\d.]+s)\s*$", window, re.MULTILINE))
@@ -434,7 +435,18 @@ def test_result_line(output: str) -> str | None:
         if ran and line.startswith(("FAILED", "OK")):
             return f"{ran[-1].group(1)} / {line}"
         return line
-    return ran[-1].group(1) if ran else None
+    if ran:
+        return ran[-1].group(1)
+    counted = [
+        collapse(line).strip(" =")
+        for line in window.split("\n")
+        if _COUNTED.search(line) and len(line.strip()) <= MAX_RESULT_CHARS
+    ]
+    return counted[-1] if counted else None
+
+
+MAX_RESULT_CHARS = 160
+_COUNTED = re.compile(r"\b\d+ (?:passed|failed|errors?|failures?|tests? (?:passed|failed))\b")
 
 
 _ERROR_LINE = re.compile(

@@ -180,7 +180,10 @@ def test_swe_agent_edits_name_the_open_file_the_symbol_and_the_new_line() -> Non
         "return int(round(value.total_seconds() / base_unit.total_seconds()))"
     ) in state
     actions = section(text, "Completed Actions")
-    assert f"EDITED {FIELDS} edit 1468:1468 - ok [tool: edit]" in actions
+    assert (
+        f"EDITED {FIELDS} edit 1468:1468 return int(round(value.total_seconds() / "
+        "base_unit.total_seconds())) end_of_edit - ok [tool: edit]"
+    ) in actions
     assert f"- {FIELDS} (edited)" in section(text, "Relevant Files")
 
 
@@ -307,7 +310,7 @@ def test_the_final_diff_gives_changed_lines_and_symbols() -> None:
 def test_statuses_come_from_the_output() -> None:
     text = digest(swe_agent_run())
     actions = section(text, "Completed Actions")
-    assert "RAN javac Reproduce.java - /bin/bash: line 1: javac: command not found" in actions
+    assert "TESTED javac Reproduce.java - /bin/bash: line 1: javac: command not found" in actions
     assert "javac Reproduce.java - ok" not in actions
     assert "javac: command not found" in section(text, "Blocked")
     assert "RAN python reproduce.py - printed: 345" in actions
@@ -347,7 +350,8 @@ def test_a_failure_a_later_clean_run_resolved_is_no_longer_open() -> None:
     ]
     blocked = section(digest(messages), "Blocked").splitlines()
     assert blocked == [
-        "- resolved by action 3: action 1 failed (exit 1): NameError: name 'x' is not defined"
+        "- resolved by action 3: action 1 failed (exit 1): "
+        "File \"run.py\", line 3, in <module> | NameError: name 'x' is not defined"
     ]
     # Trimming takes resolved failures before anything else of the working state.
     tight = digest(messages, budget_tokens=60)
