@@ -37,6 +37,7 @@ from sessionstore.summarizers._handoff import (
     Handoff,
     Item,
     looks_like_handoff,
+    state_item,
     with_follow_ups,
 )
 from sessionstore.summarizers._scan import (
@@ -44,6 +45,7 @@ from sessionstore.summarizers._scan import (
     code_identifiers,
     collapse,
     cut,
+    defined_names,
     diff_hunks,
     find_paths,
     head_tail,
@@ -90,6 +92,8 @@ MAX_DIFF_LINES = 24
 """Changed lines of the latest diff kept in Active State."""
 DIFF_LINE_CHARS = 160
 CHANGE_CHARS = 160
+MAX_DEFINED = 6
+"""Names a change defines (functions, classes) listed with it."""
 MAX_FILE_LINES = 20_000
 """Numbered lines remembered per file (to name the symbol an edit falls in)."""
 MAX_OUTPUT_VALUES = 24
@@ -141,6 +145,7 @@ _OPENED_FOR_WRITE = re.compile(
     r"""open\(\s*(?:(['"])([^'"\n]+)\1|(\w+))\s*,\s*['"][wa]b?\+?['"]"""
     r"""|Path\(\s*(['"])([^'"\n]+)\4\s*\)\.write_text\("""
 )
+_HEREDOC_START = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_]\w*)\1")
 _ASSIGNED = re.compile(r"""^\s*(\w+)\s*=\s*(['"])([^'"\n]+)\2\s*$""", re.MULTILINE)
 _INTERROGATIVE = re.compile(
     r"^(?:why|what|how|where|when|which|who|is|are|was|does|do|did|can|could|should|would"
@@ -471,6 +476,8 @@ class _Walker:
         for hunk_path, line, symbol, first in _diff_changes(output, call.command):
             self.change(hunk_path, line, symbol, first)
         hunks = diff_hunks(output) if "@@" in output else []
+        if not hunks and "@@" in call.command and verb == "EDITED":
+            hunks = diff_hunks(call.command)  # a patch the command applied
         if hunks:
             self.diff = [
                 f"{hunk.path}: {sign}{collapse(text)}"
@@ -493,26 +500,38 @@ class _Walker:
             new = [line for line in call.replacement.split("\n") if line.strip()]
             old = {lines.get(n, "").strip() for n in range(start, call.edit_lines[1] + 1)}
             first = next((line for line in new if line.strip() not in old), new[0] if new else "")
-            self.change(path, start, symbol_at(lines, start, first), first)
+            symbol = symbol_at(lines, start, first)
+            self.change(path, start, symbol, first, defined_names(call.replacement))
             return
+        written = call.replacement or _heredoc_body(call.command)
         for file_path, note in call.files:
             if note not in ("edited", "written") and not call.replacement:
                 continue
-            self.change(file_path, *_located_change(call, self.lines_of(file_path), output))
+            located = _located_change(call, self.lines_of(file_path), output)
+            self.change(file_path, *located, defined_names(written))
 
-    def change(self, path: str, line: int | None, symbol: str, first: str) -> None:
-        """Record the latest change of `path`."""
+    def change(
+        self,
+        path: str,
+        line: int | None,
+        symbol: str,
+        first: str,
+        defines: list[str] | None = None,
+    ) -> None:
+        """Record the latest change of `path`: where, its first new line, what it defines."""
         if is_noise_path(path):
             return
         self.file(path, rank=3, note=self.files.get(path, (0, 0, ""))[2] or "edited")
         first = first.split("\\n", 1)[0]
-        if not (symbol or line or first.strip()):
+        names = [name for name in defines or [] if name != symbol][:MAX_DEFINED]
+        if not (symbol or line or first.strip() or names):
             return  # Relevant Files already says it was written.
         where = f" in {symbol}" if symbol else ""
         at = f" at line {line}" if line else ""
         what = f": {cut(collapse(first), CHANGE_CHARS)}" if first.strip() else ""
+        defined = f" (defines {', '.join(names)})" if names else ""
         self.changes.pop(path, None)
-        self.changes[path] = (self.clock, f"Changed {path}{where}{at}{what}")
+        self.changes[path] = (self.clock, f"Changed {path}{where}{at}{defined}{what}")
 
     # ── facts ─────────────────────────────────────────────────────────────────
 
@@ -594,8 +613,7 @@ class _Walker:
         if self.last_test:
             handoff.state.append(Item(f"Last test run: {self.last_test}", rank=4, key="last test"))
         changes = sorted(self.changes.items(), key=lambda kv: kv[1][0])[-MAX_CHANGES:]
-        for path, (_, text) in changes:
-            handoff.state.append(Item(text, rank=3, key=f"changed {path}"))
+        handoff.state.extend(state_item(text) for _, (_, text) in changes)
         for index, line in enumerate(self.diff[:MAX_DIFF_LINES]):
             text = f"Diff {cut(line, DIFF_LINE_CHARS)}"
             handoff.state.append(Item(text, rank=2, key=f"diff {index}"))
@@ -804,3 +822,19 @@ def _written_by_script(command: str) -> list[str]:
         if path and find_paths(path, lenient=True) and path not in found:
             found.append(path)
     return found
+
+
+def _heredoc_body(command: str) -> str:
+    """Return the text of a command's first heredoc (what `cat > f <<EOF` writes)."""
+    if "<<" not in command:
+        return ""
+    lines = command.split("\n")
+    match = _HEREDOC_START.search(lines[0])
+    if match is None:
+        return ""
+    body: list[str] = []
+    for line in lines[1:]:
+        if line.strip() == match.group(2):
+            break
+        body.append(line)
+    return "\n".join(body)

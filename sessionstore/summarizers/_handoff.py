@@ -350,7 +350,8 @@ _STATE_KEYS = (
 def state_item(text: str) -> Item:
     """Return an Active State line as an item, with the key and rank its kind has.
 
-    `Last test run:` (rank 4, one), `Changed PATH ...` (rank 3, one per file), `Diff ...`
+    `Last test run:` (rank 4, one), `Changed PATH ...` (one per file: rank 3 with a line
+    or symbol, 2 for a whole file written), `Diff ...`
     lines of the latest diff (rank 2), the last assistant note and working directory
     (rank 1, one each); other lines rank 2.
     """
@@ -359,6 +360,8 @@ def state_item(text: str) -> Item:
         if match:
             if key == "changed":
                 key = f"changed {match.group(1)}"
+                # A whole file written (a scratch script) ranks below a located change.
+                rank = 3 if " at line " in text or " in " in text.split(":", 1)[0] else 2
             return Item(text, rank=rank, key=key)
     return Item(text, rank=2)
 

@@ -19,6 +19,7 @@ __all__ = [
     "code_identifiers",
     "collapse",
     "cut",
+    "defined_names",
     "diff_hunks",
     "error_lines",
     "exit_code",
@@ -602,10 +603,24 @@ _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@ ?(.*)$")
 _DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/(\S+)|^\+\+\+ (?:b/)?(\S+)")
 _NUMBERED = re.compile(r"^\s{0,8}(\d{1,6})(?::|\t| \| )(.*)$")
 _SYMBOL = re.compile(
-    r"^(\s*)(?:(?:async\s+)?def|class|(?:export\s+)?(?:async\s+)?function|func|fn|sub"
+    r"^(\s*)(?:(?:async\s+)?def|(?:(?:public|private|protected|abstract|final|static|export"
+    r"|default)\s+)*(?:class|interface|enum|record|struct|trait)|(?:export\s+)?(?:async\s+)?"
+    r"function|func|fn|sub"
     r"|(?:(?:public|private|protected|static|final|abstract|synchronized|override|internal"
-    r"|virtual|inline)\s+)+(?:[\w<>\[\],.?]+\s+)?(?=\w+\s*\())\s*\*?\s*([A-Za-z_$][\w$]*)"
+    r"|virtual|inline)\s+)+(?:[\w<>\[\],.?]+\s+)?(?=\w+\s*\()"
+    # A method with a return type and no modifier (`void run(int n) {`, `String name() {`).
+    r"|(?=[\w<>\[\],.?]+\s+\w+\s*\([^;]*$)(?!(?:return|new|else|throw|case)\b)"
+    r"[\w<>\[\],.?]+\s+)\s*\*?\s*([A-Za-z_$][\w$]*)"
 )
+_NOT_SYMBOLS = frozenset({"if", "for", "while", "switch", "catch", "return", "new", "else"})
+_DEFINES = re.compile(
+    r"^[ \t]*(?:async[ \t]+)?(?:def|class|function)[ \t]+([A-Za-z_]\w*)", re.MULTILINE
+)
+
+
+def defined_names(text: str) -> list[str]:
+    """Return the functions and classes a piece of code defines (`def run`, `class Io`)."""
+    return list(dict.fromkeys(m.group(1) for m in _DEFINES.finditer(head_tail(text))))
 
 
 def numbered_lines(output: str) -> dict[int, str]:
@@ -635,7 +650,7 @@ def symbol_at(lines: dict[int, str], number: int, text: str = "") -> str:
         if not line.strip():
             continue
         match = _SYMBOL.match(line)
-        if match and len(match.group(1)) < indent:
+        if match and len(match.group(1)) < indent and match.group(2) not in _NOT_SYMBOLS:
             names.append(match.group(2))
             indent = len(match.group(1))
             if indent == 0:
@@ -646,7 +661,7 @@ def symbol_at(lines: dict[int, str], number: int, text: str = "") -> str:
 def hunk_symbol(context: str) -> str:
     """Return the name a diff hunk header's context names (`def parse(x):` -> `parse`)."""
     match = _SYMBOL.match(context)
-    return match.group(2) if match else ""
+    return match.group(2) if match and match.group(2) not in _NOT_SYMBOLS else ""
 
 
 class Hunk:

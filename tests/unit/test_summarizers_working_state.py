@@ -557,3 +557,53 @@ def test_every_digest_of_the_real_transcripts_holds_a_task(dataset_dir: Path, na
 def test_from_openai_keeps_what_the_dataset_test_reads() -> None:
     messages = from_openai([{"role": "user", "content": "hi"}])
     assert isinstance(messages[0], UserMessage)
+
+
+def test_written_files_name_what_they_define() -> None:
+    script = "cat <<'EOF' > test_cull.py\nimport os\n\ndef test_cull():\n    pass\nEOF"
+    messages: list[Message] = [
+        UserMessage(content="Fix culling"),
+        call("w1", "bash", command=script),
+        result("w1", "<returncode>0</returncode>\n<output>\n</output>"),
+    ]
+    state = section(digest(messages), "Active State")
+    assert "- Changed test_cull.py (defines test_cull)" in state
+    later: list[Message] = [
+        call("w2", "bash", command="rm test_cull.py"),
+        result("w2", "<returncode>0</returncode>\n<output>\n</output>"),
+    ]
+    assert "test_cull" not in section(digest([*messages, *later]), "Active State")
+
+
+def test_java_edits_name_their_method() -> None:
+    path = "/repo/src/main/java/org/demo/Parser.java"
+    view = observation(
+        f"[File: {path} (80 lines total)]\n"
+        "10:public class Parser {\n"
+        "11:    String parse(String raw) {\n"
+        "12:        if (raw == null) {\n"
+        "13:            return null;\n"
+        "14:        }\n",
+        path,
+    )
+    messages: list[Message] = [
+        UserMessage(content="Parser.parse must accept empty input"),
+        swe("j1", f"open {path} 12"),
+        result("j1", view, name="open"),
+        swe("j2", "edit 12:12\n        if (raw == null || raw.isEmpty()) {\nend_of_edit"),
+        result("j2", view, name="edit"),
+        swe("j3", "mvn -q test"),
+        result(
+            "j3",
+            observation("[ERROR] Tests run: 4, Failures: 1, Errors: 0, Skipped: 0\nBUILD FAILURE"),
+        ),
+    ]
+    text = digest(messages)
+    state = section(text, "Active State")
+    assert f"- Changed {path} in Parser.parse at line 12: if (raw == null || raw.isEmpty()) {{" in (
+        state
+    )
+    assert (
+        "- Last test run: mvn -q test -> Tests run: 4, Failures: 1, Errors: 0, Skipped: 0" in state
+    )
+    assert "BUILD FAILURE" in section(text, "Blocked")
