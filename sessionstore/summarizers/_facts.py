@@ -121,6 +121,13 @@ _FEEDBACK = re.compile(
     r"|^your (?:last )?(?:command|action|response) (?:timed out|was invalid|could not be parsed)",
     re.IGNORECASE | re.MULTILINE,
 )
+_HARNESS_COMPLAINT = re.compile(
+    r"\b(?:please )?always provide exactly one\b|\bexactly one\b.{0,60}\bfound \d+"
+    r"|<response_example>|<format_example>"
+    r"|^(?:invalid|malformed|unrecognized) (?:action|command|tool call|response)\b",
+    re.IGNORECASE | re.MULTILINE,
+)
+"""The unmistakable complaints of a harness (not a user asking for a format)."""
 _ACK = re.compile(
     r"^\W*(?:yes|yeah|yep|ok|okay|sure|no|nope|thanks?|thank you|great|perfect|cool|awesome|"
     r"got it|sounds good|correct|right|fine|done|confirm(?:ed)?|go ahead|proceed|please do|"
@@ -245,7 +252,7 @@ class _Walker:
         if started and _OUTPUT_LIKE.match(text):
             self.harness = True
             return
-        if _is_feedback(text) and (started or len(text) <= FEEDBACK_CHARS // 2):
+        if _is_feedback(text) and (started or _HARNESS_COMPLAINT.search(text[:1_000])):
             # A harness's complaint about the format of the last reply: not a request,
             # but the last thing the user side said, kept short in case.
             self.feedback = cut(collapse(text), FEEDBACK_SHOWN_CHARS)
@@ -698,9 +705,9 @@ def _is_feedback(text: str) -> bool:
     """Return True for a harness's complaint about the format of the last reply.
 
     Harnesses that drive an agent through chat (mini-swe-agent and the like) answer a
-    reply they cannot parse with a user message; it is not a request. Only messages
-    after the first request can be feedback, since a task statement often explains the
-    format itself.
+    reply they cannot parse with a user message; it is not a request. Before the first
+    request (turns that continue a run), only an unmistakable complaint counts, since a
+    user may well ask for a format.
     """
     return len(text) <= FEEDBACK_CHARS and _FEEDBACK.search(text) is not None
 

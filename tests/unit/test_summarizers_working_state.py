@@ -607,3 +607,8 @@ def test_java_edits_name_their_method() -> None:
         "- Last test run: mvn -q test -> Tests run: 4, Failures: 1, Errors: 0, Skipped: 0" in state
     )
     assert "BUILD FAILURE" in section(text, "Blocked")
+
+
+def test_a_user_asking_for_a_format_is_a_request() -> None:
+    text = digest([UserMessage(content="Please format your response as a table of flights.")])
+    assert section(text, "Active Task") == "Please format your response as a table of flights."
