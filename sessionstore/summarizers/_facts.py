@@ -41,6 +41,7 @@ from sessionstore.summarizers._handoff import (
     with_follow_ups,
 )
 from sessionstore.summarizers._scan import (
+    Hunk,
     clean_text,
     code_identifiers,
     collapse,
@@ -88,8 +89,9 @@ FEEDBACK_SHOWN_CHARS = 240
 """A harness's format complaint is kept this short: it is repeated on every bad reply."""
 MAX_CHANGES = 12
 """Files whose latest change is described in Active State."""
-MAX_DIFF_LINES = 24
+MAX_DIFF_LINES = 16
 """Changed lines of the latest diff kept in Active State."""
+DIFF_LINES_PER_HUNK = 4
 DIFF_LINE_CHARS = 160
 CHANGE_CHARS = 160
 MAX_DEFINED = 6
@@ -486,13 +488,7 @@ class _Walker:
         if not hunks and "@@" in call.command and verb == "EDITED":
             hunks = diff_hunks(call.command)  # a patch the command applied
         if hunks:
-            self.diff = [
-                f"{hunk.path}: {sign}{collapse(text)}"
-                for hunk in hunks
-                for sign, texts in (("-", hunk.removed), ("+", hunk.added))
-                for text in texts
-                if text.strip()
-            ]
+            self.diff = _diff_lines(hunks)
         for file_path in _written_by_script(call.command):
             self.file(file_path, rank=3, note="written")
         if verb == "DELETED":
@@ -591,7 +587,7 @@ class _Walker:
             handoff.task = with_follow_ups(self.request, later)
         else:
             handoff.later = later[-MAX_FOLLOW_UPS:]
-        handoff.goal = _gist(self.first_request)
+        handoff.goal = _gist(statement_part(self.first_request))
         handoff.pending = [Item(q, rank=2) for q in self.user_questions]
         files = sorted(self.files.items(), key=lambda kv: kv[1][0])
         # Paths only an output named (traceback frames, grep hits): the newest few.
@@ -845,3 +841,26 @@ def _heredoc_body(command: str) -> str:
             break
         body.append(line)
     return "\n".join(body)
+
+
+def _diff_lines(hunks: list[Hunk]) -> list[str]:
+    """Return the changed lines of a diff to keep: a few of every hunk, in turn, each once.
+
+    Hunk by hunk in rounds (the first changed line of each hunk, then the second, ...), so
+    that every change is represented before any one is shown in full.
+    """
+    per_hunk = [
+        [
+            f"{hunk.path}: {sign}{collapse(text)}"
+            for sign, texts in (("-", hunk.removed), ("+", hunk.added))
+            for text in texts
+            if text.strip()
+        ]
+        for hunk in hunks
+    ]
+    picked: dict[str, None] = {}
+    for round_ in range(DIFF_LINES_PER_HUNK):
+        for lines in per_hunk:
+            if round_ < len(lines):
+                picked.setdefault(lines[round_], None)
+    return list(picked)[:MAX_DIFF_LINES]

@@ -327,6 +327,8 @@ def _cut_middle(text: str, remove: int) -> str:
     )
 
 
+INSTRUCTIONS_TAIL_CHARS = 320
+"""The end of a harness's standing instructions (how to submit) kept with the statement."""
 _INSTRUCTIONS_MARKER = "[… {} characters of the harness's standing instructions cut …]"
 
 
@@ -335,17 +337,21 @@ def _cut_instructions(request: str, remove: int) -> tuple[str, int]:
 
     A harness's task statement is the issue, then instructions that every task repeats
     (`<instructions>`, `INSTRUCTIONS:`): their middle (the examples) goes first, keeping
-    their head (the rules) and tail (how to submit), then the whole block, before the
-    statement itself is cut. Returns the text and how many characters are left to cut.
+    their head (the rules) and tail (how to submit), then all but their last
+    `INSTRUCTIONS_TAIL_CHARS`, before the statement itself is cut (in its middle, so that
+    tail goes last). Returns the text and how many characters are left to cut.
     """
     start = instructions_start(request)
     if start is None:
         return request, remove
     block = request[start:]
-    if remove < len(block):
+    tail = min(INSTRUCTIONS_TAIL_CHARS, len(block))
+    if remove < len(block) - tail:
         return request[:start] + _cut_middle(block, remove), 0
-    marker = _INSTRUCTIONS_MARKER.format(len(block))
-    return f"{request[:start].rstrip()}\n{marker}", remove - len(block)
+    # Their last lines (how to finish, how to submit) stay with the statement.
+    marker = _INSTRUCTIONS_MARKER.format(len(block) - tail)
+    kept = f"\n{block[-tail:].lstrip()}" if tail else ""
+    return f"{request[:start].rstrip()}\n{marker}{kept}", remove - (len(block) - tail)
 
 
 def _cut_task(task: str, remove: int) -> str:

@@ -577,13 +577,17 @@ def instructions_start(text: str) -> int | None:
     """Return where a task statement's standing instructions begin, or None.
 
     A harness's task statement is the issue first, then instructions every task repeats
-    (`<instructions>`, `INSTRUCTIONS:`, `# Task Instructions`); a heading in the first
-    tenth of the text opens the statement itself and does not count.
+    (`<instructions>`, `INSTRUCTIONS:`, `# Task Instructions`); a heading with less than
+    `MIN_STATEMENT_CHARS` of text before it opens the statement itself and does not count.
     """
     match = INSTRUCTIONS.search(text)
-    if match is None or match.start() < len(text) // 10:
+    if match is None or len(text[: match.start()].strip()) < MIN_STATEMENT_CHARS:
         return None
     return match.start()
+
+
+MIN_STATEMENT_CHARS = 40
+"""A task statement before standing instructions has at least this much text."""
 
 
 def statement_part(text: str) -> str:

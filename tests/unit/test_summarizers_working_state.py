@@ -612,3 +612,27 @@ def test_java_edits_name_their_method() -> None:
 def test_a_user_asking_for_a_format_is_a_request() -> None:
     text = digest([UserMessage(content="Please format your response as a table of flights.")])
     assert section(text, "Active Task") == "Please format your response as a table of flights."
+
+
+def test_a_cut_task_loses_the_instructions_examples_first_and_their_end_last() -> None:
+    statement = (
+        "<pr_description>\nThe parser drops the `Content-Length` header.\n</pr_description>\n"
+    )
+    instructions = (
+        "<instructions>\n## Rules\nYou MUST include exactly one command.\n"
+        + "## Examples\n"
+        + "".join(f"export MY_ENV_VAR_{i}=value{i}\n" for i in range(120))
+        + "## Submission\nRun `echo COMPLETE_TASK_AND_SUBMIT && git diff --cached` to submit.\n"
+        "</instructions>"
+    )
+    messages: list[Message] = [UserMessage(content=statement + instructions)]
+    for index in range(6):
+        messages += [
+            call(f"x{index}", "bash", command=f"cat src/m{index}.py"),
+            result(f"x{index}", "<returncode>0</returncode>\n<output>\nx\n</output>"),
+        ]
+    task = parse_handoff(digest(messages, budget_tokens=300)).task
+    assert "The parser drops the `Content-Length` header." in task
+    assert "echo COMPLETE_TASK_AND_SUBMIT && git diff --cached" in task
+    assert "MY_ENV_VAR_60" not in task
+    assert "MY_ENV_VAR" not in section(digest(messages), "Critical Context")
