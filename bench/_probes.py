@@ -3,8 +3,13 @@
 `bench/quality.py` compacts real conversations and asks which facts an agent would need
 to carry on survive. The facts are pulled out of the raw transcript (OpenAI chat
 messages, as plain dicts) by shape alone, so the same rules serve any agent, code base
-or tool set, not only the transcripts of the development set:
+or tool set, not only the transcripts of the development set. Two families:
 
+The key facts (`KEY_KINDS`), what the work is about:
+
+- `first_request`: the task statement (`task_statement`: the last user request before
+  the agent's first reply), its first `REQUEST_CHARS` characters, when the latest
+  request differs from it;
 - `request`: the latest user request (its first `REQUEST_CHARS` characters);
 - `path`: every file path touched, from tool-call arguments and shell commands (the
   `MAX_PATHS` most recently touched);
@@ -12,16 +17,23 @@ or tool set, not only the transcripts of the development set:
   line, `Error: ...`, `FAILED ...`, `N failed`, or the last line of an output whose
   command exited non-zero);
 - `command`: the last `MAX_COMMANDS` distinct shell commands run;
-- `identifier`: code identifiers of the task statement (the first user request):
-  CamelCase, snake_case, dotted names, names called with `(`, issue numbers;
+- `identifier`: code identifiers of the task statement: CamelCase, snake_case, dotted
+  names, names called with `(`, issue numbers;
 - `record_id`: record ids (reservation, order, user, payment ids...) of user messages,
   tool-call arguments and tool results: values under id-like JSON keys, and tokens
   shaped like ids (`ZFA04Y`, `mia_li_3668`, `#W2378156`, UUIDs).
 
-A fact is kept when its text appears in the context as sent, compared case-sensitively
-after collapsing every run of whitespace to one space (`normalize`). Long facts
-(requests, commands, error lines) are cut to a prefix first, so a context that keeps
-their start keeps them. This module is pure: no I/O, no sessionstore imports.
+The working state (`WORKING_KINDS`), what an agent resuming needs to go on, each with
+its function below: `edited_symbol` (`edited_symbols`), `test_command` and
+`test_result` (`last_test`), `last_value` (`last_values`), `diff_line`
+(`final_diff_lines`), `constraint` (`user_constraints`), `mutation` (`mutations`) and
+`error_type` (`unresolved_error_types`). Every kind is capped (the `MAX_*` constants).
+
+A fact is kept when its text (a mutation: each of its parts) appears in the context as
+sent, compared case-sensitively after collapsing every run of whitespace to one space
+(`normalize`). Long facts (requests, commands, error lines) are cut to a prefix first,
+so a context that keeps their start keeps them. This module is pure: no I/O, no
+sessionstore imports.
 """
 
 from __future__ import annotations
@@ -453,6 +465,7 @@ _ERROR_LINE = re.compile(
     r"|^E {2,}\S"
     r"|\b[1-9]\d* (?:failed|errors?)\b"
     r"|No such file or directory|command not found|Permission denied|No module named"
+    r"|^Exception in thread \"[^\"]*\" |^Caused by: "
 )
 _EXIT_CODE = re.compile(
     r"<returncode>\s*(-?\d+)\s*</returncode>"
@@ -549,6 +562,26 @@ def user_requests(messages: Sequence[Msg]) -> list[str]:
                 requests.append(text)
         previous = message
     return requests
+
+
+def task_statement(messages: Sequence[Msg]) -> str | None:
+    """Return the task statement: the last user request before the agent's first reply.
+
+    A harness may send framing first, such as a worked demonstration in a user message
+    right before the task (SWE-agent); the request the agent answers is the last one.
+    """
+    statement: str | None = None
+    previous: Msg | None = None
+    for message in messages:
+        role = message.get("role")
+        if role == "assistant" and statement is not None:
+            break
+        if role == "user" and (previous is None or fenced_command(previous) is None):
+            text = message_text(message)
+            if text.strip():
+                statement = text
+        previous = message
+    return statement
 
 
 _IDENTIFIER_PATTERNS = (
@@ -778,11 +811,12 @@ _DEFINITION = re.compile(
     r"|(?:(?:public|private|protected|internal)[ \t]+)?(?:interface|struct|enum|trait|record)"
     r"[ \t]+(?P<type>[A-Za-z_]\w*)"
     r"|(?:(?:public|private|protected|static|final|abstract|synchronized|native|override"
-    r"|virtual|internal)[ \t]+)+(?:[\w<>\[\],.?]+[ \t]+)*?(?P<java>[A-Za-z_]\w*)[ \t]*\("
-    r")",
-    re.M,
+    r"|virtual|internal)[ \t]+){1,6}(?:[\w<>\[\],.?]+[ \t]+){0,3}?(?P<java>[A-Za-z_]\w*)[ \t]*\("
+    r")"
 )
 """A line that defines a function, method, class or type, in the common languages."""
+MAX_DEFINITION_LINE_CHARS = 300
+"""A longer line is data, not a definition (and is not searched)."""
 _NOT_NAMES = frozenset({"if", "for", "while", "switch", "catch", "return", "new", "class"})
 _EDIT_KEYS = (
     "new_str",
@@ -808,10 +842,11 @@ _EDIT_VERBS = frozenset(
 _NUMBERED_LINE = re.compile(r"^\s*(\d+)(?::|\t| {2})(.*)$")
 _OPEN_HEADER = re.compile(r"^\[File: (.+?) \(\d+ lines total\)\]$", re.M)
 _SWE_EDIT = re.compile(r"^edit\s+(\d+)(?::(\d+))?\s*$")
-_REDIRECT = re.compile(r"(?:^|[^\d&<>])>>?[ \t]*(['\"]?)([^\s'\"<>|;&()]+)\1")
+_REDIRECT = re.compile(r"(?:^|[^\d&<>=-])>>?[ \t]*(['\"]?)([^\s'\"<>|;&()]+)\1")
 _TEE = re.compile(r"\btee[ \t]+(?:-a[ \t]+)?(['\"]?)([^\s'\"<>|;&()]+)\1")
 _SED_INPLACE = re.compile(r"(?:^|[;&|(]\s*|\s)sed\s+(?:-[a-zA-Z]*\s+)*-[a-zA-Z]*i")
 _OPEN_FOR_WRITE = re.compile(r"open\(\s*(?:r|f)?(['\"])([^'\"\n]+)\1\s*,\s*(['\"])[^'\"]*[wax]")
+_OPEN_VARIABLE_FOR_WRITE = re.compile(r"open\(\s*([A-Za-z_]\w*)\s*,\s*(['\"])[^'\"]*[wax]")
 _WRITE_TEXT = re.compile(r"Path\(\s*(['\"])([^'\"\n]+)\1\s*\)\s*\.write_(?:text|bytes)\(")
 _DIFF_FILE = re.compile(r"^(?:\+\+\+ (?:b/)?|\*\*\* (?:Update|Add) File: )(\S+)", re.M)
 _HUNK = re.compile(r"^@@(?:\s*-[\d,]+\s+\+[\d,]+\s*@@)?(.*)$", re.M)
@@ -821,7 +856,10 @@ _HUNK = re.compile(r"^@@(?:\s*-[\d,]+\s+\+[\d,]+\s*@@)?(.*)$", re.M)
 def definitions(text: str) -> list[str]:
     """Return the names a piece of code defines (functions, methods, classes, types)."""
     names: list[str] = []
-    for match in _DEFINITION.finditer(text):
+    for line in text.splitlines():
+        match = _DEFINITION.match(line) if len(line) <= MAX_DEFINITION_LINE_CHARS else None
+        if match is None:
+            continue
         name = next((value for value in match.groupdict().values() if value), None)
         if name and name not in _NOT_NAMES and name not in names:
             names.append(name)
@@ -869,17 +907,48 @@ def _outside_heredocs(command: str) -> str:
     return "\n".join(kept)
 
 
+_QUOTED = re.compile(r"'[^']*'|\"(?:\\.|[^\"\\])*\"")
+
+
+_REDIRECT_BEFORE = re.compile(r"(?:>|\btee(?:\s+-a)?)$")
+
+
+def _mask_quoted(text: str) -> str:
+    """Blank the quoted strings of a shell line, but a quoted redirect or `tee` target."""
+
+    def blank(match: re.Match[str]) -> str:
+        before = text[max(0, match.start() - 32) : match.start()].rstrip()
+        if before.endswith((">", "tee", "-a")) and _REDIRECT_BEFORE.search(before):
+            return match.group(0)
+        return " " * len(match.group(0))
+
+    return _QUOTED.sub(blank, text)
+
+
 def _written_files(command: str) -> list[str]:
     """Return the files a shell command writes: redirects, `tee`, `sed -i`, scripts' `open`."""
     head = _outside_heredocs(command)
     files: list[str] = []
+    unquoted = _mask_quoted(head)
     for pattern in (_REDIRECT, _TEE):
-        files += [match.group(2) for match in pattern.finditer(head)]
-    for segment in re.split(r"&&|\|\||;|\n|\|", head):
-        if _SED_INPLACE.search(segment):
+        # A `>` in quotes (a sed script) or in inline code (`a > b`, `-> None:`) is no
+        # redirect: the target is outside quotes, and a path.
+        files += [
+            match.group(2)
+            for match in pattern.finditer(unquoted)
+            if "/" in match.group(2) or _has_file_extension(match.group(2))
+        ]
+    for segment in _segments(head):
+        if _SED_INPLACE.search(" " + segment):
             files += [p for p in paths_in_command(segment) if _has_file_extension(p)]
     for pattern in (_OPEN_FOR_WRITE, _WRITE_TEXT):
         files += [match.group(2) for match in pattern.finditer(command)]
+    for variable in dict.fromkeys(m.group(1) for m in _OPEN_VARIABLE_FOR_WRITE.finditer(command)):
+        # `path = "pkg/mod.py"` ... `open(path, "w")`: the script's own variable.
+        assigned = re.findall(
+            rf"^[ \t]*{variable}[ \t]*=[ \t]*[rf]?(['\"])([^'\"\n]+)\1[ \t]*$", command, re.M
+        )
+        files += [value for _, value in assigned[-1:]]
     files += _DIFF_FILE.findall(command)
     return [
         path
@@ -907,6 +976,19 @@ def _enclosing(view: Mapping[int, str], line: int) -> str | None:
         if names:
             return names[0]
     return None
+
+
+def _edit_texts(value: object) -> Iterator[str]:
+    """Yield the texts an editing call writes or replaces, at any depth (`edits: [...]`)."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if key in _EDIT_KEYS and isinstance(item, str):
+                yield item
+            elif isinstance(item, Mapping | list):
+                yield from _edit_texts(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _edit_texts(item)
 
 
 def _editor_subcommand(parsed: object) -> str | None:
@@ -956,12 +1038,19 @@ _REMOVE_COMMAND = re.compile(r"^(?:rm|unlink|git\s+rm)\b")
 
 
 def _segments(command: str) -> list[str]:
-    """The simple commands of a shell line (split at `&&`, `||`, `;`, `|`, line breaks)."""
-    return [
-        part.strip()
-        for part in re.split(r"&&|\|\||[;|\n]", _outside_heredocs(command))
-        if part.strip()
-    ]
+    """The simple commands of a shell line (split at `&&`, `||`, `;`, `|`, line breaks).
+
+    Heredoc bodies are left out, and a separator inside quotes (a sed script's `;`)
+    does not split.
+    """
+    text = _outside_heredocs(command)
+    parts: list[str] = []
+    start = 0
+    for match in re.finditer(r"&&|\|\||[;|\n]", _mask_quoted(text)):
+        parts.append(text[start : match.start()])
+        start = match.end()
+    parts.append(text[start:])
+    return [part.strip() for part in parts if part.strip()]
 
 
 def _removed_files(command: str) -> list[str]:
@@ -1040,11 +1129,7 @@ def edited_symbols(messages: Sequence[Msg]) -> list[str]:
             continue
         if not (verbs & _EDIT_VERBS) and "apply_patch" not in action.name:
             continue
-        texts = [
-            value
-            for key in _EDIT_KEYS
-            if isinstance(parsed, Mapping) and isinstance(value := parsed.get(key), str)
-        ]
+        texts = list(_edit_texts(parsed))
         if not paths and isinstance(parsed, Mapping | type(None)):
             raw = action.arguments if parsed is None else "\n".join(texts)
             paths = _DIFF_FILE.findall(raw)
@@ -1074,14 +1159,15 @@ _TEST_RUNNER = re.compile(
 """A simple command that runs tests or a compiler, by its program (and script)."""
 _COMMAND_PREFIX = re.compile(
     r"^(?:\w+=\S*\s+|(?:timeout|time|sudo|nice|env|xvfb-run|exec)\s+(?:-\S+\s+)*(?:\d+\S*\s+)?"
-    r"|(?:uv|poetry|pipenv|hatch|pdm|rye)\s+run\s+|\./)*"
+    r"|(?:uv|poetry|pipenv|hatch|pdm|rye)\s+run\s+|(?:npx|bunx|(?:npm|pnpm)\s+exec)\s+|\./)*"
 )
 """What may come before the program of a command: variables, `timeout 60`, `poetry run`."""
 
 
 _PYTEST_SUMMARY = re.compile(r"^=+ (.*\b(?:passed|failed|errors?|skipped|no tests ran)\b.*?) =+$")
 _COUNTS = re.compile(
-    r"\b\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?)\b"
+    r"\b\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?|passing"
+    r"|failing|pending|examples?|failures?)\b"
 )
 _RESULT_LINES = (
     re.compile(r"^Ran \d+ tests?\b"),
@@ -1092,26 +1178,45 @@ _RESULT_LINES = (
     re.compile(r"^test result: .*"),
     re.compile(r"^(?:ok|FAIL|--- FAIL:?)\s+\S+.*"),
     re.compile(r"^\d+ (?:errors?|warnings?)$"),
+    re.compile(r"^Tests: \d+, Assertions: .*"),
+    re.compile(r"^(?:Passed|Failed)! .*"),
+    re.compile(r"^\d+% tests passed.*"),
     re.compile(r".*\bcommand not found\b.*"),
 )
+_LOG_LEVEL = re.compile(r"^\[(?:INFO|ERROR|WARNING|WARN|DEBUG)\]\s*")
+"""A build tool's level tag before a line (`[INFO] BUILD FAILURE`): not part of the result."""
 _DURATION = re.compile(
-    r"(?:,?\s+in\s+[\d.]+\s*(?:m?s|sec(?:ond)?s?)(?:\s*\([^)]*\))?|,?\s+[\d.]+s)$"
+    r"(?:,?\s+in\s+[\d.]+\s*(?:m?s|sec(?:ond)?s?)(?:\s*\([^)]*\))?|,?\s+[\d.]+s"
+    r"|\s+\([\d.]+\s*m?s\))$"
 )
 MIN_RESULT_CHARS = 4
+MAX_RESULT_LINE_CHARS = 400
 MAX_TEST_RESULTS = 2
 
 
-def is_test_command(command: str) -> bool:
-    """Whether one of a shell line's simple commands runs tests or a compiler.
+_TRAILING_REDIRECTS = re.compile(r"(?:\s+\d*(?:>>?|<)&?\s*\S*)+$")
+"""Redirections at the end of a simple command (`2>&1`, `> log.txt`): not what it runs."""
+
+
+def test_segment(command: str) -> str | None:
+    """Return the first simple command of a shell line that runs tests or a compiler.
 
     By the program (pytest, tox, `go test`, `npm test`, mvn, gradle, javac, `make test`,
     a `runtests.py`, ...) or, for `python`, by `-m pytest|unittest` or a script named
     like a test (`test_x.py`, `x_test.py`, `tests.py`, `runtests.py`, `manage.py test`);
-    after variables and wrappers such as `timeout 60` or `poetry run`.
+    after variables and wrappers such as `timeout 60` or `poetry run`. The simple command
+    is returned as typed, without trailing redirections (`cd /repo && pytest -x 2>&1 |
+    tail` gives `pytest -x`).
     """
-    return any(
-        _TEST_RUNNER.search(_COMMAND_PREFIX.sub("", segment)) for segment in _segments(command)
-    )
+    for segment in _segments(command):
+        if _TEST_RUNNER.search(_COMMAND_PREFIX.sub("", segment)):
+            return _TRAILING_REDIRECTS.sub("", segment)
+    return None
+
+
+def is_test_command(command: str) -> bool:
+    """Whether one of a shell line's simple commands runs tests or a compiler."""
+    return test_segment(command) is not None
 
 
 def result_lines(output: str) -> list[str]:
@@ -1119,12 +1224,14 @@ def result_lines(output: str) -> list[str]:
 
     A pytest summary without its `=` rule, the counts of other runners (`Ran 5 tests`,
     `FAILED (errors=1)`, `Tests run: 3, Failures: 1`, `BUILD FAILURE`, `test result:`,
-    `ok pkg`), each without its duration; else the output's last error line, else its
-    last line.
+    `ok pkg`, `3 passing`, `10 examples, 1 failure`), each without its duration and a
+    build tool's `[INFO]` tag; else the output's last error line, else its last line.
     """
     found: list[str] = []
     for raw in output.splitlines():
-        line = raw.strip()
+        if len(raw) > MAX_RESULT_LINE_CHARS:
+            continue  # a summary line is short; a long one is data
+        line = _LOG_LEVEL.sub("", raw.strip())
         summary = _PYTEST_SUMMARY.match(line)
         if summary:
             line = summary.group(1)
@@ -1147,10 +1254,11 @@ def result_lines(output: str) -> list[str]:
 
 
 def last_test(messages: Sequence[Msg]) -> tuple[str, list[str]] | None:
-    """Return the last test command run and its result lines, or None."""
+    """Return the last test command run (its simple command) and its result lines, or None."""
     for action in reversed(actions(messages)):
-        if action.command is not None and is_test_command(action.command):
-            return action.command, result_lines(action.output or "")
+        segment = test_segment(action.command) if action.command is not None else None
+        if segment is not None:
+            return segment, result_lines(action.output or "")
     return None
 
 
@@ -1255,11 +1363,15 @@ MIN_DIFF_CHARS = 8
 _DIFF_START = re.compile(r"^(?:diff --git |@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@)", re.M)
 
 
+_COMMENT_LINE = re.compile(r"^(?:#(?!\w)|#!|//|/\*|\*|<!--|--\s|;)")
+
+
 def changed_lines(diff: str) -> list[str]:
     """Return a few changed lines of a unified diff: up to 2 of each hunk, round robin.
 
     A line counts without its `+`/`-` mark, whitespace collapsed, when it has at least
-    `MIN_DIFF_CHARS` characters and a letter or digit; file headers do not count.
+    `MIN_DIFF_CHARS` characters and a letter or digit; file headers do not count. In a
+    hunk, code lines come before comment lines.
     """
     hunks: list[list[str]] = []
     for line in diff.splitlines():
@@ -1273,6 +1385,8 @@ def changed_lines(diff: str) -> list[str]:
             if not hunks:
                 hunks.append([])
             hunks[-1].append(text)
+    # Code first: a hunk's comment lines (`# ...`, `// ...`, a shebang) come after its code.
+    hunks = [sorted(hunk, key=lambda text: bool(_COMMENT_LINE.match(text))) for hunk in hunks]
     picked: list[str] = []
     for round_ in range(MAX_DIFF_LINES_PER_HUNK):
         for hunk in hunks:
@@ -1329,9 +1443,17 @@ def constraint_sentences(text: str) -> list[str]:
 
 
 def user_constraints(messages: Sequence[Msg]) -> list[str]:
-    """Return the first constraint sentences of each user request, newest request first."""
+    """Return the first constraint sentences of each user request, newest request first.
+
+    The requests are the task statement and those after it; framing a harness sends
+    before the task (a demonstration) states no constraint of this session.
+    """
+    requests = user_requests(messages)
+    statement = task_statement(messages)
+    if statement is not None and statement in requests:
+        requests = requests[requests.index(statement) :]
     found: list[str] = []
-    for request in reversed(user_requests(messages)):
+    for request in reversed(requests):
         for sentence in constraint_sentences(request)[:MAX_CONSTRAINTS_PER_MESSAGE]:
             if sentence not in found:
                 found.append(sentence)
@@ -1348,7 +1470,7 @@ _MUTATING_VERBS = frozenset(
         "submit", "send", "post", "put", "patch", "apply", "insert", "replace", "set", "add",
         "move", "rename", "transfer", "refund", "pay", "exchange", "commit", "upload", "save",
         "append", "assign", "approve", "reject", "undo", "reset", "overwrite", "purchase",
-        "order", "schedule", "reserve", "register", "enable", "disable", "close",
+        "order", "schedule", "reserve", "register", "enable", "disable", "close", "return",
     }
 )  # fmt: skip
 _READING_VERBS = frozenset(
@@ -1487,8 +1609,9 @@ def extract_facts(messages: Sequence[Msg]) -> list[Fact]:
     messages = [message for message in messages if isinstance(message, Mapping)]
     facts: list[Fact] = []
     requests = user_requests(messages)
-    if requests:
-        first = normalize(requests[0])[:REQUEST_CHARS]
+    statement = task_statement(messages)
+    if requests and statement is not None:
+        first = normalize(statement)[:REQUEST_CHARS]
         latest = normalize(requests[-1])[:REQUEST_CHARS]
         if first != latest:
             facts += _unique("first_request", [first])
@@ -1503,8 +1626,8 @@ def extract_facts(messages: Sequence[Msg]) -> list[Fact]:
         if len(commands) == MAX_COMMANDS:
             break
     facts += _unique("command", reversed(commands))
-    if requests:
-        facts += _unique("identifier", task_identifiers(requests[0])[:MAX_IDENTIFIERS])
+    if statement is not None:
+        facts += _unique("identifier", task_identifiers(statement)[:MAX_IDENTIFIERS])
     facts += _unique("record_id", record_ids(messages)[:MAX_RECORD_IDS])
     facts += _unique("edited_symbol", edited_symbols(messages)[-MAX_EDITED:])
     test = last_test(messages)

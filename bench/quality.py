@@ -4,7 +4,7 @@ Run from a checkout, with the package installed:
 
     python bench/quality.py [--dataset DIR] [--strategy NAME ...] [--budgets 25,10]
                             [--file TEXT ...] [--quick] [--jobs N] [--show-lost N]
-                            [--json PATH]
+                            [--json PATH] [--compare EARLIER_JSON]
 
 Every conversation of the dataset (`*.jsonl`, one `{"id", "messages": [OpenAI chat
 messages]}` a line; default `../shared/datasets/real-transcripts` beside the checkout;
@@ -525,10 +525,6 @@ def load_tasks(args: argparse.Namespace) -> list[Task]:
     return tasks
 
 
-def _share(kept: int, total: int) -> float:
-    return kept / total if total else 1.0
-
-
 def _family_share(
     outcome: dict[str, Any], counts: dict[str, int], kinds: Sequence[str]
 ) -> float | None:
@@ -781,7 +777,54 @@ def render_lost(
                     continue
                 chosen = rng.sample(lost[kind], min(sample, len(lost[kind])))
                 lines.append(f"- {KIND_LABELS[kind]} ({len(lost[kind])} lost):")
-                lines += [f"  - `{text[:160]}`" for text in chosen]
+                lines += ["  - `" + text[:160].replace("`", "'") + "`" for text in chosen]
+    return lines
+
+
+def _delta(now: float | None, before: float | None) -> str:
+    if now is None or before is None:
+        return "-"
+    return f"{(now - before) * 100:+.1f}"
+
+
+def render_comparison(results: dict[str, Any], before: dict[str, Any]) -> list[str]:
+    """Points gained or lost since an earlier run (its `--json`), per budget and strategy.
+
+    Only the budgets and strategies both runs have; the earlier run's probe facts may
+    differ (another checkout of `_probes.py`), which the fact counts show.
+    """
+    earlier = {summary["percent"]: summary for summary in before.get("budgets", [])}
+    lines = [
+        "",
+        "## Compared with an earlier run",
+        "",
+        f"Earlier: `{before.get('command', '?')}` at "
+        f"{before.get('machine', {}).get('revision') or '?'}, "
+        f"{sum(before.get('facts', {}).values()):,} probe facts "
+        f"(now {sum(results['facts'].values()):,}). Points gained (+) or lost (-).",
+    ]
+    for summary in results["budgets"]:
+        old = earlier.get(summary["percent"])
+        if old is None:
+            continue
+        names = [name for name in summary["strategies"] if name in old["strategies"]]
+        if not names:
+            continue
+        lines += ["", f"At {summary['percent']}%:", ""]
+        lines += _header(
+            ["strategy", "key facts", "working-state facts", *(KIND_LABELS[k] for k in FACT_KINDS)]
+        )
+        for name in names:
+            now, then = summary["strategies"][name], old["strategies"][name]
+            cells = [
+                name,
+                *(
+                    _delta(now["families"][f], then.get("families", {}).get(f))
+                    for f in ("key", "working")
+                ),
+                *(_delta(now["by_kind"][k], then.get("by_kind", {}).get(k)) for k in FACT_KINDS),
+            ]
+            lines.append(_row(cells))
     return lines
 
 
@@ -975,6 +1018,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="print a sample of N lost facts per kind, strategy and budget",
     )
     parser.add_argument("--json", type=Path, help="also write the results as JSON to this file")
+    parser.add_argument(
+        "--compare",
+        type=Path,
+        metavar="JSON",
+        help="also print the points gained or lost since an earlier run's --json file",
+    )
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error("--jobs must be at least 1")
@@ -982,6 +1031,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("--show-lost must be at least 0")
     if not Path(args.dataset).is_dir():
         parser.error(f"--dataset {args.dataset} is not a directory")
+    if args.compare is not None and not args.compare.is_file():
+        parser.error(f"--compare {args.compare} is not a file")
     args.strategy = list(dict.fromkeys(args.strategy or STRATEGIES))
     args.argv = list(sys.argv[1:] if argv is None else argv)
     return args
@@ -997,7 +1048,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         log("interrupted")
         return 130
-    print(render(results))
+    text = render(results)
+    if args.compare is not None:
+        text += "\n".join(["", *render_comparison(results, json.loads(args.compare.read_text()))])
+    print(text)
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
         log(f"wrote {args.json}")

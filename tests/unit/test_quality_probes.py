@@ -300,6 +300,19 @@ def test_id_keys_and_lists_of_ids_but_not_words_that_end_in_id() -> None:
 # ── the first request ──────────────────────────────────────────────────────────
 
 
+def test_the_task_statement_is_the_last_request_before_the_first_reply() -> None:
+    demo = "Here is a demonstration: fix QuerySet.count(). You must never skip tests."
+    task = "We're solving this issue: DataElement.to_json() fails on bytes."
+    messages = [system("s"), user(demo), user(task), assistant("ok"), user("go on")]
+    assert facts_of(messages, "first_request") == [task]
+    assert "QuerySet.count" not in facts_of(messages, "identifier")
+    assert "DataElement.to_json" in facts_of(messages, "identifier")
+    assert facts_of(messages, "constraint") == []  # the demonstration's are not the session's
+    assert _probes.task_statement([assistant("Hello, how can I help?"), user("Book it.")]) == (
+        "Book it."
+    )
+
+
 def test_the_first_request_is_the_task_statement_when_a_later_request_differs() -> None:
     task = "Fix the parser  in src/parse.py " + "please " * 50
     fenced = assistant("```bash\nls\n```")
@@ -334,8 +347,9 @@ def test_edited_symbols_of_an_editor_tool_and_a_heredoc_and_sed() -> None:
         view,
         result(view, "1\tdef untouched(): pass"),
         *bash(heredoc, ""),
-        *bash("sed -i 's/a/b/' src/pkg/util.py && cat src/pkg/util.py", "b"),
+        *bash("sed -i 's/a>/x/b>/' src/pkg/util.py && cat src/pkg/util.py", "b"),
         *bash("grep -n 'def nope' src/pkg/else.py > /dev/null", ""),
+        *bash('python -c "def f() -> None:\\n    print(1 > 0)"', ""),
     ]
     assert facts_of(messages, "edited_symbol") == [
         "pkg/core.py",
@@ -347,6 +361,56 @@ def test_edited_symbols_of_an_editor_tool_and_a_heredoc_and_sed() -> None:
     ]
 
 
+def test_edits_of_other_agents_tools_nested_edits_and_shell_patches() -> None:
+    multi = call(
+        "MultiEdit",
+        {
+            "file_path": "/work/app/models.py",
+            "edits": [{"old_string": "x = 1", "new_string": "class Order:\n    total = 0"}],
+        },
+    )
+    write = call("Write", {"file_path": "/work/app/views.ts", "content": "function show() {}"})
+    patch = (
+        "apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: src/lib.rs\n"
+        "@@ pub fn parse(input: &str) {\n-    todo!()\n+    input.len()\n*** End Patch\nEOF"
+    )
+    shell = call("shell", {"command": ["bash", "-lc", patch]})
+    messages = [user("task")]
+    for asked in (multi, write, shell):
+        messages += [asked, result(asked, "ok")]
+    assert facts_of(messages, "edited_symbol") == [
+        "app/models.py",
+        "Order",
+        "app/views.ts",
+        "show",
+        "src/lib.rs",
+        "parse",
+    ]
+    assert facts_of(messages, "mutation") == [
+        "Write /work/app/views.ts",
+        "MultiEdit /work/app/models.py",
+    ]
+
+
+def test_files_a_shell_command_writes() -> None:
+    written = _probes._written_files
+    assert written("echo 'a > b' > 'out/x.txt' && sed -i 's/x>/y>/' lib/m.py") == [
+        "out/x.txt",
+        "lib/m.py",
+    ]
+    assert written("python -c 'print(1 > 0)' 2>&1 | tee -a logs/run.log") == ["logs/run.log"]
+    assert written("grep -n x a.py > /dev/null") == []
+    script = "python - <<'EOF'\nwith open('pkg/mod.py', 'w') as f:\n    f.write(s)\nEOF"
+    assert written(script) == ["pkg/mod.py"]
+    patcher = (
+        "cat <<'EOF' > fix.py\nfile_path = 'django/utils/numberformat.py'\n"
+        "with open(file_path, 'r') as f:\n    text = f.read()\n"
+        "with open(file_path, 'w') as f:\n    f.write(text)\nEOF"
+    )
+    assert written(patcher) == ["fix.py", "django/utils/numberformat.py"]
+    assert written("sed -i 's/a = 1; b/a = 2; b/' repro.py") == ["repro.py"]
+
+
 def test_a_file_deleted_later_leaves_the_working_state_with_its_symbols() -> None:
     script = "cat > repro.py <<'EOF'\ndef check_bug():\n    pass\nEOF"
     fix = "cat > src/fix.py <<'EOF'\ndef fixed():\n    pass\nEOF"
@@ -355,7 +419,7 @@ def test_a_file_deleted_later_leaves_the_working_state_with_its_symbols() -> Non
         user("task"),
         *bash(script, ""),
         *bash(fix, ""),
-        *bash("echo x > notes/todo.md", ""),
+        *bash("echo 'x' >'notes/todo.md'", ""),
         *bash("python repro.py && rm -f repro.py", ""),
         remove,
         result(remove, "deleted"),
@@ -430,9 +494,10 @@ def test_the_last_test_command_and_its_summary_line() -> None:
     messages = [
         user("task"),
         *bash("cd /repo && python -m pytest tests/test_x.py -q", PYTEST),
-        *bash("python tests/runtests.py cache.tests", unittest_out),
+        *bash("cd /repo && python tests/runtests.py  cache.tests 2>&1 | tail -5", unittest_out),
         *bash("rm tests/test_tmp.py", ""),
     ]
+    # The simple command that ran the tests, as typed (whitespace collapsed).
     assert facts_of(messages, "test_command") == ["python tests/runtests.py cache.tests"]
     assert facts_of(messages, "test_result") == ["Ran 6 tests", "FAILED (errors=1)"]
     assert _probes.result_lines(PYTEST) == ["1 failed, 4 passed"]
@@ -450,6 +515,13 @@ def test_the_last_test_command_and_its_summary_line() -> None:
             ["bash: javac: command not found"],
         ),
         ("cargo test", "test result: ok. 3 passed; 0 failed; finished in 0.01s", None),
+        (
+            "mvn test",
+            "[ERROR] Tests run: 2, Failures: 1\n[INFO] BUILD FAILURE",
+            ["Tests run: 2, Failures: 1", "BUILD FAILURE"],
+        ),
+        ("npx mocha", "  3 passing (12ms)\n  1 failing", ["3 passing", "1 failing"]),
+        ("rspec", "Finished in 0.1 seconds\n10 examples, 1 failure", ["10 examples, 1 failure"]),
         ("pytest -x", "<returncode>4</returncode>\nERROR: file or directory not found: t", None),
     ],
 )
@@ -571,6 +643,14 @@ def test_final_diff_lines_from_the_last_diff_output_two_a_hunk() -> None:
     assert facts_of(messages, "diff_line") == ["return x", "cleanup(resources)", "return x + 1"]
 
 
+def test_a_hunk_gives_its_code_lines_before_its_comments() -> None:
+    diff = (
+        "@@ -1 +1,3 @@\n+#!/usr/bin/env python\n+# -*- coding: utf-8 -*-\n"
+        "+#include <stdio.h>\n+x = compute()"
+    )
+    assert _probes.changed_lines(diff) == ["#include <stdio.h>", "x = compute()"]
+
+
 def test_a_diff_line_is_kept_without_its_mark_and_indentation() -> None:
     fact = _probes.Fact("diff_line", "return x + 1")
     assert is_kept(fact, _probes.normalize("+        return x + 1"))
@@ -609,6 +689,7 @@ def test_mutations_are_state_changing_calls_with_their_key_argument() -> None:
         call("get_user_details", {"user_id": "mia_li_3668"}),
         call("book_reservation", {"user_id": "mia_li_3668", "origin": "JFK"}),
         call("cancel_reservation", {"reservation_id": "ZFA04Y"}),
+        call("get_return_policy", {"order_id": "#W1"}),
         call("str_replace_editor", {"command": "view", "path": "a.py"}),
         call("str_replace_editor", {"command": "create", "path": "b.py", "file_text": "x"}),
         call("bash", {"command": "rm -rf build"}),
@@ -659,6 +740,12 @@ def test_error_types_are_unresolved_until_the_same_command_runs_clean() -> None:
         "command not found",
     ]
     assert _probes.error_types("KeyError: 'k'\n") == ["KeyError"]
+    java = (
+        'Exception in thread "main" java.lang.IllegalStateException: closed\n'
+        "\tat Main.run(Main.java:5)\n"
+        "Caused by: java.io.IOException: gone\n"
+    )
+    assert _probes.error_types(java) == ["IllegalStateException", "IOException"]
 
 
 def test_every_fact_has_a_family() -> None:
@@ -950,6 +1037,38 @@ def test_families_and_goals_are_means_over_conversations_with_facts_of_the_famil
     lines = quality.render_goals(checked)
     assert "valid 1/2: MISSED" in lines[0]
     assert "every harness >= 80% of key facts: MISSED (swe 0.0%)" in lines[0]
+
+
+def test_bad_options_are_refused_with_a_message(dataset_dir: Path, tmp_path: Path) -> None:
+    base = ["--dataset", str(dataset_dir)]
+    with pytest.raises(SystemExit):
+        quality.parse_args([*base, "--show-lost", "-1"])
+    with pytest.raises(SystemExit):
+        quality.parse_args([*base, "--compare", str(tmp_path / "missing.json")])
+    args = quality.parse_args([*base, "--file", "no_such_harness"])
+    with pytest.raises(SystemExit, match="no_such_harness"):
+        quality.load_tasks(args)
+    args = quality.parse_args([*base, "--file", "tau_bench", "--quick"])
+    assert {task.file for task in quality.load_tasks(args)} == {"tau_bench_gpt4o_airline.jsonl"}
+
+
+def test_a_comparison_gives_the_points_gained_per_family_and_kind() -> None:
+    def run(key: float, path: float | None) -> dict[str, Any]:
+        by_kind: dict[str, float | None] = dict.fromkeys(_probes.FACT_KINDS, None)
+        by_kind["path"] = path
+        strategy = {"families": {"key": key, "working": None}, "by_kind": by_kind}
+        return {
+            "command": "python bench/quality.py",
+            "facts": {"path": 3},
+            "budgets": [{"percent": 10, "strategies": {"summarize": strategy}}],
+        }
+
+    lines = quality.render_comparison(run(0.80, 0.5), run(0.75, None))
+    (row,) = [line for line in lines if line.startswith("| summarize |")]
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[:3] == ["summarize", "+5.0", "-"]
+    assert cells[3 + _probes.FACT_KINDS.index("path")] == "-"  # nothing to compare with
+    assert quality.render_comparison(run(0.8, 0.5), {"budgets": []})[-1].startswith("Earlier")
 
 
 def test_quality_quick_run_has_no_violation_for_the_floor(
