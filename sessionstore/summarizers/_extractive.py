@@ -57,6 +57,8 @@ __all__ = ["EXTRACTIVE_PROMPT_VERSION", "ExtractiveSummarizer"]
 EXTRACTIVE_PROMPT_VERSION = "extractive-handoff-1"
 """The version of the extraction rules, recorded as the summary's `prompt_version`."""
 MAX_CARRIED_IDENTIFIERS = 40
+MIN_CARRIED_CHARS = 4
+"""Shorter names are listed even when the task shows them, so they are not carried."""
 
 
 class ExtractiveSummarizer:
@@ -125,7 +127,7 @@ class ExtractiveSummarizer:
             )
         focus = clean_text(request.focus_topic) if request.focus_topic else None
         merged = merge_handoffs(prior, facts)
-        if not merged.task and (messages or merged.later):
+        if not merged.task and (messages or merged.later or merged.continued):
             # Turns without a request of their own continue a task stated before them.
             merged.task = with_follow_ups(CONTINUED, merged.later or facts.later)
         return fit_handoff(
@@ -149,5 +151,11 @@ def _carried(prior: Handoff) -> Handoff:
     """
     found = [*code_identifiers(prior.task), *record_values(prior.task, from_user=True)]
     values = [Item(value, rank=3) for value in dict.fromkeys(found)][:MAX_CARRIED_IDENTIFIERS]
-    prior.critical = [*values, *(i for i in prior.critical if i.identity not in found)]
+    # Appended after the values already listed (highest rank last, as written), so that a
+    # digest updated with nothing new comes out unchanged.
+    listed = {item.identity for item in prior.critical}
+    prior.critical = [
+        *prior.critical,
+        *(i for i in values if i.identity not in listed and len(i.identity) >= MIN_CARRIED_CHARS),
+    ]
     return prior

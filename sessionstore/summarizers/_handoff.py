@@ -72,6 +72,8 @@ _ACTION_PARTS = re.compile(r"^([A-Z][A-Z_]+) +(.*?)(?: \[tool: ([^\]]*)\])?$")
 _TALLY = re.compile(r"\b([A-Z][A-Z_]+) x(\d+)\b")
 _FILE_NOTE = re.compile(r"^(.*\S) \((edited|written|created|deleted)\)$")
 _NAME = re.compile(r"^[A-Za-z_][\w.-]{0,40}$")
+_VALUE_WORD = re.compile(r"^[\w.@#:+/-]+$")
+"""A value shown in a `name: a, b` group (a code snippet such as `x='y'` is not one)."""
 _GROUP = re.compile(r"^([A-Za-z_][\w.-]{0,40}): (.+)$")
 _BULLET = re.compile(r"^(?:[-*•] |\d+[.)] )")
 
@@ -154,6 +156,8 @@ class Handoff:
     """The user's replies after the latest request, when the request is an earlier digest's."""
     has_reply: bool = False
     """True when the assistant wrote text (so earlier pending questions were addressed)."""
+    continued: bool = False
+    """True when the turns hold no request of their own (a digest whose task is `CONTINUED`)."""
 
     @property
     def next_number(self) -> int:
@@ -205,7 +209,12 @@ def _value_lines(items: list[Item]) -> list[str]:
     groups: dict[str, list[str]] = {}
     for item in items:
         name = item.text[: -len(item.key) - 1] if item.key else ""
-        if name and item.text == f"{name}={item.key}" and _NAME.match(name):
+        if (
+            name
+            and item.text == f"{name}={item.key}"
+            and _NAME.match(name)
+            and _VALUE_WORD.match(item.key)
+        ):
             if name not in groups:
                 groups[name] = []
                 lines.append(groups[name])
@@ -305,6 +314,7 @@ def parse_handoff(text: str) -> Handoff:
             for line in task.split("\n")
             if line.startswith(FOLLOW_UP)
         ]
+        handoff.continued = True
         task = ""
     handoff.task = "" if task == NO_TASK else task
     handoff.goal = " ".join(line.strip() for line in bodies.get("Goal", []) if line.strip())
@@ -391,8 +401,8 @@ def _parse_item(heading: str, entry: str) -> Item:
             return Item(match.group(1), rank=3, note=match.group(2))
     if heading == "Critical Context":
         # Values that survived an earlier trimming rank with the task's own identifiers.
-        key = text.split("=", 1)[1] if "=" in text and " " not in text else ""
-        return Item(text, rank=3, key=key)
+        value = text.split("=", 1)[1] if "=" in text and " " not in text else ""
+        return Item(text, rank=3, key=value if _VALUE_WORD.match(value) else "")
     return Item(text, rank=2)
 
 
@@ -505,6 +515,7 @@ def merge_handoffs(older: Handoff, newer: Handoff) -> Handoff:
         critical=_union(older.critical, newer.critical, keep_last=True),
         later=[] if newer.task or older.task else [*older.later, *newer.later][-MAX_FOLLOW_UPS:],
         has_reply=older.has_reply or newer.has_reply,
+        continued=older.continued or newer.continued,
     )
 
 

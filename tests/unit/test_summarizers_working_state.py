@@ -636,3 +636,31 @@ def test_a_cut_task_loses_the_instructions_examples_first_and_their_end_last() -
     assert "echo COMPLETE_TASK_AND_SUBMIT && git diff --cached" in task
     assert "MY_ENV_VAR_60" not in task
     assert "MY_ENV_VAR" not in section(digest(messages), "Critical Context")
+
+
+@pytest.mark.parametrize("budget", [150, 600, 3_000])
+def test_a_digest_updated_with_nothing_new_is_unchanged(budget: int) -> None:
+    """A re-run of a compaction on an unchanged session must write nothing."""
+    continued: list[Message] = [
+        UserMessage(content="Format error: answer with one command."),
+        call("f1", "bash", command="pytest -q tests"),
+        result("f1", "<returncode>0</returncode>\n<output>\n3 passed in 0.1s\n</output>"),
+    ]
+    for messages in (swe_agent_run(), airline_run(), continued):
+        text = digest(messages, budget_tokens=budget)
+        assert digest([], prior_digest=text, budget_tokens=budget) == text
+
+
+@pytest.mark.parametrize("name", DATASETS)
+def test_real_digests_updated_with_nothing_new_are_unchanged(dataset_dir: Path, name: str) -> None:
+    path = dataset_dir / name
+    if not path.exists():
+        pytest.skip(f"{name} is not in the dataset")
+    changed: list[str] = []
+    for line in path.read_bytes().splitlines():
+        conversation = parse_conversation_line(line)
+        for number, loop in enumerate(conversation.loops):
+            text = digest(loop, budget_tokens=800)
+            if digest([], prior_digest=text, budget_tokens=800) != text:
+                changed.append(f"{conversation.session_id} loop {number}")
+    assert changed == []
