@@ -328,7 +328,8 @@ class StoreContextEngine:
             )
         except LoopNotFoundError:
             return 0  # a session without loops has no context yet
-        return context.loaded_tokens
+        # A loop the budget left out with no digest for it counts: the chain does not fit.
+        return context.loaded_tokens + context.left_out_tokens
 
     def _strategy(
         self, summarizer: Summarizer | None, focus: str | None, force: bool
