@@ -29,7 +29,10 @@ the items that follow it in later batches join that loop.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
+import random
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
@@ -62,7 +65,16 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 __all__ = ["SessionStoreSession"]
 
 _OUTPUT_TYPES = frozenset(CALL_OUTPUT_TYPES.values()) | {"mcp_approval_response"}
-_POP_ATTEMPTS = 5
+_POP_ATTEMPTS = 12
+"""How many times `pop_item` reads and tries again when another writer came first."""
+_POP_BACKOFF = 0.005
+_POP_BACKOFF_MAX = 0.25
+"""The longest wait between two tries (seconds): the whole of them stays under 2 s."""
+
+
+def _pop_backoff(attempt: int) -> float:
+    """Return a jittered wait before try `attempt` (full jitter, exponential, capped)."""
+    return random.uniform(0, min(_POP_BACKOFF_MAX, _POP_BACKOFF * 2**attempt))
 
 
 class SessionStoreSession:
@@ -140,6 +152,7 @@ class SessionStoreSession:
         )
         self._system_prompt_tokens = system_prompt_tokens
         self._overlay = overlay
+        self._closed = False
 
     @property
     def store(self) -> TenantStore:
@@ -157,6 +170,7 @@ class SessionStoreSession:
                 holds a tool output without its call, and a call without its output is
                 left out.
         """
+        self._check_open()
         limit = resolve_session_limit(limit, self.session_settings)
         try:
             messages = await self._messages(limit)
@@ -171,11 +185,14 @@ class SessionStoreSession:
         """Append items; a batch that opens with a user message starts a new loop.
 
         Raises:
+            TypeError: an item is not JSON, as the SDK's own sessions say (nothing is
+                written).
             FormatError: an item is malformed (nothing is written).
         """
+        self._check_open()
         if not items:
             return
-        raw = [cast(Mapping[str, Any], item) for item in items]
+        raw = _json_items(items)
         messages = from_openai_responses(raw, tool_names=await self._tool_names(raw))
         loop: int | str | None = "new" if _is_user_message(raw[0]) else None
         try:
@@ -188,8 +205,15 @@ class SessionStoreSession:
         """Take the newest item out of the history and return it (None when empty).
 
         Nothing is deleted: the history continues on a branch without the item, in one
-        transaction, and the item stays in the store for the audit.
+        transaction, and the item stays in the store for the audit. When another writer
+        changes the session between the read of the newest item and the pop, it reads
+        again after a short jittered backoff (exponential, capped at 0.25 s).
+
+        Raises:
+            StaleWriteError: other writers came first 12 times in a row (under 2 s of
+                backoff in all); nothing was removed.
         """
+        self._check_open()
         stale = 0
         while True:
             try:
@@ -209,16 +233,23 @@ class SessionStoreSession:
                 await self._store.pop_message(
                     self.session_id, replacement=replacement, expected_version=version
                 )
-            except StaleWriteError:
+            except StaleWriteError as error:
                 stale += 1
                 if stale == _POP_ATTEMPTS:
+                    error.add_note(
+                        f"pop_item read and tried {_POP_ATTEMPTS} times, backing off; "
+                        "nothing was removed"
+                    )
                     raise
-                continue  # another writer came first: read again
+                # Another writer came first: wait a jittered, growing while, and read again.
+                await asyncio.sleep(_pop_backoff(stale))
+                continue
             if popped is not None:
                 return cast(TResponseInputItem, popped)
 
     async def clear_session(self) -> None:
         """Start the history over, empty; the old items stay in the store for the audit."""
+        self._check_open()
         try:
             await self._store.start_loop(self.session_id, is_root=True)
         except SessionNotFoundError:
@@ -232,9 +263,11 @@ class SessionStoreSession:
         A clear and an add that cannot come apart; the old items stay for the audit.
 
         Raises:
+            TypeError: an item is not JSON (nothing is written).
             FormatError: an item is malformed (nothing is written).
         """
-        raw = [cast(Mapping[str, Any], item) for item in items]
+        self._check_open()
+        raw = _json_items(items)
         messages = from_openai_responses(raw)
         try:
             await self._store.start_loop(self.session_id, is_root=True, messages=messages)
@@ -248,7 +281,19 @@ class SessionStoreSession:
         await self.replace_items(items)
         return True
 
+    async def close(self) -> None:
+        """End this session object: later calls raise `RuntimeError`. Safe to call twice.
+
+        The store is the caller's and stays open (close it with `store.close()`); the
+        items stay in it, for another `SessionStoreSession` on the same id.
+        """
+        self._closed = True
+
     # ── internals ───────────────────────────────────────────────────────────────
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"SessionStoreSession {self.session_id!r} is closed")
 
     async def _messages(self, limit: int | None) -> list[Message]:
         if self._max_context_tokens is None:
@@ -305,6 +350,19 @@ class SessionStoreSession:
             for call in getattr(stored.message, "tool_calls", [])
             if call.id in wanted
         }
+
+
+def _json_items(items: Sequence[TResponseInputItem]) -> list[Mapping[str, Any]]:
+    """Return the items as mappings; one that is not JSON is a `TypeError`, as in the SDK.
+
+    The SDK's own sessions store `json.dumps(item)`, so that is the check.
+    """
+    for index, item in enumerate(items):
+        try:
+            json.dumps(item)
+        except (TypeError, ValueError) as error:
+            raise TypeError(f"item {index} cannot be stored: {error}") from None
+    return [cast(Mapping[str, Any], item) for item in items]
 
 
 def _is_user_message(item: Mapping[str, Any]) -> bool:
