@@ -31,6 +31,7 @@ if _typing.TYPE_CHECKING:
         EngineStatus,
         GatePolicy,
         StoreContextEngine,
+        register_context_engine,
         should_compress,
     )
     from sessionstore._items import (
@@ -213,6 +214,7 @@ _SOURCES: dict[str, tuple[str, ...]] = {
         "EngineStatus",
         "GatePolicy",
         "StoreContextEngine",
+        "register_context_engine",
         "should_compress",
     ),
     "sessionstore._items": ("BuiltContext", "ContextItem", "InterruptedCall"),
@@ -509,6 +511,7 @@ __all__ = [
     "redact",
     "redact_message",
     "register_block_strategy",
+    "register_context_engine",
     "rehydrate_recent_reads",
     "resolve_scope",
     "sanitize_orphans",

@@ -52,6 +52,7 @@ async def build_context(
     as_of: int | datetime | None = None,
     token_scale: float = 1.0,
     redact_secrets: bool = False,
+    new_overlay: bool = False,
 ) -> BuiltContext:
     """Rebuild the context the model should see for a loop, within a token budget.
 
@@ -87,6 +88,8 @@ async def build_context(
         token_scale: Multiplies cached counts (a `CalibratedTokenCounter.factor`).
         redact_secrets: Redact credentials (API keys, bearer tokens, passwords in URLs,
             private keys, connection strings) from every message sent, raw ones included.
+        new_overlay: True: a named `overlay` nothing was compacted into yet is the raw
+            history (for a writer about to compact into it), not `OverlayNotFoundError`.
 
     Raises:
         ValueError: a budget that is not positive.
@@ -98,7 +101,13 @@ async def build_context(
     scope = context_scope(scope, policy)
     budget = context_budget(max_context_tokens, system_prompt_tokens)
     sources = await store.read_context(
-        session_id, budget=budget, scope=scope, loop_id=loop_id, overlay=overlay, as_of=as_of
+        session_id,
+        budget=budget,
+        scope=scope,
+        loop_id=loop_id,
+        overlay=overlay,
+        as_of=as_of,
+        new_overlay=new_overlay,
     )
     context = build(
         sources.loops,

@@ -13,9 +13,11 @@ sessionstore does applies to them: compaction overlays, `build_context`, the aud
 CLI. Beyond the SDK's own stores:
 
 - with `max_context_tokens`, `get_items` returns the context built from the overlays
-  within that budget (compacting first when `compaction` is given): the model is sent a
-  compacted history that always fits and never holds a tool call without its output;
-  without it, the raw items, as the SDK's own sessions do;
+  within that budget: every item while the whole history fits, and, once it does not, a
+  compacted history that always fits and never holds a tool call without its output. A
+  live `ContextEngine` (`StoreContextEngine` by default: the seeds' threshold,
+  anti-thrashing and cooldowns) compacts on its own when its gate says so. Without
+  `max_context_tokens`, the raw items, as the SDK's own sessions do;
 - `get_items(limit)` never cuts between a call and its output: the window starts at a
   turn (a user request or a model call, never a tool output), and a call left without its
   output is left out together with the reasoning item before it;
@@ -36,8 +38,8 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from sessionstore._compaction import maybe_compact
-from sessionstore._context import build_context
+from sessionstore._engine import ContextEngine, EngineChoice, make_context_engine
+from sessionstore._engine._preflight import build_with_engine
 from sessionstore.config import CompactionConfig, validated_config
 from sessionstore.errors import (
     MissingDependencyError,
@@ -91,17 +93,25 @@ class SessionStoreSession:
         user_id: The owning user, when `store` is not scoped.
         max_context_tokens: None (the default): `get_items` returns the raw items of the
             active chain. A number: it returns the context `build_context` builds within
-            that window (less `system_prompt_tokens`).
-        compaction: With `max_context_tokens`, compact (`maybe_compact`) with this policy
-            before building, when the context is near the window. None: never compact
-            here (the built context is still trimmed to fit).
+            that window (less `system_prompt_tokens`): every item while the whole history
+            fits (scoped by the budget), compacted by the engine once it does not.
+        compaction: The compaction policy the engine compacts with (`CompactionConfig()`
+            by default); its `context_engine` names the engine when `engine` is None.
         system_prompt_tokens: Tokens of the window kept for the agent's instructions.
         overlay: The named overlay to build from and compact into.
         session_settings: The SDK's settings (its `limit` is the default of `get_items`).
+        engine: With `max_context_tokens`, the live `ContextEngine` that decides when to
+            compact: a registered name (`"store"`), a factory (see
+            `register_context_engine`) or an engine bound to this session. None: the
+            config's `context_engine`. Before `get_items` returns a context it measures
+            it (seed 001's pre-flight check: loaded tokens, the system prompt, and any loop
+            the budget had to leave out) and compacts when the engine's gate says so.
+        auto_compact: False: never compact here (the built context is still trimmed to
+            fit; `session.engine.compress(force=True)` is a user's `/compact`).
 
     Raises:
-        ValueError: no tenant, or a window that is not positive.
-        ConfigurationError: a bad `compaction`.
+        ValueError: no tenant, a window that is not positive, or an engine without one.
+        ConfigurationError: a bad `compaction`, or an unknown engine name.
     """
 
     session_settings: SessionSettings | None = None
@@ -118,6 +128,8 @@ class SessionStoreSession:
         system_prompt_tokens: int = 0,
         overlay: str = "default",
         session_settings: SessionSettings | dict[str, Any] | None = None,
+        engine: EngineChoice | None = None,
+        auto_compact: bool = True,
     ) -> None:
         scoped: TenantStore
         if app_name is not None or user_id is not None:
@@ -134,6 +146,8 @@ class SessionStoreSession:
             )
         if max_context_tokens is not None and max_context_tokens <= 0:
             raise ValueError(f"max_context_tokens must be positive, got {max_context_tokens}")
+        if max_context_tokens is None and engine is not None:
+            raise ValueError("an engine compacts a built context: give max_context_tokens too")
         self.session_id = session_id
         self.session_settings = (
             coerce_session_settings(session_settings)
@@ -153,11 +167,34 @@ class SessionStoreSession:
         self._system_prompt_tokens = system_prompt_tokens
         self._overlay = overlay
         self._closed = False
+        self._auto_compact = auto_compact
+        self._engine = (
+            None
+            if max_context_tokens is None
+            else make_context_engine(
+                engine,
+                scoped,
+                session_id,
+                context_length=max_context_tokens,
+                system_prompt_tokens=system_prompt_tokens,
+                overlay=overlay,
+                config=self._compaction,
+            )
+        )
 
     @property
     def store(self) -> TenantStore:
         """The tenant-scoped store the items live in."""
         return self._store
+
+    @property
+    def engine(self) -> ContextEngine | None:
+        """The live engine that compacts the built context (None in raw mode).
+
+        For a user's `/compact`: `await session.engine.compress(force=True)`; for display:
+        `session.engine.get_status()`.
+        """
+        return self._engine
 
     # ── the SDK's protocol ──────────────────────────────────────────────────────
 
@@ -302,21 +339,14 @@ class SessionStoreSession:
             last = None if limit is None else max(limit, 0)
             history = await self._store.get_history(self.session_id, last=last)
             return [stored.message for stored in history]
-        if self._compaction is not None:
-            await maybe_compact(
-                self._store,
-                self.session_id,
-                max_context_tokens=self._max_context_tokens,
-                config=self._compaction,
-                system_prompt_tokens=self._system_prompt_tokens,
-                overlay=self._overlay,
-            )
+        assert self._engine is not None  # context mode always has one
         session = await self._store.get_session(self.session_id)
         if session.active_loop_id is None:
             return []
-        context = await build_context(
+        context = await build_with_engine(
             self._store,
             self.session_id,
+            self._engine if self._auto_compact else None,
             max_context_tokens=self._max_context_tokens,
             system_prompt_tokens=self._system_prompt_tokens,
             overlay=self._overlay,

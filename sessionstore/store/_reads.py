@@ -292,10 +292,12 @@ def read_context(
     loop_id: int | None,
     overlay: str,
     as_of: datetime | int | None,
+    new_overlay: bool = False,
 ) -> ContextSources:
     """Read what the loader needs to build a loop's context (see `SessionStore.read_context`)."""
     head = resolve_loop(db, tenant, session_id, loop_id)
-    check_overlay(db, session_id, overlay)
+    if not new_overlay:
+        check_overlay(db, session_id, overlay)
     if head is None:
         return ContextSources([], None, None)
     moment = _as_of_time(db, session_id, head, overlay, as_of)
