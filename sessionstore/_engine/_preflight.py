@@ -40,8 +40,10 @@ async def build_with_engine(
     """Build the context; first compact with `engine` when its gate says the context is due.
 
     The gate is the engine's (`should_compress` on `context_pressure`): its threshold,
-    cooldown and anti-thrashing. With `engine` None, the context is built as it is (and
-    still trimmed to fit). A compaction that fails or is skipped leaves the context as built.
+    cooldown and anti-thrashing; a context with nothing to fold
+    (`has_content_to_compress`) is not compacted. With `engine` None, the context is built
+    as it is (and still trimmed to fit). A compaction that fails or is skipped leaves the
+    context as built.
     """
 
     async def build() -> BuiltContext:
@@ -59,6 +61,9 @@ async def build_with_engine(
     if engine is None or not engine.should_compress(
         context_pressure(context, system_prompt_tokens)
     ):
+        return context
+    # Nothing to fold is no reason to try: a no-op would count against anti-thrashing.
+    if not await engine.has_content_to_compress():
         return context
     outcome = await engine.compress()
     return await build() if outcome.status == "compacted" else context

@@ -87,7 +87,7 @@ class RecordingEngine:
         return CompressionOutcome("noop", forced=force)
 
     async def has_content_to_compress(self, *, force: bool = False) -> bool:
-        return False
+        return True
 
     async def on_session_start(self) -> None:
         pass

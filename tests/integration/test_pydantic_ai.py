@@ -131,7 +131,7 @@ async def test_an_agent_is_persisted_and_resumed_from_a_compacted_context(
 
 def test_the_guide_example_runs(tmp_path: Path) -> None:
     guide = (Path(__file__).resolve().parents[2] / "docs" / "guides" / "pydantic-ai.md").read_text()
-    (code,) = re.findall(r"```python\n(.*?)```", guide, flags=re.DOTALL)
+    code = re.findall(r"```python\n(.*?)```", guide, flags=re.DOTALL)[0]  # the whole example
     script = tmp_path / "example.py"
     script.write_text(code)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
