@@ -131,8 +131,10 @@ class CompactionConfig(_Config):
     keep_recent_tokens: PositiveInt = 6_000
     """The tokens of recent messages a summarizing strategy keeps (seed 001's protected
     tail, by tokens: up to 1.5 times this to keep a tool call with its results)."""
-    in_memory_strategy: str | CompactionStrategy = "default"
-    """The legacy `CompactionStrategy`: a registered name or the object."""
+    in_memory_strategy: str | CompactionStrategy = "summarize"
+    """The `CompactionStrategy` of `compress_messages` (the stateless path): a registered
+    name or the object. `"summarize"`: one digest of the middle (seeds 001 and 003);
+    `"default"`: the seed's legacy three levels (`compact_messages`)."""
     block_strategy: str | BlockCompactionStrategy = "default"
     """The `BlockCompactionStrategy`: a registered name or the object."""
     context_engine: str = Field(default="store", min_length=1)
