@@ -16,7 +16,8 @@ memory (`AgentContext.session is None` in seed 004). `SummarizingCompaction` run
    `ExtractiveSummarizer` by default), within seed 002's budget rule and the room the
    budget leaves; a previous digest in the history is updated, not summarised again;
 5. **rehydrate** (seed 003): the freshest file reads the middle held come back after the
-   digest, while the result stays strictly smaller;
+   digest, while the result stays strictly smaller (and only when the latest request
+   follows them: a restored file is a user message);
 6. **reassemble**: head (the system prompt gets seed 001's compression note), the digest
    (a reference-only framed message, in the role that keeps user and assistant turns
    alternating), the restored files, then the tail; every call is paired with its result.
@@ -234,7 +235,12 @@ class SummarizingCompaction:
             notes.append(f"{micro.cleared} stale read result(s) cleared")
         if pruned.stubbed or pruned.deduped:
             notes.append(f"{pruned.stubbed + pruned.deduped} old tool output(s) shortened")
-        return pruned.messages
+        result = pruned.messages  # as many as went in, in the same order
+        # The latest request goes through verbatim (its images too).
+        last_user = _last_user(messages)
+        if last_user is not None:
+            result[last_user] = messages[last_user]
+        return result
 
     async def _fold(
         self, messages: list[Message], plan: Compress, budget: int, policy: CompactionConfig
@@ -266,7 +272,8 @@ class SummarizingCompaction:
             return None
         digest = _digest_message(text, _role_between(head, tail), summary.model, folded_tokens)
         result = [*head, digest, *tail]
-        if self.rehydrate and middle:
+        # Restored files are user messages: only before the latest request, never after it.
+        if self.rehydrate and middle and any(isinstance(m, UserMessage) for m in tail):
             restored = rehydrate_recent_reads(
                 middle,
                 [*head, *tail],
@@ -304,9 +311,7 @@ class SummarizingCompaction:
     ) -> tuple[list[Message], int, str | None]:
         """Keep the latest request and what follows it, bulky output cut; else overflow."""
         starts = unit_starts(messages)
-        last_user = max(
-            (i for i, m in enumerate(messages) if isinstance(m, UserMessage)), default=None
-        )
+        last_user = _last_user(messages)
         cut = last_user if last_user is not None else starts[-1]
         tail = messages[cut:]
         per_output = max(1, budget // max(1, len(tail)))
@@ -325,6 +330,10 @@ class SummarizingCompaction:
             )
         notes.append(f"{cut} earlier message(s) left out; tool output cut to fit")
         return fitted, cut, None
+
+
+def _last_user(messages: Sequence[Message]) -> int | None:
+    return max((i for i, m in enumerate(messages) if isinstance(m, UserMessage)), default=None)
 
 
 def _head_messages(messages: Sequence[Message], turns: int) -> int:
