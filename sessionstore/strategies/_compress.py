@@ -23,8 +23,10 @@ memory (`AgentContext.session is None` in seed 004). `SummarizingCompaction` run
    alternating), the restored files, then the tail; every call is paired with its result.
 
 When the tail itself leaves no room, it is narrowed (down to the latest request and what
-answers it), and bulky tool output in it is cut to head and tail lines; a budget that not
-even that fits is a `ContextOverflowError`, as for `build_context`.
+answers it); then the head is folded too; then what follows the latest request is folded
+as well (the system prompt, the request verbatim, one digest, the newest units that fit);
+at last bulky tool output is cut to head and tail lines. A budget that not even that fits
+is a `ContextOverflowError`, as for `build_context`.
 
 `compress_messages` honours `CompactionConfig.in_memory_strategy`: `"summarize"` (the
 default) is this pipeline, `"default"` the seed's legacy three levels (`compact_messages`),
@@ -220,7 +222,65 @@ class SummarizingCompaction:
                 if result is not None:
                     notes.append("the protected head was folded too")
                     return done(*result)
+        around = await self._fold_around_request(working, budget, policy)
+        if around is not None:
+            notes.append("turns after the latest request were folded too")
+            return done(*around)
         return done(*await self._last_resort(working, budget, policy, notes))
+
+    async def _fold_around_request(
+        self, messages: list[Message], budget: int, policy: CompactionConfig
+    ) -> tuple[list[Message], int, str] | None:
+        """Fold what lies between the head and the newest units, the latest request kept.
+
+        For a request followed by more work than the budget holds (one task, a long run):
+        leading system messages, the latest request verbatim, one digest (the assistant's)
+        of everything else but the newest units that fit, then those units.
+        """
+        last_user = _last_user(messages)
+        if last_user is None:
+            return None
+        lead = _head_messages(messages, 0)
+        starts = [i for i in unit_starts(messages) if i > last_user]
+        head = self._noted(messages[:lead]) if lead <= last_user else []
+        if not head and lead:
+            return None
+        request = messages[last_user]
+        frame = self.counter.count_text(f"{SUMMARY_OPEN}\n\n\n\n{SUMMARY_CLOSE}") + 8
+        fixed = budget - self._tokens([*head, request]) - frame
+        # The widest tail that leaves the digest a fair share (a quarter of the budget, at
+        # most max_summary_tokens), else the widest that leaves it any room: one summary.
+        share = max(_MIN_SUMMARY_TOKENS, min(policy.max_summary_tokens, budget // 4))
+        rooms = [(start, fixed - self._tokens(messages[start:])) for start in starts]
+        fitting = [pair for pair in rooms if pair[1] >= share] or [
+            pair for pair in rooms if pair[1] >= _MIN_SUMMARY_TOKENS
+        ]
+        for start, room in fitting[:1]:
+            tail = messages[start:]
+            folded = messages[lead:last_user] + messages[last_user + 1 : start]
+            if not folded:
+                return None
+            prior, folded = _prior_digest(folded)
+            folded_tokens = self._tokens(folded)
+            wanted = summary_budget(folded_tokens, max_tokens=policy.max_summary_tokens)
+            summary = await self.summarizer.summarize(
+                SummaryRequest(
+                    messages=folded,
+                    prior_digest=prior,
+                    focus_topic=self.focus_topic,
+                    budget_tokens=min(room, wanted),
+                )
+            )
+            text = summary.text.strip()
+            if self.counter.count_text(text) > room:
+                text = truncate_head_tail_tokens(text, room, counter=self.counter)
+            if not text:
+                return None
+            digest = _digest_message(text, "assistant", summary.model, folded_tokens)
+            result, _ = sanitize_orphans([*head, request, digest, *tail])
+            if self._tokens(result) <= budget:
+                return result, len(folded), text
+        return None
 
     def _passes(
         self, messages: list[Message], policy: CompactionConfig, notes: list[str]

@@ -251,3 +251,28 @@ def test_real_transcripts_fit_pair_and_keep_the_request(
         assert not any(isinstance(m, ToolResultMessage) for m in out.messages[:1])
         if out.summary is not None:
             assert out.folded > 0
+
+
+def test_one_task_then_a_long_run_keeps_the_task_and_folds_the_run() -> None:
+    """The latest request is the first: the work after it is folded, the request kept."""
+    history: list[Message] = [
+        SystemMessage(content="You are a coding agent."),
+        UserMessage(content="Fix test_login. " + "Details. " * 300),
+    ]
+    for n in range(30):
+        history += [
+            ask(bash(f"c{n}", f"sed -n 1,80p src/auth_{n}.py"), text=f"Step {n}."),
+            result(f"c{n}", lines(80, f"auth_{n}")),
+        ]
+    budget = 2_000
+    for first_turns in (2, 0):  # the task in the protected head, or only the system prompt
+        out = run(compress_messages(history, budget, config={"keep_first_turns": first_turns}))
+        assert tokens(out.messages) <= budget
+        check_pairs(out.messages)
+        assert out.messages[1] == history[1]  # the task, verbatim
+        (digest,) = [m for m in out.messages if "REFERENCE ONLY" in text(m)]
+        assert isinstance(digest, AssistantMessage)  # no user message may follow the task
+        assert out.messages[-1] == history[-1]  # the newest turn, as it was
+        assert latest_user(out.messages) == history[1]
+    assert out.messages[2] is digest  # with no head, the digest follows the task
+    assert "turns after the latest request were folded too" in out.notes
