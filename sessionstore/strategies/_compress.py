@@ -255,8 +255,25 @@ class SummarizingCompaction:
         fitting = [pair for pair in rooms if pair[1] >= share] or [
             pair for pair in rooms if pair[1] >= _MIN_SUMMARY_TOKENS
         ]
+        cut_tail: list[Message] | None = None
+        if not fitting and starts:
+            # Not even the newest unit leaves room: its bulky tool output is cut first.
+            start = starts[-1]
+            outputs = [m for m in messages[start:] if isinstance(m, ToolResultMessage)]
+            rest = self._tokens([m for m in messages[start:] if m not in outputs])
+            allowance = (fixed - _MIN_SUMMARY_TOKENS - rest) // max(1, len(outputs))
+            if outputs and allowance > 0:
+                cut_tail = [
+                    _cut_output(m, allowance, self.counter)
+                    if isinstance(m, ToolResultMessage)
+                    else m
+                    for m in messages[start:]
+                ]
+                room = fixed - self._tokens(cut_tail)
+                if room >= _MIN_SUMMARY_TOKENS:
+                    fitting = [(start, room)]
         for start, room in fitting[:1]:
-            tail = messages[start:]
+            tail = cut_tail if cut_tail is not None else messages[start:]
             folded = messages[lead:last_user] + messages[last_user + 1 : start]
             if not folded:
                 return None
