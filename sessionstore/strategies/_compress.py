@@ -261,7 +261,11 @@ class SummarizingCompaction:
             start = starts[-1]
             outputs = [m for m in messages[start:] if isinstance(m, ToolResultMessage)]
             rest = self._tokens([m for m in messages[start:] if m not in outputs])
-            allowance = (fixed - _MIN_SUMMARY_TOKENS - rest) // max(1, len(outputs))
+            framing = sum(  # what an output costs beside its text
+                max(0, self.counter.count_message(m) - self.counter.count_text(m.text))
+                for m in outputs
+            )
+            allowance = (fixed - _MIN_SUMMARY_TOKENS - rest - framing) // max(1, len(outputs))
             if outputs and allowance > 0:
                 cut_tail = [
                     _cut_output(m, allowance, self.counter)

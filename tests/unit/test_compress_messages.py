@@ -276,3 +276,19 @@ def test_one_task_then_a_long_run_keeps_the_task_and_folds_the_run() -> None:
         assert latest_user(out.messages) == history[1]
     assert out.messages[2] is digest  # with no head, the digest follows the task
     assert "turns after the latest request were folded too" in out.notes
+
+
+def test_a_long_request_leaves_room_only_for_a_digest_and_a_cut_newest_turn() -> None:
+    task = UserMessage(content="Fix it. " + "Context. " * 1_000)
+    history: list[Message] = [SystemMessage(content="Be brief."), task]
+    for n in range(4):
+        history += [ask(bash(f"c{n}", f"cat log_{n}")), result(f"c{n}", lines(400, f"log{n}"))]
+    budget = tokens(history[:2]) + 300
+    out = run(compress_messages(history, budget))
+    assert tokens(out.messages) <= budget
+    check_pairs(out.messages)
+    assert out.messages[1] == task
+    newest = out.messages[-1]
+    assert isinstance(newest, ToolResultMessage)
+    assert newest.tool_call_id == "c3"
+    assert "truncated" in text(newest)
