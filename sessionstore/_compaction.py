@@ -467,7 +467,8 @@ async def maybe_compact(
     """Compact when `should_compact` says the context is near the window; else return None.
 
     The context is measured as `build_context` loads it, before any trimming, plus
-    `system_prompt_tokens`.
+    `system_prompt_tokens`, plus the loop a budget scope had to leave out with no digest
+    standing for it (the chain does not fit: time to fold the oldest loops).
     """
     policy = validated_config(config, CompactionConfig)
     context = await build_context(
@@ -479,7 +480,7 @@ async def maybe_compact(
         system_prompt_tokens=system_prompt_tokens,
         overlay=overlay,
     )
-    loaded = context.loaded_tokens + system_prompt_tokens
+    loaded = context.loaded_tokens + context.left_out_tokens + system_prompt_tokens
     if not should_compact(loaded, max_context_tokens, policy):
         return None
     return await compact_session_loops(

@@ -6,11 +6,13 @@ from the overlays, reading only what the context holds, in one snapshot.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any
 
 from sessionstore._items import BuiltContext
 from sessionstore._overlay import build
+from sessionstore._scope import context_scope
 from sessionstore.config import CompactionConfig, CompactionScope, validated_config
 from sessionstore.store import SessionStore, TenantStore
 
@@ -50,6 +52,7 @@ async def build_context(
     as_of: int | datetime | None = None,
     token_scale: float = 1.0,
     redact_secrets: bool = False,
+    new_overlay: bool = False,
 ) -> BuiltContext:
     """Rebuild the context the model should see for a loop, within a token budget.
 
@@ -74,9 +77,10 @@ async def build_context(
         session_id: The session.
         max_context_tokens: The model's window.
         loop_id: The current loop; the session's active loop by default.
-        config: The compaction policy; its `compaction_scope` is used when given.
+        config: The compaction policy; its `compaction_scope` is used when set explicitly.
         scope: The scope, overriding `config`. With neither, the scope the loop's
-            current block was compacted with (the default scope when it has none).
+            current block was compacted with, else `TokenBudget()`: every loop while the
+            chain fits the budget, the session digest standing for the loops that leave.
         system_prompt_tokens: Tokens reserved for the system prompt.
         overlay: Which named overlay to load.
         as_of: A generation of the current loop's block, or a time: rebuild exactly
@@ -84,6 +88,8 @@ async def build_context(
         token_scale: Multiplies cached counts (a `CalibratedTokenCounter.factor`).
         redact_secrets: Redact credentials (API keys, bearer tokens, passwords in URLs,
             private keys, connection strings) from every message sent, raw ones included.
+        new_overlay: True: a named `overlay` nothing was compacted into yet is the raw
+            history (for a writer about to compact into it), not `OverlayNotFoundError`.
 
     Raises:
         ValueError: a budget that is not positive.
@@ -91,13 +97,19 @@ async def build_context(
         ContextOverflowError: even the latest user request does not fit.
         SessionNotFoundError, LoopNotFoundError, BlockNotFoundError: nothing to build from.
     """
-    if scope is None and config is not None:
-        scope = validated_config(config, CompactionConfig).compaction_scope
+    policy = None if config is None else validated_config(config, CompactionConfig)
+    scope = context_scope(scope, policy)
     budget = context_budget(max_context_tokens, system_prompt_tokens)
     sources = await store.read_context(
-        session_id, budget=budget, scope=scope, loop_id=loop_id, overlay=overlay, as_of=as_of
+        session_id,
+        budget=budget,
+        scope=scope,
+        loop_id=loop_id,
+        overlay=overlay,
+        as_of=as_of,
+        new_overlay=new_overlay,
     )
-    return build(
+    context = build(
         sources.loops,
         budget=budget,
         latest_user=sources.latest_user,
@@ -108,3 +120,5 @@ async def build_context(
         digest=sources.digest,
         redact_secrets=redact_secrets,
     )
+    context.left_out_tokens = math.ceil(sources.left_out_tokens * token_scale)
+    return context

@@ -88,6 +88,9 @@ class ContextSources:
     """The scope the loops were chosen by."""
     digest: SessionDigest | None = None
     """The session digest that stands for the loops before `loops`, if any."""
+    left_out_tokens: int = 0
+    """What the newest loop a `TokenBudget` scope left out costs, when no digest stands
+    for it (0: every loop before `loops` is in the digest, or there is none)."""
 
 
 @dataclass(slots=True)
@@ -113,6 +116,9 @@ class BuiltContext:
     """The generation or time the context was rebuilt as of, or None for now."""
     scope: CompactionScope | None = None
     """The scope that chose `loop_ids`."""
+    left_out_tokens: int = 0
+    """What the newest loop the budget left out costs when no session digest stands for
+    it: the chain does not fit, and a compaction gate counts this beside `loaded_tokens`."""
 
     @property
     def messages(self) -> list[Message]:

@@ -135,10 +135,15 @@ class CompactionConfig(_Config):
     keep_recent_tokens: PositiveInt = 6_000
     """The tokens of recent messages a summarizing strategy keeps (seed 001's protected
     tail, by tokens: up to 1.5 times this to keep a tool call with its results)."""
-    in_memory_strategy: str | CompactionStrategy = "default"
-    """The legacy `CompactionStrategy`: a registered name or the object."""
+    in_memory_strategy: str | CompactionStrategy = "summarize"
+    """The `CompactionStrategy` of `compress_messages` (the stateless path): a registered
+    name or the object. `"summarize"`: one digest of the middle (seeds 001 and 003);
+    `"default"`: the seed's legacy three levels (`compact_messages`)."""
     block_strategy: str | BlockCompactionStrategy = "default"
     """The `BlockCompactionStrategy`: a registered name or the object."""
+    context_engine: str = Field(default="store", min_length=1)
+    """The live `ContextEngine` of the SDK adapters, by registered name (seed 001's
+    `context.engine`; see `register_context_engine`). Not recorded on blocks."""
 
     def within(self, max_context_tokens: int) -> CompactionConfig:
         """Return this config with its default summary and tail budgets capped to a window.
@@ -160,7 +165,9 @@ class CompactionConfig(_Config):
 
     def snapshot(self) -> dict[str, Any]:
         """Return the JSON-able settings a block records as the config it was built with."""
-        data = self.model_dump(mode="json", exclude={"in_memory_strategy", "block_strategy"})
+        data = self.model_dump(
+            mode="json", exclude={"in_memory_strategy", "block_strategy", "context_engine"}
+        )
         for key in ("in_memory_strategy", "block_strategy"):
             value = getattr(self, key)
             data[key] = value if isinstance(value, str) else type(value).__name__

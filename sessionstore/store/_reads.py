@@ -17,8 +17,16 @@ from sqlalchemy import Connection, Row, func, select
 from sessionstore._items import ContextSources, LoopSource
 from sessionstore._loop_messages import LoopMessages
 from sessionstore._overlay import segments
-from sessionstore._scope import ChainEntry, grow_window, recorded_scope, resolve_scope, scope_window
-from sessionstore.config import CompactionScope
+from sessionstore._scope import (
+    ChainEntry,
+    grow_window,
+    loop_context_tokens,
+    loops_shown,
+    recorded_scope,
+    resolve_scope,
+    scope_window,
+)
+from sessionstore.config import CompactionScope, TokenBudget
 from sessionstore.errors import BlockNotFoundError
 from sessionstore.models import (
     CompactionBlock,
@@ -284,10 +292,12 @@ def read_context(
     loop_id: int | None,
     overlay: str,
     as_of: datetime | int | None,
+    new_overlay: bool = False,
 ) -> ContextSources:
     """Read what the loader needs to build a loop's context (see `SessionStore.read_context`)."""
     head = resolve_loop(db, tenant, session_id, loop_id)
-    check_overlay(db, session_id, overlay)
+    if not new_overlay:
+        check_overlay(db, session_id, overlay)
     if head is None:
         return ContextSources([], None, None)
     moment = _as_of_time(db, session_id, head, overlay, as_of)
@@ -300,10 +310,12 @@ def read_context(
     digest, after = _digest_and_loops_after(
         db, session_id, head, [loop for loop, _ in entries], complete, overlay, moment
     )
-    if digest is not None and len(after) > len(in_scope):
-        # The digest stands for its loops; every loop after them is shown (they were in
-        # scope when it was written, or have come since). A wider scope shows more.
-        in_scope = after
+    # The digest stands for its loops; every loop after them is shown (they were in
+    # scope when it was written, or have come since).
+    in_scope = list(loops_shown(used, in_scope, after if digest is not None else None))
+    left_out = 0
+    if isinstance(used, TokenBudget) and digest is None and len(entries) > earlier + 1:
+        left_out = loop_context_tokens(*entries[len(entries) - earlier - 2])
     blocks = _blocks_of(db, session_id, in_scope, rows, overlay, moment, messages=True)
     sources = []
     for loop in in_scope:
@@ -320,7 +332,7 @@ def read_context(
         known = set(newest)
         older = [loop.id for loop in reversed(full) if loop.id not in known]
         latest = _latest_user(db, session_id, older, moment)
-    return ContextSources(sources, latest, moment, used, digest)
+    return ContextSources(sources, latest, moment, used, digest, left_out)
 
 
 def _digest_and_loops_after(
