@@ -24,6 +24,8 @@ from sessionstore import expand
 from tests.integration.cli.audit_pages import HOSTILE, audited_session
 from tests.integration.cli.runner import ok, with_store
 
+pytestmark = pytest.mark.slow  # a browser: `python -m pytest -m slow` (and `.ci/run`) runs it
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 
