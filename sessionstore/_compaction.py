@@ -91,6 +91,31 @@ class CompactionResult:
         """True when the compaction wrote nothing."""
         return not self.blocks
 
+    def __repr__(self) -> str:
+        # Short: the blocks hold whole summaries (kilobytes); read them from `blocks`.
+        return (
+            f"CompactionResult(blocks={len(self.blocks)}, loops={len(self.loop_ids)}, "
+            f"tokens {self.tokens_before} -> {self.tokens_after}, {self.duration_ms:.0f} ms)"
+        )
+
+    def __str__(self) -> str:
+        if self.noop:
+            head = f"compaction wrote nothing ({len(self.loop_ids)} loops in scope)"
+        else:
+            head = f"compaction wrote {len(self.blocks)} blocks on {len(self.loop_ids)} loops"
+        lines = [
+            head,
+            f"  tokens: {self.tokens_before:,} -> {self.tokens_after:,}"
+            f" in {self.duration_ms:,.0f} ms",
+        ]
+        left = {
+            "already summarised": self.skipped_loop_ids,
+            "unchanged": self.unchanged_loop_ids,
+            "not smaller": self.oversized_loop_ids,
+        }
+        lines += [f"  {what}: {len(ids)} loops" for what, ids in left.items() if ids]
+        return "\n".join(lines)
+
 
 async def _call(callback: Callback | None, event: Any) -> None:
     if callback is None:

@@ -24,6 +24,7 @@ and a non-zero exit code, never a traceback.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from typing import Any, NamedTuple
 
@@ -115,6 +116,21 @@ class _LazyGroup(click.Group):
             raise TypeError(f"{entry.module}.{entry.attribute} is not a click command")
         return command
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Parse the group's options, taken from after the command too (`demo --url ...`)."""
+        return super().parse_args(ctx, _group_options_first(args))
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """Find the command; an unknown name gets the closest ones as "did you mean"."""
+        name = click.utils.make_str(args[0]) if args else ""
+        if name and not name.startswith("-") and name not in COMMANDS:
+            close = difflib.get_close_matches(name, COMMANDS, n=3, cutoff=0.6)
+            hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            ctx.fail(f"No such command {name!r}.{hint}")
+        return super().resolve_command(ctx, args)
+
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command; an error's message (which may quote stored text) is printable."""
         try:
@@ -139,6 +155,37 @@ class _LazyGroup(click.Group):
         ]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+
+_GROUP_OPTIONS = ("--url", "--lock-timeout")
+"""The group's options that take a value; they may also follow the command's name."""
+
+
+def _group_options_first(args: list[str]) -> list[str]:
+    """Move the group's options found after the command name (before a `--`) in front of it."""
+    start = 0
+    while start < len(args) and args[start].startswith("-") and args[start] != "--":
+        start += 2 if args[start] in _GROUP_OPTIONS else 1
+    if start >= len(args):
+        return args
+    moved: list[str] = []
+    rest: list[str] = []
+    index = start + 1
+    while index < len(args):
+        arg = args[index]
+        if arg == "--":
+            rest += args[index:]
+            break
+        if arg in _GROUP_OPTIONS and index + 1 < len(args):
+            moved += args[index : index + 2]
+            index += 2
+            continue
+        if arg.partition("=")[0] in _GROUP_OPTIONS:
+            moved.append(arg)
+        else:
+            rest.append(arg)
+        index += 1
+    return [*args[:start], *moved, args[start], *rest]
 
 
 @click.group(

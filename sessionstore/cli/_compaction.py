@@ -40,6 +40,7 @@ from sessionstore.cli._options import (
     scope_option,
     summarizer_options,
 )
+from sessionstore.cli._progress import progress, progress_option
 from sessionstore.cli._render import (
     ContextFormat,
     compaction_json,
@@ -132,6 +133,7 @@ def _setting_option(
 @click.option("--focus", metavar="TOPIC", help="A topic the digests keep in most detail.")
 @overlay_option("The named overlay to write; other overlays are left alone.")
 @json_option()
+@progress_option()
 @click.pass_obj
 def compact(
     settings: Settings,
@@ -150,6 +152,7 @@ def compact(
     focus: str | None,
     overlay: str,
     as_json: bool,
+    show_progress: bool | None,
 ) -> None:
     """Compact a session's current loop and the earlier loops in scope.
 
@@ -201,7 +204,8 @@ def compact(
                 store, session_id, loop_id, chosen, config, max_context_tokens, overlay=overlay
             )
 
-    result = run_with_store(settings.url, work)
+    with progress(f"Compacting session {session_id}", show_progress, as_json=as_json):
+        result = run_with_store(settings.url, work)
     if as_json:
         print_json(compaction_json(session_id, result))
     else:
@@ -324,6 +328,7 @@ def context(
     help="Redact credentials (API keys, bearer tokens, passwords in URLs, private keys) from "
     "the messages shown, for a report to share. Token counts stay those of the stored messages.",
 )
+@progress_option()
 @click.pass_obj
 def audit(
     settings: Settings,
@@ -335,6 +340,7 @@ def audit(
     html_path: Path | None,
     as_json: bool,
     redact_secrets: bool,
+    show_progress: bool | None,
 ) -> None:
     """Compare raw turns with what the model sees, turn by turn.
 
@@ -367,6 +373,7 @@ def audit(
             max_context_tokens,
             html_path,
             redact_secrets=redact_secrets,
+            show_progress=show_progress,
         )
         return
     result = run_with_store(
@@ -399,6 +406,7 @@ def _write_html_audit(
     path: Path,
     *,
     redact_secrets: bool,
+    show_progress: bool | None,
 ) -> None:
     # Imported here: the template engine is only needed by this option.
     from sessionstore.cli._render._html import audit_page
@@ -410,14 +418,20 @@ def _write_html_audit(
             store, session_id, loop_id=loop_id, scope=scope, max_context_tokens=max_context_tokens
         )
 
-    snapshots = run_with_store(settings.url, work)
-    if redact_secrets:
-        snapshots = redacted_snapshots(snapshots)
-    page = audit_page(session_id, snapshots, overlay=overlay, generated_at=datetime.now(UTC))
+    with progress(f"Reading session {session_id}", show_progress) as shown:
+        snapshots = run_with_store(settings.url, work)
+        if redact_secrets:
+            shown.step("Redacting secrets")
+            snapshots = redacted_snapshots(snapshots)
+        shown.step(f"Rendering {len(snapshots)} view(s)")
+        now = datetime.now(UTC)
+        page = audit_page(session_id, snapshots, overlay=overlay, generated_at=now)
+        if str(path) != "-":
+            shown.step(f"Writing {len(page.encode()) / 1e6:,.1f} MB to {path}")
+            path.write_text(page, encoding="utf-8")
     if str(path) == "-":
         click.echo(page, nl=False)
         return
-    path.write_text(page, encoding="utf-8")
     views = len(snapshots)
     overlays = len({snapshot.overlay for snapshot in snapshots})
     click.echo(

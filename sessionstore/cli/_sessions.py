@@ -30,6 +30,7 @@ from sessionstore import (
     stream_conversation,
 )
 from sessionstore.cli._options import Settings, json_option, loop_option, run_with_store
+from sessionstore.cli._progress import progress, progress_option
 from sessionstore.cli._render import (
     echo,
     json_text,
@@ -154,6 +155,7 @@ def import_(
     "the messages, the title and the metadata, to share a transcript. The export then no "
     "longer imports back as the same messages.",
 )
+@progress_option()
 @click.pass_obj
 def export(
     settings: Settings,
@@ -162,6 +164,7 @@ def export(
     output: Path,
     compact: bool,
     redact_secrets: bool,
+    show_progress: bool | None,
 ) -> None:
     """Export a session's raw history as OpenAI chat-completions messages.
 
@@ -186,12 +189,16 @@ def export(
             chunks = stream_conversation(
                 store, session_id, loop_id=loop_id, indent=indent, redact_secrets=redact_secrets
             )
+            written = 0
             async for text in chunks:
                 # Exact JSON, with what a terminal could obey escaped (`json_text`).
                 sink.write(json_text(text))
+                written += len(text)
+                shown.step(f"Exporting session {session_id}: {written / 1e6:,.1f} MB written")
             sink.write("\n")
 
-        run_with_store(settings.url, work, read_only=True)
+        with progress(f"Exporting session {session_id}", show_progress) as shown:
+            run_with_store(settings.url, work, read_only=True)
 
     if str(output) == "-":
         export_to(sys.stdout)
