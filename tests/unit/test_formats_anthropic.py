@@ -542,8 +542,7 @@ def _merged_users(messages: list[Any]) -> list[tuple[Any, ...]]:
     out: list[tuple[Any, ...]] = []
     for message in messages:
         if isinstance(message, UserMessage):
-            blocks = [message.content] if isinstance(message.content, str) else message.content
-            texts = [getattr(b, "text", b) for b in blocks]
+            texts = [getattr(b, "text", b) for b in message.content]
             if out and out[-1][0] == "user":
                 out[-1] = ("user", [*out[-1][1], *texts])
                 continue
