@@ -19,7 +19,7 @@ __all__ = [
     "Source",
 ]
 
-Source = Literal["raw", "compacted", "recent", "synthetic", "marker", "digest"]
+Source = Literal["raw", "compacted", "recent", "synthetic", "marker", "digest", "shortened"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +32,8 @@ class ContextItem:
     source: Source
     """`raw` (a raw message, verbatim), `compacted` / `recent` (a replacement message of
     that block section), `synthetic` (added by the loader), `marker` (a trim marker),
-    `digest` (the session digest of the loops before the scope)."""
+    `digest` (the session digest of the loops before the scope), `shortened` (a raw
+    message cut to fit the budget: a tool output, the task or the system prompt)."""
     loop_id: int | None = None
     message_id: int | None = None
     """The raw message's id, for `raw` items."""

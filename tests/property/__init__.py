@@ -34,6 +34,7 @@ from sessionstore import (
     ReplacementMessage,
     SectionedBlockStrategy,
     StoredMessage,
+    SystemMessage,
     TextContent,
     ThinkingContent,
     TokenBudget,
@@ -379,6 +380,18 @@ def _check_provenance(context: BuiltContext, history: History) -> None:
     for raw_id, count in seen.items():
         allowed = 2 if latest is not None and raw_id == latest.id else 1
         assert count <= allowed, f"raw message {raw_id} is shown {count} times"
+
+
+def trim_notes(context: BuiltContext) -> list[str]:
+    """The texts of the context that say how many messages trimming left out."""
+    said = f"{context.trimmed_messages} messages removed to fit the token budget"
+    texts = [
+        item.message.text
+        for item in context.items
+        if isinstance(item.message, UserMessage | AssistantMessage | SystemMessage)
+        and item.source in ("marker", "synthetic", "compacted", "digest")
+    ]
+    return [text for text in texts if said in text]
 
 
 def check_guarantees(
