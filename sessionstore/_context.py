@@ -117,4 +117,5 @@ async def build_context(
         digest=sources.digest,
         redact_secrets=redact_secrets,
         own_system_prompt=system_prompt_tokens > 0,
+        system=sources.system,
     )

@@ -27,6 +27,7 @@ from sessionstore.models import (
 
 __all__ = [
     "COMPRESSION_NOTE",
+    "COMPRESSION_NOTE_BRIEF",
     "DIGEST_HEADER",
     "RESTORED_FILE_PREFIX",
     "SUMMARY_CLOSE",
@@ -38,6 +39,7 @@ __all__ = [
     "framed",
     "is_restored_file",
     "is_summary_item",
+    "role_of",
     "settle_roles",
     "shown_section",
     "summary_body",
@@ -53,6 +55,9 @@ COMPRESSION_NOTE = (
     "build on that summary and state rather than re-doing work.]"
 )
 """Seed 001's note, sent after the system prompt when the context holds compacted turns."""
+
+COMPRESSION_NOTE_BRIEF = "[Note: earlier turns were compacted; build on the summary and state.]"
+"""The compression note when the budget is tight."""
 
 DIGEST_HEADER = "Digest of the earlier conversation:"
 """The line that opens the session digest inside its framing."""
@@ -144,7 +149,8 @@ def shown_section(messages: Sequence[Message]) -> tuple[int, int]:
     return count, total
 
 
-def _role(message: Message) -> str:
+def role_of(message: Message) -> str:
+    """Return the provider role a message is sent with (`user` for the kinds with none)."""
     if isinstance(message, AssistantMessage):
         return "assistant"
     if isinstance(message, ToolResultMessage):
@@ -171,9 +177,9 @@ def settle_roles(items: Sequence[ContextItem]) -> list[ContextItem]:
             result.append(item)
             continue
         shown = [x for x in result if not isinstance(x.message, SystemMessage)]
-        before = _role(shown[-1].message) if shown else None
+        before = role_of(shown[-1].message) if shown else None
         following = merged[index + 1] if index + 1 < len(merged) else None
-        after = None if following is None or following.flexible else _role(following.message)
+        after = None if following is None or following.flexible else role_of(following.message)
         if before is None:
             role = "assistant" if after == "user" else "user"
         else:

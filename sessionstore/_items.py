@@ -89,6 +89,9 @@ class ContextSources:
     """The scope the loops were chosen by."""
     digest: SessionDigest | None = None
     """The session digest that stands for the loops before `loops`, if any."""
+    system: list[StoredMessage] = field(default_factory=list)
+    """The system messages that open the chain's first loop, when that loop is not in
+    `loops` (the system prompt is sent whatever the scope)."""
 
 
 @dataclass(slots=True)

@@ -227,12 +227,15 @@ def build(
     digest: SessionDigest | None = None,
     redact_secrets: bool = False,
     own_system_prompt: bool = False,
+    system: Sequence[StoredMessage] = (),
 ) -> BuiltContext:
     """Load, pair and fit: the whole of what the model sees, from `loops` (oldest first).
 
     A session `digest` comes first; fitting shortens it, and drops it only when not even
     its smallest form fits. With `own_system_prompt` (the caller sends its own system
-    prompt, and reserved room for it), the stored system messages are left out. With
+    prompt, and reserved room for it), the stored system messages are left out; else the
+    `system` messages (the system prompt of the chain's first loop, when that loop is
+    not among `loops`) come first. With
     `redact_secrets`, credentials are redacted from every message, the protected head
     and tail included, before anything is counted.
 
@@ -245,6 +248,8 @@ def build(
     if not token_scale > 0:
         raise ValueError(f"token_scale must be positive, got {token_scale}")
     items = assemble(loops, latest_user)
+    if system:
+        items[:0] = [_raw_item(stored) for stored in system]
     if own_system_prompt:
         items = [i for i in items if i.pinned or not isinstance(i.message, SystemMessage)]
     if redact_secrets:

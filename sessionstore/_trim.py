@@ -7,7 +7,8 @@ whole is over the budget, cuts are made in the order that loses least, each as f
 needed and no further (a binary search over how much it cuts), stopping at the first
 that fits:
 
-0. every summary after the first gets a shorter framing (`SUMMARY_MORE`);
+0. every summary after the first gets a shorter framing (`SUMMARY_MORE`), and the
+   compression note its brief form;
 1. bulky tool output is squeezed (progress marks and bars, repeated lines, long rules;
    `squeeze_output`), then cut to its first and last lines, down to
    `TOOL_OUTPUT_FLOOR` tokens a result;
@@ -46,11 +47,13 @@ from typing import Literal
 
 from sessionstore._framing import (
     COMPRESSION_NOTE,
+    COMPRESSION_NOTE_BRIEF,
     DIGEST_HEADER,
     TRIM_MARKER,
     framed,
     is_restored_file,
     is_summary_item,
+    role_of,
     summary_body,
     text_message,
 )
@@ -89,7 +92,7 @@ SUMMARY_FLOOR_SHARE = 0.2
 """The share of the budget a summary keeps until the newest raw turns are dropped."""
 MIN_SUMMARY_TEXT = 24
 """The fewest tokens of summary text worth sending; below that a summary is dropped."""
-SENTENCES_LEFT_OUT = "[… {count} sentence(s) of the system prompt left out to fit the budget]"
+SENTENCES_LEFT_OUT = "[… {count} more sentence(s) left out to fit the budget]"
 """What follows a system prompt shortened by whole sentences."""
 
 Kind = Literal["system", "pinned", "task", "summary", "raw"]
@@ -411,12 +414,13 @@ class _Fitter:
         dropped_units.update(self.summary_order[: state.dropped_summaries])
         kept: list[tuple[int, list[ContextItem] | None]] = []
         trimmed = 0
-        first_gap: int | None = None
+        gaps: list[int] = []
+        """Positions in `kept` that messages were left out before."""
         shortened = False
         for index, unit in enumerate(units):
             if index in dropped_units or (unit.kind == "task" and state.drop_task):
                 trimmed += len(unit.items) or 1
-                first_gap = len(kept) if first_gap is None else first_gap
+                gaps.append(len(kept))
                 continue
             if unit.kind == "summary":
                 kept.append((index, None))  # rendered below, once the note is known
@@ -436,9 +440,10 @@ class _Fitter:
                     continue
                 shortened = shortened or fitted is not item
                 shown_items.append(fitted)
-            if not shown_items:
-                first_gap = len(kept) if first_gap is None else first_gap
-            kept.append((index, shown_items))
+            if shown_items:
+                kept.append((index, shown_items))
+            else:
+                gaps.append(len(kept))
         summaries = [index for index, shown in kept if shown is None]
         caps = dict(state.summary_caps)
         system_at = next(
@@ -452,8 +457,12 @@ class _Fitter:
         trim_note = TRIM_MARKER.format(removed=trimmed) if trimmed else None
         compacted = bool(summaries) or trimmed > 0 or shortened
         result = _Rendered(trimmed=trimmed)
+        # The count goes where the one marker keeps turns alternating, else in the
+        # compression note, else in the first summary's framing, else where the first
+        # gap is.
+        joining = next((gap for gap in gaps if _joins_same_roles(kept, gap)), None)
         host_summary = None
-        if system_at is None and trim_note is not None:
+        if joining is None and system_at is None and trim_note is not None:
             host_summary = summaries[0] if summaries else None
         rendered_summaries: dict[int, ContextItem | None] = {
             index: self.summary(
@@ -477,8 +486,11 @@ class _Fitter:
             # A summary with no room even for its smallest form is left out.
             return self._with_lost(state, lost)
         marker_at = None
-        if trim_note is not None and system_at is None and host_summary is None:
-            marker_at = first_gap if first_gap is not None else 0
+        if trim_note is not None and joining is not None:
+            marker_at = joining
+        elif trim_note is not None and system_at is None and host_summary is None:
+            marker_at = gaps[0] if gaps else 0
+        note_count = trim_note if marker_at is None else None
         for position, (index, shown) in enumerate(kept):
             if position == marker_at:
                 result.items.append(_marker(trim_note or ""))
@@ -487,7 +499,7 @@ class _Fitter:
             elif (summary_item := rendered_summaries[index]) is not None:
                 result.items.append(summary_item)
             if position == system_at and compacted:
-                result.items.append(_note(trim_note))
+                result.items.append(_note(note_count, brief=state.brief))
         if marker_at is not None and marker_at >= len(kept):
             result.items.append(_marker(trim_note or ""))
         return result
@@ -636,6 +648,17 @@ class _Fitter:
         return replace(state, system_cap=0), self.fits(replace(state, system_cap=0))
 
 
+def _joins_same_roles(kept: Sequence[tuple[int, list[ContextItem] | None]], gap: int) -> bool:
+    """True when the gap at `gap` leaves two user (or two assistant) messages side by side."""
+    if gap <= 0 or gap >= len(kept):
+        return False
+    before, after = kept[gap - 1][1], kept[gap][1]
+    if not before or not after:
+        return False
+    first, second = role_of(before[-1].message), role_of(after[0].message)
+    return first == second and first in ("user", "assistant")
+
+
 def _marker(text: str) -> ContextItem:
     message = text_message(text)
     return ContextItem(
@@ -643,8 +666,9 @@ def _marker(text: str) -> ContextItem:
     )
 
 
-def _note(trim_note: str | None) -> ContextItem:
-    text = COMPRESSION_NOTE if trim_note is None else f"{COMPRESSION_NOTE}\n{trim_note}"
+def _note(trim_note: str | None, *, brief: bool) -> ContextItem:
+    note = COMPRESSION_NOTE_BRIEF if brief else COMPRESSION_NOTE
+    text = note if trim_note is None else f"{note}\n{trim_note}"
     message = SystemMessage.model_construct(content=[TextContent.model_construct(text=text)])
     return ContextItem(message=message, tokens=message_tokens(message), source="synthetic")
 
@@ -672,7 +696,8 @@ def fit_context(
     """
     units = _units(items, task_loop_id)
     if digest is not None:
-        units.insert(0, _digest_unit(digest))
+        leading = next((i for i, unit in enumerate(units) if unit.kind != "system"), len(units))
+        units.insert(leading, _digest_unit(digest))
     fitter = _Fitter(units, budget, token_scale)
     loaded = sum(item.tokens for item in fitter.render(_State()).items)
     state, fits = fitter.fit()

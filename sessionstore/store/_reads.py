@@ -25,6 +25,7 @@ from sessionstore.models import (
     LoopRecord,
     SessionDigest,
     StoredMessage,
+    SystemMessage,
     TurnRange,
 )
 from sessionstore.store import _statements as sql
@@ -300,9 +301,10 @@ def read_context(
     digest, after = _digest_and_loops_after(
         db, session_id, head, [loop for loop, _ in entries], complete, overlay, moment
     )
-    if digest is not None and len(after) > len(in_scope):
+    if digest is not None:
         # The digest stands for its loops; every loop after them is shown (they were in
-        # scope when it was written, or have come since). A wider scope shows more.
+        # scope when it was written, or have come since), and none it folds is shown
+        # again beside it.
         in_scope = after
     blocks = _blocks_of(db, session_id, in_scope, rows, overlay, moment, messages=True)
     sources = []
@@ -320,7 +322,33 @@ def read_context(
         known = set(newest)
         older = [loop.id for loop in reversed(full) if loop.id not in known]
         latest = _latest_user(db, session_id, older, moment)
-    return ContextSources(sources, latest, moment, used, digest)
+    system = (
+        _system_prompt(db, session_id, head, entries, complete, moment)
+        if in_scope and in_scope[0].parent_loop_id is not None
+        else []
+    )
+    return ContextSources(sources, latest, moment, used, digest, system)
+
+
+def _system_prompt(
+    db: Connection,
+    session_id: str,
+    head: int,
+    entries: Sequence[tuple[LoopRecord, Any]],
+    complete: bool,
+    moment: datetime | None,
+) -> list[StoredMessage]:
+    """Return the system messages that open the chain's first loop (its system prompt)."""
+    root = entries[0][0] if complete else chain_as_of(db, session_id, head, None, moment)[0][0]
+    if root.turn_count == 0:
+        return []
+    rows = _raw_turns(db, session_id, root.id, TurnRange(start_turn=0, end_turn=0), moment)
+    found: list[StoredMessage] = []
+    for stored in stored_models(rows, session_id):
+        if not isinstance(stored.message, SystemMessage):
+            break
+        found.append(stored)
+    return found
 
 
 def _digest_and_loops_after(

@@ -367,7 +367,10 @@ def _check_provenance(context: BuiltContext, history: History) -> None:
             continue
         assert item.loop_id in ids_of, f"an item of loop {item.loop_id}, not of the chain"
         if item.loop_id not in context.loop_ids:
-            assert item.pinned, "only the pinned request may come from a loop out of scope"
+            # The latest request, and the system prompt of the chain's first loop.
+            assert item.pinned or (
+                isinstance(item.message, SystemMessage) and item.loop_id == history.chain[0]
+            ), "only the pinned request and the system prompt may come from out of scope"
         own = ids_of[item.loop_id]
         assert set(item.covers) <= own.keys(), f"covers {item.covers} outside loop {item.loop_id}"
         if item.source == "raw":
