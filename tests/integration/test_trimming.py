@@ -134,7 +134,8 @@ async def test_bulky_tool_output_goes_before_any_turn(store: SessionStore) -> No
     text = "\n".join(_texts(context))
     assert "[progress marks: passed 900, failed 1]" in text  # the dots, tallied
     assert "FAILED tests/test_parser.py::test_empty" in text  # the tail of each run kept
-    assert SYSTEM in text and TASK in text
+    assert SYSTEM in text
+    assert TASK in text
 
 
 async def test_the_system_prompt_is_kept_verbatim_with_the_compression_note(
@@ -186,7 +187,8 @@ async def test_the_system_prompt_is_cut_by_whole_sentences_only_when_nothing_els
     assert shortened, "the budget is too small for the whole system prompt"
     text = shortened[0].message.text  # type: ignore[union-attr]
     kept = text.split("\n[…")[0]
-    assert SYSTEM.startswith(kept) and kept.endswith(".")
+    assert SYSTEM.startswith(kept)
+    assert kept.endswith(".")
     raw = [item for item in context.items if item.source == "raw" and not item.pinned]
     assert not [item for item in raw if not isinstance(item.message, UserMessage)]
 
@@ -207,7 +209,8 @@ async def test_a_summarize_rerun_on_an_unchanged_session_writes_nothing(
             store, session_id, strategy="summarize", max_context_tokens=4_000
         )
         assert again.noop, again.feedback.lines() if again.feedback else again
-        assert again.feedback is not None and again.feedback.noop
+        assert again.feedback is not None
+        assert again.feedback.noop
 
 
 @pytest.mark.parametrize(
