@@ -76,6 +76,7 @@ from sessionstore.summarizers._handoff import looks_like_handoff, parse_handoff
 
 __all__ = [
     "SUMMARY_FLOOR_SHARE",
+    "SYSTEM_SHARE",
     "TAIL_SHARE",
     "TOOL_OUTPUT_FLOOR",
     "FitResult",
@@ -88,10 +89,13 @@ TOOL_OUTPUT_FLOOR = 96
 """The fewest tokens a tool output is cut to before any turn is dropped."""
 TAIL_SHARE = 0.25
 """The share of the budget the newest raw turns keep until summaries reach their floor."""
-SUMMARY_FLOOR_SHARE = 0.2
+SUMMARY_FLOOR_SHARE = 0.5
 """The share of the budget a summary keeps until the newest raw turns are dropped."""
 MIN_SUMMARY_TEXT = 24
 """The fewest tokens of summary text worth sending; below that a summary is dropped."""
+SYSTEM_SHARE = 0.25
+"""The share of the budget a system prompt keeps, by whole sentences, once older turns are
+gone: a larger one cannot be sent whole beside the session's memory anyway."""
 SENTENCES_LEFT_OUT = "[… {count} more sentence(s) left out to fit the budget]"
 """What follows a system prompt shortened by whole sentences."""
 
@@ -573,6 +577,7 @@ class _Fitter:
             state = replace(state, tool_cap=TOOL_OUTPUT_FLOOR)
         steps: list[Callable[[_State], tuple[_State, bool]]] = [
             lambda s: self.drop(s, self.older),
+            self.system_to_share,
             lambda s: self.shorten_summaries(s, self.summary_floor()),
             lambda s: self.drop(s, len(self.drop_order)),
             self.shorten_system,
@@ -639,10 +644,26 @@ class _Fitter:
                 return replace(state, task_cap=cap), True
         return replace(state, drop_task=True), False
 
+    def system_to_share(self, state: _State) -> tuple[_State, bool]:
+        """Shorten a system prompt over `SYSTEM_SHARE` of the budget, down to that share.
+
+        Such a prompt cannot be sent whole beside the session's memory; it keeps its
+        leading sentences within the share until nothing else is left to cut.
+        """
+        sizes = [unit.size for unit in self.units if unit.kind == "system"]
+        share = max(1, int(self.budget * SYSTEM_SHARE / self.scale))
+        if not sizes or max(sizes) <= share:
+            return state, False
+        cap = self.largest(share, max(sizes) - 1, lambda c: replace(state, system_cap=c))
+        if cap is not None:
+            return replace(state, system_cap=cap), True
+        return replace(state, system_cap=share), False
+
     def shorten_system(self, state: _State) -> tuple[_State, bool]:
         sizes = [unit.size for unit in self.units if unit.kind == "system"]
         if sizes:
-            cap = self.largest(1, max(sizes) - 1, lambda c: replace(state, system_cap=c))
+            top = max(sizes) if state.system_cap is None else state.system_cap
+            cap = self.largest(1, top - 1, lambda c: replace(state, system_cap=c))
             if cap is not None:
                 return replace(state, system_cap=cap), True
         return replace(state, system_cap=0), self.fits(replace(state, system_cap=0))

@@ -361,8 +361,10 @@ def _check_provenance(context: BuiltContext, history: History) -> None:
             assert not item.covers
             continue
         if item.source == "digest":
-            # The session digest stands for whole loops before the ones shown.
-            assert item is context.items[0]
+            # The session digest stands for whole loops before the ones shown: it comes
+            # first, after the system prompt.
+            before = context.items[: context.items.index(item)]
+            assert all(isinstance(x.message, SystemMessage) for x in before)
             assert not item.covers
             continue
         assert item.loop_id in ids_of, f"an item of loop {item.loop_id}, not of the chain"
