@@ -317,7 +317,7 @@ def chains_with_system(draw: st.DrawFn) -> tuple[Chain, bool]:
         created_at=_EPOCH,
         message=SystemMessage(content=_SYSTEM),
     )
-    chain.history.raw[first.loop.id].insert(0, stored)
+    chain.history.raw[first.loop.id] = [stored, *chain.history.raw[first.loop.id]]
     chain.sources[0] = LoopSource(first.loop, first.block, [stored, *first.raw])
     return chain, True
 
