@@ -317,9 +317,9 @@ def chains_with_system(draw: st.DrawFn) -> tuple[Chain, bool]:
         created_at=_EPOCH,
         message=SystemMessage(content=_SYSTEM),
     )
-    chain.history.raw[first.loop.id] = [stored, *chain.history.raw[first.loop.id]]
-    chain.sources[0] = LoopSource(first.loop, first.block, [stored, *first.raw])
-    return chain, True
+    raw = {**chain.history.raw, first.loop.id: [stored, *chain.history.raw[first.loop.id]]}
+    sources = [LoopSource(first.loop, first.block, [stored, *first.raw]), *chain.sources[1:]]
+    return Chain(History(chain=chain.history.chain, raw=raw), sources), True
 
 
 def _least_digest_cost() -> int:
