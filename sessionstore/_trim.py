@@ -85,9 +85,9 @@ __all__ = [
     "shorten_summary",
 ]
 
-TOOL_OUTPUT_FLOOR = 96
+TOOL_OUTPUT_FLOOR = 200
 """The fewest tokens a tool output is cut to before any turn is dropped."""
-TAIL_SHARE = 0.25
+TAIL_SHARE = 0.5
 """The share of the budget the newest raw turns keep until summaries reach their floor."""
 SUMMARY_FLOOR_SHARE = 0.5
 """The share of the budget a summary keeps until the newest raw turns are dropped."""
@@ -140,6 +140,9 @@ class _State:
     """Summaries after the first get the shorter framing (`SUMMARY_MORE`)."""
     squeeze: bool = False
     tool_cap: int | None = None
+    """The most tokens a tool output of an older turn keeps."""
+    tail_cap: int | None = None
+    """The same for the newest turns (those within `TAIL_SHARE`), which are cut later."""
     dropped: int = 0
     """Raw units dropped, in `_Fitter.drop_order`."""
     summary_caps: tuple[tuple[int, int], ...] = ()
@@ -318,22 +321,25 @@ class _Fitter:
         self.units = units
         self.budget = budget
         self.scale = token_scale
+        self._outputs: dict[tuple[int, bool, int | None], ContextItem] = {}
         droppable = [i for i, unit in enumerate(units) if unit.kind == "raw"]
-        # The newest raw units within the tail share are dropped after the others.
+        # The newest raw units within the tail share (their output squeezed) are cut
+        # and dropped after the others.
         tail: list[int] = []
         used = 0
         for index in reversed(droppable):
-            if (used + units[index].size) * token_scale > budget * TAIL_SHARE:
+            size = sum(self.output(item, True, None).tokens for item in units[index].items)
+            if (used + size) * token_scale > budget * TAIL_SHARE:
                 break
-            used += units[index].size
+            used += size
             tail.append(index)
-        older = [i for i in droppable if i not in set(tail)]
+        self.tail = set(tail)
+        older = [i for i in droppable if i not in self.tail]
         self.drop_order = older + sorted(tail)
         self.older = len(older)
         summaries = [i for i, unit in enumerate(units) if unit.kind == "summary"]
         digests = [i for i in summaries if units[i].items == []]
         self.summary_order = [i for i in summaries if i not in digests] + digests
-        self._outputs: dict[tuple[int, bool, int | None], ContextItem] = {}
         self._summaries: dict[tuple[int, int | None, str | None, bool], ContextItem | None] = {}
 
     # ── rendering a state ─────────────────────────────────────────────────────
@@ -438,7 +444,8 @@ class _Fitter:
                 elif unit.kind == "pinned":
                     fitted = item
                 else:
-                    fitted = self.output(item, state.squeeze, state.tool_cap)
+                    cap = state.tail_cap if index in self.tail else state.tool_cap
+                    fitted = self.output(item, state.squeeze, cap)
                 if fitted is None:
                     trimmed += 1
                     continue
@@ -559,26 +566,14 @@ class _Fitter:
         state = replace(state, squeeze=True)
         if self.fits(state):
             return state, True
-        biggest = max(
-            (
-                self.output(item, True, None).tokens
-                for unit in self.units
-                if unit.kind == "raw"
-                for item in unit.items
-                if _is_output(item)
-            ),
-            default=0,
-        )
-        if biggest > TOOL_OUTPUT_FLOOR:
-            base = state
-            cap = self.largest(TOOL_OUTPUT_FLOOR, biggest - 1, lambda c: replace(base, tool_cap=c))
-            if cap is not None:
-                return replace(state, tool_cap=cap), True
-            state = replace(state, tool_cap=TOOL_OUTPUT_FLOOR)
+        state, fits = self.cap_outputs(state, "tool_cap", tail=False)
+        if fits:
+            return state, True
         steps: list[Callable[[_State], tuple[_State, bool]]] = [
             lambda s: self.drop(s, self.older),
             self.system_to_share,
             lambda s: self.shorten_summaries(s, self.summary_floor()),
+            lambda s: self.cap_outputs(s, "tail_cap", tail=True),
             lambda s: self.drop(s, len(self.drop_order)),
             self.shorten_system,
             lambda s: self.shorten_summaries(s, self.least_summary()),
@@ -590,6 +585,33 @@ class _Fitter:
             if fits:
                 return state, True
         return state, False
+
+    def cap_outputs(
+        self, state: _State, field: Literal["tool_cap", "tail_cap"], *, tail: bool
+    ) -> tuple[_State, bool]:
+        """Cut the tool outputs of the older (or the newest) turns, as little as fits."""
+        biggest = max(
+            (
+                self.output(item, True, None).tokens
+                for index, unit in enumerate(self.units)
+                if unit.kind == "raw" and (index in self.tail) == tail
+                for item in unit.items
+                if _is_output(item)
+            ),
+            default=0,
+        )
+        if biggest <= TOOL_OUTPUT_FLOOR:
+            return state, False
+
+        def capped(cap: int) -> _State:
+            if field == "tail_cap":
+                return replace(state, tail_cap=cap)
+            return replace(state, tool_cap=cap)
+
+        cap = self.largest(TOOL_OUTPUT_FLOOR, biggest - 1, capped)
+        if cap is not None:
+            return capped(cap), True
+        return capped(TOOL_OUTPUT_FLOOR), False
 
     def drop(self, state: _State, high: int) -> tuple[_State, bool]:
         """Drop raw units in `drop_order`, as few as fit, up to `high` of them."""
