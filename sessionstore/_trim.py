@@ -672,8 +672,11 @@ class _Fitter:
         Such a prompt cannot be sent whole beside the session's memory; it keeps its
         leading sentences within the share until nothing else is left to cut.
         """
-        sizes = [unit.size for unit in self.units if unit.kind == "system"]
+        systems = [unit for unit in self.units if unit.kind == "system"]
+        sizes = [unit.size for unit in systems]
         share = max(1, int(self.budget * SYSTEM_SHARE / self.scale))
+        # Never less than its first sentence: the share shortens, it does not drop.
+        share = max([share, *(_first_sentence_cost(unit.items[0]) for unit in systems)])
         if not sizes or max(sizes) <= share:
             return state, False
         cap = self.largest(share, max(sizes) - 1, lambda c: replace(state, system_cap=c))
@@ -689,6 +692,19 @@ class _Fitter:
             if cap is not None:
                 return replace(state, system_cap=cap), True
         return replace(state, system_cap=0), self.fits(replace(state, system_cap=0))
+
+
+def _first_sentence_cost(item: ContextItem) -> int:
+    """Return what a system message costs shortened to its first sentence (and the note)."""
+    message = item.message
+    assert isinstance(message, SystemMessage)
+    text = message.text
+    end = _SENTENCE_END.search(text)
+    if end is None:
+        return item.tokens
+    rest = len(_SENTENCE_END.findall(text))
+    shortened = f"{text[: end.start()].rstrip()}\n{SENTENCES_LEFT_OUT.format(count=rest)}"
+    return min(item.tokens, message_tokens(SystemMessage(content=shortened)))
 
 
 def _joins_same_roles(kept: Sequence[tuple[int, list[ContextItem] | None]], gap: int) -> bool:

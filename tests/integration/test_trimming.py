@@ -180,7 +180,7 @@ async def test_the_system_prompt_is_cut_by_whole_sentences_only_when_nothing_els
     store: SessionStore,
 ) -> None:
     session_id = await _import(store, coding_loops(loops=1, turns=2))
-    context = await build_context(store, session_id, max_context_tokens=95)
+    context = await build_context(store, session_id, max_context_tokens=90)
     check_valid(context)
     systems = [item for item in context.items if isinstance(item.message, SystemMessage)]
     shortened = [item for item in systems if item.source == "shortened"]
