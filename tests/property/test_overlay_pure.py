@@ -406,10 +406,20 @@ def test_fitting_loses_least_first(
         # Cut to its share of the budget only (by whole sentences), not dropped.
         assert systems, "the system prompt was dropped while raw turns were left"
     if context.trimmed_messages:
+        # Outputs are cut before turns go, the older first: a turn was dropped only after
+        # every tool output before it was cut.
+        shown = {raw_id for item in items for raw_id in item.covers}
+        dropped = {
+            m.id
+            for source in chain.sources
+            for m in source.raw
+            if m.id not in shown and m.id not in context.orphan_results
+        }
         for item in items:
-            if isinstance(item.message, ToolResultMessage) and item.source == "raw":
-                assert item.tokens <= _trim.TOOL_OUTPUT_FLOOR or not item.message.text.strip(), (
-                    "a turn was dropped while a tool output was left whole"
+            whole = isinstance(item.message, ToolResultMessage) and item.source == "raw"
+            if whole and item.tokens > _trim.TOOL_OUTPUT_FLOOR and item.message_id is not None:
+                assert all(raw_id < item.message_id for raw_id in dropped), (
+                    "a turn was dropped while an older tool output was left whole"
                 )
     if digest is None:
         return
