@@ -356,8 +356,8 @@ def test_fitting_loses_least_first(
     latest = chain.history.latest_user
     if share is not None:
         # A share of what everything loaded costs, where each cut in turn is needed.
-        whole = build(chain.sources, budget=10**9, latest_user=latest, digest=digest)
-        budget = max(1, math.ceil(whole.loaded_tokens * token_scale) * share // 100)
+        loaded = build(chain.sources, budget=10**9, latest_user=latest, digest=digest)
+        budget = max(1, math.ceil(loaded.loaded_tokens * token_scale) * share // 100)
     overflow: ContextOverflowError | None = None
     try:
         context = build(
@@ -408,12 +408,12 @@ def test_fitting_loses_least_first(
     if context.trimmed_messages:
         # Outputs are cut before turns go, the older first: a turn was dropped only after
         # every tool output before it was cut.
-        shown = {raw_id for item in items for raw_id in item.covers}
+        in_context = {raw_id for item in items for raw_id in item.covers}
         dropped = {
             m.id
             for source in chain.sources
             for m in source.raw
-            if m.id not in shown and m.id not in context.orphan_results
+            if m.id not in in_context and m.id not in context.orphan_results
         }
         for item in items:
             whole = isinstance(item.message, ToolResultMessage) and item.source == "raw"
