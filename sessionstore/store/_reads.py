@@ -301,10 +301,9 @@ def read_context(
     digest, after = _digest_and_loops_after(
         db, session_id, head, [loop for loop, _ in entries], complete, overlay, moment
     )
-    if digest is not None:
+    if digest is not None and len(after) > len(in_scope):
         # The digest stands for its loops; every loop after them is shown (they were in
-        # scope when it was written, or have come since), and none it folds is shown
-        # again beside it.
+        # scope when it was written, or have come since). A wider scope shows more.
         in_scope = after
     blocks = _blocks_of(db, session_id, in_scope, rows, overlay, moment, messages=True)
     sources = []
