@@ -62,7 +62,15 @@ async def build_context(
     `keep_recent` replacement messages, and raw turns appended since), raw messages
     otherwise. Then it enforces the guarantees: tool calls and results pair up, the
     latest user request is present, and the whole fits
-    `max_context_tokens - system_prompt_tokens`.
+    `max_context_tokens - system_prompt_tokens`, cut in the order that loses least
+    (bulky tool output, older raw turns, summaries shortened, the newest raw turns, the
+    system prompt by whole sentences, then the session's task; never the latest
+    request).
+
+    The system prompt is part of the budget. With `system_prompt_tokens=0` (the
+    default) the stored system messages are sent and counted. A caller that sends its
+    own system prompt says so with `system_prompt_tokens=N`: the stored system
+    messages are left out of the context and `N` tokens of the window are reserved.
 
     Only what the context holds is read, in one transaction: cached token counts,
     indexed turn ranges and the current block of each loop in scope; no raw message is
@@ -81,7 +89,8 @@ async def build_context(
         scope: The scope, overriding `config`. With neither, the scope the loop's
             current block was compacted with, else `TokenBudget()`: every loop while the
             chain fits the budget, the session digest standing for the loops that leave.
-        system_prompt_tokens: Tokens reserved for the system prompt.
+        system_prompt_tokens: Tokens of the window reserved for a system prompt the
+            caller sends itself; when positive, the stored system messages are left out.
         overlay: Which named overlay to load.
         as_of: A generation of the current loop's block, or a time: rebuild exactly
             what the model saw then.
@@ -119,6 +128,8 @@ async def build_context(
         scope=sources.scope,
         digest=sources.digest,
         redact_secrets=redact_secrets,
+        own_system_prompt=system_prompt_tokens > 0,
+        system=sources.system,
     )
     context.left_out_tokens = math.ceil(sources.left_out_tokens * token_scale)
     return context

@@ -19,7 +19,7 @@ __all__ = [
     "Source",
 ]
 
-Source = Literal["raw", "compacted", "recent", "synthetic", "marker", "digest"]
+Source = Literal["raw", "compacted", "recent", "synthetic", "marker", "digest", "shortened"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +32,8 @@ class ContextItem:
     source: Source
     """`raw` (a raw message, verbatim), `compacted` / `recent` (a replacement message of
     that block section), `synthetic` (added by the loader), `marker` (a trim marker),
-    `digest` (the session digest of the loops before the scope)."""
+    `digest` (the session digest of the loops before the scope), `shortened` (a raw
+    message cut to fit the budget: a tool output, the task or the system prompt)."""
     loop_id: int | None = None
     message_id: int | None = None
     """The raw message's id, for `raw` items."""
@@ -91,6 +92,9 @@ class ContextSources:
     left_out_tokens: int = 0
     """What the newest loop a `TokenBudget` scope left out costs, when no digest stands
     for it (0: every loop before `loops` is in the digest, or there is none)."""
+    system: list[StoredMessage] = field(default_factory=list)
+    """The system messages that open the chain's first loop, when that loop is not in
+    `loops` (the system prompt is sent whatever the scope)."""
 
 
 @dataclass(slots=True)

@@ -134,7 +134,12 @@ class CompactionConfig(_Config):
     """The most lines a tool output keeps in the `keep_recent` section (head + tail)."""
     keep_recent_tokens: PositiveInt = 6_000
     """The tokens of recent messages a summarizing strategy keeps (seed 001's protected
-    tail, by tokens: up to 1.5 times this to keep a tool call with its results)."""
+    tail, by tokens: up to 1.5 times this to keep a tool call with its results). Unless
+    set explicitly, a compaction uses `summary_target_ratio` of its window instead."""
+    summary_target_ratio: float = Field(default=0.1, gt=0, le=0.8)
+    """Seed 001's tail budget that scales with the window: the tail a summarizing strategy
+    keeps is this share of `max_context_tokens` when `keep_recent_tokens` is not set
+    (seed 001: 20% of its 50% threshold, so a tenth of the window)."""
     in_memory_strategy: str | CompactionStrategy = "summarize"
     """The `CompactionStrategy` of `compress_messages` (the stateless path): a registered
     name or the object. `"summarize"`: one digest of the middle (seeds 001 and 003);
@@ -146,11 +151,13 @@ class CompactionConfig(_Config):
     `context.engine`; see `register_context_engine`). Not recorded on blocks."""
 
     def within(self, max_context_tokens: int) -> CompactionConfig:
-        """Return this config with its default summary and tail budgets capped to a window.
+        """Return this config with its default summary and tail budgets sized to a window.
 
-        Unless set explicitly, a summary gets at most a quarter of the window and the tail
-        kept verbatim at most two fifths, so a small window is not asked to hold more than
-        it can. Values set explicitly are kept; a config that fits comes back unchanged.
+        Unless set explicitly, a summary gets at most a quarter of the window, and the
+        tail kept verbatim is `summary_target_ratio` of the window (seed 001's tail that
+        scales with the window), so a small window is not asked to hold more than it
+        can and a large one keeps more of its latest turns. Values set explicitly are
+        kept; a config that fits comes back unchanged.
         """
         chosen = self.model_fields_set
         summary = self.max_summary_tokens
@@ -158,7 +165,7 @@ class CompactionConfig(_Config):
             summary = max(1, min(summary, max_context_tokens // 4))
         tail = self.keep_recent_tokens
         if "keep_recent_tokens" not in chosen:
-            tail = max(1, min(tail, max_context_tokens * 2 // 5))
+            tail = max(1, int(max_context_tokens * self.summary_target_ratio))
         if (summary, tail) == (self.max_summary_tokens, self.keep_recent_tokens):
             return self
         return self.model_copy(update={"max_summary_tokens": summary, "keep_recent_tokens": tail})

@@ -399,6 +399,7 @@ class StoreContextEngine:
             self.context_length,
             overlay=self.overlay,
             callbacks=CompactionCallbacks(after_compaction_end=annotate),
+            system_prompt_tokens=self.system_prompt_tokens,
         )
 
     async def compress(

@@ -101,6 +101,15 @@ def _setting_option(
     "`budget` for as many as fit --budget.",
     default=_DEFAULT_SCOPE,
 )
+@click.option(
+    "--system-prompt-tokens",
+    type=COUNT,
+    default=0,
+    show_default=True,
+    metavar="TOKENS",
+    help="Tokens of the window taken by a system prompt you send yourself: the messages are "
+    "compacted for the rest.",
+)
 @_setting_option(
     "--keep-first",
     "keep_first_turns",
@@ -142,6 +151,7 @@ def compact(
     max_context_tokens: int,
     strategy: str,
     scope: Scope,
+    system_prompt_tokens: int,
     keep_first: int,
     keep_recent: int,
     max_summary_tokens: int,
@@ -189,19 +199,40 @@ def compact(
     async def work(store: SessionStore) -> CompactionResult:
         if strategy != "summarize":
             return await compact_session_loops(
-                store, session_id, loop_id, strategy, config, max_context_tokens, overlay=overlay
+                store,
+                session_id,
+                loop_id,
+                strategy,
+                config,
+                max_context_tokens,
+                overlay=overlay,
+                system_prompt_tokens=system_prompt_tokens,
             )
         if summarizer_url is None:
             chosen = SummarizingBlockCompaction(focus_topic=focus)
             return await compact_session_loops(
-                store, session_id, loop_id, chosen, config, max_context_tokens, overlay=overlay
+                store,
+                session_id,
+                loop_id,
+                chosen,
+                config,
+                max_context_tokens,
+                overlay=overlay,
+                system_prompt_tokens=system_prompt_tokens,
             )
         async with OpenAICompatibleSummarizer(
             summarizer_url, summarizer_model or "", api_key_env=summarizer_key_env or None
         ) as model:
             chosen = SummarizingBlockCompaction(model, cheap_passes=True, focus_topic=focus)
             return await compact_session_loops(
-                store, session_id, loop_id, chosen, config, max_context_tokens, overlay=overlay
+                store,
+                session_id,
+                loop_id,
+                chosen,
+                config,
+                max_context_tokens,
+                overlay=overlay,
+                system_prompt_tokens=system_prompt_tokens,
             )
 
     with progress(f"Compacting session {session_id}", show_progress, as_json=as_json):
@@ -226,7 +257,8 @@ def compact(
     default=0,
     show_default=True,
     metavar="TOKENS",
-    help="Tokens of the window reserved for the system prompt.",
+    help="Tokens of the window reserved for a system prompt you send yourself; the stored "
+    "system messages are then left out of the context.",
 )
 @loop_option("Rebuild the context of this loop instead of the active loop.")
 @click.option(

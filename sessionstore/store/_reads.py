@@ -33,6 +33,7 @@ from sessionstore.models import (
     LoopRecord,
     SessionDigest,
     StoredMessage,
+    SystemMessage,
     TurnRange,
 )
 from sessionstore.store import _statements as sql
@@ -332,7 +333,33 @@ def read_context(
         known = set(newest)
         older = [loop.id for loop in reversed(full) if loop.id not in known]
         latest = _latest_user(db, session_id, older, moment)
-    return ContextSources(sources, latest, moment, used, digest, left_out)
+    system = (
+        _system_prompt(db, session_id, head, entries, complete, moment)
+        if in_scope and in_scope[0].parent_loop_id is not None
+        else []
+    )
+    return ContextSources(sources, latest, moment, used, digest, left_out, system)
+
+
+def _system_prompt(
+    db: Connection,
+    session_id: str,
+    head: int,
+    entries: Sequence[tuple[LoopRecord, Any]],
+    complete: bool,
+    moment: datetime | None,
+) -> list[StoredMessage]:
+    """Return the system messages that open the chain's first loop (its system prompt)."""
+    root = entries[0][0] if complete else chain_as_of(db, session_id, head, None, moment)[0][0]
+    if root.turn_count == 0:
+        return []
+    rows = _raw_turns(db, session_id, root.id, TurnRange(start_turn=0, end_turn=0), moment)
+    found: list[StoredMessage] = []
+    for stored in stored_models(rows, session_id):
+        if not isinstance(stored.message, SystemMessage):
+            break
+        found.append(stored)
+    return found
 
 
 def _digest_and_loops_after(
