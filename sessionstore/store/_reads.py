@@ -317,6 +317,14 @@ def read_context(
     left_out = 0
     if isinstance(used, TokenBudget) and digest is None and len(entries) > earlier + 1:
         left_out = loop_context_tokens(*entries[len(entries) - earlier - 2])
+    root: LoopRecord | None = None
+    if in_scope and in_scope[0].parent_loop_id is not None:
+        root = entries[0][0] if complete else chain_as_of(db, session_id, head, None, moment)[0][0]
+        if isinstance(used, TokenBudget) and digest is None:
+            # No digest stands for the loops the budget left out: the chain's first loop,
+            # which holds the session's task, stays in (the trimmer shortens it, last).
+            in_scope = [root, *in_scope]
+            root = None
     blocks = _blocks_of(db, session_id, in_scope, rows, overlay, moment, messages=True)
     sources = []
     for loop in in_scope:
@@ -333,24 +341,14 @@ def read_context(
         known = set(newest)
         older = [loop.id for loop in reversed(full) if loop.id not in known]
         latest = _latest_user(db, session_id, older, moment)
-    system = (
-        _system_prompt(db, session_id, head, entries, complete, moment)
-        if in_scope and in_scope[0].parent_loop_id is not None
-        else []
-    )
+    system = [] if root is None else _system_prompt(db, session_id, root, moment)
     return ContextSources(sources, latest, moment, used, digest, left_out, system)
 
 
 def _system_prompt(
-    db: Connection,
-    session_id: str,
-    head: int,
-    entries: Sequence[tuple[LoopRecord, Any]],
-    complete: bool,
-    moment: datetime | None,
+    db: Connection, session_id: str, root: LoopRecord, moment: datetime | None
 ) -> list[StoredMessage]:
     """Return the system messages that open the chain's first loop (its system prompt)."""
-    root = entries[0][0] if complete else chain_as_of(db, session_id, head, None, moment)[0][0]
     if root.turn_count == 0:
         return []
     rows = _raw_turns(db, session_id, root.id, TurnRange(start_turn=0, end_turn=0), moment)

@@ -274,3 +274,31 @@ async def test_the_framing_opens_each_summary_once_per_context(store: SessionSto
     summaries = [text for text in _texts(context) if "CONTEXT SUMMARY" in text]
     assert summaries
     assert all(text.count(SUMMARY_OPEN) <= 1 for text in summaries)
+
+
+async def test_the_task_loop_stays_when_the_newest_loop_alone_is_over_the_budget(
+    store: SessionStore,
+) -> None:
+    """A harness's format error opens a second loop after the task's loop was summarised
+    (compacted with a large window): at a budget the newest loop alone is over, the
+    budget scope keeps the task's loop (its summary, shortened) instead of leaving only
+    the newest loop's raw turns, since no session digest stands for it."""
+    history = coding_loops(loops=2, turns=12)
+    session_id = await _import(store, history)
+    await compact_session_loops(
+        store,
+        session_id,
+        strategy=SummarizingBlockCompaction(),
+        config=CompactionConfig(),
+        max_context_tokens=100_000,
+    )
+    newest = sum(m.token_count for m in await store.get_messages(session_id))
+    budget = 1_500
+    assert newest > budget
+    context = await build_context(store, session_id, max_context_tokens=budget)
+    check_valid(context)
+    assert context.tokens <= budget
+    loops = await store.list_loops(session_id)
+    assert loops[0].id in context.loop_ids
+    shown = "\n".join(m.text for m in context.messages if hasattr(m, "text"))
+    assert "parser.py" in shown
