@@ -76,6 +76,7 @@ if _typing.TYPE_CHECKING:
         should_compact,
     )
     from sessionstore.errors import (
+        AmbiguousSessionError,
         BlockNotFoundError,
         ConfigurationError,
         ConflictError,
@@ -243,6 +244,7 @@ _SOURCES: dict[str, tuple[str, ...]] = {
         "should_compact",
     ),
     "sessionstore.errors": (
+        "AmbiguousSessionError",
         "BlockNotFoundError",
         "ConfigurationError",
         "ConflictError",
@@ -375,6 +377,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "HANDOFF_SECTIONS",
+    "AmbiguousSessionError",
     "AssistantMessage",
     "BashExecutionMessage",
     "BlockCompactionStrategy",

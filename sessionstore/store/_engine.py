@@ -387,7 +387,7 @@ class TransactionRunner:
 
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
-        self.loop_states: StateCache[tuple[str, int], Any] = StateCache()
+        self.loop_states: StateCache[tuple[Any, int], Any] = StateCache()
         """Each loop's append state as this store last committed it (see `_message_api`)."""
         self._sync_engine: Engine | None = None
         self._inline_engine: Engine | None = None

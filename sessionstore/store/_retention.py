@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
-from sqlalchemy import Connection, Table, and_, func, or_, select
+from sqlalchemy import Connection, Table, and_, func, or_, select, tuple_
 
 from sessionstore.models import PurgeReport
 from sessionstore.store import _statements as sql
@@ -41,19 +41,25 @@ def _name(table: Table) -> str:
     return table.name.removeprefix(_PREFIX)
 
 
-def _candidates(
-    tenant: Tenant | None, cutoff: datetime, after: tuple[datetime, str] | None
-) -> list[Any]:
+# A purge's position: (updated_at, id, app_name, user_id) of the last session it reached,
+# a total order (ids are per tenant).
+_Cursor = tuple[datetime, str, str, str]
+
+
+def _candidates(tenant: Tenant | None, cutoff: datetime, after: _Cursor | None) -> list[Any]:
     columns = sql.sessions.c
     where: list[Any] = [columns.updated_at < cutoff]
     if tenant is not None:
         where += [columns.app_name == tenant.app_name, columns.user_id == tenant.user_id]
     if after is not None:
-        moment, last_id = after
+        moment, *last = after
         where.append(
             or_(
                 columns.updated_at > moment,
-                and_(columns.updated_at == moment, columns.id > last_id),
+                and_(
+                    columns.updated_at == moment,
+                    tuple_(columns.id, columns.app_name, columns.user_id) > tuple_(*last),
+                ),
             )
         )
     return where
@@ -68,30 +74,35 @@ def _next_batch(
     db: Connection,
     tenant: Tenant | None,
     cutoff: datetime,
-    after: tuple[datetime, str] | None,
+    after: _Cursor | None,
     size: int,
     *,
     lock: bool,
-) -> list[tuple[datetime, str]]:
+) -> list[_Cursor]:
     columns = sql.sessions.c
     stmt = (
-        select(columns.updated_at, columns.id)
+        select(columns.updated_at, columns.id, columns.app_name, columns.user_id)
         .where(*_candidates(tenant, cutoff, after))
-        .order_by(columns.updated_at, columns.id)
+        .order_by(columns.updated_at, columns.id, columns.app_name, columns.user_id)
         .limit(size)
     )
     if lock:
         # Row locks on PostgreSQL, so no writer updates a session between this read and its
         # deletion (SQLite's write transaction already excludes every other writer).
         stmt = stmt.with_for_update()
-    return [(row.updated_at, row.id) for row in db.execute(stmt).all()]
+    return [(row[0], row[1], row[2], row[3]) for row in db.execute(stmt).all()]
 
 
-def _count_rows(db: Connection, session_ids: Sequence[str]) -> dict[str, int]:
+def _keys_in(table: Table, keys: Sequence[tuple[str, str, str]]) -> Any:
+    """`table`'s rows of these sessions, by their keys `(session_id, app_name, user_id)`."""
+    sid = table.c.id if table is sql.sessions else table.c.session_id
+    return tuple_(sid, table.c.app_name, table.c.user_id).in_(list(keys))
+
+
+def _count_rows(db: Connection, keys: Sequence[tuple[str, str, str]]) -> dict[str, int]:
     counts = {}
     for table in _session_tables():
-        key = table.c.id if table is sql.sessions else table.c.session_id
-        stmt = select(func.count()).select_from(table).where(key.in_(list(session_ids)))
+        stmt = select(func.count()).select_from(table).where(_keys_in(table, keys))
         counts[_name(table)] = int(db.execute(stmt).scalar_one())
     return counts
 
@@ -100,18 +111,18 @@ def _purge_batch(
     db: Connection,
     tenant: Tenant | None,
     cutoff: datetime,
-    after: tuple[datetime, str] | None,
+    after: _Cursor | None,
     size: int,
     dry_run: bool,
-) -> tuple[list[tuple[datetime, str]], dict[str, int]]:
-    """Purge (or count) the next batch; return its (updated_at, id) keys and rows per table."""
+) -> tuple[list[_Cursor], dict[str, int]]:
+    """Purge (or count) the next batch; return its positions and rows per table."""
     batch = _next_batch(db, tenant, cutoff, after, size, lock=not dry_run)
-    ids = [session_id for _, session_id in batch]
-    if not ids:
+    keys = [(session_id, app, user) for _, session_id, app, user in batch]
+    if not keys:
         return batch, {}
-    counts = _count_rows(db, ids)
+    counts = _count_rows(db, keys)
     if not dry_run:
-        delete_session_rows(db, sql.sessions.c.id.in_(ids))
+        delete_session_rows(db, _keys_in(sql.sessions, keys))
     return batch, counts
 
 
@@ -157,7 +168,7 @@ class RetentionMethods(_Handle):
         tenant = self._tenant
         total = await self._read(lambda db: _count_candidates(db, tenant, cutoff))
         rows = {_name(table): 0 for table in _session_tables()}
-        after: tuple[datetime, str] | None = None
+        after: _Cursor | None = None
         batches = done = 0
         while True:
             work = partial(

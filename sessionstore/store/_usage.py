@@ -19,7 +19,7 @@ from sessionstore.models import (
     UsageRecord,
 )
 from sessionstore.store import _statements as sql
-from sessionstore.store._sessions import loop_row
+from sessionstore.store._sessions import SessionKey, loop_row
 
 __all__ = ["USAGE_FIELDS", "insert_message_usage", "insert_usage", "session_usage"]
 
@@ -34,7 +34,7 @@ USAGE_FIELDS = (
 
 
 def _row(
-    session_id: str,
+    key: SessionKey,
     loop_id: int,
     turn_index: int,
     message_id: int | None,
@@ -43,7 +43,7 @@ def _row(
     moment: datetime,
 ) -> dict[str, Any]:
     return {
-        "session_id": session_id,
+        **key.columns,
         "loop_id": loop_id,
         "turn_index": turn_index,
         "message_id": message_id,
@@ -53,10 +53,10 @@ def _row(
     }
 
 
-def insert_message_usage(db: Connection, stored: Sequence[StoredMessage]) -> None:
+def insert_message_usage(db: Connection, key: SessionKey, stored: Sequence[StoredMessage]) -> None:
     """Record the usage carried by freshly stored assistant messages, one row per message."""
     rows = [
-        _row(s.session_id, s.loop_id, s.turn_index, s.id, m.model, m.usage, s.created_at)
+        _row(key, s.loop_id, s.turn_index, s.id, m.model, m.usage, s.created_at)
         for s in stored
         if isinstance(m := s.message, AssistantMessage) and m.usage is not None
     ]
@@ -66,7 +66,7 @@ def insert_message_usage(db: Connection, stored: Sequence[StoredMessage]) -> Non
 
 def insert_usage(
     db: Connection,
-    session_id: str,
+    key: SessionKey,
     loop_id: int | None,
     turn_index: int | None,
     usage: Usage,
@@ -75,19 +75,19 @@ def insert_usage(
 ) -> UsageRecord:
     """Record one model call's usage on a turn of a loop (default: the loop's last turn)."""
     if loop_id is None:
-        raise NotFoundError(f"session {session_id!r} has no loop to record usage on")
-    loop = loop_row(db, session_id, loop_id)
+        raise NotFoundError(f"session {key.session_id!r} has no loop to record usage on")
+    loop = loop_row(db, key, loop_id)
     turn = loop.turn_count - 1 if turn_index is None else turn_index
     if not 0 <= turn < loop.turn_count:
         raise NotFoundError(
             f"loop {loop_id} has no turn {turn} (it has {loop.turn_count}): "
             "record usage after appending the messages of the call"
         )
-    row = _row(session_id, loop_id, turn, None, model, usage, moment)
+    row = _row(key, loop_id, turn, None, model, usage, moment)
     new_id = db.execute(sql.insert_returning_id(sql.usage, False), row).scalar_one()
     return UsageRecord(
         id=new_id,
-        session_id=session_id,
+        session_id=key.session_id,
         loop_id=loop_id,
         turn_index=turn,
         message_id=None,
@@ -97,7 +97,7 @@ def insert_usage(
     )
 
 
-def session_usage(db: Connection, session_id: str) -> SessionUsage:
+def session_usage(db: Connection, key: SessionKey) -> SessionUsage:
     """Return a session's usage per turn and loop, with its total."""
     columns = sql.usage.c
     stmt = (
@@ -107,12 +107,12 @@ def session_usage(db: Connection, session_id: str) -> SessionUsage:
             func.count(),
             *(func.sum(columns[name]) for name in USAGE_FIELDS),
         )
-        .where(columns.session_id == session_id)
+        .where(*sql.keyed(sql.usage))
         .group_by(columns.loop_id, columns.turn_index)
         .order_by(columns.loop_id, columns.turn_index)
     )
     turns_by_loop: dict[int, list[TurnUsage]] = {}
-    for loop_id, turn_index, calls, *counts in db.execute(stmt).all():
+    for loop_id, turn_index, calls, *counts in db.execute(stmt, key.params).all():
         usage = Usage(
             **{name: int(count) for name, count in zip(USAGE_FIELDS, counts, strict=True)}
         )
@@ -129,7 +129,7 @@ def session_usage(db: Connection, session_id: str) -> SessionUsage:
         for loop_id, turns in turns_by_loop.items()
     ]
     return SessionUsage(
-        session_id=session_id,
+        session_id=key.session_id,
         calls=sum(loop.calls for loop in loops),
         usage=sum((loop.usage for loop in loops), Usage()),
         loops=loops,
