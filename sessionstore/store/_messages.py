@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Table, select
+from sqlalchemy import Connection, Table, insert, select
 
 from sessionstore._search_text import indexed_text
 from sessionstore._tokens import TokenCounter
@@ -30,7 +30,7 @@ from sessionstore.models import (
 )
 from sessionstore.models._limits import check_count
 from sessionstore.store import _statements as sql
-from sessionstore.store._engine import insert_plain, run_plain
+from sessionstore.store._engine import insert_plain, is_citus, run_plain
 from sessionstore.store._nul import escape, escape_json_text
 from sessionstore.store._sessions import SessionKey, loop_row
 from sessionstore.store._tables import stored_model, stored_models
@@ -99,8 +99,10 @@ def insert_returning_ids(
     db: Connection, table: Table, rows: Sequence[Mapping[str, Any]]
 ) -> list[int]:
     """Insert rows of one table and return their ids, in order."""
-    if len(rows) == 1:
-        return [db.execute(sql.insert_returning_id(table, False), rows[0]).scalar_one()]
+    if len(rows) == 1 or is_citus(db):
+        # On Citus a row at a time: the ordered many-row form is an INSERT ... SELECT.
+        one = sql.insert_returning_id(table, False)
+        return [db.execute(one, row).scalar_one() for row in rows]
     return list(db.execute(sql.insert_returning_id(table, True), list(rows)).scalars())
 
 
@@ -210,7 +212,34 @@ def insert_messages(
         )
     open_ids = sorted(assigner.open_call_ids)
     ids = insert_plain(db, sql.messages, _MESSAGE_INSERT_COLUMNS, rows)
-    if ids is None:  # PostgreSQL: the rows and the counters in one statement
+    if ids is None and is_citus(db):  # two statements, each routed to the session's node
+        values = [
+            dict(
+                zip(
+                    _MESSAGE_INSERT_COLUMNS,
+                    (*row[:7], item.payload, *row[8:11], moment, *row[12:]),
+                    strict=True,
+                )
+            )
+            for row, item in zip(rows, items, strict=True)
+        ]
+        inserted = (
+            insert(sql.messages)
+            .values(values)
+            .returning(sql.messages.c.id, sql.messages.c.position)
+        )
+        by_position = {position: message_id for message_id, position in db.execute(inserted)}
+        ids = [by_position[row[2]] for row in rows]
+        counters = {
+            "lid": loop_id,
+            **key.params,
+            "n": len(rows),
+            "tokens": sum(item.token_count for item in items),
+            "turns": assigner.next_turn,
+            "open_ids": open_ids,
+        }
+        db.execute(sql.UPDATE_LOOP_COUNTERS, counters)
+    elif ids is None:  # PostgreSQL: the rows and the counters in one statement
         columns = list(zip(*rows, strict=True))
         # The arrays bypass the column types, so encode NUL here as they would (_nul.py).
         params = {
