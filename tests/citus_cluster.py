@@ -99,8 +99,14 @@ class Cluster:
             )
 
 
-def start_cluster(base: Path, ports: tuple[int, ...] = PORTS) -> Cluster:
-    """Start a coordinator (the first port) and workers, with Citus, under `base`."""
+def start_cluster(
+    base: Path, ports: tuple[int, ...] = PORTS, *, registered: int | None = None
+) -> Cluster:
+    """Start a coordinator (the first port) and workers, with Citus, under `base`.
+
+    The first `registered` workers (all by default) are added to the coordinator; the
+    others run, ready for `citus_add_node` (a rebalance).
+    """
     bin_dir = _bin_dir()
     base.mkdir(parents=True, exist_ok=True)
     if os.geteuid() == 0:
@@ -139,6 +145,10 @@ def start_cluster(base: Path, ports: tuple[int, ...] = PORTS) -> Cluster:
                 "max_connections = 100\n"
                 "shared_buffers = 32MB\n"
                 "citus.shard_replication_factor = 1\n"
+                # Shards move by logical replication while writes go on (a rebalance).
+                "wal_level = logical\n"
+                "max_replication_slots = 20\n"
+                "max_wal_senders = 20\n"
             )
             with (data / "postgresql.conf").open("a") as conf:
                 conf.write(settings)
@@ -164,7 +174,8 @@ def start_cluster(base: Path, ports: tuple[int, ...] = PORTS) -> Cluster:
             cluster.psql(port, "CREATE EXTENSION citus")
         coordinator = ports[0]
         cluster.psql(coordinator, f"SELECT citus_set_coordinator_host('127.0.0.1', {coordinator})")
-        for port in ports[1:]:
+        workers = ports[1:] if registered is None else ports[1 : 1 + registered]
+        for port in workers:
             cluster.psql(coordinator, f"SELECT citus_add_node('127.0.0.1', {port})")
     except BaseException:
         cluster.stop()
