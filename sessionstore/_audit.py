@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from sessionstore._framing import digest_tokens, shown_section
 from sessionstore._overlay import segments
-from sessionstore._scope import recorded_scope, resolve_scope
+from sessionstore._scope import loops_shown, recorded_scope, resolve_scope
 from sessionstore.config import CompactionConfig, CompactionScope, validated_config
 from sessionstore.models import (
     CompactionBlock,
@@ -317,9 +317,10 @@ async def audit_session(
     first_in_scope = len(chain) - earlier - 1
     digest = await store.get_digest(session_id, loop_id=loop_id, overlay=overlay, as_of=as_of)
     if digest is not None:
-        # As the loader does: every loop after the digest's is shown, or the scope's if wider.
+        # As the loader does (`loops_shown`): the loops after the digest's, or the scope's.
         through = [loop.id for loop, _ in chain].index(digest.through_loop_id)
-        first_in_scope = min(first_in_scope, through + 1)
+        shown = loops_shown(scope, chain[first_in_scope:], chain[through + 1 :])
+        first_in_scope = len(chain) - len(shown)
     loaded = []
     for index, (loop, block) in enumerate(chain):
         if only_loop and index != len(chain) - 1:

@@ -82,7 +82,8 @@ class CompactionResult:
     unchanged_loop_ids: list[int] = field(default_factory=list)
     """Loops whose new block would have been the same as their current one: not written."""
     oversized_loop_ids: list[int] = field(default_factory=list)
-    """Loops whose new block would not have been smaller than their raw messages: not written."""
+    """Loops whose new block would not have been smaller than their raw messages, or than
+    the block it would replace: not written (the feedback says which)."""
     feedback: CompactionFeedback | None = None
     """What to tell the user (`feedback.lines()`)."""
 
@@ -90,6 +91,31 @@ class CompactionResult:
     def noop(self) -> bool:
         """True when the compaction wrote nothing."""
         return not self.blocks
+
+    def __repr__(self) -> str:
+        # Short: the blocks hold whole summaries (kilobytes); read them from `blocks`.
+        return (
+            f"CompactionResult(blocks={len(self.blocks)}, loops={len(self.loop_ids)}, "
+            f"tokens {self.tokens_before} -> {self.tokens_after}, {self.duration_ms:.0f} ms)"
+        )
+
+    def __str__(self) -> str:
+        if self.noop:
+            head = f"compaction wrote nothing ({len(self.loop_ids)} loops in scope)"
+        else:
+            head = f"compaction wrote {len(self.blocks)} blocks on {len(self.loop_ids)} loops"
+        lines = [
+            head,
+            f"  tokens: {self.tokens_before:,} -> {self.tokens_after:,}"
+            f" in {self.duration_ms:,.0f} ms",
+        ]
+        left = {
+            "already summarised": self.skipped_loop_ids,
+            "unchanged": self.unchanged_loop_ids,
+            "not smaller": self.oversized_loop_ids,
+        }
+        lines += [f"  {what}: {len(ids)} loops" for what, ids in left.items() if ids]
+        return "\n".join(lines)
 
 
 async def _call(callback: Callback | None, event: Any) -> None:
@@ -133,8 +159,24 @@ def _is_summary_of_whole_loop(
     )
 
 
+_TIMINGS = frozenset({"duration_ms", "created_at", "elapsed_ms"})
+"""Keys of a message's provenance that say when or how fast, not what: not compared."""
+
+
+def _without_timings(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: _without_timings(v) for k, v in value.items() if k not in _TIMINGS}
+    if isinstance(value, list):
+        return [_without_timings(v) for v in value]
+    return value
+
+
 def _same_content(old: CompactionBlock | None, new: CompactionBlock) -> bool:
-    """True when `new` would show exactly what `old` shows, built the same way."""
+    """True when `new` would show exactly what `old` shows, built the same way.
+
+    What a summarizer records of its run (how long it took) is not compared: a re-run
+    on an unchanged loop writes nothing.
+    """
     if old is None:
         return False
 
@@ -144,7 +186,14 @@ def _same_content(old: CompactionBlock | None, new: CompactionBlock) -> bool:
             block.strategy,
             block.config,
             [
-                (kind, section.range, [(r.message, sorted(r.covers)) for r in section.messages])
+                (
+                    kind,
+                    section.range,
+                    [
+                        (_without_timings(r.message.model_dump(mode="json")), sorted(r.covers))
+                        for r in section.messages
+                    ],
+                )
                 for kind, section in block.sections()
             ],
         )
@@ -167,6 +216,7 @@ async def compact_session_loops(
     overlay: str = "default",
     callbacks: CompactionCallbacks | None = None,
     digest_summarizer: Summarizer | None = None,
+    system_prompt_tokens: int = 0,
 ) -> CompactionResult:
     """Compact the current loop and the earlier loops in scope, in one transaction.
 
@@ -190,6 +240,8 @@ async def compact_session_loops(
         callbacks: Hooks fired before and after.
         digest_summarizer: Writes the session digest of the loops before the scope: the
             strategy's `digest_summarizer` when it has one, else `ExtractiveSummarizer()`.
+        system_prompt_tokens: Tokens of the window a system prompt the caller sends
+            itself takes: the messages are compacted for the rest of the window.
 
     Raises:
         ValueError: a budget that is not positive.
@@ -212,6 +264,7 @@ async def compact_session_loops(
                 overlay=overlay,
                 callbacks=callbacks,
                 digest_summarizer=digest_summarizer,
+                system_prompt_tokens=system_prompt_tokens,
             )
         except LoopChangedError:
             # A message appended while the blocks were built fell in a turn they cover:
@@ -236,8 +289,9 @@ async def _compact_once(
     overlay: str,
     callbacks: CompactionCallbacks | None,
     digest_summarizer: Summarizer | None,
+    system_prompt_tokens: int = 0,
 ) -> CompactionResult:
-    context_budget(max_context_tokens, 0)
+    max_context_tokens = context_budget(max_context_tokens, system_prompt_tokens)
     policy = validated_config(config, CompactionConfig).within(max_context_tokens)
     chosen = get_block_strategy(strategy if strategy is not None else policy.block_strategy)
     name = getattr(chosen, "name", type(chosen).__name__)
@@ -292,6 +346,11 @@ async def _compact_once(
             elif will.tokens >= raw:
                 oversized.append(loop.id)
                 notes.append(_oversized_note(loop, built, will, raw))
+                will = was
+            elif old is not None and will.tokens >= was.tokens:
+                # Never grow the context: a block must be smaller than the one it replaces.
+                oversized.append(loop.id)
+                notes.append(_not_smaller_note(loop, will, was))
                 will = was
             else:
                 blocks.append((loop.id, built))
@@ -418,6 +477,13 @@ async def _next_digest(
     )
 
 
+def _not_smaller_note(loop: LoopRecord, will: Shown, was: Shown) -> str:
+    return (
+        f"Loop {loop.id} was left as it was: its new block would show {will.tokens:,} tokens, "
+        f"not fewer than the {was.tokens:,} its current block shows."
+    )
+
+
 def _oversized_note(loop: LoopRecord, block: CompactionBlock, will: Shown, raw: int) -> str:
     return (
         f"Loop {loop.id} was left as it was: its new block would show {will.tokens:,} tokens, "
@@ -467,7 +533,8 @@ async def maybe_compact(
     """Compact when `should_compact` says the context is near the window; else return None.
 
     The context is measured as `build_context` loads it, before any trimming, plus
-    `system_prompt_tokens`.
+    `system_prompt_tokens`, plus the loop a budget scope had to leave out with no digest
+    standing for it (the chain does not fit: time to fold the oldest loops).
     """
     policy = validated_config(config, CompactionConfig)
     context = await build_context(
@@ -479,7 +546,7 @@ async def maybe_compact(
         system_prompt_tokens=system_prompt_tokens,
         overlay=overlay,
     )
-    loaded = context.loaded_tokens + system_prompt_tokens
+    loaded = context.loaded_tokens + context.left_out_tokens + system_prompt_tokens
     if not should_compact(loaded, max_context_tokens, policy):
         return None
     return await compact_session_loops(
@@ -491,4 +558,5 @@ async def maybe_compact(
         max_context_tokens,
         overlay=overlay,
         callbacks=callbacks,
+        system_prompt_tokens=system_prompt_tokens,
     )

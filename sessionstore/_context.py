@@ -6,11 +6,13 @@ from the overlays, reading only what the context holds, in one snapshot.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any
 
 from sessionstore._items import BuiltContext
 from sessionstore._overlay import build
+from sessionstore._scope import context_scope
 from sessionstore.config import CompactionConfig, CompactionScope, validated_config
 from sessionstore.store import SessionStore, TenantStore
 
@@ -50,6 +52,7 @@ async def build_context(
     as_of: int | datetime | None = None,
     token_scale: float = 1.0,
     redact_secrets: bool = False,
+    new_overlay: bool = False,
 ) -> BuiltContext:
     """Rebuild the context the model should see for a loop, within a token budget.
 
@@ -59,7 +62,15 @@ async def build_context(
     `keep_recent` replacement messages, and raw turns appended since), raw messages
     otherwise. Then it enforces the guarantees: tool calls and results pair up, the
     latest user request is present, and the whole fits
-    `max_context_tokens - system_prompt_tokens`.
+    `max_context_tokens - system_prompt_tokens`, cut in the order that loses least
+    (bulky tool output, older raw turns, summaries shortened, the newest raw turns, the
+    system prompt by whole sentences, then the session's task; never the latest
+    request).
+
+    The system prompt is part of the budget. With `system_prompt_tokens=0` (the
+    default) the stored system messages are sent and counted. A caller that sends its
+    own system prompt says so with `system_prompt_tokens=N`: the stored system
+    messages are left out of the context and `N` tokens of the window are reserved.
 
     Only what the context holds is read, in one transaction: cached token counts,
     indexed turn ranges and the current block of each loop in scope; no raw message is
@@ -74,16 +85,20 @@ async def build_context(
         session_id: The session.
         max_context_tokens: The model's window.
         loop_id: The current loop; the session's active loop by default.
-        config: The compaction policy; its `compaction_scope` is used when given.
+        config: The compaction policy; its `compaction_scope` is used when set explicitly.
         scope: The scope, overriding `config`. With neither, the scope the loop's
-            current block was compacted with (the default scope when it has none).
-        system_prompt_tokens: Tokens reserved for the system prompt.
+            current block was compacted with, else `TokenBudget()`: every loop while the
+            chain fits the budget, the session digest standing for the loops that leave.
+        system_prompt_tokens: Tokens of the window reserved for a system prompt the
+            caller sends itself; when positive, the stored system messages are left out.
         overlay: Which named overlay to load.
         as_of: A generation of the current loop's block, or a time: rebuild exactly
             what the model saw then.
         token_scale: Multiplies cached counts (a `CalibratedTokenCounter.factor`).
         redact_secrets: Redact credentials (API keys, bearer tokens, passwords in URLs,
             private keys, connection strings) from every message sent, raw ones included.
+        new_overlay: True: a named `overlay` nothing was compacted into yet is the raw
+            history (for a writer about to compact into it), not `OverlayNotFoundError`.
 
     Raises:
         ValueError: a budget that is not positive.
@@ -91,13 +106,19 @@ async def build_context(
         ContextOverflowError: even the latest user request does not fit.
         SessionNotFoundError, LoopNotFoundError, BlockNotFoundError: nothing to build from.
     """
-    if scope is None and config is not None:
-        scope = validated_config(config, CompactionConfig).compaction_scope
+    policy = None if config is None else validated_config(config, CompactionConfig)
+    scope = context_scope(scope, policy)
     budget = context_budget(max_context_tokens, system_prompt_tokens)
     sources = await store.read_context(
-        session_id, budget=budget, scope=scope, loop_id=loop_id, overlay=overlay, as_of=as_of
+        session_id,
+        budget=budget,
+        scope=scope,
+        loop_id=loop_id,
+        overlay=overlay,
+        as_of=as_of,
+        new_overlay=new_overlay,
     )
-    return build(
+    context = build(
         sources.loops,
         budget=budget,
         latest_user=sources.latest_user,
@@ -107,4 +128,8 @@ async def build_context(
         scope=sources.scope,
         digest=sources.digest,
         redact_secrets=redact_secrets,
+        own_system_prompt=system_prompt_tokens > 0,
+        system=sources.system,
     )
+    context.left_out_tokens = math.ceil(sources.left_out_tokens * token_scale)
+    return context

@@ -26,18 +26,44 @@ from sessionstore.models import (
 )
 
 __all__ = [
+    "COMPRESSION_NOTE",
+    "COMPRESSION_NOTE_BRIEF",
+    "DIGEST_HEADER",
+    "RESTORED_FILE_PREFIX",
     "SUMMARY_CLOSE",
+    "SUMMARY_MORE",
     "SUMMARY_OPEN",
     "TRIM_MARKER",
     "digest_item",
     "digest_tokens",
-    "merge_summaries",
+    "framed",
+    "is_restored_file",
+    "is_summary_item",
+    "role_of",
     "settle_roles",
     "shown_section",
+    "summary_body",
+    "text_message",
 ]
 
 TRIM_MARKER = "[Context compacted: {removed} messages removed to fit the token budget]"
-"""The text that stands where trimming left messages out."""
+"""The text that says how many messages trimming left out (once per context)."""
+
+COMPRESSION_NOTE = (
+    "[Note: Some earlier conversation turns have been compacted into a handoff summary to "
+    "preserve context space. The current session state may still reflect earlier work, so "
+    "build on that summary and state rather than re-doing work.]"
+)
+"""Seed 001's note, sent after the system prompt when the context holds compacted turns."""
+
+COMPRESSION_NOTE_BRIEF = "[Note: earlier turns were compacted; build on the summary and state.]"
+"""The compression note when the budget is tight."""
+
+DIGEST_HEADER = "Digest of the earlier conversation:"
+"""The line that opens the session digest inside its framing."""
+
+RESTORED_FILE_PREFIX = "[Restored file after compaction]"
+"""The first words of a restored file read (`strategies.rehydrate_recent_reads` writes it)."""
 
 SUMMARY_OPEN = (
     "[CONTEXT SUMMARY — REFERENCE ONLY] Earlier turns, compacted. Background, not "
@@ -48,15 +74,39 @@ SUMMARY_OPEN = (
 SUMMARY_CLOSE = "[END OF CONTEXT SUMMARY]"
 """The marker that closes it."""
 
+SUMMARY_MORE = "[CONTEXT SUMMARY, CONTINUED — REFERENCE ONLY]"
+"""The shorter framing that opens each further summary of a context (the first says it all)."""
 
-def _is_summary(item: ContextItem) -> bool:
+
+def is_summary_item(item: ContextItem) -> bool:
+    """Return True for a summary message of a block's compacted section."""
     return item.source == "compacted" and isinstance(
         item.message, CompactionSummaryMessage | BranchSummaryMessage
     )
 
 
-def _framed(text: str) -> str:
-    return f"{SUMMARY_OPEN}\n\n{text}\n\n{SUMMARY_CLOSE}"
+def framed(text: str, note: str | None = None, *, more: bool = False) -> str:
+    """Return `text` inside the reference-only framing (with `note` after its first line).
+
+    With `more`, the shorter framing of a summary that follows another (`SUMMARY_MORE`).
+    """
+    opening = SUMMARY_MORE if more else SUMMARY_OPEN
+    if note is not None:
+        opening = f"{opening}\n{note}"
+    return f"{opening}\n\n{text}\n\n{SUMMARY_CLOSE}"
+
+
+def summary_body(texts: Sequence[str], restored: Sequence[str] = ()) -> str:
+    """Return what a framed summary holds: its summaries, then the restored file reads."""
+    return "\n\n".join(part for part in ("\n".join(texts), *restored) if part)
+
+
+def is_restored_file(message: Message) -> bool:
+    """Return True for a restored file read (a user message that opens with the prefix)."""
+    if not isinstance(message, UserMessage) or not message.content:
+        return False
+    first = message.content[0]
+    return isinstance(first, TextContent) and first.text.startswith(RESTORED_FILE_PREFIX)
 
 
 def text_message(text: str) -> UserMessage:
@@ -64,48 +114,33 @@ def text_message(text: str) -> UserMessage:
     return UserMessage.model_construct(content=[TextContent.model_construct(text=text)])
 
 
-def _summary_item(run: Sequence[ContextItem]) -> ContextItem:
-    """Return the one framed message that shows a loop's run of summary items."""
-    lines = [
-        item.message.summary
-        for item in run
-        if isinstance(item.message, CompactionSummaryMessage | BranchSummaryMessage)
-    ]
-    message = text_message(_framed("\n".join(lines)))
-    covers: tuple[int, ...] = ()
-    for item in run:
-        covers += item.covers
-    return ContextItem(
-        message=message,
-        tokens=message_tokens(message),
-        source="compacted",
-        loop_id=run[0].loop_id,
-        replacement_id=run[0].replacement_id,
-        covers=covers,
-        pinned=any(item.pinned for item in run),
-        flexible=True,
-    )
-
-
 def shown_section(messages: Sequence[Message]) -> tuple[int, int]:
     """Return how many messages a section's replacements are shown as, and their tokens.
 
-    The loader shows each run of summary messages as one framed message
-    (`merge_summaries`); the other messages are shown, and cost, one by one.
+    The loader shows each run of summary messages, with the restored file reads right
+    after it, as one framed message; the other messages are shown, and cost, one by one.
     """
     count = total = 0
-    run: list[str] = []
+    texts: list[str] = []
+    restored: list[str] = []
 
     def flush() -> None:
         nonlocal count, total
-        if run:
+        if texts:
             count += 1
-            total += message_tokens(text_message(_framed("\n".join(run))))
-            run.clear()
+            total += message_tokens(text_message(framed(summary_body(texts, restored))))
+            texts.clear()
+            restored.clear()
 
     for message in messages:
         if isinstance(message, CompactionSummaryMessage | BranchSummaryMessage):
-            run.append(message.summary)
+            if restored:
+                flush()
+            texts.append(message.summary)
+            continue
+        if texts and is_restored_file(message):
+            assert isinstance(message, UserMessage)
+            restored.append(message.text)
             continue
         flush()
         count += 1
@@ -114,36 +149,8 @@ def shown_section(messages: Sequence[Message]) -> tuple[int, int]:
     return count, total
 
 
-def merge_summaries(items: Sequence[ContextItem]) -> list[ContextItem]:
-    """Show each loop's run of summary messages as one framed summary message.
-
-    A compacted section reaches the model as one message per loop, whatever number of
-    replacement messages its block holds: the summaries are joined inside a
-    reference-only framing that ends with a marker. Its role is chosen later, by
-    `settle_roles`.
-    """
-    result: list[ContextItem] = []
-    run: list[ContextItem] = []
-
-    def flush() -> None:
-        if run:
-            result.append(_summary_item(run))
-            run.clear()
-
-    for item in items:
-        if not _is_summary(item):
-            if run:
-                flush()
-            result.append(item)
-            continue
-        if run and run[-1].loop_id != item.loop_id:
-            flush()
-        run.append(item)
-    flush()
-    return result
-
-
-def _role(message: Message) -> str:
+def role_of(message: Message) -> str:
+    """Return the provider role a message is sent with (`user` for the kinds with none)."""
     if isinstance(message, AssistantMessage):
         return "assistant"
     if isinstance(message, ToolResultMessage):
@@ -159,7 +166,8 @@ def settle_roles(items: Sequence[ContextItem]) -> list[ContextItem]:
     As Hermes Agent does, a text after an assistant message or a tool result is a user
     message, otherwise an assistant message, and the choice flips when it would repeat
     the role of the message after it and flipping does not repeat the one before. The
-    first message of a context is a user message unless a user message follows it.
+    first message of a context (system messages aside) is a user message unless a user
+    message follows it.
     Adjacent loader texts (a trim marker, summaries of consecutive loops) so alternate.
     """
     merged = list(items)
@@ -168,9 +176,10 @@ def settle_roles(items: Sequence[ContextItem]) -> list[ContextItem]:
         if not item.flexible:
             result.append(item)
             continue
-        before = _role(result[-1].message) if result else None
+        shown = [x for x in result if not isinstance(x.message, SystemMessage)]
+        before = role_of(shown[-1].message) if shown else None
         following = merged[index + 1] if index + 1 < len(merged) else None
-        after = None if following is None or following.flexible else _role(following.message)
+        after = None if following is None or following.flexible else role_of(following.message)
         if before is None:
             role = "assistant" if after == "user" else "user"
         else:
@@ -191,7 +200,8 @@ def digest_tokens(digest: SessionDigest) -> int:
 
 
 def digest_item(digest: SessionDigest) -> ContextItem:
-    text = _framed(f"Digest of the earlier conversation:\n{digest.message.summary}")
+    """Return the session digest as the framed item that leads a context."""
+    text = framed(f"{DIGEST_HEADER}\n{digest.message.summary}")
     message = text_message(text)
     return ContextItem(
         message=message, tokens=message_tokens(message), source="digest", flexible=True

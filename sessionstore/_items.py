@@ -19,7 +19,7 @@ __all__ = [
     "Source",
 ]
 
-Source = Literal["raw", "compacted", "recent", "synthetic", "marker", "digest"]
+Source = Literal["raw", "compacted", "recent", "synthetic", "marker", "digest", "shortened"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +32,8 @@ class ContextItem:
     source: Source
     """`raw` (a raw message, verbatim), `compacted` / `recent` (a replacement message of
     that block section), `synthetic` (added by the loader), `marker` (a trim marker),
-    `digest` (the session digest of the loops before the scope)."""
+    `digest` (the session digest of the loops before the scope), `shortened` (a raw
+    message cut to fit the budget: a tool output, the task or the system prompt)."""
     loop_id: int | None = None
     message_id: int | None = None
     """The raw message's id, for `raw` items."""
@@ -88,6 +89,12 @@ class ContextSources:
     """The scope the loops were chosen by."""
     digest: SessionDigest | None = None
     """The session digest that stands for the loops before `loops`, if any."""
+    left_out_tokens: int = 0
+    """What the newest loop a `TokenBudget` scope left out costs, when no digest stands
+    for it (0: every loop before `loops` is in the digest, or there is none)."""
+    system: list[StoredMessage] = field(default_factory=list)
+    """The system messages that open the chain's first loop, when that loop is not in
+    `loops` (the system prompt is sent whatever the scope)."""
 
 
 @dataclass(slots=True)
@@ -113,6 +120,9 @@ class BuiltContext:
     """The generation or time the context was rebuilt as of, or None for now."""
     scope: CompactionScope | None = None
     """The scope that chose `loop_ids`."""
+    left_out_tokens: int = 0
+    """What the newest loop the budget left out costs when no session digest stands for
+    it: the chain does not fit, and a compaction gate counts this beside `loaded_tokens`."""
 
     @property
     def messages(self) -> list[Message]:

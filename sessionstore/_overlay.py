@@ -10,25 +10,22 @@ scope, oldest first) and this module turns them into a `BuiltContext`:
 2. **Pair.** A tool result must answer a call of the assistant message right before it;
    one that does not (an orphan) is left out and reported. A call with no result (an
    interrupted run) gets a synthetic error result saying so, and is reported.
-3. **Fit.** When the context is over the budget, whole units (a message, or an assistant
-   message with its tool results) are dropped oldest first, a marker says how many
-   messages were left out, and the latest user request is always kept. If even that
-   cannot fit, `ContextOverflowError` says what was needed and what was available.
+3. **Fit.** When the context is over the budget, `sessionstore._trim.fit_context` cuts
+   in the order that loses least: bulky tool output, older raw turns, summaries
+   shortened, the newest raw turns, summaries at their smallest, the session's task,
+   the system prompt; the latest user request is always kept, and how many messages
+   were left out is said once. If even that cannot fit, `ContextOverflowError` says
+   what was needed and what was available.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Literal
 
-from sessionstore._framing import (
-    TRIM_MARKER,
-    digest_item,
-    merge_summaries,
-    settle_roles,
-)
+from sessionstore._framing import settle_roles
 from sessionstore._items import (
     BuiltContext,
     ContextItem,
@@ -38,20 +35,19 @@ from sessionstore._items import (
 from sessionstore._pairing import interrupted_result
 from sessionstore._redact import redact_message
 from sessionstore._tokens import message_tokens
+from sessionstore._trim import fit_context
 from sessionstore.config import CompactionScope
-from sessionstore.errors import ContextOverflowError
 from sessionstore.models import (
     AssistantMessage,
     CompactionBlock,
     SessionDigest,
     StoredMessage,
-    TextContent,
+    SystemMessage,
     ToolResultMessage,
     TurnRange,
-    UserMessage,
 )
 
-__all__ = ["assemble", "build", "fit_to_budget", "pair_tool_calls", "segments"]
+__all__ = ["assemble", "build", "pair_tool_calls", "segments"]
 
 
 def segments(
@@ -211,145 +207,6 @@ def pair_tool_calls(
     return result, interrupted, orphans
 
 
-def _units(items: Sequence[ContextItem]) -> list[list[ContextItem]]:
-    """Group items into units that must stay together: an assistant with its results."""
-    units: list[list[ContextItem]] = []
-    for item in items:
-        if isinstance(item.message, ToolResultMessage) and units:
-            units[-1].append(item)
-        else:
-            units.append([item])
-    return units
-
-
-def _marker(removed: int) -> ContextItem:
-    message = UserMessage(content=[TextContent(text=TRIM_MARKER.format(removed=removed))])
-    return ContextItem(
-        message=message, tokens=message_tokens(message), source="marker", flexible=True
-    )
-
-
-def _fit_with_lead(
-    lead: list[ContextItem], items: Sequence[ContextItem], budget: int, token_scale: float
-) -> tuple[list[ContextItem], int]:
-    """Fit `items` beside the `lead` items (the digest); drop the lead only if they cannot."""
-    reserved = math.ceil(sum(item.tokens for item in lead) * token_scale)
-    if lead and reserved < budget:
-        try:
-            fitted, trimmed = fit_to_budget(items, budget - reserved, token_scale=token_scale)
-        except ContextOverflowError:
-            pass
-        else:
-            return [*lead, *fitted], trimmed
-    fitted, trimmed = fit_to_budget(items, budget, token_scale=token_scale)
-    return fitted, trimmed + len(lead)
-
-
-def fit_to_budget(
-    items: Sequence[ContextItem], budget: int, *, token_scale: float = 1.0
-) -> tuple[list[ContextItem], int]:
-    """Drop whole units, oldest first, until the items fit `budget`; keep the pinned one.
-
-    Like the seed's `keep_within_budget`: keep the newest units that fit, stop at the
-    first that does not, and say how many messages were left out with a marker (one
-    per gap). The unit holding the pinned item (the latest user request) is always
-    kept. Summaries are dense: older raw units go before them, so the summaries of
-    earlier loops are kept, the newest first, as long as they fit beside the pinned
-    request. Returns the items and the number of messages
-    left out.
-
-    Raises:
-        ContextOverflowError: the pinned unit and its markers alone exceed the budget.
-    """
-
-    def cost(tokens: int) -> int:
-        return math.ceil(tokens * token_scale)
-
-    total = sum(item.tokens for item in items)
-    if cost(total) <= budget:
-        return list(items), 0
-    units = _units(items)
-    sizes = [sum(item.tokens for item in unit) for unit in units]
-    marker_size = _marker(sum(len(unit) for unit in units)).tokens
-    pinned = {i for i, unit in enumerate(units) if any(x.pinned for x in unit)}
-    summaries = {
-        i
-        for i, unit in enumerate(units)
-        if all(x.flexible and x.source == "compacted" for x in unit)
-    }
-    # Keep as many summaries as fit beside the pinned request, the newest first.
-    newest_first = sorted(summaries, reverse=True)
-    for kept in range(len(newest_first), -1, -1):
-        must = pinned | set(newest_first[:kept])
-        start = _longest_tail(sizes, must, marker_size, budget, cost)
-        if start is not None:
-            return _keep(units, must | set(range(start, len(units))))
-    needed = cost(sum(sizes[i] for i in pinned) + marker_size * (1 + len(pinned)))
-    what = "the latest user request" if pinned else "a trim marker"
-    raise ContextOverflowError(
-        f"the smallest valid context ({what} and the trim markers) needs {needed} "
-        f"tokens, but the budget leaves {budget}",
-        needed=needed,
-        available=budget,
-    )
-
-
-def _longest_tail(
-    sizes: Sequence[int],
-    must: set[int],
-    marker_size: int,
-    budget: int,
-    cost: Callable[[int], int],
-) -> int | None:
-    """Return where the kept tail starts: the units from there on, plus `must`, fit.
-
-    Scans from the newest unit back and stops at the first that does not fit, as the
-    seed does; None when `must` and its markers alone do not fit. Linear: the kept
-    `must` units before the tail, and the gaps between them, are running sums.
-    """
-    count = len(sizes)
-    must_before = [0] * (count + 1)
-    gaps_before = [0] * (count + 1)
-    for index in range(count):
-        inside = index in must
-        must_before[index + 1] = must_before[index] + (sizes[index] if inside else 0)
-        opens_gap = not inside and (index == 0 or index - 1 in must)
-        gaps_before[index + 1] = gaps_before[index] + opens_gap
-
-    def needed(start: int, tail: int) -> int:
-        return cost(tail + must_before[start] + marker_size * gaps_before[start])
-
-    if needed(count, 0) > budget:
-        return None
-    start, tail = count, 0
-    for index in range(count - 1, -1, -1):
-        grown = tail + sizes[index]
-        if needed(index, grown) > budget:
-            break
-        start, tail = index, grown
-    return start
-
-
-def _keep(units: Sequence[list[ContextItem]], keep: set[int]) -> tuple[list[ContextItem], int]:
-    """Return the kept units in order, a marker in each gap, and how many messages went."""
-    result: list[ContextItem] = []
-    removed_total = 0
-    gap = 0
-    for index, unit in enumerate(units):
-        if index in keep:
-            if gap:
-                result.append(_marker(gap))
-                removed_total += gap
-                gap = 0
-            result.extend(unit)
-        else:
-            gap += len(unit)
-    if gap:
-        result.append(_marker(gap))
-        removed_total += gap
-    return result, removed_total
-
-
 def _redacted(item: ContextItem) -> ContextItem:
     """Return the item with secrets redacted from its message (recounted if it changed)."""
     message = redact_message(item.message)
@@ -369,11 +226,16 @@ def build(
     scope: CompactionScope | None = None,
     digest: SessionDigest | None = None,
     redact_secrets: bool = False,
+    own_system_prompt: bool = False,
+    system: Sequence[StoredMessage] = (),
 ) -> BuiltContext:
     """Load, pair and fit: the whole of what the model sees, from `loops` (oldest first).
 
-    A session `digest` comes first, and fitting keeps it while the rest can still be
-    made to fit beside it; otherwise it is left out like any other old message. With
+    A session `digest` comes first; fitting shortens it, and drops it only when not even
+    its smallest form fits. With `own_system_prompt` (the caller sends its own system
+    prompt, and reserved room for it), the stored system messages are left out; else the
+    `system` messages (the system prompt of the chain's first loop, when that loop is
+    not among `loops`) come first. With
     `redact_secrets`, credentials are redacted from every message, the protected head
     and tail included, before anything is counted.
 
@@ -386,14 +248,23 @@ def build(
     if not token_scale > 0:
         raise ValueError(f"token_scale must be positive, got {token_scale}")
     items = assemble(loops, latest_user)
+    if system:
+        items[:0] = [_raw_item(stored) for stored in system]
+    if own_system_prompt:
+        items = [i for i in items if i.pinned or not isinstance(i.message, SystemMessage)]
     if redact_secrets:
         items = [_redacted(item) for item in items]
     items, interrupted, orphans = pair_tool_calls(items)
-    items = merge_summaries(items)
-    lead = [] if digest is None else [digest_item(digest)]
-    loaded = math.ceil(sum(item.tokens for item in [*lead, *items]) * token_scale)
-    items, trimmed = _fit_with_lead(lead, items, budget, token_scale)
-    items = settle_roles(items)
+    root = loops[0].loop if loops else None
+    fitted = fit_context(
+        items,
+        budget,
+        digest=digest,
+        token_scale=token_scale,
+        task_loop_id=root.id if root is not None and root.parent_loop_id is None else None,
+    )
+    loaded = math.ceil(fitted.loaded_tokens * token_scale)
+    items, trimmed = settle_roles(fitted.items), fitted.trimmed
     return BuiltContext(
         items=items,
         budget=budget,

@@ -39,8 +39,14 @@ class BlockCompactionStrategy(Protocol):
 
 @runtime_checkable
 class CompactionStrategy(Protocol):
-    """The legacy, stateless extension point: a message list in, a shorter one out."""
+    """The stateless extension point: a message list in, a shorter one out.
 
-    def compact(self, messages: Sequence[Message], config: ContextConfig) -> list[Message]:
+    `compact` may be a coroutine function (`SummarizingCompaction` calls a `Summarizer`);
+    `compress_messages` awaits it.
+    """
+
+    def compact(
+        self, messages: Sequence[Message], config: ContextConfig
+    ) -> list[Message] | Awaitable[list[Message]]:
         """Return `messages` compacted to fit the budget `config` gives."""
         ...

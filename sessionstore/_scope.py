@@ -4,6 +4,11 @@ Pure code. `resolve_scope` turns a `CompactionScope` into a number of earlier lo
 cached counts only; `scope_window` says how many loops to read first, and `grow_window`
 is the one loop that reads a larger window until the scope is known to end inside it.
 The store calls these itself when it reads a context, in the reading transaction.
+
+A built context is scoped by its budget unless told otherwise (`CONTEXT_SCOPE`): it holds
+every loop while the chain fits, and loops leave only when the budget requires, the
+session digest then standing for them (`first_shown`). A compaction keeps the seed's
+`FixedCount(3)` (`CompactionConfig.compaction_scope`).
 """
 
 from __future__ import annotations
@@ -11,15 +16,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from sessionstore.config import CompactionConfig, CompactionScope, FixedCount
+from sessionstore.config import CompactionConfig, CompactionScope, FixedCount, TokenBudget
 from sessionstore.errors import ConfigurationError
 from sessionstore.models import CompactionBlock, LoopRecord
 
 __all__ = [
+    "CONTEXT_SCOPE",
     "TOKEN_BUDGET_WINDOW",
     "ChainEntry",
+    "context_scope",
     "grow_window",
     "loop_context_tokens",
+    "loops_shown",
     "recorded_scope",
     "resolve_scope",
     "scope_window",
@@ -29,6 +37,9 @@ _T = TypeVar("_T")
 
 ChainEntry = tuple[LoopRecord, CompactionBlock | None]
 """A loop of the chain and its current block (None when it has none)."""
+
+CONTEXT_SCOPE: CompactionScope = TokenBudget()
+"""The scope of a built context when none is given or recorded: every loop that fits."""
 
 TOKEN_BUDGET_WINDOW = 16
 """How many loops a `TokenBudget` scope reads at first (more when they all fit)."""
@@ -119,15 +130,49 @@ def grow_window(start: int, attempt: Callable[[int], _T | None]) -> _T:
     return result
 
 
+def context_scope(
+    scope: CompactionScope | None, config: CompactionConfig | None
+) -> CompactionScope | None:
+    """Return the scope a built context was asked for, or None (recorded, else `CONTEXT_SCOPE`).
+
+    `scope` wins; a config's `compaction_scope` counts only when it was set explicitly,
+    since its default (`FixedCount(3)`) is the seed's default for *compaction*, not a
+    reason to leave loops out of a context that has room for them.
+    """
+    if scope is not None:
+        return scope
+    if config is not None and "compaction_scope" in config.model_fields_set:
+        return config.compaction_scope
+    return None
+
+
+def loops_shown(
+    scope: CompactionScope, in_scope: Sequence[_T], after_digest: Sequence[_T] | None
+) -> Sequence[_T]:
+    """Return the loops a context shows, oldest first, given the chain's session digest.
+
+    `in_scope` are the loops the scope takes (the current one last); `after_digest` the
+    loops after the newest loop the session digest folds (None: no digest). Every loop
+    after the digest is shown, since nothing else stands for it. A `TokenBudget` scope
+    shows no loop the digest folds: the digest stands for them, and their room goes to
+    the loops after it. A `FixedCount` scope shows its loops in any case.
+    """
+    if not after_digest:
+        return in_scope
+    if isinstance(scope, TokenBudget) or len(after_digest) > len(in_scope):
+        return after_digest
+    return in_scope
+
+
 def recorded_scope(
     block: CompactionBlock | None, default: CompactionScope | None = None
 ) -> CompactionScope:
-    """Return the scope `block` was compacted with, else `default` (the config default).
+    """Return the scope `block` was compacted with, else `default` (`CONTEXT_SCOPE`).
 
     So a context or an audit looks at the loops a compaction took in, without the
-    scope being repeated.
+    scope being repeated; a loop never compacted is scoped by the budget.
     """
-    fallback = default if default is not None else CompactionConfig().compaction_scope
+    fallback = default if default is not None else CONTEXT_SCOPE
     if block is None or "compaction_scope" not in block.config:
         return fallback
     try:

@@ -69,6 +69,7 @@ __all__ = [
     "TrajectoryResult",
     "compress_trajectory",
     "compress_trajectory_lines",
+    "record_line",
     "sharegpt_to_messages",
 ]
 
@@ -204,15 +205,18 @@ def _parse_calls(text: str, index: int) -> list[ToolCall]:
 
 
 def _call_from_json(text: str, call_id: str) -> list[ToolCall]:
+    # Text that is not a call (not JSON, or nested too deeply to read) stays text.
     try:
         data = json.loads(text)
-    except ValueError:
+        if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+            return []
+        arguments = data.get("arguments", data.get("parameters", {}))
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+    except (ValueError, RecursionError):
         return []
-    if not isinstance(data, dict) or not isinstance(data.get("name"), str) or not data["name"]:
+    if not data["name"]:
         return []
-    arguments = data.get("arguments", data.get("parameters", {}))
-    if not isinstance(arguments, str):
-        arguments = json.dumps(arguments, ensure_ascii=False)
     return [ToolCall(id=call_id, name=data["name"], arguments=arguments)]
 
 
@@ -466,14 +470,46 @@ async def compress_trajectory(
 # ── many trajectories ──────────────────────────────────────────────────────────
 
 
+_TOO_DEEP = "nested too deeply to read (a trajectory nests a few levels, not thousands)"
+
+
 def _parse_line(number: int, line: str | bytes) -> dict[str, Any]:
     try:
         record = json.loads(line)
     except ValueError as exc:
         raise TrajectoryLineError(number, f"not valid JSON ({exc})") from exc
+    except RecursionError:
+        raise TrajectoryLineError(number, f"not valid JSON: {_TOO_DEEP}") from None
     if not isinstance(record, dict):
         raise TrajectoryLineError(number, f"expected a JSON object, got {type(record).__name__}")
     return record
+
+
+def record_line(number: int, record: Mapping[str, Any]) -> str:
+    r"""Return a record as one JSONL line (without the newline), as exact as the input.
+
+    Non-ASCII characters are written as they are; a record holding a lone surrogate (which
+    its line could only hold escaped, `\ud800`) is written with every non-ASCII character
+    escaped, so it reads back the same.
+
+    Raises:
+        TrajectoryLineError: the record is nested too deeply to write.
+    """
+    try:
+        text = json.dumps(record, ensure_ascii=False)
+        if _has_surrogate(text):
+            text = json.dumps(record)
+    except RecursionError:
+        raise TrajectoryLineError(number, _TOO_DEEP) from None
+    return text
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 async def compress_trajectory_lines(
@@ -511,6 +547,10 @@ async def compress_trajectory_lines(
             if isinstance(exc, TrajectoryLineError):
                 raise
             raise TrajectoryLineError(number, str(exc)) from exc
+        except RecursionError:
+            # A value a little less deep than the parser's limit parses, then is too deep
+            # for the code that walks it.
+            raise TrajectoryLineError(number, _TOO_DEEP) from None
 
     window: list[tuple[int, asyncio.Task[TrajectoryResult]]] = []
     try:

@@ -27,6 +27,7 @@ from pydantic import (
 
 from sessionstore._protocols import BlockCompactionStrategy, CompactionStrategy
 from sessionstore.errors import ConfigurationError, describe_validation_error
+from sessionstore.models import MAX_INT
 
 __all__ = [
     "CompactionConfig",
@@ -53,8 +54,11 @@ class FixedCount(_Config):
     """Take part with a fixed number of earlier loops of the active chain."""
 
     kind: Literal["fixed_count"] = "fixed_count"
-    count: NonNegativeInt = 3
-    """How many loops before the current one take part (0: the current loop only)."""
+    count: Annotated[int, Field(ge=0, le=MAX_INT)] = 3
+    """How many loops before the current one take part (0: the current loop only).
+
+    At most `MAX_INT` (2**31 - 1), which is more loops than a chain can hold: a larger
+    count would overflow the database's 64-bit integers once a query adds to it."""
 
     def __init__(self, count: int = 3, **data: Any) -> None:
         super().__init__(count=count, **data)
@@ -130,18 +134,30 @@ class CompactionConfig(_Config):
     """The most lines a tool output keeps in the `keep_recent` section (head + tail)."""
     keep_recent_tokens: PositiveInt = 6_000
     """The tokens of recent messages a summarizing strategy keeps (seed 001's protected
-    tail, by tokens: up to 1.5 times this to keep a tool call with its results)."""
-    in_memory_strategy: str | CompactionStrategy = "default"
-    """The legacy `CompactionStrategy`: a registered name or the object."""
+    tail, by tokens: up to 1.5 times this to keep a tool call with its results). Unless
+    set explicitly, a compaction uses `summary_target_ratio` of its window instead."""
+    summary_target_ratio: float = Field(default=0.1, gt=0, le=0.8)
+    """Seed 001's tail budget that scales with the window: the tail a summarizing strategy
+    keeps is this share of `max_context_tokens` when `keep_recent_tokens` is not set
+    (seed 001: 20% of its 50% threshold, so a tenth of the window)."""
+    in_memory_strategy: str | CompactionStrategy = "summarize"
+    """The `CompactionStrategy` of `compress_messages` (the stateless path): a registered
+    name or the object. `"summarize"`: one digest of the middle (seeds 001 and 003);
+    `"default"`: the seed's legacy three levels (`compact_messages`)."""
     block_strategy: str | BlockCompactionStrategy = "default"
     """The `BlockCompactionStrategy`: a registered name or the object."""
+    context_engine: str = Field(default="store", min_length=1)
+    """The live `ContextEngine` of the SDK adapters, by registered name (seed 001's
+    `context.engine`; see `register_context_engine`). Not recorded on blocks."""
 
     def within(self, max_context_tokens: int) -> CompactionConfig:
-        """Return this config with its default summary and tail budgets capped to a window.
+        """Return this config with its default summary and tail budgets sized to a window.
 
-        Unless set explicitly, a summary gets at most a quarter of the window and the tail
-        kept verbatim at most two fifths, so a small window is not asked to hold more than
-        it can. Values set explicitly are kept; a config that fits comes back unchanged.
+        Unless set explicitly, a summary gets at most a quarter of the window, and the
+        tail kept verbatim is `summary_target_ratio` of the window (seed 001's tail that
+        scales with the window), so a small window is not asked to hold more than it
+        can and a large one keeps more of its latest turns. Values set explicitly are
+        kept; a config that fits comes back unchanged.
         """
         chosen = self.model_fields_set
         summary = self.max_summary_tokens
@@ -149,14 +165,16 @@ class CompactionConfig(_Config):
             summary = max(1, min(summary, max_context_tokens // 4))
         tail = self.keep_recent_tokens
         if "keep_recent_tokens" not in chosen:
-            tail = max(1, min(tail, max_context_tokens * 2 // 5))
+            tail = max(1, int(max_context_tokens * self.summary_target_ratio))
         if (summary, tail) == (self.max_summary_tokens, self.keep_recent_tokens):
             return self
         return self.model_copy(update={"max_summary_tokens": summary, "keep_recent_tokens": tail})
 
     def snapshot(self) -> dict[str, Any]:
         """Return the JSON-able settings a block records as the config it was built with."""
-        data = self.model_dump(mode="json", exclude={"in_memory_strategy", "block_strategy"})
+        data = self.model_dump(
+            mode="json", exclude={"in_memory_strategy", "block_strategy", "context_engine"}
+        )
         for key in ("in_memory_strategy", "block_strategy"):
             value = getattr(self, key)
             data[key] = value if isinstance(value, str) else type(value).__name__

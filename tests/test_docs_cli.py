@@ -62,6 +62,7 @@ def test_the_cli_has_the_documented_commands():
         "demo",
         "export",
         "import",
+        "mcp",
         "search",
         "sessions",
         "sessions delete",

@@ -1,7 +1,7 @@
 """Session keys for distribution: session ids per tenant, every key scoped by the session.
 
 Revision ID: 0008_session_keys
-Revises: 0006_usage
+Revises: 0007_delete_paths
 Create Date: 2026-11-25
 
 What changes: a session is keyed by `(id, app_name, user_id)`, so two tenants can use the
@@ -25,8 +25,10 @@ are kept, so the search index stays valid) and the AUTOINCREMENT counters carry 
 Downgrade: back to global session ids; refused with a clear error while two tenants use
 the same session id (their rows could not be told apart). No row is lost.
 
-0007_delete_paths (SQLite) detaches a session's loops before its deletion cascades; when
-that trigger is there, it is made to find the loops by the session's whole key.
+0007_delete_paths (SQLite) detaches a session's loops before its deletion cascades: that
+trigger is made to find the loops by the session's whole key. 0007's indexes on the columns
+that reference a loop, block, section or message are kept as they are (PostgreSQL alters
+in place; SQLite creates them again after the rebuild).
 """
 
 from collections.abc import Sequence
@@ -37,8 +39,7 @@ from alembic import op
 from sessionstore.errors import SchemaError
 
 revision: str = "0008_session_keys"
-# TODO(reldb): "0007_delete_paths" once that revision lands on main.
-down_revision: str | None = "0006_usage"
+down_revision: str | None = "0007_delete_paths"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -4,6 +4,7 @@
   `should_compress`, the cooldown and anti-thrashing state).
 - `_contract`: the `ContextEngine` protocol and the values it returns.
 - `_store_engine`: `StoreContextEngine`, the default implementation.
+- `_registry`: engines by name (`register_context_engine`, `make_context_engine`).
 """
 
 from sessionstore._engine._contract import CompressionOutcome, ContextEngine, EngineStatus
@@ -13,15 +14,27 @@ from sessionstore._engine._gate import (
     should_compress,
     threshold_tokens,
 )
+from sessionstore._engine._registry import (
+    DEFAULT_ENGINE,
+    EngineChoice,
+    EngineFactory,
+    make_context_engine,
+    register_context_engine,
+)
 from sessionstore._engine._store_engine import StoreContextEngine
 
 __all__ = [
+    "DEFAULT_ENGINE",
     "CompressionOutcome",
     "ContextEngine",
+    "EngineChoice",
+    "EngineFactory",
     "EngineStatus",
     "GatePolicy",
     "StoreContextEngine",
     "budget_limit",
+    "make_context_engine",
+    "register_context_engine",
     "should_compress",
     "threshold_tokens",
 ]

@@ -25,6 +25,7 @@ from sessionstore.errors import LoopNotFoundError, SummarizerResponseError
 from sessionstore.models import (
     BranchSummaryMessage,
     CompactionEnded,
+    Message,
     StoredMessage,
     TurnRange,
 )
@@ -314,6 +315,31 @@ class StoreContextEngine:
             raise ValueError(f"prompt_tokens must not be negative, got {prompt_tokens}")
         return self.policy.over_threshold(tokens, self.context_length) and self._blocked() is None
 
+    def should_compress_preflight(
+        self, messages: Sequence[Message] = (), *, extra_tokens: int = 0
+    ) -> bool:
+        """Seed 001's pre-flight check, before a model call: compact first?
+
+        A rough estimate, before any usage is reported: the system prompt, `messages`
+        (the request about to be sent, counted with the engine's counter) and
+        `extra_tokens` (tools, a new input). True when the request would not fit the
+        window at all (whatever the gates say: the call would fail; `compress` may still
+        be skipped by a gate, and `compress(force=True)` is the way through), or when it
+        reaches the threshold and no gate refuses.
+
+        Raises:
+            ValueError: negative `extra_tokens`.
+        """
+        if extra_tokens < 0:
+            raise ValueError(f"extra_tokens must not be negative, got {extra_tokens}")
+        counter = self._tracker.counter
+        estimate = (
+            self.system_prompt_tokens
+            + sum(counter.count_message(message) for message in messages)
+            + extra_tokens
+        )
+        return estimate > self.context_length or self.should_compress(estimate)
+
     # ── compaction ──────────────────────────────────────────────────────────────
 
     async def _loaded_tokens(self) -> int:
@@ -325,10 +351,12 @@ class StoreContextEngine:
                 config=self.config,
                 system_prompt_tokens=self.system_prompt_tokens,
                 overlay=self.overlay,
+                new_overlay=True,  # the overlay this engine compacts into: maybe not yet
             )
         except LoopNotFoundError:
             return 0  # a session without loops has no context yet
-        return context.loaded_tokens
+        # A loop the budget left out with no digest for it counts: the chain does not fit.
+        return context.loaded_tokens + context.left_out_tokens
 
     def _strategy(
         self, summarizer: Summarizer | None, focus: str | None, force: bool
@@ -371,6 +399,7 @@ class StoreContextEngine:
             self.context_length,
             overlay=self.overlay,
             callbacks=CompactionCallbacks(after_compaction_end=annotate),
+            system_prompt_tokens=self.system_prompt_tokens,
         )
 
     async def compress(

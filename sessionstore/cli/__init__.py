@@ -8,6 +8,7 @@ and a non-zero exit code, never a traceback.
 - `_db`: `db upgrade|current|check|verify`;
 - `_sessions`: `sessions list|show|delete`, `import` and `export`;
 - `_search`: `search`;
+- `_mcp`: `mcp` (the recall tools over MCP);
 - `_compaction`: `compact`, `context` and `audit`;
 - `_demo`: `demo`;
 - `_trajectories`: `trajectories compress`;
@@ -23,8 +24,9 @@ and a non-zero exit code, never a traceback.
 
 from __future__ import annotations
 
+import difflib
 import importlib
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import click
 from click.core import ParameterSource
@@ -73,6 +75,11 @@ COMMANDS: dict[str, _Command] = {
         "import_",
         "Import conversations from a JSONL file, one session per line.",
     ),
+    "mcp": _Command(
+        "sessionstore.cli._mcp",
+        "mcp",
+        "Serve the recall tools of one tenant to an MCP client over stdio.",
+    ),
     "search": _Command(
         "sessionstore.cli._search",
         "search",
@@ -109,6 +116,34 @@ class _LazyGroup(click.Group):
             raise TypeError(f"{entry.module}.{entry.attribute} is not a click command")
         return command
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Parse the group's options, taken from after the command too (`demo --url ...`)."""
+        return super().parse_args(ctx, _group_options_first(args))
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """Find the command; an unknown name gets the closest ones as "did you mean"."""
+        name = click.utils.make_str(args[0]) if args else ""
+        if name and not name.startswith("-") and name not in COMMANDS:
+            close = difflib.get_close_matches(name, COMMANDS, n=3, cutoff=0.6)
+            hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            ctx.fail(f"No such command {name!r}.{hint}")
+        return super().resolve_command(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; an error's message (which may quote stored text) is printable."""
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as exc:
+            # Imported here: the top-level help and --version import no renderer.
+            from sessionstore.cli._render._printable import printable
+
+            # click declares `message` Final, but sets it as a plain attribute: rewriting it
+            # keeps the exception's class, context and exit code.
+            exc.message = printable(exc.message)  # type: ignore[misc]
+            raise
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """List the commands from their summaries, without importing them."""
         if not COMMANDS:  # pragma: no cover
@@ -120,6 +155,37 @@ class _LazyGroup(click.Group):
         ]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+
+_GROUP_OPTIONS = ("--url", "--lock-timeout")
+"""The group's options that take a value; they may also follow the command's name."""
+
+
+def _group_options_first(args: list[str]) -> list[str]:
+    """Move the group's options found after the command name (before a `--`) in front of it."""
+    start = 0
+    while start < len(args) and args[start].startswith("-") and args[start] != "--":
+        start += 2 if args[start] in _GROUP_OPTIONS else 1
+    if start >= len(args):
+        return args
+    moved: list[str] = []
+    rest: list[str] = []
+    index = start + 1
+    while index < len(args):
+        arg = args[index]
+        if arg == "--":
+            rest += args[index:]
+            break
+        if arg in _GROUP_OPTIONS and index + 1 < len(args):
+            moved += args[index : index + 2]
+            index += 2
+            continue
+        if arg.partition("=")[0] in _GROUP_OPTIONS:
+            moved.append(arg)
+        else:
+            rest.append(arg)
+        index += 1
+    return [*args[:start], *moved, args[start], *rest]
 
 
 @click.group(

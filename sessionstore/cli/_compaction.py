@@ -40,6 +40,7 @@ from sessionstore.cli._options import (
     scope_option,
     summarizer_options,
 )
+from sessionstore.cli._progress import progress, progress_option
 from sessionstore.cli._render import (
     ContextFormat,
     compaction_json,
@@ -48,6 +49,7 @@ from sessionstore.cli._render import (
     print_context,
     print_json,
 )
+from sessionstore.cli._render._redacted import redacted_audit, redacted_snapshots
 
 __all__ = ["audit", "compact", "context"]
 
@@ -99,6 +101,15 @@ def _setting_option(
     "`budget` for as many as fit --budget.",
     default=_DEFAULT_SCOPE,
 )
+@click.option(
+    "--system-prompt-tokens",
+    type=COUNT,
+    default=0,
+    show_default=True,
+    metavar="TOKENS",
+    help="Tokens of the window taken by a system prompt you send yourself: the messages are "
+    "compacted for the rest.",
+)
 @_setting_option(
     "--keep-first",
     "keep_first_turns",
@@ -131,6 +142,7 @@ def _setting_option(
 @click.option("--focus", metavar="TOPIC", help="A topic the digests keep in most detail.")
 @overlay_option("The named overlay to write; other overlays are left alone.")
 @json_option()
+@progress_option()
 @click.pass_obj
 def compact(
     settings: Settings,
@@ -139,6 +151,7 @@ def compact(
     max_context_tokens: int,
     strategy: str,
     scope: Scope,
+    system_prompt_tokens: int,
     keep_first: int,
     keep_recent: int,
     max_summary_tokens: int,
@@ -149,6 +162,7 @@ def compact(
     focus: str | None,
     overlay: str,
     as_json: bool,
+    show_progress: bool | None,
 ) -> None:
     """Compact a session's current loop and the earlier loops in scope.
 
@@ -185,22 +199,44 @@ def compact(
     async def work(store: SessionStore) -> CompactionResult:
         if strategy != "summarize":
             return await compact_session_loops(
-                store, session_id, loop_id, strategy, config, max_context_tokens, overlay=overlay
+                store,
+                session_id,
+                loop_id,
+                strategy,
+                config,
+                max_context_tokens,
+                overlay=overlay,
+                system_prompt_tokens=system_prompt_tokens,
             )
         if summarizer_url is None:
             chosen = SummarizingBlockCompaction(focus_topic=focus)
             return await compact_session_loops(
-                store, session_id, loop_id, chosen, config, max_context_tokens, overlay=overlay
+                store,
+                session_id,
+                loop_id,
+                chosen,
+                config,
+                max_context_tokens,
+                overlay=overlay,
+                system_prompt_tokens=system_prompt_tokens,
             )
         async with OpenAICompatibleSummarizer(
             summarizer_url, summarizer_model or "", api_key_env=summarizer_key_env or None
         ) as model:
             chosen = SummarizingBlockCompaction(model, cheap_passes=True, focus_topic=focus)
             return await compact_session_loops(
-                store, session_id, loop_id, chosen, config, max_context_tokens, overlay=overlay
+                store,
+                session_id,
+                loop_id,
+                chosen,
+                config,
+                max_context_tokens,
+                overlay=overlay,
+                system_prompt_tokens=system_prompt_tokens,
             )
 
-    result = run_with_store(settings.url, work)
+    with progress(f"Compacting session {session_id}", show_progress, as_json=as_json):
+        result = run_with_store(settings.url, work)
     if as_json:
         print_json(compaction_json(session_id, result))
     else:
@@ -221,7 +257,8 @@ def compact(
     default=0,
     show_default=True,
     metavar="TOKENS",
-    help="Tokens of the window reserved for the system prompt.",
+    help="Tokens of the window reserved for a system prompt you send yourself; the stored "
+    "system messages are then left out of the context.",
 )
 @loop_option("Rebuild the context of this loop instead of the active loop.")
 @click.option(
@@ -242,6 +279,13 @@ def compact(
     "from.  [default: text]",
 )
 @json_option("The same as --format json.")
+@click.option(
+    "--redact-secrets",
+    is_flag=True,
+    help="Redact credentials (API keys, bearer tokens, passwords in URLs, private keys) from "
+    "every message, as build_context(redact_secrets=True) does before a model call. Without "
+    "it, messages are shown as stored, secrets included, as the model would get them.",
+)
 @click.pass_obj
 def context(
     settings: Settings,
@@ -254,6 +298,7 @@ def context(
     scope: Scope | None,
     output_format: ContextFormat | None,
     as_json: bool,
+    redact_secrets: bool,
 ) -> None:
     """Print the context the model sees, rebuilt within a budget.
 
@@ -268,6 +313,7 @@ def context(
         sessionstore context 3f2a9c... --budget 8000
         sessionstore context 3f2a9c... --budget 128000 --system-prompt-tokens 4000 --format openai
         sessionstore context 3f2a9c... --budget 32000 --as-of 1 --json
+        sessionstore context 3f2a9c... --budget 8000 --redact-secrets
     """
     if as_json and output_format not in (None, "json"):
         raise click.UsageError(f"--json contradicts --format {output_format}")
@@ -283,6 +329,7 @@ def context(
             system_prompt_tokens=system_prompt_tokens,
             overlay=overlay,
             as_of=as_of,
+            redact_secrets=redact_secrets,
         ),
         read_only=True,
     )
@@ -307,6 +354,13 @@ def context(
     "overlay, after every compaction, with the raw messages beside what the model sees.",
 )
 @json_option()
+@click.option(
+    "--redact-secrets",
+    is_flag=True,
+    help="Redact credentials (API keys, bearer tokens, passwords in URLs, private keys) from "
+    "the messages shown, for a report to share. Token counts stay those of the stored messages.",
+)
+@progress_option()
 @click.pass_obj
 def audit(
     settings: Settings,
@@ -317,6 +371,8 @@ def audit(
     max_context_tokens: int,
     html_path: Path | None,
     as_json: bool,
+    redact_secrets: bool,
+    show_progress: bool | None,
 ) -> None:
     """Compare raw turns with what the model sees, turn by turn.
 
@@ -335,13 +391,21 @@ def audit(
     Examples:
         sessionstore audit 3f2a9c...
         sessionstore audit 3f2a9c... --loop 12 --json
-        sessionstore audit 3f2a9c... --html report.html
+        sessionstore audit 3f2a9c... --html report.html --redact-secrets
     """
     if html_path is not None:
         if as_json:
             raise click.UsageError("--json contradicts --html")
         _write_html_audit(
-            settings, session_id, loop_id, overlay, scope, max_context_tokens, html_path
+            settings,
+            session_id,
+            loop_id,
+            overlay,
+            scope,
+            max_context_tokens,
+            html_path,
+            redact_secrets=redact_secrets,
+            show_progress=show_progress,
         )
         return
     result = run_with_store(
@@ -356,6 +420,8 @@ def audit(
         ),
         read_only=True,
     )
+    if redact_secrets:
+        result = redacted_audit(result)
     if as_json:
         print_json(result.to_dict())
     else:
@@ -370,6 +436,9 @@ def _write_html_audit(
     scope: Scope | None,
     max_context_tokens: int,
     path: Path,
+    *,
+    redact_secrets: bool,
+    show_progress: bool | None,
 ) -> None:
     # Imported here: the template engine is only needed by this option.
     from sessionstore.cli._render._html import audit_page
@@ -381,12 +450,20 @@ def _write_html_audit(
             store, session_id, loop_id=loop_id, scope=scope, max_context_tokens=max_context_tokens
         )
 
-    snapshots = run_with_store(settings.url, work)
-    page = audit_page(session_id, snapshots, overlay=overlay, generated_at=datetime.now(UTC))
+    with progress(f"Reading session {session_id}", show_progress) as shown:
+        snapshots = run_with_store(settings.url, work)
+        if redact_secrets:
+            shown.step("Redacting secrets")
+            snapshots = redacted_snapshots(snapshots)
+        shown.step(f"Rendering {len(snapshots)} view(s)")
+        now = datetime.now(UTC)
+        page = audit_page(session_id, snapshots, overlay=overlay, generated_at=now)
+        if str(path) != "-":
+            shown.step(f"Writing {len(page.encode()) / 1e6:,.1f} MB to {path}")
+            path.write_text(page, encoding="utf-8")
     if str(path) == "-":
         click.echo(page, nl=False)
         return
-    path.write_text(page, encoding="utf-8")
     views = len(snapshots)
     overlays = len({snapshot.overlay for snapshot in snapshots})
     click.echo(

@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sessionstore import IntegrityReport, SchemaError, make_engine, migrate
 from sessionstore.cli._options import Settings, database_url, json_option, open_store, run
-from sessionstore.cli._render import print_json, progress_bar
+from sessionstore.cli._render import echo, print_json, progress_bar
 
 __all__ = ["db"]
 
@@ -232,5 +232,6 @@ def _print_report(report: IntegrityReport) -> None:
         ):
             if value is not None:
                 where.append(f"{label} {value}")
-        click.echo(f"{', '.join(where)}: [{problem.check}] {problem.detail}")
+        # The session id and the detail quote stored data.
+        echo(f"{', '.join(where)}: [{problem.check}] {problem.detail}")
     click.echo(f"{len(report.problems)} problems in {checked}.", err=True)

@@ -186,6 +186,12 @@ class ScopeType(click.ParamType[Scope]):
                 param,
                 ctx,
             )
+        if int(text) > MAX_INT:
+            self.fail(
+                f"{value!r} is out of range: a scope counts at most {MAX_INT:,} earlier loops",
+                param,
+                ctx,
+            )
         return FixedCount(int(text))
 
 
@@ -288,7 +294,7 @@ def overlay_option(help_text: str) -> Callable[[_F], _F]:
 
 _READ_SCOPE_HELP = (
     "The earlier loops of the chain that take part: a number, or `budget` for as many as "
-    "fit --budget.  [default: the scope the loop was last compacted with, else 3]"
+    "fit --budget.  [default: the scope the loop was last compacted with, else budget]"
 )
 
 
@@ -298,7 +304,7 @@ def scope_option(
     """Return `--scope N|budget`.
 
     Without a default, a command that reads gets None and the library uses the scope
-    the loop was last compacted with.
+    the loop was last compacted with, else every loop that fits the budget.
     """
     if default is None:
         return click.option("--scope", type=SCOPE, metavar="N|budget", help=help_text)

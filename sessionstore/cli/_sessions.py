@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -29,13 +30,17 @@ from sessionstore import (
     stream_conversation,
 )
 from sessionstore.cli._options import Settings, json_option, loop_option, run_with_store
+from sessionstore.cli._progress import progress, progress_option
 from sessionstore.cli._render import (
+    echo,
+    json_text,
     print_json,
     print_session,
     print_session_page,
     progress_bar,
     session_json,
 )
+from sessionstore.cli._replaced_file import replaced_on_success
 
 __all__ = ["export", "import_", "sessions"]
 
@@ -134,41 +139,73 @@ def import_(
 @click.option(
     "-o",
     "--output",
-    type=click.File("w", encoding="utf-8", lazy=True),
+    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
     default="-",
     metavar="FILE",
-    help="Write to this file instead of stdout.",
+    help="Write to this file instead of stdout (whole or not at all: a failed export leaves "
+    "FILE as it was).",
 )
 @click.option(
     "--compact", is_flag=True, help="Write one line, to append to a JSONL file, not indented JSON."
 )
+@click.option(
+    "--redact-secrets",
+    is_flag=True,
+    help="Redact credentials (API keys, bearer tokens, passwords in URLs, private keys) from "
+    "the messages, the title and the metadata, to share a transcript. The export then no "
+    "longer imports back as the same messages.",
+)
+@progress_option()
 @click.pass_obj
 def export(
-    settings: Settings, session_id: str, loop_id: int | None, output: IO[str], compact: bool
+    settings: Settings,
+    session_id: str,
+    loop_id: int | None,
+    output: Path,
+    compact: bool,
+    redact_secrets: bool,
+    show_progress: bool | None,
 ) -> None:
     """Export a session's raw history as OpenAI chat-completions messages.
 
     Writes one JSON object, {"id", "title", "metadata", "messages": [...]}, with the raw
     messages of the session's active chain of loops (compaction never changes them).
     Importing a conversation and exporting it gives back the same messages, and a
-    `--compact` export is a line `sessionstore import` reads.
+    `--compact` export is a line `sessionstore import` reads. With -o, the export is
+    written to a temporary file beside FILE and renamed over it once complete, so a
+    failed export never leaves FILE truncated.
 
     \b
     Examples:
         sessionstore export 3f2a9c... -o session.json
         sessionstore export 3f2a9c... --compact >> sessions.jsonl
+        sessionstore export 3f2a9c... --redact-secrets -o shared.json
     """
     indent = None if compact else 2
 
-    async def write(store: SessionStore) -> None:
-        # Streamed a chunk of messages at a time: memory stays bounded on any history.
-        async for text in stream_conversation(store, session_id, loop_id=loop_id, indent=indent):
-            output.write(text)
-        output.write("\n")
+    def export_to(sink: IO[str]) -> None:
+        async def work(store: SessionStore) -> None:
+            # Streamed a chunk of messages at a time: memory stays bounded on any history.
+            chunks = stream_conversation(
+                store, session_id, loop_id=loop_id, indent=indent, redact_secrets=redact_secrets
+            )
+            written = 0
+            async for text in chunks:
+                # Exact JSON, with what a terminal could obey escaped (`json_text`).
+                sink.write(json_text(text))
+                written += len(text)
+                shown.step(f"Exporting session {session_id}: {written / 1e6:,.1f} MB written")
+            sink.write("\n")
 
-    run_with_store(settings.url, write, read_only=True)
-    if output.name != "-":
-        click.echo(f"Exported session {session_id!r} to {output.name}.", err=True)
+        with progress(f"Exporting session {session_id}", show_progress) as shown:
+            run_with_store(settings.url, work, read_only=True)
+
+    if str(output) == "-":
+        export_to(sys.stdout)
+        return
+    with replaced_on_success(output, param_hint="-o") as sink:
+        export_to(sink)
+    echo(f"Exported session {session_id!r} to {output}.", err=True)
 
 
 # ── sessions ───────────────────────────────────────────────────────────────────
@@ -340,6 +377,16 @@ def _report_text(report: PurgeReport, older_than: str) -> str:
     )
 
 
+def _failed_text(report: PurgeReport) -> str:
+    skipped = "\n".join(
+        f"  {f.session_id} ({f.app_name}/{f.user_id}): {f.error}" for f in report.failed
+    )
+    return (
+        f"{len(report.failed)} session(s) could not be deleted and were skipped "
+        f"(the others were purged; the next purge tries these again):\n{skipped}"
+    )
+
+
 @sessions.command("purge")
 @click.option(
     "--older-than",
@@ -377,7 +424,8 @@ def sessions_purge(
     purged session goes with all its rows (loops, messages, blocks, events, digests), as by
     `sessions delete`; nothing else is touched. Sessions go oldest first, --batch-size per
     transaction, so an interrupted purge keeps what it did and can simply be run again.
-    This cannot be undone: try --dry-run first.
+    A session that cannot be deleted is reported and skipped (exit code 1); the others are
+    purged. This cannot be undone: try --dry-run first.
 
     \b
     Examples:
@@ -419,6 +467,9 @@ def sessions_purge(
         print_json(report.model_dump(mode="json"))
     else:
         click.echo(_report_text(report, shown))
+    if report.failed:  # the others were purged; exit 1 so a scheduled purge is noticed
+        click.echo(_failed_text(report), err=True)
+        raise SystemExit(1)
 
 
 def _shown_age(age: timedelta) -> str:

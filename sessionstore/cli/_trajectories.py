@@ -8,9 +8,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
-import os
-import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
@@ -26,6 +23,7 @@ from sessionstore._trajectories import (
     TrajectoryResult,
     compress_trajectory,
     compress_trajectory_lines,
+    record_line,
 )
 from sessionstore.cli._options import COUNT, TOKENS, json_option, run, summarizer_options
 from sessionstore.cli._render import print_json, progress_bar
@@ -33,6 +31,7 @@ from sessionstore.cli._render._trajectories import (
     print_trajectory_report,
     trajectory_report_json,
 )
+from sessionstore.cli._replaced_file import replaced_on_success
 from sessionstore.summarizers import ExtractiveSummarizer, OpenAICompatibleSummarizer, Summarizer
 
 __all__ = ["trajectories"]
@@ -52,12 +51,6 @@ def _advancing(lines: IO[bytes], advance: Callable[[int], None]) -> Iterator[byt
     for line in lines:
         advance(len(line))
         yield line
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 @contextlib.asynccontextmanager
@@ -92,7 +85,7 @@ async def _compress_file(
 
     async def write(compress: Callable[[dict[str, Any]], Awaitable[TrajectoryResult]]) -> None:
         async for number, result in compress_trajectory_lines(lines, compress, workers=workers):
-            sink.write(json.dumps(result.record, ensure_ascii=False))
+            sink.write(record_line(number, result.record))
             sink.write("\n")
             report.add(result.metrics, number)
 
@@ -175,41 +168,28 @@ def compress(
     """
     if summarizer_url is not None and not summarizer_model:
         raise click.UsageError("--summarizer-url needs --summarizer-model")
-    directory = target_file.resolve().parent
-    if not directory.is_dir():
-        raise click.BadParameter(f"{directory} is not a directory", param_hint="OUT.jsonl")
     clock = time.perf_counter()
-    handle, temporary = tempfile.mkstemp(
-        prefix=f".{target_file.name}.", suffix=".tmp", dir=directory
-    )
-    try:
-        progress = progress_bar("Compressing", DownloadColumn())
-        with (
-            os.fdopen(handle, "w", encoding="utf-8") as sink,
-            source.open("rb") as lines,
-            progress,
-        ):
-            task = progress.add_task("compress", total=source.stat().st_size or None)
-            advancing = _advancing(lines, lambda size: progress.advance(task, size))
-            report = run(
-                _compress_file(
-                    advancing,
-                    sink,
-                    target=target_max_tokens,
-                    workers=workers,
-                    protect_last=protect_last,
-                    max_summary_tokens=max_summary_tokens,
-                    url=summarizer_url,
-                    model=summarizer_model,
-                    key_env=summarizer_key_env,
-                )
+    progress = progress_bar("Compressing", DownloadColumn())
+    with (
+        replaced_on_success(target_file, param_hint="OUT.jsonl") as sink,
+        source.open("rb") as lines,
+        progress,
+    ):
+        task = progress.add_task("compress", total=source.stat().st_size or None)
+        advancing = _advancing(lines, lambda size: progress.advance(task, size))
+        report = run(
+            _compress_file(
+                advancing,
+                sink,
+                target=target_max_tokens,
+                workers=workers,
+                protect_last=protect_last,
+                max_summary_tokens=max_summary_tokens,
+                url=summarizer_url,
+                model=summarizer_model,
+                key_env=summarizer_key_env,
             )
-        os.chmod(temporary, 0o666 & ~_umask())
-        os.replace(temporary, target_file)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
+        )
     report.seconds = time.perf_counter() - clock
     output = str(target_file)
     if as_json:

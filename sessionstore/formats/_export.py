@@ -6,10 +6,11 @@ import json
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from sessionstore._redact import redact, redact_message
 from sessionstore.formats._openai import openai_items
 
 if TYPE_CHECKING:
-    from sessionstore.models import StoredMessage
+    from sessionstore.models import Message, Session, StoredMessage
     from sessionstore.store import SessionStore, TenantStore
 
 __all__ = ["export_conversation", "stream_conversation"]
@@ -19,8 +20,36 @@ _MESSAGES = "@@sessionstore-messages@@"
 list is the object's last value, so the placeholder's last occurrence is the one)."""
 
 
+def _redacted_json(value: Any) -> Any:
+    """Return a JSON value with every string in it redacted."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {key: _redacted_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_redacted_json(item) for item in value]
+    return value
+
+
+def _messages(chunk: list[StoredMessage], *, redact_secrets: bool) -> list[Message]:
+    messages = [stored.message for stored in chunk]
+    return [redact_message(m) for m in messages] if redact_secrets else messages
+
+
+def _shell(session: Session, *, redact_secrets: bool) -> dict[str, Any]:
+    shell = {"id": session.id, "title": session.title, "metadata": session.metadata}
+    if redact_secrets:
+        shell["title"] = None if session.title is None else redact(session.title)
+        shell["metadata"] = _redacted_json(session.metadata)
+    return shell
+
+
 async def export_conversation(
-    store: SessionStore | TenantStore, session_id: str, *, loop_id: int | None = None
+    store: SessionStore | TenantStore,
+    session_id: str,
+    *,
+    loop_id: int | None = None,
+    redact_secrets: bool = False,
 ) -> dict[str, Any]:
     """Return a session's raw history as `{"id", "title", "metadata", "messages": [...]}`.
 
@@ -29,7 +58,9 @@ async def export_conversation(
     Written as one line of a JSONL file, the result imports back with `import_jsonl`,
     and importing a conversation then exporting it gives back the same messages.
     The result holds every message: for a long history, `stream_conversation` writes
-    the same JSON text a chunk at a time.
+    the same JSON text a chunk at a time. With `redact_secrets`, credentials are redacted
+    from the messages, the title and every string of the metadata (`redact`): safe to
+    share, but no longer the stored history.
 
     Raises:
         SessionNotFoundError: there is no such session.
@@ -38,13 +69,8 @@ async def export_conversation(
     session = await store.get_session(session_id)
     messages: list[dict[str, Any]] = []
     async for chunk in store.iter_history(session_id, loop_id=loop_id):
-        messages += openai_items([stored.message for stored in chunk], len(messages))
-    return {
-        "id": session.id,
-        "title": session.title,
-        "metadata": session.metadata,
-        "messages": messages,
-    }
+        messages += openai_items(_messages(chunk, redact_secrets=redact_secrets), len(messages))
+    return {**_shell(session, redact_secrets=redact_secrets), "messages": messages}
 
 
 async def stream_conversation(
@@ -54,12 +80,14 @@ async def stream_conversation(
     loop_id: int | None = None,
     indent: int | None = None,
     chunk_size: int = 1000,
+    redact_secrets: bool = False,
 ) -> AsyncIterator[str]:
     """Yield `export_conversation`'s result as JSON text, a chunk of messages at a time.
 
     The pieces joined are `json.dumps(await export_conversation(...), indent=indent,
     ensure_ascii=False)`, but memory holds one chunk of `chunk_size` messages at a time
-    (read with `SessionStore.iter_history`), however long the history.
+    (read with `SessionStore.iter_history`), however long the history. `redact_secrets`
+    is `export_conversation`'s.
 
     >>> async def save(store, session_id, path):
     ...     with open(path, "w", encoding="utf-8") as out:
@@ -72,12 +100,7 @@ async def stream_conversation(
         FormatError: a message cannot be expressed in the OpenAI format.
     """
     session = await store.get_session(session_id)
-    shell = {
-        "id": session.id,
-        "title": session.title,
-        "metadata": session.metadata,
-        "messages": _MESSAGES,
-    }
+    shell = {**_shell(session, redact_secrets=redact_secrets), "messages": _MESSAGES}
     head, _, tail = json.dumps(shell, indent=indent, ensure_ascii=False).rpartition(
         f'"{_MESSAGES}"'
     )
@@ -91,7 +114,7 @@ async def stream_conversation(
     count = 0
     async for chunk in _prepend(first, chunks):
         pieces = []
-        for item in openai_items([stored.message for stored in chunk], count):
+        for item in openai_items(_messages(chunk, redact_secrets=redact_secrets), count):
             text = json.dumps(item, indent=indent, ensure_ascii=False)
             if indent is not None:
                 text = text.replace("\n", pad)

@@ -13,9 +13,11 @@ sessionstore does applies to them: compaction overlays, `build_context`, the aud
 CLI. Beyond the SDK's own stores:
 
 - with `max_context_tokens`, `get_items` returns the context built from the overlays
-  within that budget (compacting first when `compaction` is given): the model is sent a
-  compacted history that always fits and never holds a tool call without its output;
-  without it, the raw items, as the SDK's own sessions do;
+  within that budget: every item while the whole history fits, and, once it does not, a
+  compacted history that always fits and never holds a tool call without its output. A
+  live `ContextEngine` (`StoreContextEngine` by default: the seeds' threshold,
+  anti-thrashing and cooldowns) compacts on its own when its gate says so. Without
+  `max_context_tokens`, the raw items, as the SDK's own sessions do;
 - `get_items(limit)` never cuts between a call and its output: the window starts at a
   turn (a user request or a model call, never a tool output), and a call left without its
   output is left out together with the reasoning item before it;
@@ -29,12 +31,15 @@ the items that follow it in later batches join that loop.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
+import random
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from sessionstore._compaction import maybe_compact
-from sessionstore._context import build_context
+from sessionstore._engine import ContextEngine, EngineChoice, make_context_engine
+from sessionstore._engine._preflight import build_with_engine
 from sessionstore.config import CompactionConfig, validated_config
 from sessionstore.errors import (
     MissingDependencyError,
@@ -62,7 +67,16 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 __all__ = ["SessionStoreSession"]
 
 _OUTPUT_TYPES = frozenset(CALL_OUTPUT_TYPES.values()) | {"mcp_approval_response"}
-_POP_ATTEMPTS = 5
+_POP_ATTEMPTS = 12
+"""How many times `pop_item` reads and tries again when another writer came first."""
+_POP_BACKOFF = 0.005
+_POP_BACKOFF_MAX = 0.25
+"""The longest wait between two tries (seconds): the whole of them stays under 2 s."""
+
+
+def _pop_backoff(attempt: int) -> float:
+    """Return a jittered wait before try `attempt` (full jitter, exponential, capped)."""
+    return random.uniform(0, min(_POP_BACKOFF_MAX, _POP_BACKOFF * 2**attempt))
 
 
 class SessionStoreSession:
@@ -79,17 +93,25 @@ class SessionStoreSession:
         user_id: The owning user, when `store` is not scoped.
         max_context_tokens: None (the default): `get_items` returns the raw items of the
             active chain. A number: it returns the context `build_context` builds within
-            that window (less `system_prompt_tokens`).
-        compaction: With `max_context_tokens`, compact (`maybe_compact`) with this policy
-            before building, when the context is near the window. None: never compact
-            here (the built context is still trimmed to fit).
+            that window (less `system_prompt_tokens`): every item while the whole history
+            fits (scoped by the budget), compacted by the engine once it does not.
+        compaction: The compaction policy the engine compacts with (`CompactionConfig()`
+            by default); its `context_engine` names the engine when `engine` is None.
         system_prompt_tokens: Tokens of the window kept for the agent's instructions.
         overlay: The named overlay to build from and compact into.
         session_settings: The SDK's settings (its `limit` is the default of `get_items`).
+        engine: With `max_context_tokens`, the live `ContextEngine` that decides when to
+            compact: a registered name (`"store"`), a factory (see
+            `register_context_engine`) or an engine bound to this session. None: the
+            config's `context_engine`. Before `get_items` returns a context it measures
+            it (seed 001's pre-flight check: loaded tokens, the system prompt, and any loop
+            the budget had to leave out) and compacts when the engine's gate says so.
+        auto_compact: False: never compact here (the built context is still trimmed to
+            fit; `session.engine.compress(force=True)` is a user's `/compact`).
 
     Raises:
-        ValueError: no tenant, or a window that is not positive.
-        ConfigurationError: a bad `compaction`.
+        ValueError: no tenant, a window that is not positive, or an engine without one.
+        ConfigurationError: a bad `compaction`, or an unknown engine name.
     """
 
     session_settings: SessionSettings | None = None
@@ -106,6 +128,8 @@ class SessionStoreSession:
         system_prompt_tokens: int = 0,
         overlay: str = "default",
         session_settings: SessionSettings | dict[str, Any] | None = None,
+        engine: EngineChoice | None = None,
+        auto_compact: bool = True,
     ) -> None:
         scoped: TenantStore
         if app_name is not None or user_id is not None:
@@ -122,6 +146,8 @@ class SessionStoreSession:
             )
         if max_context_tokens is not None and max_context_tokens <= 0:
             raise ValueError(f"max_context_tokens must be positive, got {max_context_tokens}")
+        if max_context_tokens is None and engine is not None:
+            raise ValueError("an engine compacts a built context: give max_context_tokens too")
         self.session_id = session_id
         self.session_settings = (
             coerce_session_settings(session_settings)
@@ -140,11 +166,35 @@ class SessionStoreSession:
         )
         self._system_prompt_tokens = system_prompt_tokens
         self._overlay = overlay
+        self._closed = False
+        self._auto_compact = auto_compact
+        self._engine = (
+            None
+            if max_context_tokens is None
+            else make_context_engine(
+                engine,
+                scoped,
+                session_id,
+                context_length=max_context_tokens,
+                system_prompt_tokens=system_prompt_tokens,
+                overlay=overlay,
+                config=self._compaction,
+            )
+        )
 
     @property
     def store(self) -> TenantStore:
         """The tenant-scoped store the items live in."""
         return self._store
+
+    @property
+    def engine(self) -> ContextEngine | None:
+        """The live engine that compacts the built context (None in raw mode).
+
+        For a user's `/compact`: `await session.engine.compress(force=True)`; for display:
+        `session.engine.get_status()`.
+        """
+        return self._engine
 
     # ── the SDK's protocol ──────────────────────────────────────────────────────
 
@@ -157,6 +207,7 @@ class SessionStoreSession:
                 holds a tool output without its call, and a call without its output is
                 left out.
         """
+        self._check_open()
         limit = resolve_session_limit(limit, self.session_settings)
         try:
             messages = await self._messages(limit)
@@ -171,11 +222,14 @@ class SessionStoreSession:
         """Append items; a batch that opens with a user message starts a new loop.
 
         Raises:
+            TypeError: an item is not JSON, as the SDK's own sessions say (nothing is
+                written).
             FormatError: an item is malformed (nothing is written).
         """
+        self._check_open()
         if not items:
             return
-        raw = [cast(Mapping[str, Any], item) for item in items]
+        raw = _json_items(items)
         messages = from_openai_responses(raw, tool_names=await self._tool_names(raw))
         loop: int | str | None = "new" if _is_user_message(raw[0]) else None
         try:
@@ -188,8 +242,15 @@ class SessionStoreSession:
         """Take the newest item out of the history and return it (None when empty).
 
         Nothing is deleted: the history continues on a branch without the item, in one
-        transaction, and the item stays in the store for the audit.
+        transaction, and the item stays in the store for the audit. When another writer
+        changes the session between the read of the newest item and the pop, it reads
+        again after a short jittered backoff (exponential, capped at 0.25 s).
+
+        Raises:
+            StaleWriteError: other writers came first 12 times in a row (under 2 s of
+                backoff in all); nothing was removed.
         """
+        self._check_open()
         stale = 0
         while True:
             try:
@@ -209,16 +270,23 @@ class SessionStoreSession:
                 await self._store.pop_message(
                     self.session_id, replacement=replacement, expected_version=version
                 )
-            except StaleWriteError:
+            except StaleWriteError as error:
                 stale += 1
                 if stale == _POP_ATTEMPTS:
+                    error.add_note(
+                        f"pop_item read and tried {_POP_ATTEMPTS} times, backing off; "
+                        "nothing was removed"
+                    )
                     raise
-                continue  # another writer came first: read again
+                # Another writer came first: wait a jittered, growing while, and read again.
+                await asyncio.sleep(_pop_backoff(stale))
+                continue
             if popped is not None:
                 return cast(TResponseInputItem, popped)
 
     async def clear_session(self) -> None:
         """Start the history over, empty; the old items stay in the store for the audit."""
+        self._check_open()
         try:
             await self._store.start_loop(self.session_id, is_root=True)
         except SessionNotFoundError:
@@ -232,9 +300,11 @@ class SessionStoreSession:
         A clear and an add that cannot come apart; the old items stay for the audit.
 
         Raises:
+            TypeError: an item is not JSON (nothing is written).
             FormatError: an item is malformed (nothing is written).
         """
-        raw = [cast(Mapping[str, Any], item) for item in items]
+        self._check_open()
+        raw = _json_items(items)
         messages = from_openai_responses(raw)
         try:
             await self._store.start_loop(self.session_id, is_root=True, messages=messages)
@@ -248,7 +318,19 @@ class SessionStoreSession:
         await self.replace_items(items)
         return True
 
+    async def close(self) -> None:
+        """End this session object: later calls raise `RuntimeError`. Safe to call twice.
+
+        The store is the caller's and stays open (close it with `store.close()`); the
+        items stay in it, for another `SessionStoreSession` on the same id.
+        """
+        self._closed = True
+
     # ── internals ───────────────────────────────────────────────────────────────
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"SessionStoreSession {self.session_id!r} is closed")
 
     async def _messages(self, limit: int | None) -> list[Message]:
         if self._max_context_tokens is None:
@@ -257,21 +339,14 @@ class SessionStoreSession:
             last = None if limit is None else max(limit, 0)
             history = await self._store.get_history(self.session_id, last=last)
             return [stored.message for stored in history]
-        if self._compaction is not None:
-            await maybe_compact(
-                self._store,
-                self.session_id,
-                max_context_tokens=self._max_context_tokens,
-                config=self._compaction,
-                system_prompt_tokens=self._system_prompt_tokens,
-                overlay=self._overlay,
-            )
+        assert self._engine is not None  # context mode always has one
         session = await self._store.get_session(self.session_id)
         if session.active_loop_id is None:
             return []
-        context = await build_context(
+        context = await build_with_engine(
             self._store,
             self.session_id,
+            self._engine if self._auto_compact else None,
             max_context_tokens=self._max_context_tokens,
             system_prompt_tokens=self._system_prompt_tokens,
             overlay=self._overlay,
@@ -305,6 +380,19 @@ class SessionStoreSession:
             for call in getattr(stored.message, "tool_calls", [])
             if call.id in wanted
         }
+
+
+def _json_items(items: Sequence[TResponseInputItem]) -> list[Mapping[str, Any]]:
+    """Return the items as mappings; one that is not JSON is a `TypeError`, as in the SDK.
+
+    The SDK's own sessions store `json.dumps(item)`, so that is the check.
+    """
+    for index, item in enumerate(items):
+        try:
+            json.dumps(item)
+        except (TypeError, ValueError) as error:
+            raise TypeError(f"item {index} cannot be stored: {error}") from None
+    return [cast(Mapping[str, Any], item) for item in items]
 
 
 def _is_user_message(item: Mapping[str, Any]) -> bool:

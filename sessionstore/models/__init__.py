@@ -63,7 +63,7 @@ from sessionstore.models._records import (
     StoredMessage,
     TurnRange,
 )
-from sessionstore.models._retention import PurgeReport
+from sessionstore.models._retention import PurgeFailure, PurgeReport
 from sessionstore.models._search import SearchHit
 from sessionstore.models._usage import LoopUsage, SessionUsage, TurnUsage, UsageRecord
 
@@ -102,6 +102,7 @@ __all__ = [
     "Message",
     "MessageKind",
     "Page",
+    "PurgeFailure",
     "PurgeReport",
     "ReplacementMessage",
     "SearchHit",

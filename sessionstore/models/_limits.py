@@ -39,6 +39,7 @@ __all__ = [
     "JsonField",
     "OverlayName",
     "Text",
+    "TokenCount",
     "bounded_text",
     "check_big_count",
     "check_count",
@@ -249,7 +250,8 @@ def _json_validator(value: Any, info: ValidationInfo) -> Any:
 def _count_validator(high: int) -> Callable[[int, ValidationInfo], int]:
     def validate(value: int, info: ValidationInfo) -> int:
         if not is_stored(info) and value > high:
-            raise ValueError(f"{value} is out of range: the limit is {high}")
+            name = info.field_name or "value"
+            raise ValueError(f"{name} {value} is out of range: the limit is {high}")
         return value
 
     return validate
@@ -279,6 +281,12 @@ Count = AfterValidator(_count_validator(MAX_INT))
 """The validator of a non-negative count kept in a 32-bit column."""
 BigCount = AfterValidator(_count_validator(MAX_BIG_INT))
 """The validator of a non-negative token total kept in a 64-bit column."""
+TokenCount = Annotated[int, Field(ge=0), BigCount]
+"""A non-negative token count of provider usage, kept in a 64-bit column: 0 to `MAX_BIG_INT`.
+
+A count past it is refused when the model is built, the same `ValueError` on every backend
+(the column would refuse it differently on each: `OverflowError` from SQLite's driver, a
+data error from PostgreSQL's)."""
 IdList = AfterValidator(_ids_validator)
 """The validator of a list of ids (each in the 64-bit range)."""
 OverlayName = Annotated[str, AfterValidator(_overlay_validator)]

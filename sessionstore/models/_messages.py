@@ -25,10 +25,12 @@ from pydantic import (
 
 from sessionstore.models._limits import (
     CLIENT_ID_MAX_LENGTH,
+    STORED,
     TOOL_ID_MAX_LENGTH,
     TOOL_NAME_MAX_LENGTH,
     JsonField,
     Text,
+    TokenCount,
     bounded_text,
     check_json,
     check_json_text,
@@ -194,15 +196,15 @@ class Usage(BaseModel):
     """Token usage the provider reported for the model call that produced a message."""
 
     model_config = _FROZEN
-    input_tokens: NonNegativeInt = 0
+    input_tokens: TokenCount = 0
     """Prompt tokens, cached ones included."""
-    output_tokens: NonNegativeInt = 0
+    output_tokens: TokenCount = 0
     """Completion tokens, reasoning included."""
-    cache_read_tokens: NonNegativeInt = 0
+    cache_read_tokens: TokenCount = 0
     """Prompt tokens read from the provider's cache."""
-    cache_write_tokens: NonNegativeInt = 0
+    cache_write_tokens: TokenCount = 0
     """Prompt tokens written to the provider's cache."""
-    reasoning_tokens: NonNegativeInt = 0
+    reasoning_tokens: TokenCount = 0
     """The part of `output_tokens` spent on reasoning, when the provider says.
 
     Left out of the serialised form when 0, so messages stored before it existed keep
@@ -221,12 +223,16 @@ class Usage(BaseModel):
         """Return the sum of two usages, field by field (`sum(usages, Usage())` works)."""
         if not isinstance(other, Usage):
             return NotImplemented
-        return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
-            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
-            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+        # A total may pass the limit of one call's count (a column's): it is not stored.
+        return Usage.model_validate(
+            {
+                "input_tokens": self.input_tokens + other.input_tokens,
+                "output_tokens": self.output_tokens + other.output_tokens,
+                "cache_read_tokens": self.cache_read_tokens + other.cache_read_tokens,
+                "cache_write_tokens": self.cache_write_tokens + other.cache_write_tokens,
+                "reasoning_tokens": self.reasoning_tokens + other.reasoning_tokens,
+            },
+            context=STORED,
         )
 
 

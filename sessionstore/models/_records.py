@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import pairwise
@@ -270,6 +270,18 @@ class Page(_Record):
     """The sessions on this page."""
     next_cursor: str | None
     """Pass this as `cursor` for the next page; None on the last page."""
+
+    def __iter__(self) -> Iterator[Session]:  # type: ignore[override]  # the items, not the fields
+        """Iterate the sessions on this page: `for session in await tenant.list_sessions()`."""
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        """The number of sessions on this page."""
+        return len(self.items)
+
+    def __getitem__(self, index: int) -> Session:
+        """The session at `index` on this page."""
+        return self.items[index]
 
 
 class TurnRange(_Record):

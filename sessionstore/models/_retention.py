@@ -4,9 +4,24 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["PurgeReport"]
+__all__ = ["PurgeFailure", "PurgeReport"]
+
+
+class PurgeFailure(BaseModel):
+    """A session a purge could not delete, and why: skipped, still there."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    """The session."""
+    app_name: str
+    """Its tenant's application."""
+    user_id: str
+    """Its tenant's user."""
+    error: str
+    """What the database answered (the error's message, without SQL or contents)."""
 
 
 class PurgeReport(BaseModel):
@@ -24,4 +39,9 @@ class PurgeReport(BaseModel):
     """Rows removed per table, by table name without the `sessionstore_` prefix
     (`sessions`, `loops`, `messages`, `blocks`, ...); every table is listed, 0 included."""
     batches: int
-    """The transactions the purge ran, one per batch of sessions."""
+    """The batches of sessions the purge went through (one transaction each, unless one
+    failed and its sessions were then deleted one by one)."""
+    failed: list[PurgeFailure] = Field(default_factory=list)
+    """The sessions that could not be deleted, oldest first, with the error: skipped by
+    this purge (they and their rows are still there, and the next purge tries them
+    again), so one such session never keeps the others from being purged."""

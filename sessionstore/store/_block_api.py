@@ -400,6 +400,7 @@ class BlockMethods(_Handle):
         loop_id: int | None = None,
         overlay: str = "default",
         as_of: datetime | int | None = None,
+        new_overlay: bool = False,
     ) -> ContextSources:
         """Read, in one transaction, what the loader needs to build a loop's context.
 
@@ -419,9 +420,14 @@ class BlockMethods(_Handle):
             as_of: A time, or a generation of the newest loop's block for `overlay`
                 (read as the time that block was written): rebuild what the loader
                 saw then; loops, messages and blocks written later are left out.
+            new_overlay: True: a named overlay nothing was compacted into yet reads as the
+                raw history (for a writer about to compact into it) instead of raising
+                `OverlayNotFoundError`.
 
         Raises:
             BlockNotFoundError: `as_of` is a generation the newest loop does not have.
+            OverlayNotFoundError: no block of the session carries `overlay` (a typo?),
+                unless `new_overlay`.
         """
         if budget < 1:
             raise ValueError("budget must be at least 1")
@@ -442,6 +448,7 @@ class BlockMethods(_Handle):
                 loop_id=loop_id,
                 overlay=overlay,
                 as_of=as_of,
+                new_overlay=new_overlay,
             )
 
         return await self._read(work)

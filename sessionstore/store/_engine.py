@@ -28,6 +28,7 @@ from sessionstore.errors import (
     ConfigurationError,
     LockTimeoutError,
     MissingDependencyError,
+    SchemaError,
     StorageError,
 )
 
@@ -58,6 +59,8 @@ SQLITE_WORKERS = 4
 
 # PostgreSQL's lock_not_available; SQLite's SQLITE_BUSY (the primary code of an extended one).
 _PG_LOCK_NOT_AVAILABLE = "55P03"
+# PostgreSQL's undefined_table; SQLite has no code for it, only its message "no such table".
+_PG_UNDEFINED_TABLE = "42P01"
 _SQLITE_BUSY = 5
 
 POSTGRES_POOL_RECYCLE_S = 1800
@@ -308,16 +311,22 @@ def insert_plain(
     return list(range(last - len(rows) + 1, last + 1))
 
 
-def storage_error(exc: SQLAlchemyError, what: str = "database error") -> StorageError:
+def storage_error(exc: SQLAlchemyError, what: str = "database error") -> StorageError | SchemaError:
     """Return the `StorageError` a driver error becomes: the one place errors are translated.
 
     The message names the error and the driver's own words, never the SQL statement or its
-    bound parameters (they hold message contents). Raise it `from exc`, so the original
+    bound parameters (they hold message contents). A missing table (a database nobody
+    migrated) is a `SchemaError` that names the fix. Raise it `from exc`, so the original
     stays chained for debugging.
     """
     original = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else None
     if original is not None:
         words = " ".join(str(original).split("\n", 1)[0].split())
+        if _is_missing_table(original, words):
+            return SchemaError(
+                f"{what}: the database has no sessionstore tables ({words}): create them "
+                "with `sessionstore db upgrade` or `await sessionstore.migrate.upgrade(url)`"
+            )
         if _is_lock_timeout(original):
             return LockTimeoutError(
                 f"{what}: another transaction held a lock for longer than the lock timeout "
@@ -325,6 +334,13 @@ def storage_error(exc: SQLAlchemyError, what: str = "database error") -> Storage
             )
         return StorageError(f"{what}: {type(original).__name__}: {words}")
     return StorageError(f"{what}: {type(exc).__name__}")
+
+
+def _is_missing_table(original: BaseException, words: str) -> bool:
+    if getattr(original, "sqlstate", None) == _PG_UNDEFINED_TABLE:
+        return True
+    # sqlite3 has no error code of its own for it (SQLITE_ERROR): its message is the only sign.
+    return "sqlite" in type(original).__module__ and words.startswith("no such table")
 
 
 def _is_sqlite_busy(original: object) -> bool:

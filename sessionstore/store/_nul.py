@@ -13,13 +13,26 @@ characters toward a `VARCHAR`'s length on PostgreSQL.
 The encoding costs nothing on SQLite (the column types keep the plain processors) and,
 on PostgreSQL, one substring scan of each serialised value on the way in and of each
 string on the way out; a value holding neither character is left as it is.
+
+Floats too must read back exactly (a content hash covers them), and `jsonb` keeps numbers
+as `numeric`, which prints them without an exponent and has no negative zero: `1e300`
+would read back as a 301-digit integer and `-0.0` as `0.0`. So, on PostgreSQL only, a
+float whose JSON has a positive exponent is written in positional notation with a `.0`
+(`1e300` as `1000...0.0`: `numeric` keeps the scale, so it reads back as the same float),
+and `-0.0` as the string `ESCAPE + "2-0.0"`, decoded back to the float. Every other
+number is written as it is. So a float stays a JSON number in the database, which
+`jsonb` operators and casts still compare by value, except `-0.0`, which no `numeric`
+can hold (it equals 0 anyway). Rows written before this encoding hold the altered value:
+the information was lost when they were written.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import JSON, Dialect, String, Text
@@ -28,10 +41,12 @@ from sqlalchemy.types import TypeDecorator, TypeEngine
 
 __all__ = [
     "ESCAPE",
+    "NUMBER",
     "NulSafeJSON",
     "NulSafeJSONText",
     "NulSafeString",
     "escape",
+    "escape_json_text",
     "escape_tree",
     "unescape",
     "unescape_json_text",
@@ -49,6 +64,13 @@ _AS_TEXT = {ESCAPE + "0": "\x00", ESCAPE + "1": ESCAPE}
 _AS_JSON_TEXT = {ESCAPE + "0": "\\u0000", ESCAPE + "1": ESCAPE}
 # How json.dumps writes the two characters (with and without ensure_ascii).
 _JSON_MARKERS = ("\\u0000", "\\udbff\\udfff", ESCAPE)
+NUMBER = ESCAPE + "2"
+"""The prefix of a string that stands for a number `jsonb` cannot hold (`-0.0`)."""
+_NEGATIVE_ZERO = NUMBER + "-0.0"
+# What json.dumps and pydantic write for a float jsonb would alter: a positive exponent, -0.0.
+_FLOAT_MARKERS = ("e+", "-0.0")
+# In JSON text read from jsonb: an encoded string or a number written as a string.
+_ENCODED_JSON = re.compile('\U0010ffff[01]|"\U0010ffff2(-0\\.0)"')
 
 
 def escape(text: str) -> str:
@@ -66,10 +88,13 @@ def unescape(text: str) -> str:
 
 
 def unescape_json_text(text: str) -> str:
-    """Undo `escape` inside JSON text (the strings of a `jsonb` value read as text)."""
+    """Undo `escape_json_text` inside JSON text (a `jsonb` value read as text)."""
     if ESCAPE not in text:
         return text
-    return _ENCODED.sub(lambda found: _AS_JSON_TEXT[found.group()], text)
+    return _ENCODED_JSON.sub(
+        lambda found: found.group(1) or _AS_JSON_TEXT[found.group()],
+        text,
+    )
 
 
 def escape_tree(value: Any) -> Any:
@@ -84,9 +109,9 @@ def escape_tree(value: Any) -> Any:
 
 
 def unescape_tree(value: Any) -> Any:
-    """Undo `escape_tree`."""
+    """Undo `escape_tree` (and the float encoding of `escape_json_text`)."""
     if isinstance(value, str):
-        return unescape(value)
+        return -0.0 if value == _NEGATIVE_ZERO else unescape(value)
     if isinstance(value, dict):
         return {unescape(k): unescape_tree(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -185,12 +210,61 @@ def _compact_json(value: Any) -> str:
 
 
 def escape_json_text(value: Any, text: str, serialize: Callable[[Any], str] = _compact_json) -> str:
-    """Return JSON text for `value` that PostgreSQL's jsonb can hold.
+    """Return JSON text for `value` that PostgreSQL's jsonb can hold and give back exactly.
 
-    `text` is `value` already serialised; it is returned as it is unless it holds a NUL
-    or the escape character (the scan of the text is the cheap test), when `value`'s
-    strings are encoded and serialised again with `serialize` (the rare walk).
+    `text` is `value` already serialised; it is returned as it is unless it holds a NUL,
+    the escape character, a positive exponent or `-0.0` (the scans of the text are the
+    cheap test). Then `value`'s strings are encoded and serialised again with `serialize`
+    (the rare walk), and, if it holds a float `jsonb` would alter, written by `_jsonb_text`.
     """
+    if any(marker in text for marker in _FLOAT_MARKERS):
+        floats: list[str] = []
+        tree = _escape_floats(value, floats)
+        if floats:
+            return _jsonb_text(tree, floats)
+        return serialize(tree) if tree is not value else text
     if any(marker in text for marker in _JSON_MARKERS):
         return serialize(escape_tree(value))
     return text
+
+
+def _escape_floats(value: Any, floats: list[str]) -> Any:
+    """`escape_tree`, with each float jsonb would alter replaced by a placeholder.
+
+    A placeholder is `NUL + "f" + index` (`floats[index]` is the number's text); no NUL
+    is left in an escaped string, so none can be mistaken for one. Returns `value`
+    itself when nothing in it needs encoding.
+    """
+    if isinstance(value, str):
+        return escape(value)
+    if isinstance(value, float):
+        if value == 0 and math.copysign(1, value) < 0:
+            return _NEGATIVE_ZERO
+        text = float.__repr__(value)
+        if "e+" not in text:
+            return value
+        floats.append(format(Decimal(text), "f") + ".0")  # 1e+300 -> 1000...0.0
+        return f"\x00f{len(floats) - 1}"
+    if isinstance(value, dict):
+        items = {
+            escape(k) if isinstance(k, str) else k: _escape_floats(v, floats)
+            for k, v in value.items()
+        }
+        changed = any(
+            a is not b or ka != kb
+            for (ka, a), (kb, b) in zip(value.items(), items.items(), strict=True)
+        )
+        return items if changed else value
+    if isinstance(value, list | tuple):
+        converted = [_escape_floats(item, floats) for item in value]
+        changed = any(a is not b for a, b in zip(value, converted, strict=True))
+        return converted if changed else value
+    return value
+
+
+_PLACEHOLDER = re.compile(r'"\\u0000f(\d+)"')
+
+
+def _jsonb_text(tree: Any, floats: list[str]) -> str:
+    """Serialise an escaped tree, writing each float placeholder as its number's text."""
+    return _PLACEHOLDER.sub(lambda found: floats[int(found.group(1))], _compact_json(tree))

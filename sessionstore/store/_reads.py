@@ -17,14 +17,23 @@ from sqlalchemy import Connection, Row, func, select
 from sessionstore._items import ContextSources, LoopSource
 from sessionstore._loop_messages import LoopMessages
 from sessionstore._overlay import segments
-from sessionstore._scope import ChainEntry, grow_window, recorded_scope, resolve_scope, scope_window
-from sessionstore.config import CompactionScope
+from sessionstore._scope import (
+    ChainEntry,
+    grow_window,
+    loop_context_tokens,
+    loops_shown,
+    recorded_scope,
+    resolve_scope,
+    scope_window,
+)
+from sessionstore.config import CompactionScope, TokenBudget
 from sessionstore.errors import BlockNotFoundError
 from sessionstore.models import (
     CompactionBlock,
     LoopRecord,
     SessionDigest,
     StoredMessage,
+    SystemMessage,
     TurnRange,
 )
 from sessionstore.store import _statements as sql
@@ -281,10 +290,12 @@ def read_context(
     loop_id: int | None,
     overlay: str,
     as_of: datetime | int | None,
+    new_overlay: bool = False,
 ) -> ContextSources:
     """Read what the loader needs to build a loop's context (see `SessionStore.read_context`)."""
     head = resolve_loop(db, key, loop_id)
-    check_overlay(db, key, overlay)
+    if not new_overlay:
+        check_overlay(db, key, overlay)
     if head is None:
         return ContextSources([], None, None)
     moment = _as_of_time(db, key, head, overlay, as_of)
@@ -297,10 +308,12 @@ def read_context(
     digest, after = _digest_and_loops_after(
         db, key, head, [loop for loop, _ in entries], complete, overlay, moment
     )
-    if digest is not None and len(after) > len(in_scope):
-        # The digest stands for its loops; every loop after them is shown (they were in
-        # scope when it was written, or have come since). A wider scope shows more.
-        in_scope = after
+    # The digest stands for its loops; every loop after them is shown (they were in
+    # scope when it was written, or have come since).
+    in_scope = list(loops_shown(used, in_scope, after if digest is not None else None))
+    left_out = 0
+    if isinstance(used, TokenBudget) and digest is None and len(entries) > earlier + 1:
+        left_out = loop_context_tokens(*entries[len(entries) - earlier - 2])
     blocks = _blocks_of(db, key, in_scope, rows, overlay, moment, messages=True)
     sources = []
     for loop in in_scope:
@@ -317,7 +330,33 @@ def read_context(
         known = set(newest)
         older = [loop.id for loop in reversed(full) if loop.id not in known]
         latest = _latest_user(db, key, older, moment)
-    return ContextSources(sources, latest, moment, used, digest)
+    system = (
+        _system_prompt(db, key, head, entries, complete, moment)
+        if in_scope and in_scope[0].parent_loop_id is not None
+        else []
+    )
+    return ContextSources(sources, latest, moment, used, digest, left_out, system)
+
+
+def _system_prompt(
+    db: Connection,
+    key: SessionKey,
+    head: int,
+    entries: Sequence[tuple[LoopRecord, Any]],
+    complete: bool,
+    moment: datetime | None,
+) -> list[StoredMessage]:
+    """Return the system messages that open the chain's first loop (its system prompt)."""
+    root = entries[0][0] if complete else chain_as_of(db, key, head, None, moment)[0][0]
+    if root.turn_count == 0:
+        return []
+    rows = _raw_turns(db, key, root.id, TurnRange(start_turn=0, end_turn=0), moment)
+    found: list[StoredMessage] = []
+    for stored in stored_models(rows, key.session_id):
+        if not isinstance(stored.message, SystemMessage):
+            break
+        found.append(stored)
+    return found
 
 
 def _digest_and_loops_after(

@@ -3,6 +3,11 @@
 A purge walks the sessions last updated before a cutoff, oldest first, a bounded batch per
 transaction, and deletes each batch through its session rows (ON DELETE CASCADE), the same
 path as `delete_session`: no raw message or block row is ever deleted on its own.
+
+When the database refuses a batch, that batch is rolled back and its sessions are deleted
+one per transaction: a session that cannot be deleted (a lock held past the lock timeout,
+a rule of the host database) is reported in `PurgeReport.failed` and skipped, and never
+keeps the other sessions, of any tenant, from being purged.
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Table, and_, func, or_, select, tuple_
 
-from sessionstore.models import PurgeReport
+from sessionstore.errors import StorageError
+from sessionstore.models import PurgeFailure, PurgeReport
 from sessionstore.store import _statements as sql
 from sessionstore.store._engine import is_citus
 from sessionstore.store._handle import _Handle
@@ -108,6 +114,25 @@ def _count_rows(db: Connection, keys: Sequence[tuple[str, str, str]]) -> dict[st
     return counts
 
 
+def _purge_one(
+    db: Connection, tenant: Tenant | None, cutoff: datetime, key: _Cursor
+) -> dict[str, int]:
+    """Purge one session of a batch the database refused, if it is still a candidate."""
+    keys = [key[1:]]
+    # Still last updated before the cutoff (a writer may have moved it since the batch).
+    # One session's rows are on one shard, so Citus takes this row lock too.
+    stmt = (
+        select(sql.sessions.c.id)
+        .where(*_candidates(tenant, cutoff, None), _keys_in(sql.sessions, keys))
+        .with_for_update()
+    )
+    if db.execute(stmt).first() is None:
+        return {}
+    counts = _count_rows(db, keys)
+    delete_session_rows(db, _keys_in(sql.sessions, keys), sql.sessions.c.updated_at < cutoff)
+    return counts
+
+
 def _purge_batch(
     db: Connection,
     tenant: Tenant | None,
@@ -149,7 +174,9 @@ class RetentionMethods(_Handle):
 
         The sessions are purged oldest first, `batch_size` per transaction, so a large
         purge never holds a long lock; if it stops half-way, the batches done stay done
-        and running it again finishes the work.
+        and running it again finishes the work. If the database refuses a batch, its
+        sessions are purged one per transaction instead, and a session that still cannot
+        be deleted is reported in `failed` and skipped: it never blocks the others.
 
         Args:
             older_than: A positive `timedelta` (sessions not updated for that long) or an
@@ -160,7 +187,8 @@ class RetentionMethods(_Handle):
                 total found when the purge started.
 
         Returns:
-            The cutoff, the sessions purged and their rows per table.
+            The cutoff, the sessions purged and their rows per table, and the sessions
+            that could not be deleted (with the error).
 
         Example:
             >>> report = await store.purge(older_than=timedelta(days=30))  # doctest: +SKIP
@@ -173,6 +201,7 @@ class RetentionMethods(_Handle):
         rows = {_name(table): 0 for table in _session_tables()}
         after: _Cursor | None = None
         batches = done = 0
+        failed: list[PurgeFailure] = []
         while True:
             work = partial(
                 _purge_batch,
@@ -182,7 +211,15 @@ class RetentionMethods(_Handle):
                 size=batch_size,
                 dry_run=dry_run,
             )
-            batch, counts = await (self._read(work) if dry_run else self._write(work))
+            try:
+                batch, counts = await (self._read(work) if dry_run else self._write(work))
+            except StorageError:
+                if dry_run:
+                    raise
+                # Rolled back whole: find the session(s) at fault by deleting one at a time.
+                batch, counts = await self._purge_one_by_one(
+                    tenant, cutoff, after, batch_size, failed
+                )
             if not batch:
                 break
             batches += 1
@@ -195,8 +232,45 @@ class RetentionMethods(_Handle):
             if len(batch) < batch_size:
                 break
         return PurgeReport(
-            cutoff=cutoff, dry_run=dry_run, sessions=rows["sessions"], rows=rows, batches=batches
+            cutoff=cutoff,
+            dry_run=dry_run,
+            sessions=rows["sessions"],
+            rows=rows,
+            batches=batches,
+            failed=failed,
         )
+
+    async def _purge_one_by_one(
+        self,
+        tenant: Tenant | None,
+        cutoff: datetime,
+        after: _Cursor | None,
+        size: int,
+        failed: list[PurgeFailure],
+    ) -> tuple[list[_Cursor], dict[str, int]]:
+        """Purge a batch the database refused, one session per transaction.
+
+        A session whose deletion fails again is recorded in `failed` and skipped.
+        """
+        batch = await self._read(
+            lambda db: _next_batch(db, tenant, cutoff, after, size, lock=False)
+        )
+        totals: dict[str, int] = {}
+        for key in batch:
+            try:
+                work = partial(_purge_one, tenant=tenant, cutoff=cutoff, key=key)
+                counts = await self._write(work)
+            except StorageError as exc:
+                _, session_id, app_name, user_id = key
+                failed.append(
+                    PurgeFailure(
+                        session_id=session_id, app_name=app_name, user_id=user_id, error=str(exc)
+                    )
+                )
+                continue
+            for name, count in counts.items():
+                totals[name] = totals.get(name, 0) + count
+        return batch, totals
 
 
 def _cutoff(older_than: timedelta | datetime) -> datetime:

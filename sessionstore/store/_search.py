@@ -17,6 +17,7 @@ from sqlalchemy import Connection, TextClause, text
 
 from sessionstore._search_text import searchable_text, snippet
 from sessionstore.models import MESSAGE_ADAPTER, SearchHit
+from sessionstore.store._nul import NulSafeJSONText
 from sessionstore.store._sessions import Tenant, session_key, visible_session
 from sessionstore.store._tables import JSONPayload, UTCDateTime
 
@@ -96,7 +97,9 @@ def _statement(postgres: bool, summaries: bool, filters: tuple[bool, bool, bool,
             f"ORDER BY score DESC, {alias}.id LIMIT :limit"
         )
     stmt: TextClause = text(sql)
-    typed: dict[str, Any] = {"created_at": UTCDateTime()}
+    # The payload is read as JSON text, decoded as the message reads decode it (_nul.py):
+    # a NUL in a snippet must not show PostgreSQL's escape.
+    typed: dict[str, Any] = {"created_at": UTCDateTime(), "payload": NulSafeJSONText()}
     if summaries:
         typed["covers"] = JSONPayload
     return stmt.columns(**typed)

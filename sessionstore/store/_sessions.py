@@ -29,6 +29,7 @@ from sessionstore.errors import (
 )
 from sessionstore.models import (
     APP_NAME_MAX_LENGTH,
+    MAX_INT,
     SESSION_ID_MAX_LENGTH,
     TITLE_MAX_LENGTH,
     USER_ID_MAX_LENGTH,
@@ -425,6 +426,10 @@ def list_loops(db: Connection, key: SessionKey) -> list[LoopRecord]:
 
 def chain(db: Connection, key: SessionKey, head: int, limit: int | None) -> list[LoopRecord]:
     """Return the chain of loops ending at `head`, root first (the newest `limit` of them)."""
+    # A window grown past what a chain can hold reads the whole chain; the query's hop
+    # counter is 32-bit on PostgreSQL.
+    if limit is not None:
+        limit = min(limit, MAX_INT)
     params = {"head": head, "limit": limit, **key.params}
     rows = db.execute(sql.select_chain(limit is not None), params).all()
     return [loop_model(row) for row in rows]

@@ -7,6 +7,12 @@ key, unique constraint and foreign key includes it, so every table can be distri
 colocated with the others; every query the store makes about a session is scoped by the
 key. The schema itself is created only by the alembic migrations in `migrations/`; this
 module describes it for queries and for the test that compares the two.
+
+Every column that references a loop, block, section or message is indexed (`index=True`),
+so deleting a session, which cascades to all of them, costs a look-up per row instead of
+a scan (migration 0007, which on SQLite also detaches a session's loops from each other
+before the cascade, so no chain is deleted recursively; 0008 makes that trigger find the
+loops by the session's whole key).
 """
 
 from __future__ import annotations
@@ -245,7 +251,7 @@ class LoopRow(Base):
     session_id: Mapped[str] = mapped_column(SessionId)
     app_name: Mapped[str] = _app_name()
     user_id: Mapped[str] = _user_id()
-    parent_loop_id: Mapped[int | None] = mapped_column(Id)
+    parent_loop_id: Mapped[int | None] = mapped_column(Id, index=True)
     sequence: Mapped[int] = mapped_column(Integer)
     depth: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime]
@@ -284,7 +290,7 @@ class MessageRow(Base):
     session_id: Mapped[str] = mapped_column(SessionId)
     app_name: Mapped[str] = _app_name()
     user_id: Mapped[str] = _user_id()
-    loop_id: Mapped[int] = mapped_column(Id)
+    loop_id: Mapped[int] = mapped_column(Id, index=True)
     position: Mapped[int] = mapped_column(Integer)
     turn_index: Mapped[int] = mapped_column(Integer)
     kind: Mapped[str] = mapped_column(NulSafeString(32))
@@ -315,7 +321,7 @@ class BlockRow(Base):
     session_id: Mapped[str] = mapped_column(SessionId)
     app_name: Mapped[str] = _app_name()
     user_id: Mapped[str] = _user_id()
-    loop_id: Mapped[int] = mapped_column(Id)
+    loop_id: Mapped[int] = mapped_column(Id, index=True)
     overlay: Mapped[str] = mapped_column(NulSafeString(OVERLAY_MAX_LENGTH))
     generation: Mapped[int] = mapped_column(Integer)
     keep_first_start: Mapped[int | None] = mapped_column(Integer)
@@ -342,7 +348,7 @@ class SectionRow(Base):
     session_id: Mapped[str] = mapped_column(SessionId)
     app_name: Mapped[str] = _app_name()
     user_id: Mapped[str] = _user_id()
-    block_id: Mapped[int] = mapped_column(Id)
+    block_id: Mapped[int] = mapped_column(Id, index=True)
     kind: Mapped[str] = mapped_column(NulSafeString(16))
     start_turn: Mapped[int] = mapped_column(Integer)
     end_turn: Mapped[int] = mapped_column(Integer)
@@ -363,7 +369,7 @@ class SectionMessageRow(Base):
     session_id: Mapped[str] = mapped_column(SessionId)
     app_name: Mapped[str] = _app_name()
     user_id: Mapped[str] = _user_id()
-    section_id: Mapped[int] = mapped_column(Id)
+    section_id: Mapped[int] = mapped_column(Id, index=True)
     position: Mapped[int] = mapped_column(Integer)
     kind: Mapped[str] = mapped_column(NulSafeString(32))
     payload: Mapped[dict[str, Any]]
@@ -389,8 +395,8 @@ class CompactionEventRow(Base):
     session_id: Mapped[str] = mapped_column(SessionId)
     app_name: Mapped[str] = _app_name()
     user_id: Mapped[str] = _user_id()
-    loop_id: Mapped[int | None] = mapped_column(Id)
-    block_id: Mapped[int | None] = mapped_column(Id)
+    loop_id: Mapped[int | None] = mapped_column(Id, index=True)
+    block_id: Mapped[int | None] = mapped_column(Id, index=True)
     event: Mapped[str] = mapped_column(NulSafeString(16))
     tokens_before: Mapped[int] = mapped_column(BigInteger)
     tokens_after: Mapped[int | None] = mapped_column(BigInteger)
@@ -417,8 +423,8 @@ class DigestRow(Base):
     app_name: Mapped[str] = _app_name()
     user_id: Mapped[str] = _user_id()
     overlay: Mapped[str] = mapped_column(NulSafeString(OVERLAY_MAX_LENGTH))
-    head_loop_id: Mapped[int] = mapped_column(Id)
-    through_loop_id: Mapped[int] = mapped_column(Id)
+    head_loop_id: Mapped[int] = mapped_column(Id, index=True)
+    through_loop_id: Mapped[int] = mapped_column(Id, index=True)
     folded: Mapped[list[list[int]]] = mapped_column(JSONPayload)
     payload: Mapped[dict[str, Any]]
     token_count: Mapped[int] = mapped_column(Integer)
@@ -444,10 +450,10 @@ class UsageRow(Base):
     session_id: Mapped[str] = mapped_column(SessionId)
     app_name: Mapped[str] = _app_name()
     user_id: Mapped[str] = _user_id()
-    loop_id: Mapped[int] = mapped_column(Id)
+    loop_id: Mapped[int] = mapped_column(Id, index=True)
     turn_index: Mapped[int] = mapped_column(Integer)
     # Set when the usage came with an appended assistant message; NULL from `record_usage`.
-    message_id: Mapped[int | None] = mapped_column(Id)
+    message_id: Mapped[int | None] = mapped_column(Id, index=True)
     model: Mapped[str | None] = mapped_column(NulSafeString(255))
     input_tokens: Mapped[int] = mapped_column(BigInteger)
     output_tokens: Mapped[int] = mapped_column(BigInteger)

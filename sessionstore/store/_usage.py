@@ -18,6 +18,7 @@ from sessionstore.models import (
     Usage,
     UsageRecord,
 )
+from sessionstore.models._limits import STORED, check_big_count
 from sessionstore.store import _statements as sql
 from sessionstore.store._sessions import SessionKey, loop_row
 
@@ -42,13 +43,16 @@ def _row(
     usage: Usage,
     moment: datetime,
 ) -> dict[str, Any]:
+    counts = {name: getattr(usage, name) for name in USAGE_FIELDS}
+    for name, count in counts.items():  # also a Usage built with model_construct
+        check_big_count(count, f"usage.{name}")
     return {
         **key.columns,
         "loop_id": loop_id,
         "turn_index": turn_index,
         "message_id": message_id,
         "model": model,
-        **{name: getattr(usage, name) for name in USAGE_FIELDS},
+        **counts,
         "created_at": moment,
     }
 
@@ -97,6 +101,18 @@ def insert_usage(
     )
 
 
+_HALF = 2**32
+
+
+def _split_sums(column: Any) -> tuple[Any, Any]:
+    """The sums of a count's high and low 32 bits: each fits in 64 bits for 2**31 rows.
+
+    SQLite's SUM of 64-bit integers raises "integer overflow" past 2**63 - 1, where
+    PostgreSQL's returns a `numeric`; summing the halves gives every backend the exact total.
+    """
+    return func.sum(column // _HALF), func.sum(column % _HALF)
+
+
 def session_usage(db: Connection, key: SessionKey) -> SessionUsage:
     """Return a session's usage per turn and loop, with its total."""
     columns = sql.usage.c
@@ -105,17 +121,19 @@ def session_usage(db: Connection, key: SessionKey) -> SessionUsage:
             columns.loop_id,
             columns.turn_index,
             func.count(),
-            *(func.sum(columns[name]) for name in USAGE_FIELDS),
+            *(half for name in USAGE_FIELDS for half in _split_sums(columns[name])),
         )
         .where(*sql.keyed(sql.usage))
         .group_by(columns.loop_id, columns.turn_index)
         .order_by(columns.loop_id, columns.turn_index)
     )
     turns_by_loop: dict[int, list[TurnUsage]] = {}
-    for loop_id, turn_index, calls, *counts in db.execute(stmt, key.params).all():
-        usage = Usage(
-            **{name: int(count) for name, count in zip(USAGE_FIELDS, counts, strict=True)}
-        )
+    for loop_id, turn_index, calls, *halves in db.execute(stmt, key.params).all():
+        totals = [
+            int(h) * _HALF + int(low) for h, low in zip(halves[::2], halves[1::2], strict=True)
+        ]
+        # A total may pass the limit of one call's count: it is read, not stored.
+        usage = Usage.model_validate(dict(zip(USAGE_FIELDS, totals, strict=True)), context=STORED)
         turns_by_loop.setdefault(loop_id, []).append(
             TurnUsage(turn_index=turn_index, calls=calls, usage=usage)
         )

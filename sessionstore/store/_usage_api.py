@@ -42,8 +42,8 @@ class UsageMethods(_Handle):
             SessionNotFoundError: no such session (or another tenant's).
             LoopNotFoundError: `loop_id` is not a loop of this session.
             NotFoundError: the loop has no such turn (or the session no loop yet).
-            ValueError: `loop_id` or `turn_index` outside its column's range, or `model`
-                longer than 255 characters.
+            ValueError: `loop_id` or `turn_index` outside its column's range, a token
+                count past `2**63 - 1`, or `model` longer than 255 characters.
         """
         if not isinstance(usage, Usage):
             raise TypeError(f"usage must be a Usage, got {type(usage).__name__}")

@@ -2,8 +2,9 @@
 
 Two kinds coexist:
 
-- a `CompactionStrategy` shortens a list of messages in memory (the legacy, stateless
-  path; `DefaultCompaction` runs `compact_messages`);
+- a `CompactionStrategy` shortens a list of messages in memory (the stateless path;
+  `compress_messages` runs one: `SummarizingCompaction`, one digest of the middle, by
+  default, or `DefaultCompaction`, the seed's legacy `compact_messages`);
 - a `BlockCompactionStrategy` builds a non-destructive `CompactionBlock` for one loop
   (`DefaultBlockCompaction`).
 
@@ -29,6 +30,11 @@ from sessionstore.strategies._block import (
     SectionedBlockStrategy,
     SectionLayout,
     section_layout,
+)
+from sessionstore.strategies._compress import (
+    CompressedMessages,
+    SummarizingCompaction,
+    compress_messages,
 )
 from sessionstore.strategies._default import DefaultBlockCompaction
 from sessionstore.strategies._legacy import (
@@ -72,6 +78,7 @@ __all__ = [
     "BlockCompactionStrategy",
     "CompactionStrategy",
     "Compress",
+    "CompressedMessages",
     "CompressionPlan",
     "DefaultBlockCompaction",
     "DefaultCompaction",
@@ -83,8 +90,10 @@ __all__ = [
     "SectionLayout",
     "SectionedBlockStrategy",
     "SummarizingBlockCompaction",
+    "SummarizingCompaction",
     "apply_rehydrate",
     "compact_messages",
+    "compress_messages",
     "digest_of",
     "fit_suffix",
     "forced_boundary",
@@ -117,6 +126,7 @@ _BLOCK_STRATEGIES: dict[str, Callable[[], BlockCompactionStrategy]] = {
 }
 _COMPACTION_STRATEGIES: dict[str, Callable[[], CompactionStrategy]] = {
     "default": DefaultCompaction,
+    "summarize": SummarizingCompaction,
 }
 
 

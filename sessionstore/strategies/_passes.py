@@ -14,6 +14,11 @@ pairs stay as valid as they were.
   replaces images older than the newest few with `[image removed]`.
 - `truncate_head_tail_tokens` cuts a text to its first and last lines within a token
   budget, the token twin of the legacy `truncate_head_tail`.
+- `squeeze_output` takes the noise out of a tool output (progress dots and bars,
+  carriage-return redraws, repeated lines, long rules) and says what it took;
+  `shorten_output` squeezes a tool result or a shell run and cuts it to its first and
+  last lines within a token budget. The context loader uses them on bulky tool output
+  before it drops anything else.
 
 >>> from sessionstore.models import AssistantMessage, ToolCall, ToolResultMessage
 >>> call = ToolCall(id="c1", name="read_file", arguments={"path": "a.py"})
@@ -45,6 +50,7 @@ from sessionstore._tool_calls import (
 )
 from sessionstore.models import (
     AssistantMessage,
+    BashExecutionMessage,
     ImageContent,
     Message,
     TextContent,
@@ -65,6 +71,8 @@ __all__ = [
     "is_pass_stub",
     "microcompact",
     "prune_tool_results",
+    "shorten_output",
+    "squeeze_output",
     "tool_result_stub",
     "truncate_head_tail_tokens",
 ]
@@ -557,3 +565,107 @@ def truncate_head_tail_tokens(
 
     chars = _largest(lambda k: count(by_chars(k)) <= max_tokens, len(text) - 1)
     return by_chars(chars) if chars >= 0 else ""
+
+
+# ── squeezing ──────────────────────────────────────────────────────────────────
+
+_PROGRESS_LINE = re.compile(r"^[.sFEx]{24,}$")
+"""A line of test-runner progress marks (pytest, unittest: `....F..s`)."""
+_PROGRESS_BAR = re.compile(r"(\d{1,3}(?:\.\d+)?\s?%|\d+/\d+)")
+_BAR_CHARS = re.compile(r"[#=█▉▊▋▌▍▎▏━─>|\[\] ]{10,}")
+_RULE = re.compile(r"([^\w\s])\1{23,}")
+_REPEAT_MIN = 3
+
+
+def _is_bar(line: str) -> bool:
+    return bool(_PROGRESS_BAR.search(line) and _BAR_CHARS.search(line))
+
+
+def _progress_summary(line: str) -> str:
+    counts = {mark: line.count(mark) for mark in ".sFEx" if mark in line}
+    names = {".": "passed", "s": "skipped", "F": "failed", "E": "errors", "x": "xfailed"}
+    told = ", ".join(f"{names[mark]} {count}" for mark, count in counts.items())
+    return f"[progress marks: {told}]"
+
+
+def squeeze_output(text: str) -> str:
+    """Return a tool output without its noise, saying in brackets what was taken out.
+
+    - a carriage-return redraw keeps what was drawn last on its line;
+    - a line of test progress marks (`....F..s`, 24 or more) becomes their tally;
+    - a run of progress-bar lines (a percentage or `n/m` with a bar) keeps its last line;
+    - a line repeated three or more times in a row is kept once, with the count;
+    - a rule of one punctuation character (`-----`, `=====`) is cut to 8 characters.
+
+    A text without noise is returned as it is (the same object).
+    """
+    if len(text) < 200:
+        return text
+    lines = text.split("\n")
+    result: list[str] = []
+    changed = False
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        if "\r" in line.rstrip("\r"):
+            line = line.rstrip("\r").rsplit("\r", 1)[-1]
+            changed = True
+        if _PROGRESS_LINE.match(line.strip()):
+            line = _progress_summary(line.strip())
+            changed = True
+        elif _is_bar(line):
+            end = index
+            while end + 1 < len(lines) and _is_bar(lines[end + 1]):
+                end += 1
+            if end > index:
+                line = f"[{end - index} progress lines]\n{lines[end]}"
+                changed = True
+                index = end
+        shortened = _RULE.sub(lambda match: match.group(1) * 8, line)
+        if shortened != line:
+            line, changed = shortened, True
+        repeats = 1
+        while index + repeats < len(lines) and lines[index + repeats] == lines[index]:
+            repeats += 1
+        if repeats >= _REPEAT_MIN:
+            result.append(f"{line}\n[the line above repeated {repeats - 1} more times]")
+            index += repeats
+            changed = True
+            continue
+        result.append(line)
+        index += 1
+    return "\n".join(result) if changed else text
+
+
+def shorten_output(message: Message, max_tokens: int | None) -> Message:
+    """Return a tool result or shell run with its output squeezed, then cut to `max_tokens`.
+
+    The output (the text of a tool result that holds text only, or a shell run's output)
+    is squeezed (`squeeze_output`); with `max_tokens`, it is then cut to its first and
+    last lines so that the message costs at most about that many tokens
+    (`truncate_head_tail_tokens`, which says how many lines it left out). Any other
+    message, or one with nothing to take out, is returned as it is.
+    """
+    if isinstance(message, ToolResultMessage):
+        text = _only_text(message)
+        if text is None:
+            return message
+        overhead = message_tokens(message) - estimate_tokens(text)
+        output = _shortened_text(text, max_tokens, overhead)
+        return message if output is text else _with_text(message, output)
+    if isinstance(message, BashExecutionMessage):
+        overhead = message_tokens(message) - estimate_tokens(message.output)
+        output = _shortened_text(message.output, max_tokens, overhead)
+        return (
+            message if output is message.output else message.model_copy(update={"output": output})
+        )
+    return message
+
+
+def _shortened_text(text: str, max_tokens: int | None, overhead: int) -> str:
+    squeezed = squeeze_output(text)
+    if max_tokens is None:
+        return squeezed
+    room = max(max_tokens - overhead, 0)
+    cut = truncate_head_tail_tokens(squeezed, room)
+    return text if cut == text else cut

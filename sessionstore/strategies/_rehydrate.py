@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sessionstore._framing import RESTORED_FILE_PREFIX
 from sessionstore._tokens import TokenCounter, estimate_tokens, message_tokens
 from sessionstore._tool_calls import (
     file_read,
@@ -47,8 +48,6 @@ __all__ = [
     "restored_path",
 ]
 
-RESTORED_FILE_PREFIX = "[Restored file after compaction]"
-"""The first words of every restored-file message (seed 003)."""
 
 DEFAULT_MAX_FILES = 5
 """At most this many files are restored (seed 003)."""

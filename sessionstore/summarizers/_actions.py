@@ -34,9 +34,20 @@ from sessionstore.summarizers._scan import (
     test_summary,
 )
 
-__all__ = ["Outcome", "describe_call", "describe_outcome", "outcome_values"]
+__all__ = [
+    "MUTATING_VERBS",
+    "READ_VERBS",
+    "Outcome",
+    "body_of",
+    "describe_call",
+    "describe_outcome",
+    "outcome_values",
+]
 
 OUTCOME_CHARS = 160
+PRINTED_LINES = 3
+"""A run that printed at most this many lines shows them in its outcome."""
+PRINTED_CHARS = 100
 LISTED_IDS = 6
 """Ids of a JSON list result named in its outcome (`3 results: HAT069, HAT083, HAT100`)."""
 
@@ -126,6 +137,23 @@ _EDITOR_VERBS = {
     "delete": "DELETED",
 }
 READ_VERBS = frozenset({"READ", "SEARCHED", "LISTED", "GOT", "FETCHED", "CHECKED"})
+MUTATING_VERBS = frozenset(
+    {
+        "EDITED",
+        "WROTE",
+        "CREATED",
+        "DELETED",
+        "UPDATED",
+        "ADDED",
+        "CANCELLED",
+        "BOOKED",
+        "SENT",
+        "SUBMITTED",
+        "TRANSFERRED",
+        "INSTALLED",
+    }
+)
+"""Verbs of calls that change something: their lines are the last to be folded."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +226,27 @@ def describe_call(name: str, arguments: str) -> Call:
         brief=cut(collapse(brief), BRIEF_CHARS),
         files=files,
         values=values,
+        replacement=_replacement(args) if note else "",
     )
+
+
+_NEW_TEXT_KEYS = ("new_str", "new_string", "file_text", "content", "contents", "text", "code")
+_OLD_TEXT_KEYS = ("old_str", "old_string")
+
+
+def _replacement(args: Any) -> str:
+    """Return the new lines an editor call writes (those of `new_str` not in `old_str`)."""
+    if not isinstance(args, dict):
+        return ""
+    new = next((v for k in _NEW_TEXT_KEYS if isinstance(v := args.get(k), str)), "")
+    old = next((v for k in _OLD_TEXT_KEYS if isinstance(v := args.get(k), str)), "")
+    if isinstance(args.get("edits"), list) and not new:
+        # MultiEdit-style: a list of {old_string, new_string}.
+        for edit in args["edits"]:
+            if isinstance(edit, dict):
+                return _replacement(edit)
+    old_lines = {line.strip() for line in old.split("\n")}
+    return "\n".join(line for line in new.split("\n") if line.strip() not in old_lines)
 
 
 def _decode(arguments: str) -> Any:
@@ -259,6 +307,10 @@ def describe_outcome(
     reading = verb in READ_VERBS
     errors = error_lines(body) if (is_error or code or not reading) else []
     no_match = verb == "SEARCHED" and code == 1 and not errors
+    if code is None and not is_error and _BROKEN.search(body[-SCAN_TAIL:]) is not None:
+        # No exit code, but the output says the command could not run or crashed.
+        errors = errors or error_lines(body)
+        is_error = True
     failed = (
         is_error
         or (bool(code) and not no_match)
@@ -280,10 +332,25 @@ def describe_outcome(
     if no_match and not body.strip():
         parts.append("no match")
     elif not tests:
-        parts.append(_size(body, reading=reading, has_code=code is not None))
+        parts.append(_size(body, reading=reading, has_code=code is not None, ran=verb == "RAN"))
     return Outcome(_outcome([p for p in parts if p]), False, errors, code, tests)
 
 
+SCAN_TAIL = 20_000
+_BROKEN = re.compile(
+    r": command not found$|: No such file(?: or directory)?$|: cannot open\b"
+    r"|^Traceback \(most recent call last\):"
+    r"|^Your proposed edit has introduced new syntax error|^(?:bash|sh|zsh): .*: not found$"
+    r"|^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception): |^Segmentation fault"
+    r"|^Exception in thread |^\S+\.java:\d+: error: |^BUILD FAILURE|^\[ERROR\] ",
+    re.MULTILINE,
+)
+_HARNESS_TRAILER = re.compile(
+    r"(?:\n?^\((?:Open file|Current directory|Interactive session): [^\n]*\)$"
+    r"|\n?^bash-\$ ?$)+\s*\Z",
+    re.MULTILINE,
+)
+_NO_OUTPUT = re.compile(r"^Your command ran successfully and did not produce any output\.?$")
 _FAILED_TESTS = re.compile(r"\b[1-9]\d* (?:failed|errors?)\b|FAILED")
 _STARTS_WITH_ERROR = re.compile(r"\s*(?:error|Error|ERROR)\b")
 _EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\b")
@@ -295,7 +362,7 @@ def _outcome(parts: list[str]) -> str:
     return cut(", ".join(parts), OUTCOME_CHARS) or "ok"
 
 
-def _size(body: str, *, reading: bool, has_code: bool) -> str:
+def _size(body: str, *, reading: bool, has_code: bool, ran: bool = False) -> str:
     data = parse_json(body)
     if isinstance(data, list):
         ids = list(dict.fromkeys(value for _, value in json_values(data)))
@@ -312,13 +379,30 @@ def _size(body: str, *, reading: bool, has_code: bool) -> str:
         return "" if has_code else "no output"
     count = body.count("\n") + 1
     if not reading:
+        lines = [line.strip() for line in body.split("\n") if line.strip()] if ran else []
+        if lines and len(lines) <= PRINTED_LINES:
+            # What a short run printed is often the result the agent looked for.
+            return "printed: " + cut(" | ".join(lines), PRINTED_CHARS)
+        if lines:
+            return f"{len(lines)} lines, last: {cut(lines[-1], PRINTED_CHARS)}"
         return "" if has_code else "ok"
     return "1 line" if count == 1 else f"{count} lines"
 
 
 def _body(output: str) -> str:
-    """Return the output without harness tags (`<returncode>`, `<output>`)."""
-    return _OUTPUT_TAGS.sub("", _RETURN_CODE.sub("", output, count=1)).strip("\n")
+    """Return the output without harness framing.
+
+    The tags of `<returncode>`/`<output>`, and the status lines an editor harness appends
+    (`(Open file: ...)`, `(Current directory: ...)`, the prompt, a no-output notice).
+    """
+    body = _OUTPUT_TAGS.sub("", _RETURN_CODE.sub("", output, count=1))
+    body = _HARNESS_TRAILER.sub("", body).strip("\n")
+    return "" if _NO_OUTPUT.match(body.strip()) else body
+
+
+def body_of(output: str) -> str:
+    """Return what a tool printed, without the harness's framing (see `_body`)."""
+    return _body(output)
 
 
 def outcome_values(output: str) -> list[tuple[str, str]]:

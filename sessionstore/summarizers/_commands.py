@@ -10,9 +10,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from sessionstore.summarizers._scan import cut, find_paths
+from sessionstore.summarizers._scan import collapse, cut, find_paths
 
-__all__ = ["BRIEF_CHARS", "CHANGE_NOTES", "TARGET_CHARS", "Call", "describe_command"]
+__all__ = [
+    "BRIEF_CHARS",
+    "CHANGE_NOTES",
+    "TARGET_CHARS",
+    "Call",
+    "describe_command",
+    "harness_command",
+]
 
 TARGET_CHARS = 160
 BRIEF_CHARS = 48
@@ -20,6 +27,7 @@ CHANGE_NOTES = {"EDITED": "edited", "WROTE": "written", "CREATED": "created", "D
 
 # Command verbs, strongest first: a command's verb is the strongest of its parts'.
 _COMMAND_VERBS = (
+    "SUBMITTED",
     "TESTED",
     "EDITED",
     "WROTE",
@@ -33,12 +41,15 @@ _COMMAND_VERBS = (
     "LISTED",
 )
 _TEST_COMMAND = re.compile(
-    r"^(?:python\d?(?:\.\d+)? +-m +(?:pytest|unittest|tox|nox)|pytest|py\.test|tox|nox"
-    r"|(?:npm|yarn|pnpm|bun) +(?:run +)?test|go +test|cargo +test|make +(?:test|check)"
-    r"|(?:python\d?(?:\.\d+)? +)?(?:\./)?(?:tests/)?runtests\.py|mvn +test|gradle +test|rspec"
-    r"|(?:python\d?(?:\.\d+)? +)?(?:\./)?(?:manage|setup)\.py +test|(?:\./)?gradlew +test"
-    r"|jest|vitest|phpunit|ctest|bin/test)\b"
+    r"^(?:python\d?(?:\.\d+)? +(?:-\S+ +)*-m +(?:pytest|unittest|tox|nox|nose)|pytest|py\.test"
+    r"|tox|nox|nosetests|(?:npm|yarn|pnpm|bun) +(?:run +)?test|(?:go|cargo|dotnet|swift|mix)"
+    r" +test|make +(?:test|check)|(?:python\d?(?:\.\d+)? +)?(?:\S*/)?runtests\.py|mvnw?|ant"
+    r"|sbt|gradlew?|javac|rspec|(?:python\d?(?:\.\d+)? +)?(?:\./)?(?:manage|setup)\.py +test"
+    r"|jest|vitest|mocha|karma|phpunit|ctest|bin/test"
+    # A script named like a test (`python test_edge_cases.py`, `python x_test.py`).
+    r"|python\d?(?:\.\d+)? +(?:-\S+ +)*(?:\S*/)?(?:test_\w*|\w+_tests?|tests?)\.py)(?:\s|$)"
 )
+"""A command that runs tests (or compiles, as `javac` does), by its program or script."""
 _SIMPLE_VERBS = {
     "cat": "READ",
     "head": "READ",
@@ -111,6 +122,80 @@ class Call:
     values: list[tuple[str, str]] = field(default_factory=list)
     """The id-like `(key, value)` pairs among its arguments."""
     command: str = ""
+    edit_lines: tuple[int, int] | None = None
+    """The line range an editor command replaces (SWE-agent's `edit 124:144`)."""
+    replacement: str = ""
+    """The text an editor command writes (the body of `edit N:M`, `str_replace`'s `new_str`)."""
+    on_open_file: bool = False
+    """The command acts on the file the harness has open (`edit N:M`, `goto N`, `scroll_down`)."""
+
+
+# Editor commands of harnesses that give the agent its own interface (SWE-agent and the
+# like): the file they act on is the one opened last.
+_EDIT_COMMAND = re.compile(r"^edit\s+(\d+)(?:\s*:\s*(\d+))?\s*$")
+_HARNESS_VERBS = {
+    "open": "READ",
+    "goto": "READ",
+    "scroll_down": "READ",
+    "scroll_up": "READ",
+    "create": "CREATED",
+    "search_file": "SEARCHED",
+    "search_dir": "SEARCHED",
+    "find_file": "SEARCHED",
+    "submit": "SUBMITTED",
+}
+_END_OF_EDIT = re.compile(r"^\s*end_of_edit\s*$")
+
+
+def harness_command(command: str, *, tool: str) -> Call | None:
+    """Return the call an editor command of a harness stands for, or None for other commands.
+
+    `open PATH [N]`, `goto N`, `scroll_down`, `create PATH`, `edit N:M` followed by the
+    replacement lines (up to `end_of_edit`), `search_file`, `find_file`, `search_dir`,
+    `submit`. A file named by `open`/`create` is noted; `edit`/`goto`/`scroll_*` act on
+    the open file, which the caller tracks.
+    """
+    lines = command.strip("\n").split("\n")
+    first = lines[0].strip()
+    words = first.split()
+    if not words:
+        return None
+    edit = _EDIT_COMMAND.match(first)
+    if edit is not None:
+        start = int(edit.group(1))
+        end = int(edit.group(2) or start)
+        body = lines[1:]
+        if body and _END_OF_EDIT.match(body[-1]):
+            body = body[:-1]
+        return Call(
+            verb="EDITED",
+            target=cut(collapse(command), TARGET_CHARS),
+            tool=tool,
+            brief=first,
+            command=command,
+            edit_lines=(start, end),
+            replacement="\n".join(body),
+            on_open_file=True,
+        )
+    head = words[0]
+    verb = _HARNESS_VERBS.get(head)
+    if verb is None or (len(lines) > 1 and head != "submit"):
+        return None
+    if head in ("goto", "scroll_down", "scroll_up"):
+        if len(words) > 2 or (head == "goto" and (len(words) != 2 or not words[1].isdigit())):
+            return None
+        return Call(verb, first, tool, first, command=command, on_open_file=True)
+    if head == "submit":
+        return Call(verb, first, tool, cut(first, BRIEF_CHARS), command=command)
+    if head in ("open", "create"):
+        if len(words) < 2 or len(words) > 3 or (len(words) == 3 and not words[2].isdigit()):
+            return None
+        path = words[1].strip("\"'")
+        note = CHANGE_NOTES.get(verb, "")
+        return Call(verb, first, tool, path, files=[(path, note)], command=command)
+    quoted = [w.strip("\"'") for w in words[1:]]
+    files = [(w, "") for w in quoted[1:] if find_paths(w, lenient=True)]
+    return Call(verb, first, tool, cut(first, BRIEF_CHARS), files=files, command=command)
 
 
 def describe_command(command: str, *, tool: str) -> Call:
@@ -119,7 +204,11 @@ def describe_command(command: str, *, tool: str) -> Call:
     The verb is the strongest among the command's parts (`cd x && pytest` is TESTED);
     the target is the command's first line as written; heredoc bodies and quoted
     arguments are not read for paths, while the files a part edits or writes get a note.
+    A harness's own editor command (`open`, `edit N:M`, ...) is read by `harness_command`.
     """
+    harness = harness_command(command, tool=tool)
+    if harness is not None:
+        return harness
     # Quoted arguments are patterns, scripts and messages (`sed -i 's/a/b/'`, `grep "x"`,
     # `python -c "..."`), not the files a command touches.
     unquoted = _QUOTED.sub(" ", _strip_heredocs(command))
@@ -138,9 +227,8 @@ def describe_command(command: str, *, tool: str) -> Call:
     verb = min(verbs, key=_COMMAND_VERBS.index) if verbs else "RAN"
     lines = [line for line in command.strip().split("\n") if line.strip()]
     first = lines[0].strip() if lines else ""
-    target = cut(first, TARGET_CHARS)
-    if len(lines) > 1 and not target.endswith("…"):
-        target += " …"
+    # The command as typed, on one line: a heredoc's first lines say what was written.
+    target = cut(collapse(command), TARGET_CHARS)
     paths = [p for p in files if not p.startswith("/") or p.count("/") > 1][:2]
     return Call(
         verb=verb,
@@ -166,7 +254,7 @@ def _segment_verb(segment: str) -> str | None:
     rest = " ".join([head, *words[1:]])
     if head in _IGNORED_WORDS:
         return "WROTE" if _REDIRECT.search(segment) else None
-    if _TEST_COMMAND.match(rest):
+    if _TEST_COMMAND.match(rest) or words[0].endswith("bin/test"):
         return "TESTED"
     if head in ("sed", "perl") and re.search(r"\s-[a-zA-Z]*i", segment):
         return "EDITED"

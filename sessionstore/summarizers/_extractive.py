@@ -25,7 +25,7 @@ Fix the failing test in tests/test_io.py
 1. TESTED pytest tests/test_io.py - exit 1, 1 failed [tool: bash]
 <BLANKLINE>
 ## Active State
-- Last test run: pytest tests/test_io.py - exit 1, 1 failed
+- Last test run: pytest tests/test_io.py -> 1 failed in 0.1s
 <BLANKLINE>
 ## Blocked
 - action 1 failed (exit 1):
@@ -41,7 +41,14 @@ import time
 
 from sessionstore.summarizers._facts import extract_facts
 from sessionstore.summarizers._fit import fit_handoff
-from sessionstore.summarizers._handoff import Handoff, Item, merge_handoffs, parse_handoff
+from sessionstore.summarizers._handoff import (
+    CONTINUED,
+    Handoff,
+    Item,
+    merge_handoffs,
+    parse_handoff,
+    with_follow_ups,
+)
 from sessionstore.summarizers._protocol import Summary, SummaryRequest
 from sessionstore.summarizers._scan import clean_text, code_identifiers, record_values
 
@@ -50,6 +57,8 @@ __all__ = ["EXTRACTIVE_PROMPT_VERSION", "ExtractiveSummarizer"]
 EXTRACTIVE_PROMPT_VERSION = "extractive-handoff-1"
 """The version of the extraction rules, recorded as the summary's `prompt_version`."""
 MAX_CARRIED_IDENTIFIERS = 40
+MIN_CARRIED_CHARS = 4
+"""Shorter names are listed even when the task shows them, so they are not carried."""
 
 
 class ExtractiveSummarizer:
@@ -117,8 +126,12 @@ class ExtractiveSummarizer:
                 messages, first_number=prior.next_number, continuing=_has_start(prior)
             )
         focus = clean_text(request.focus_topic) if request.focus_topic else None
+        merged = merge_handoffs(prior, facts)
+        if not merged.task and (messages or merged.later or merged.continued):
+            # Turns without a request of their own continue a task stated before them.
+            merged.task = with_follow_ups(CONTINUED, merged.later or facts.later)
         return fit_handoff(
-            merge_handoffs(prior, facts),
+            merged,
             request.budget_tokens,
             focus=focus,
             branch=request.scope == "branch",
@@ -138,5 +151,11 @@ def _carried(prior: Handoff) -> Handoff:
     """
     found = [*code_identifiers(prior.task), *record_values(prior.task, from_user=True)]
     values = [Item(value, rank=3) for value in dict.fromkeys(found)][:MAX_CARRIED_IDENTIFIERS]
-    prior.critical = [*values, *(i for i in prior.critical if i.identity not in found)]
+    # Appended after the values already listed (highest rank last, as written), so that a
+    # digest updated with nothing new comes out unchanged.
+    listed = {item.identity for item in prior.critical}
+    prior.critical = [
+        *prior.critical,
+        *(i for i in values if i.identity not in listed and len(i.identity) >= MIN_CARRIED_CHARS),
+    ]
     return prior

@@ -24,7 +24,12 @@ from sessionstore.models import (
     ToolResultMessage,
     UserMessage,
 )
-from sessionstore.summarizers._actions import describe_call, describe_outcome, outcome_values
+from sessionstore.summarizers._actions import (
+    body_of,
+    describe_call,
+    describe_outcome,
+    outcome_values,
+)
 from sessionstore.summarizers._commands import Call, describe_command
 from sessionstore.summarizers._handoff import (
     MAX_FOLLOW_UPS,
@@ -32,19 +37,31 @@ from sessionstore.summarizers._handoff import (
     Handoff,
     Item,
     looks_like_handoff,
+    state_item,
     with_follow_ups,
 )
 from sessionstore.summarizers._scan import (
+    Hunk,
     clean_text,
     code_identifiers,
     collapse,
     cut,
+    defined_names,
+    diff_hunks,
     find_paths,
     head_tail,
+    hunk_symbol,
+    is_demonstration,
     is_noise_path,
+    is_placeholder,
+    numbered_lines,
     parse_json,
     record_values,
     sentences,
+    statement_part,
+    symbol_at,
+    test_result_line,
+    without_examples,
     without_fences,
 )
 
@@ -57,6 +74,10 @@ MAX_SYSTEM_CONSTRAINTS = 8
 MAX_TASK_IDENTIFIERS = 40
 LEADING_IDENTIFIERS = 15
 MAX_OUTPUT_PATHS = 10
+RESOLVED_LINES = 3
+"""Error lines kept of the newest failure a later run resolved."""
+MAX_SEEN_PATHS = 8
+"""Paths seen only in tool output (not read, run or changed) kept, the newest."""
 MAX_DIFF_PATHS = 500
 MAX_VALUES_PER_RESULT = 12
 MAX_FAILURES = 2
@@ -64,6 +85,21 @@ MAX_FAILURES = 2
 MAX_EARLIER_FAILURES = 6
 """Failures before those, kept as one line each (their last error line)."""
 FEEDBACK_CHARS = 3_000
+FEEDBACK_SHOWN_CHARS = 240
+"""A harness's format complaint is kept this short: it is repeated on every bad reply."""
+MAX_CHANGES = 12
+"""Files whose latest change is described in Active State."""
+MAX_DIFF_LINES = 16
+"""Changed lines of the latest diff kept in Active State."""
+DIFF_LINES_PER_HUNK = 4
+DIFF_LINE_CHARS = 160
+CHANGE_CHARS = 160
+MAX_DEFINED = 6
+"""Names a change defines (functions, classes) listed with it."""
+MAX_FILE_LINES = 20_000
+"""Numbered lines remembered per file (to name the symbol an edit falls in)."""
+MAX_OUTPUT_VALUES = 24
+"""Values seen only in the output of record reads kept, the newest first."""
 
 _CONSTRAINT = re.compile(
     r"\b(?:must|never|don'?t|do not|only|should|shouldn'?t|required?|always|avoid|prefer"
@@ -87,6 +123,13 @@ _FEEDBACK = re.compile(
     r"|^your (?:last )?(?:command|action|response) (?:timed out|was invalid|could not be parsed)",
     re.IGNORECASE | re.MULTILINE,
 )
+_HARNESS_COMPLAINT = re.compile(
+    r"\b(?:please )?always provide exactly one\b|\bexactly one\b.{0,60}\bfound \d+"
+    r"|<response_example>|<format_example>"
+    r"|^(?:invalid|malformed|unrecognized) (?:action|command|tool call|response)\b",
+    re.IGNORECASE | re.MULTILINE,
+)
+"""The unmistakable complaints of a harness (not a user asking for a format)."""
 _ACK = re.compile(
     r"^\W*(?:yes|yeah|yep|ok|okay|sure|no|nope|thanks?|thank you|great|perfect|cool|awesome|"
     r"got it|sounds good|correct|right|fine|done|confirm(?:ed)?|go ahead|proceed|please do|"
@@ -101,6 +144,23 @@ _DIFF_PATH = re.compile(r"^(?:diff --git a/(\S+) b/\S+|\+\+\+ b/(\S+)|--- a/(\S+
 _TRACE_PATH = re.compile(r'^\s*File "([^"]+)", line \d+', re.MULTILINE)
 _LOCATED_PATH = re.compile(r"^([\w./-]+\.[A-Za-z]\w{0,7})(?::\d+|::\w)", re.MULTILINE)
 _THINK_TOOLS = frozenset({"think", "thought", "reasoning", "scratchpad"})
+_OPEN_FILE = re.compile(r"^\(Open file: (.+?)\)\s*$", re.MULTILINE)
+_FILE_HEADER = re.compile(r"^\[File: (.+?) \(\d+ lines total\)\]", re.MULTILINE)
+_SNIPPET_HEADER = re.compile(r"(?:snippet of|cat -n` on) (\S+?):?\s*$", re.MULTILINE)
+_SED_SCRIPT = re.compile(
+    r"""(?:^|\s)-[a-zA-Z]*i[a-zA-Z]*\s+(?:-e\s+)?(['"])(\d+)?(?:,\d+)?s(.)(.*?)\3(.*?)\3"""
+)
+_OPENED_FOR_WRITE = re.compile(
+    r"""open\(\s*(?:(['"])([^'"\n]+)\1|(\w+))\s*,\s*['"][wa]b?\+?['"]"""
+    r"""|Path\(\s*(['"])([^'"\n]+)\4\s*\)\.write_text\("""
+)
+_HEREDOC_START = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_]\w*)\1")
+_ASSIGNED = re.compile(r"""^\s*(\w+)\s*=\s*(['"])([^'"\n]+)\2\s*$""", re.MULTILINE)
+_INTERROGATIVE = re.compile(
+    r"^(?:why|what|how|where|when|which|who|is|are|was|does|do|did|can|could|should|would"
+    r"|will|shall|maybe|perhaps|wait|hmm)\b",
+    re.IGNORECASE,
+)
 _CD = re.compile(r"(?:^|&&|;|\n)\s*cd\s+([^\s;&|]+)")
 
 
@@ -128,7 +188,10 @@ class _Walker:
     fenced: Call | None = None
     files: dict[str, tuple[int, int, str]] = field(default_factory=dict)
     values: dict[str, tuple[int, int, str]] = field(default_factory=dict)
-    failures: list[tuple[str, int, list[str]]] = field(default_factory=list)
+    failures: list[tuple[str, int, list[str], str]] = field(default_factory=list)
+    """The failures not resolved yet: header, action number, error lines, what ran."""
+    resolved: list[tuple[int, tuple[str, int, list[str], str]]] = field(default_factory=list)
+    """Failures a later clean run of the same command resolved, with that run's number."""
     user_questions: list[str] = field(default_factory=list)
     assistant_questions: list[str] = field(default_factory=list)
     last_text: str = ""
@@ -136,6 +199,22 @@ class _Walker:
     cwd: str = ""
     clock: int = 0
     system_constraints: int = 0
+    results: int = 0
+    """Tool results read so far."""
+    open_file: str = ""
+    """The file an editor harness has open (`(Open file: ...)`)."""
+    file_lines: dict[str, dict[int, str]] = field(default_factory=dict)
+    changes: dict[str, tuple[int, str]] = field(default_factory=dict)
+    """Per file, the latest change made to it (file, symbol, first changed line)."""
+    diff: list[str] = field(default_factory=list)
+    """The changed lines of the latest diff an output showed."""
+    output_values: dict[str, tuple[int, bool]] = field(default_factory=dict)
+    """Values seen only in tool output: the number of the result that showed them last,
+    and whether that result was a search or listing (rather than a record read)."""
+    human: bool = False
+    """A user replied after the first request (not a harness): the run is interactive."""
+    harness: bool = False
+    """A harness speaks on the user side (format complaints, command output as user text)."""
 
     # ── messages ──────────────────────────────────────────────────────────────
 
@@ -160,6 +239,7 @@ class _Walker:
         if self.fenced is not None:
             call, self.fenced = self.fenced, None
             if _OUTPUT_LIKE.search(text[:2_000]):
+                self.harness = True
                 self.close(self.open(call), text)
                 return
         if not text.strip():
@@ -167,31 +247,54 @@ class _Walker:
         if looks_like_handoff(text):
             self.digests.append(text)
             return
+        if is_demonstration(text):
+            # A worked example the harness shows the agent: not its task, nor facts of it.
+            return
         started = bool(self.first_request) or self.continuing
         if started and _OUTPUT_LIKE.match(text):
+            self.harness = True
             return
-        if started and _is_feedback(text):
-            # Not a request, but the last thing the user side said: kept short, in case.
-            self.feedback = cut(collapse(text), FOLLOW_UP_CHARS)
+        if _is_feedback(text) and (started or _HARNESS_COMPLAINT.search(text[:1_000])):
+            # A harness's complaint about the format of the last reply: not a request,
+            # but the last thing the user side said, kept short in case.
+            self.feedback = cut(collapse(text), FEEDBACK_SHOWN_CHARS)
+            self.assistant_questions = []
+            self.harness = True
             return
         self.feedback = ""
         answering = bool(self.assistant_questions)
         self.resolve_assistant_questions(text)
+        if self.first_request:
+            self.human = True
         if (self.request or self.continuing) and (answering or _is_short_reply(text)):
             self.follow_ups.append(cut(collapse(text), FOLLOW_UP_CHARS))
         else:
             self.request, self.follow_ups = text.strip(), []
+        # Facts come from the statement, not from the examples of the harness's standing
+        # instructions (`MY_ENV_VAR`, `/path/to/working/dir`).
+        facts = without_examples(statement_part(text))
         if not self.first_request:
             self.first_request = text.strip()
-            identifiers = code_identifiers(text)[:MAX_TASK_IDENTIFIERS]
+            identifiers = [i for i in code_identifiers(facts) if not is_placeholder(i)][
+                :MAX_TASK_IDENTIFIERS
+            ]
             for index, identifier in enumerate(identifiers):
                 # The first ones name the subject; a long statement's later ones are boilerplate.
                 self.value(identifier, identifier, rank=4 if index < LEADING_IDENTIFIERS else 3)
-        self.constraints(text, rank=2)
-        for value in record_values(text, from_user=True):
-            self.value(value, value, rank=3)
-        for path in find_paths(without_fences(text)):
-            self.file(path, rank=2)
+            standing = without_examples(text[len(statement_part(text)) :])
+            # The harness's standing rules stay as constraints if the task is cut.
+            self.constraints(standing, rank=1)
+            for identifier in code_identifiers(standing)[:MAX_TASK_IDENTIFIERS]:
+                # The harness's own names (its submit sentinel, its commands), least first.
+                if not is_placeholder(identifier) and identifier not in identifiers:
+                    self.value(identifier, identifier, rank=1)
+        self.constraints(facts, rank=2)
+        for value in record_values(facts, from_user=True):
+            if not is_placeholder(value):
+                self.value(value, value, rank=3)
+        for path in find_paths(without_fences(facts)):
+            if not is_placeholder(path):
+                self.file(path, rank=2)
         self.user_questions.extend(
             cut(s, SENTENCE_CHARS) for s in sentences(text) if s.endswith("?")
         )
@@ -200,20 +303,25 @@ class _Walker:
         self.fenced = None
         text = clean_text(message.text)
         calls = message.tool_calls
+        fenced = _FENCED_COMMAND.findall(text) if text.strip() and not calls else []
+        acting = bool(calls) or len(fenced) == 1
         for call in calls:
             if call.name.lower() in _THINK_TOOLS:
-                self.note(_argument_text(clean_text(call.arguments)))
+                self.note(_argument_text(clean_text(call.arguments)), acting=True)
             else:
                 self.tool_call(call)
         if text.strip():
-            self.note(text)
-            fenced = _FENCED_COMMAND.findall(text)
-            if not calls and len(fenced) == 1 and fenced[0].strip():
+            self.note(text, acting=acting)
+            if len(fenced) == 1 and fenced[0].strip():
                 # Counted only once an output answers it: until then it may be a suggestion.
                 self.fenced = describe_command(fenced[0].strip(), tool="bash")
 
-    def note(self, text: str) -> None:
-        """Read an assistant's text: its questions, decisions and plans."""
+    def note(self, text: str, *, acting: bool = False) -> None:
+        """Read an assistant's text: its questions, decisions and plans.
+
+        Questions count as asked of the user only in a text that ends the assistant's
+        turn (no tool call, no command run): an agent working on its own asks itself.
+        """
         said = [s for s in sentences(text) if s]
         if not said:
             return
@@ -223,10 +331,13 @@ class _Walker:
             answer = cut(_LABEL.sub("", said[0]), 160)
             self.handoff.resolved.extend(Item(f"{q} -> {answer}") for q in self.user_questions)
             self.user_questions = []
-        self.assistant_questions = [cut(s, SENTENCE_CHARS) for s in said if s.endswith("?")]
+        self.assistant_questions = (
+            [] if acting else [cut(s, SENTENCE_CHARS) for s in said if s.endswith("?")]
+        )
         for sentence in said:
-            if _DECISION.search(sentence) and not sentence.endswith("?"):
-                self.handoff.decisions.append(Item(cut(_LABEL.sub("", sentence), SENTENCE_CHARS)))
+            plain = _LABEL.sub("", sentence)
+            if _DECISION.search(plain) and "?" not in plain and not _INTERROGATIVE.match(plain):
+                self.handoff.decisions.append(Item(cut(plain, SENTENCE_CHARS)))
 
     def resolve_assistant_questions(self, answer: str) -> None:
         if self.assistant_questions:
@@ -275,36 +386,155 @@ class _Walker:
     ) -> None:
         if opened in self.open_calls:
             self.open_calls.remove(opened)
+        self.results += 1
         call = opened.call
         outcome = describe_outcome(call.verb, output, is_error=is_error, code=code)
         # A run that printed a test summary was a test run, whatever the command's name.
         verb = "TESTED" if outcome.tests is not None and call.verb == "RAN" else call.verb
+        target = call.target
+        path = self.open_file if call.on_open_file else ""
+        if path and verb == "EDITED":
+            target = f"{path} {call.target}"
+            self.file(path, rank=3, note="edited")
         self.handoff.actions.append(
             Action(
                 opened.number,
                 opened.number,
                 verb,
-                call.target,
+                target,
                 outcome.text,
                 call.tool,
-                brief=call.brief,
+                brief=path or call.brief,
             )
         )
+        key = _failure_key(call, path)
         if outcome.failed or outcome.errors:
             errors = outcome.errors
             status = "" if outcome.exit_code is None else f" (exit {outcome.exit_code})"
             what = "failed" if outcome.failed else "printed errors"
-            self.failures.append((f"action {opened.number} {what}{status}", opened.number, errors))
+            self.failures.append(
+                (f"action {opened.number} {what}{status}", opened.number, errors, key)
+            )
             self.failures = self.failures[-(MAX_FAILURES + MAX_EARLIER_FAILURES) :]
+        else:
+            # A later clean run of the same command (or edit of the same file) resolves
+            # the failures it had.
+            fixed = [f for f in self.failures if f[3] == key]
+            if fixed:
+                self.failures = [f for f in self.failures if f[3] != key]
+                self.resolved.extend((opened.number, f) for f in fixed)
+                self.resolved = self.resolved[-MAX_EARLIER_FAILURES:]
         if verb == "TESTED":
-            self.last_test = f"{call.target} - {outcome.text}"
-        for key, value in outcome_values(output)[:MAX_VALUES_PER_RESULT]:
-            self.value(value, f"{key}={value}", rank=1)
+            body = body_of(output)
+            lines = [line.strip() for line in body.split("\n") if line.strip()]
+            result = (
+                test_result_line(body)
+                or (outcome.errors[-1] if outcome.errors else "")
+                or (cut(lines[-1], CHANGE_CHARS) if lines else outcome.text)
+            )
+            self.last_test = f"{_one_line(call.target)} -> {result}"
+        if not outcome.failed:
+            self.track_changes(call, verb, path, output)
+        self.track_output(call, output)
+        search = call.verb in ("SEARCHED", "LISTED")
+        for found_key, value in outcome_values(output)[:MAX_VALUES_PER_RESULT]:
+            self.value(value, f"{found_key}={value}", rank=1, output=True, search=search)
         if not outcome_values(output):
             for value in record_values(output)[:MAX_VALUES_PER_RESULT]:
-                self.value(value, value, rank=1)
-        for path, rank in _output_paths(output):
-            self.file(path, rank=rank)
+                self.value(value, value, rank=1, output=True, search=search)
+        for found_path, rank in _output_paths(output):
+            self.file(found_path, rank=rank)
+
+    # ── the working state: the open file, changes, diffs ──────────────────────
+
+    def track_output(self, call: Call, output: str) -> None:
+        """Follow the open file and remember the numbered lines an output shows."""
+        header = _FILE_HEADER.search(output)
+        shown = header.group(1) if header else ""
+        if not shown:
+            snippet = _SNIPPET_HEADER.search(output[:600])
+            shown = snippet.group(1) if snippet else ""
+        if not shown and call.verb in ("READ", "SEARCHED") and len(call.files) == 1:
+            shown = call.files[0][0]
+        if shown:
+            lines = numbered_lines(output)
+            if lines:
+                known = self.file_lines.setdefault(shown, {})
+                known.update(lines)
+                if len(known) > MAX_FILE_LINES:
+                    self.file_lines[shown] = dict(sorted(known.items())[-MAX_FILE_LINES:])
+        opened = _OPEN_FILE.findall(output[-1_000:])
+        if opened and opened[-1].strip() not in ("n/a", "None", ""):
+            self.open_file = opened[-1].strip()
+        elif header:
+            self.open_file = header.group(1)
+        elif call.verb == "CREATED" and call.edit_lines is None and call.files:
+            self.open_file = call.files[0][0]
+
+    def lines_of(self, path: str) -> dict[int, str]:
+        """Return the numbered lines seen of `path` (matched on the path's end)."""
+        if path in self.file_lines:
+            return self.file_lines[path]
+        for known, lines in self.file_lines.items():
+            if known.endswith("/" + path.lstrip("./")) or path.endswith("/" + known.lstrip("./")):
+                return lines
+        return {}
+
+    def track_changes(self, call: Call, verb: str, path: str, output: str) -> None:
+        """Record what a successful call changed: the file, the symbol, the first new line."""
+        for hunk_path, line, symbol, first in _diff_changes(output, call.command):
+            self.change(hunk_path, line, symbol, first)
+        hunks = diff_hunks(output) if "@@" in output else []
+        if not hunks and "@@" in call.command and verb == "EDITED":
+            hunks = diff_hunks(call.command)  # a patch the command applied
+        if hunks:
+            self.diff = _diff_lines(hunks)
+        for file_path in _written_by_script(call.command):
+            self.file(file_path, rank=3, note="written")
+        if verb == "DELETED":
+            for file_path, _ in call.files:
+                self.changes.pop(file_path, None)
+            return
+        if verb not in ("EDITED", "WROTE", "CREATED"):
+            return
+        if call.edit_lines is not None and path:
+            start = call.edit_lines[0]
+            lines = self.lines_of(path)
+            new = [line for line in call.replacement.split("\n") if line.strip()]
+            old = {lines.get(n, "").strip() for n in range(start, call.edit_lines[1] + 1)}
+            first = next((line for line in new if line.strip() not in old), new[0] if new else "")
+            symbol = symbol_at(lines, start, first)
+            self.change(path, start, symbol, first, defined_names(call.replacement))
+            return
+        written = call.replacement or _heredoc_body(call.command)
+        for file_path, note in call.files:
+            if note not in ("edited", "written") and not call.replacement:
+                continue
+            located = _located_change(call, self.lines_of(file_path), output)
+            self.change(file_path, *located, defined_names(written))
+
+    def change(
+        self,
+        path: str,
+        line: int | None,
+        symbol: str,
+        first: str,
+        defines: list[str] | None = None,
+    ) -> None:
+        """Record the latest change of `path`: where, its first new line, what it defines."""
+        if is_noise_path(path):
+            return
+        self.file(path, rank=3, note=self.files.get(path, (0, 0, ""))[2] or "edited")
+        first = first.split("\\n", 1)[0]
+        names = [name for name in defines or [] if name != symbol][:MAX_DEFINED]
+        if not (symbol or line or first.strip() or names):
+            return  # Relevant Files already says it was written.
+        where = f" in {symbol}" if symbol else ""
+        at = f" at line {line}" if line else ""
+        what = f": {cut(collapse(first), CHANGE_CHARS)}" if first.strip() else ""
+        defined = f" (defines {', '.join(names)})" if names else ""
+        self.changes.pop(path, None)
+        self.changes[path] = (self.clock, f"Changed {path}{where}{at}{defined}{what}")
 
     # ── facts ─────────────────────────────────────────────────────────────────
 
@@ -312,13 +542,25 @@ class _Walker:
         if is_noise_path(path) or path in (".", "..", "/"):
             return
         _, old_rank, old_note = self.files.pop(path, (0, 0, ""))
+        if note == "deleted":
+            # A removed scratch file matters less than the files read or changed.
+            self.files[path] = (self.clock, 1, note)
+            return
+        if note in ("edited", "written", "created"):
+            rank = max(rank, 3)
         self.files[path] = (self.clock, max(rank, old_rank), note or old_note)
 
-    def value(self, key: str, text: str, *, rank: int) -> None:
+    def value(
+        self, key: str, text: str, *, rank: int, output: bool = False, search: bool = False
+    ) -> None:
         key = key.strip()
         if not key or len(key) > 120:
             return
         _, old_rank, old_text = self.values.pop(key, (0, 0, ""))
+        if output and (key in self.output_values or old_rank == 0):
+            self.output_values[key] = (self.results, search)
+        else:
+            self.output_values.pop(key, None)
         self.values[key] = (self.clock, max(rank, old_rank), old_text if old_rank > rank else text)
 
     def constraints(self, text: str, *, rank: int) -> None:
@@ -327,7 +569,8 @@ class _Walker:
                 continue
             if not _CONSTRAINT.search(sentence):
                 continue
-            if rank == 0:
+            if rank <= 1:
+                # System prompts and standing instructions: the first few rules.
                 if self.system_constraints >= MAX_SYSTEM_CONSTRAINTS:
                     return
                 self.system_constraints += 1
@@ -344,45 +587,97 @@ class _Walker:
             handoff.task = with_follow_ups(self.request, later)
         else:
             handoff.later = later[-MAX_FOLLOW_UPS:]
-        handoff.goal = _gist(self.first_request)
+        handoff.goal = _gist(statement_part(self.first_request))
         handoff.pending = [Item(q, rank=2) for q in self.user_questions]
+        files = sorted(self.files.items(), key=lambda kv: kv[1][0])
+        # Paths only an output named (traceback frames, grep hits): the newest few.
+        seen_only = [path for path, (_, rank, _) in files if rank <= 1][-MAX_SEEN_PATHS:]
         handoff.files = [
             Item(path, rank=rank, note=note)
-            for path, (_, rank, note) in sorted(self.files.items(), key=lambda kv: kv[1][0])
+            for path, (_, rank, note) in files
+            if rank > 1 or path in seen_only
         ]
-        handoff.critical = [
-            Item(text, rank=rank, key=key)
-            for key, (_, rank, text) in sorted(self.values.items(), key=lambda kv: kv[1][0])
-        ]
+        handoff.critical = self.critical_values()
+        for index, (number, (header, _, errors, _)) in enumerate(self.resolved):
+            # The newest resolved failure keeps its last lines, the others their last one.
+            kept = errors[-RESOLVED_LINES:] if index == len(self.resolved) - 1 else errors[-1:]
+            shown = f" {' | '.join(kept)}" if kept else ""
+            handoff.blocked.append(Item(f"resolved by action {number}: {header}:{shown}", rank=1))
         earlier, latest = self.failures[:-MAX_FAILURES], self.failures[-MAX_FAILURES:]
-        for header, _, errors in earlier:
+        for header, _, errors, _ in earlier:
             last = f" {errors[-1]}" if errors else ""
             handoff.blocked.append(Item(f"earlier: {header}:{last}", rank=0))
-        for index, (header, number, errors) in enumerate(latest):
-            rank = 2 if index == len(latest) - 1 else 1
+        for index, (header, number, errors, _) in enumerate(latest):
+            rank = 3 if index == len(latest) - 1 else 2
             since = sum(1 for a in handoff.actions if a.first > number)
             since_note = f"; {since} action(s) since" if since else ""
             handoff.blocked.append(Item(f"{header}{since_note}:", rank))
             handoff.blocked.extend(Item(line, rank) for line in errors)
+        if self.last_test:
+            handoff.state.append(Item(f"Last test run: {self.last_test}", rank=4, key="last test"))
+        changes = sorted(self.changes.items(), key=lambda kv: kv[1][0])[-MAX_CHANGES:]
+        handoff.state.extend(state_item(text) for _, (_, text) in changes)
+        for index, line in enumerate(self.diff[:MAX_DIFF_LINES]):
+            text = f"Diff {cut(line, DIFF_LINE_CHARS)}"
+            handoff.state.append(Item(text, rank=2, key=f"diff {index}"))
         if self.last_text:
             said = sentences(_LABEL.sub("", self.last_text))
             gist = cut(" ".join(said[:2]), 300)
             if gist:
-                handoff.state.append(Item(f"Last assistant note: {gist}"))
+                handoff.state.append(Item(f"Last assistant note: {gist}", key="note"))
             plans = [s for s in said[2:] if _PLAN.search(s) and not s.endswith("?")]
             handoff.remaining = [Item(cut(s, SENTENCE_CHARS)) for s in plans[-3:]]
         if self.cwd:
-            handoff.state.append(Item(f"Working directory: {self.cwd}"))
-        if self.last_test:
-            handoff.state.append(Item(f"Last test run: {self.last_test}"))
+            handoff.state.append(Item(f"Working directory: {self.cwd}", key="cwd"))
         for opened in self.open_calls:
             call = opened.call
             waiting = f"Waiting for the result of {opened.number}. {call.verb} {call.target}"
             handoff.in_progress.append(Item(waiting, rank=2))
-        handoff.in_progress.extend(
-            Item(f"Waiting for the user's answer: {q}") for q in self.assistant_questions
-        )
+        if not self.harness:
+            handoff.in_progress.extend(
+                Item(f"Waiting for the user's answer: {q}") for q in self.assistant_questions
+            )
         return handoff
+
+    def rank_of(self, key: str) -> int:
+        """Return a value's rank as `critical_values` gives it."""
+        shown = self.output_values.get(key)
+        if shown is not None:
+            return 0 if shown[1] else 1
+        return self.values[key][1]
+
+    def critical_values(self) -> list[Item]:
+        """Return the values worth keeping, those the latest turns use ranked highest.
+
+        Values the user gave or a call used keep their rank. Values seen only in tool
+        output: those of records read (a user's reservations, payment ids) rank 1, the
+        newest `MAX_OUTPUT_VALUES` kept; those of searches and listings only from the
+        newest such result, rank 0 (a search's twenty flight numbers are not all
+        critical; the one the agent then books is, as a call argument).
+        """
+        searches = [result for result, search in self.output_values.values() if search]
+        newest_search = max(searches, default=-1)
+        records = sorted(
+            (k for k, (_, search) in self.output_values.items() if not search),
+            key=lambda k: self.output_values[k][0],
+            reverse=True,
+        )
+        kept_records = set(records[:MAX_OUTPUT_VALUES])
+        items: list[Item] = []
+        # Lowest rank first, then oldest: a digest read back and trimmed again (where
+        # ranks are not written) drops from the start.
+        ordered = sorted(self.values.items(), key=lambda kv: (self.rank_of(kv[0]), kv[1][0]))
+        for key, (_, rank, text) in ordered:
+            shown = self.output_values.get(key)
+            if shown is not None:
+                result, search = shown
+                if search and result != newest_search:
+                    continue
+                if not search and key not in kept_records:
+                    continue
+                rank = 0 if search else 1
+            items.append(Item(text, rank=rank, key=key))
+        return items
 
 
 def extract_facts(
@@ -406,9 +701,9 @@ def _is_feedback(text: str) -> bool:
     """Return True for a harness's complaint about the format of the last reply.
 
     Harnesses that drive an agent through chat (mini-swe-agent and the like) answer a
-    reply they cannot parse with a user message; it is not a request. Only messages
-    after the first request can be feedback, since a task statement often explains the
-    format itself.
+    reply they cannot parse with a user message; it is not a request. Before the first
+    request (turns that continue a run), only an unmistakable complaint counts, since a
+    user may well ask for a format.
     """
     return len(text) <= FEEDBACK_CHARS and _FEEDBACK.search(text) is not None
 
@@ -461,3 +756,111 @@ def _argument_text(arguments: str) -> str:
     if isinstance(data, dict):
         return "\n".join(v for v in data.values() if isinstance(v, str))
     return arguments
+
+
+def _one_line(text: str) -> str:
+    """Return the first line of a command, marked when more follows."""
+    return text.rstrip(" …") if not text.endswith(" …") else text
+
+
+def _failure_key(call: Call, path: str) -> str:
+    """Return what a failure is about: the command run, or the file an edit changed."""
+    if call.verb in ("EDITED", "WROTE", "CREATED"):
+        files = [path] if path else [p for p, _ in call.files]
+        if files:
+            return "change " + " ".join(files)
+    return collapse(call.command or call.target)
+
+
+def _diff_changes(output: str, command: str) -> list[tuple[str, int | None, str, str]]:
+    """Return the changes a diff shows (in an output, or applied by a command's heredoc)."""
+    changes: list[tuple[str, int | None, str, str]] = []
+    texts = [output] if "@@" in output else []
+    if command and "@@" in command and re.search(r"\b(?:git\s+apply|patch)\b", command):
+        texts.append(command)
+    for text in texts:
+        seen: set[str] = set()
+        for hunk in diff_hunks(text):
+            if hunk.path in seen:
+                continue
+            seen.add(hunk.path)
+            first = next((line for line in hunk.added if line.strip()), "")
+            if not first and hunk.removed:
+                first = "removed " + next((line for line in hunk.removed if line.strip()), "")
+            changes.append((hunk.path, hunk.line, hunk_symbol(hunk.context), first))
+    return changes
+
+
+def _located_change(call: Call, lines: dict[int, str], output: str) -> tuple[int | None, str, str]:
+    """Return the line, symbol and first new line of an edit made by a tool or `sed -i`."""
+    first = next((line for line in call.replacement.split("\n") if line.strip()), "")
+    indented = first
+    number: int | None = None
+    sed = _SED_SCRIPT.search(call.command) if call.command else None
+    if sed is not None and not first:
+        # A sed script's text carries no indentation: the line's own is used.
+        first, indented = sed.group(5) or f"removed {sed.group(4)}", ""
+        if sed.group(2):
+            number = int(sed.group(2))
+        else:
+            old = sed.group(4).replace("\\", "")
+            number = next((n for n, text in sorted(lines.items()) if old and old in text), None)
+    if number is None and first.strip():
+        shown = numbered_lines(output)
+        wanted = first.strip()
+        number = next((n for n, text in sorted(shown.items()) if text.strip() == wanted), None)
+        lines = {**lines, **shown}
+    symbol = symbol_at(lines, number, indented) if number is not None else ""
+    return number, symbol, first
+
+
+def _written_by_script(command: str) -> list[str]:
+    """Return the files a script run from the shell opens for writing (`python - <<EOF`)."""
+    if not command or ("open(" not in command and "write_text(" not in command):
+        return []
+    assigned = {m.group(1): m.group(3) for m in _ASSIGNED.finditer(command)}
+    found: list[str] = []
+    for match in _OPENED_FOR_WRITE.finditer(command):
+        path = match.group(2) or match.group(5) or assigned.get(match.group(3) or "", "")
+        if path and find_paths(path, lenient=True) and path not in found:
+            found.append(path)
+    return found
+
+
+def _heredoc_body(command: str) -> str:
+    """Return the text of a command's first heredoc (what `cat > f <<EOF` writes)."""
+    if "<<" not in command:
+        return ""
+    lines = command.split("\n")
+    match = _HEREDOC_START.search(lines[0])
+    if match is None:
+        return ""
+    body: list[str] = []
+    for line in lines[1:]:
+        if line.strip() == match.group(2):
+            break
+        body.append(line)
+    return "\n".join(body)
+
+
+def _diff_lines(hunks: list[Hunk]) -> list[str]:
+    """Return the changed lines of a diff to keep: a few of every hunk, in turn, each once.
+
+    Hunk by hunk in rounds (the first changed line of each hunk, then the second, ...), so
+    that every change is represented before any one is shown in full.
+    """
+    per_hunk = [
+        [
+            f"{hunk.path}: {sign}{collapse(text)}"
+            for sign, texts in (("-", hunk.removed), ("+", hunk.added))
+            for text in texts
+            if text.strip()
+        ]
+        for hunk in hunks
+    ]
+    picked: dict[str, None] = {}
+    for round_ in range(DIFF_LINES_PER_HUNK):
+        for lines in per_hunk:
+            if round_ < len(lines):
+                picked.setdefault(lines[round_], None)
+    return list(picked)[:MAX_DIFF_LINES]

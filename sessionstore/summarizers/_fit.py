@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from sessionstore._tokens import estimate_tokens
+from sessionstore.summarizers._actions import MUTATING_VERBS
 from sessionstore.summarizers._handoff import (
     FOLLOW_UP,
     Action,
@@ -35,7 +36,7 @@ from sessionstore.summarizers._handoff import (
     render_handoff,
     tallies,
 )
-from sessionstore.summarizers._scan import collapse, cut
+from sessionstore.summarizers._scan import collapse, cut, instructions_start
 
 __all__ = ["fit_handoff"]
 
@@ -78,9 +79,16 @@ class _Fitter:
         self.branch = branch
         self.words = _focus_words(focus)
         self.order = {name: self.drop_order(items) for name, items in doc.lists().items()}
-        plain = [i for i, a in enumerate(doc.actions) if not self.is_focus(_action_text(a))]
         focused = [i for i, a in enumerate(doc.actions) if self.is_focus(_action_text(a))]
-        self.action_order = plain + focused
+        changing = [
+            i
+            for i, a in enumerate(doc.actions)
+            if a.verb in MUTATING_VERBS and i not in set(focused)
+        ]
+        plain = [i for i in range(len(doc.actions)) if i not in set(focused) | set(changing)]
+        # Reads and runs fold first; what changed something (edits, bookings, a
+        # submission) and what the focus topic names, last.
+        self.action_order = plain + changing + focused
         self.plain_actions = len(plain)
 
     def drop_order(self, items: list[Item]) -> list[int]:
@@ -199,25 +207,33 @@ class _Fitter:
             drop("Remaining Work"),
             drop("In Progress", max_rank=1),
             drop("Constraints & Preferences", max_rank=0),
+            drop("Blocked", max_rank=0),
+            drop("Critical Context", max_rank=0),
             knob("task_cut", share_cut),
             knob("fold", self.plain_actions - KEEP_ACTIONS),
-            drop("Active State"),
+            drop("Active State", max_rank=1),
+            drop("Constraints & Preferences", max_rank=1),
             drop("Pending User Asks"),
             drop("In Progress"),
-            drop("Constraints & Preferences"),
             knob("collapse", total),
             drop("Critical Context", max_rank=1),
             drop("Relevant Files", max_rank=1),
             drop("Blocked", max_rank=1),
-            knob("fold", self.plain_actions),
             knob("goal_cut", max(0, len(doc.goal) - SHORT_GOAL_CHARS)),
+            drop("Active State", max_rank=2),
+            knob("fold", self.plain_actions),
+            drop("Constraints & Preferences"),
             drop("Critical Context", max_rank=2),
+            drop("Relevant Files", max_rank=2),
+            drop("Blocked", max_rank=2),
             knob("fold", total),
             drop("Critical Context"),
-            drop("Blocked"),
             drop("Relevant Files"),
             knob("drop_actions", 1),
             knob("goal_cut", len(doc.goal)),
+            drop("Active State", max_rank=3),
+            drop("Active State"),
+            drop("Blocked"),
             knob("task_cut", len(doc.task)),
         ]
 
@@ -311,17 +327,48 @@ def _cut_middle(text: str, remove: int) -> str:
     )
 
 
+INSTRUCTIONS_TAIL_CHARS = 320
+"""The end of a harness's standing instructions (how to submit) kept with the statement."""
+_INSTRUCTIONS_MARKER = "[… {} characters of the harness's standing instructions cut …]"
+
+
+def _cut_instructions(request: str, remove: int) -> tuple[str, int]:
+    """Return the request with up to `remove` characters of its standing instructions cut.
+
+    A harness's task statement is the issue, then instructions that every task repeats
+    (`<instructions>`, `INSTRUCTIONS:`): their middle (the examples) goes first, keeping
+    their head (the rules) and tail (how to submit), then all but their last
+    `INSTRUCTIONS_TAIL_CHARS`, before the statement itself is cut (in its middle, so that
+    tail goes last). Returns the text and how many characters are left to cut.
+    """
+    start = instructions_start(request)
+    if start is None:
+        return request, remove
+    block = request[start:]
+    tail = min(INSTRUCTIONS_TAIL_CHARS, len(block))
+    if remove < len(block) - tail:
+        return request[:start] + _cut_middle(block, remove), 0
+    # Their last lines (how to finish, how to submit) stay with the statement.
+    marker = _INSTRUCTIONS_MARKER.format(len(block) - tail)
+    kept = f"\n{block[-tail:].lstrip()}" if tail else ""
+    return f"{request[:start].rstrip()}\n{marker}{kept}", remove - (len(block) - tail)
+
+
 def _cut_task(task: str, remove: int) -> str:
     """Return the task with `remove` characters cut, from the request before the later replies.
 
-    The user's later replies are their latest words, so they are cut only once the
-    request itself is gone.
+    A harness's standing instructions are cut first (`_cut_instructions`), then the
+    middle of the request. The user's later replies are their latest words, so they are
+    cut only once the request itself is gone.
     """
     if remove <= 0:
         return task
     lines = task.split("\n")
     replies = [line for line in lines if line.startswith(FOLLOW_UP)]
     request = "\n".join(line for line in lines if not line.startswith(FOLLOW_UP))
+    request, remove = _cut_instructions(request, remove)
+    if remove <= 0:
+        return "\n".join([request, *replies])
     if not replies or remove < len(request):
         return "\n".join([_cut_middle(request, remove), *replies])
     rest = "\n".join(replies)

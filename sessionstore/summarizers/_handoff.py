@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 
 __all__ = [
     "BRANCH_HEADER",
+    "CONTINUED",
     "HANDOFF_SECTIONS",
     "Action",
     "Handoff",
@@ -23,6 +24,7 @@ __all__ = [
     "merge_handoffs",
     "parse_handoff",
     "render_handoff",
+    "state_item",
 ]
 
 HANDOFF_SECTIONS = (
@@ -46,6 +48,10 @@ BRANCH_HEADER = "[branch digest: summary of an abandoned branch, kept for refere
 """The first line of a digest made with `scope="branch"`."""
 
 NO_TASK = "None."
+CONTINUED = "Continue the task stated before these turns."
+"""The task line of a digest of turns that hold no request of their own (a later part
+of a run, or one a harness's format complaint opened): the task is in an earlier digest
+or in the raw turns before, so it is not repeated here."""
 FOLLOW_UP = 'Later the user said: "'
 MAX_FOLLOW_UPS = 3
 
@@ -66,6 +72,8 @@ _ACTION_PARTS = re.compile(r"^([A-Z][A-Z_]+) +(.*?)(?: \[tool: ([^\]]*)\])?$")
 _TALLY = re.compile(r"\b([A-Z][A-Z_]+) x(\d+)\b")
 _FILE_NOTE = re.compile(r"^(.*\S) \((edited|written|created|deleted)\)$")
 _NAME = re.compile(r"^[A-Za-z_][\w.-]{0,40}$")
+_VALUE_WORD = re.compile(r"^[\w.@#:+/-]+$")
+"""A value shown in a `name: a, b` group (a code snippet such as `x='y'` is not one)."""
 _GROUP = re.compile(r"^([A-Za-z_][\w.-]{0,40}): (.+)$")
 _BULLET = re.compile(r"^(?:[-*•] |\d+[.)] )")
 
@@ -148,6 +156,8 @@ class Handoff:
     """The user's replies after the latest request, when the request is an earlier digest's."""
     has_reply: bool = False
     """True when the assistant wrote text (so earlier pending questions were addressed)."""
+    continued: bool = False
+    """True when the turns hold no request of their own (a digest whose task is `CONTINUED`)."""
 
     @property
     def next_number(self) -> int:
@@ -199,7 +209,12 @@ def _value_lines(items: list[Item]) -> list[str]:
     groups: dict[str, list[str]] = {}
     for item in items:
         name = item.text[: -len(item.key) - 1] if item.key else ""
-        if name and item.text == f"{name}={item.key}" and _NAME.match(name):
+        if (
+            name
+            and item.text == f"{name}={item.key}"
+            and _NAME.match(name)
+            and _VALUE_WORD.match(item.key)
+        ):
             if name not in groups:
                 groups[name] = []
                 lines.append(groups[name])
@@ -293,6 +308,14 @@ def parse_handoff(text: str) -> Handoff:
             bodies[current].append(line)
     handoff = Handoff()
     task = _unescape("\n".join(bodies.get("Active Task", [])).strip())
+    if task.startswith(CONTINUED):
+        handoff.later = [
+            line[len(FOLLOW_UP) :].removesuffix('"')
+            for line in task.split("\n")
+            if line.startswith(FOLLOW_UP)
+        ]
+        handoff.continued = True
+        task = ""
     handoff.task = "" if task == NO_TASK else task
     handoff.goal = " ".join(line.strip() for line in bodies.get("Goal", []) if line.strip())
     handoff.actions = [_parse_action(line) for line in _entries(bodies.get("Completed Actions"))]
@@ -302,6 +325,8 @@ def parse_handoff(text: str) -> Handoff:
             lists[heading].extend(
                 item for entry in _entries(lines) for item in _parse_values(entry)
             )
+        elif heading == "Blocked":
+            lists[heading].extend(_blocked_items(_entries(lines)))
         elif heading in lists:
             lists[heading].extend(_parse_item(heading, entry) for entry in _entries(lines))
     kept = [line.strip() for line in preamble if line.strip() and not line.startswith("[")]
@@ -323,17 +348,85 @@ def _entries(lines: list[str] | None) -> list[str]:
     return entries
 
 
+_STATE_KEYS = (
+    (re.compile(r"^Last test run:"), "last test", 4),
+    (re.compile(r"^Changed (\S+)"), "changed", 3),
+    (re.compile(r"^Diff "), "", 2),
+    (re.compile(r"^Last assistant note:"), "note", 1),
+    (re.compile(r"^Working directory:"), "cwd", 1),
+)
+
+
+def state_item(text: str) -> Item:
+    """Return an Active State line as an item, with the key and rank its kind has.
+
+    `Last test run:` (rank 4, one), `Changed PATH ...` (one per file: rank 3 with a line
+    or symbol, 2 for a whole file written), `Diff ...`
+    lines of the latest diff (rank 2), the last assistant note and working directory
+    (rank 1, one each); other lines rank 2.
+    """
+    for pattern, key, rank in _STATE_KEYS:
+        match = pattern.match(text)
+        if match:
+            if key == "changed":
+                key = f"changed {match.group(1)}"
+                # A whole file written (a scratch script) ranks below a located change.
+                rank = 3 if " at line " in text or " in " in text.split(":", 1)[0] else 2
+            return Item(text, rank=rank, key=key)
+    return Item(text, rank=2)
+
+
+def _is_diff(item: Item) -> bool:
+    return item.text.startswith("Diff ")
+
+
+def _merge_state(older: list[Item], newer: list[Item]) -> list[Item]:
+    """Return the older working state updated with the newer.
+
+    One line per kind (`last test`, `changed PATH`, ...), the newer winning; the diff
+    lines are the newest diff's, whole.
+    """
+    if any(_is_diff(item) for item in newer):
+        older = [item for item in older if not _is_diff(item)]
+    return _union(older, newer, keep_last=True)
+
+
 def _parse_item(heading: str, entry: str) -> Item:
     text = entry[2:].strip() if entry[:2] in ("- ", "* ", "• ") else entry
+    if heading == "Active State":
+        return state_item(text)
     if heading == "Relevant Files":
         match = _FILE_NOTE.match(text)
         if match:
-            return Item(match.group(1), rank=2, note=match.group(2))
+            return Item(match.group(1), rank=3, note=match.group(2))
     if heading == "Critical Context":
         # Values that survived an earlier trimming rank with the task's own identifiers.
-        key = text.split("=", 1)[1] if "=" in text and " " not in text else ""
-        return Item(text, rank=3, key=key)
+        value = text.split("=", 1)[1] if "=" in text and " " not in text else ""
+        return Item(text, rank=3, key=value if _VALUE_WORD.match(value) else "")
     return Item(text, rank=2)
+
+
+_FAILURE_HEADER = re.compile(r"^action \d+ (?:failed|printed errors)")
+
+
+def _blocked_items(entries: list[str]) -> list[Item]:
+    """Return Blocked lines as items: the latest failure's rank 3, the one before 2, older 0."""
+    texts = [e[2:].strip() if e[:2] in ("- ", "* ", "• ") else e for e in entries]
+    headers = [i for i, text in enumerate(texts) if _FAILURE_HEADER.match(text)]
+    last = headers[-1] if headers else 0
+    items = []
+    for index, text in enumerate(texts):
+        rank = (
+            0
+            if text.startswith("earlier:")
+            else 1
+            if text.startswith("resolved")
+            else 3
+            if index >= last
+            else 2
+        )
+        items.append(Item(text, rank=rank))
+    return items
 
 
 def _parse_values(entry: str) -> list[Item]:
@@ -344,7 +437,8 @@ def _parse_values(entry: str) -> list[Item]:
         values = match.group(2).split(", ")
         if all(value and " " not in value for value in values):
             name = match.group(1)
-            return [Item(f"{name}={value}", rank=3, key=value) for value in values]
+            # Values of tool calls and results; the task's own values are plain lines.
+            return [Item(f"{name}={value}", rank=2, key=value) for value in values]
     return [_parse_item("Critical Context", entry)]
 
 
@@ -362,7 +456,7 @@ def _parse_action(entry: str) -> Action:
     outcome = ""
     if " - " in target:
         target, outcome = target.rsplit(" - ", 1)
-    brief = target[:40]
+    brief = target if len(target) <= 40 else target[:40].rsplit(" ", 1)[0] + " …"
     return Action(first, max(first, last), verb, target, outcome, tool, brief=brief, line=entry)
 
 
@@ -410,7 +504,7 @@ def merge_handoffs(older: Handoff, newer: Handoff) -> Handoff:
         goal=older.goal or earlier_request or newer.goal,
         constraints=_union(older.constraints, newer.constraints),
         actions=[*older.actions, *newer.actions],
-        state=newer.state or older.state,
+        state=_merge_state(older.state, newer.state),
         in_progress=newer.in_progress or older.in_progress,
         blocked=newer.blocked or older.blocked,
         decisions=_union(older.decisions, newer.decisions),
@@ -419,7 +513,9 @@ def merge_handoffs(older: Handoff, newer: Handoff) -> Handoff:
         files=merge_files(older.files, newer.files),
         remaining=newer.remaining or older.remaining,
         critical=_union(older.critical, newer.critical, keep_last=True),
+        later=[] if newer.task or older.task else [*older.later, *newer.later][-MAX_FOLLOW_UPS:],
         has_reply=older.has_reply or newer.has_reply,
+        continued=older.continued or newer.continued,
     )
 
 

@@ -5,6 +5,12 @@ through httpx, with the secrets of everything it sends and receives redacted, re
 what retrying can fix (connection errors, timeouts, 429, 5xx) with exponential backoff,
 and turns every failure into a typed `SummarizerError` that says how to fix it.
 
+The server is not trusted: it may hang, lie, answer gigabytes or JSON nested a hundred
+thousand levels deep, or echo the API key back. What is read of an answer is capped
+(`max_response_bytes`), a body too deep to parse is a `SummarizerResponseError`, and the
+configured key is removed by value (not only by the patterns of `redact`) from everything
+that comes back: the digest, the model name, error messages and the log.
+
 ```python
 async with OpenAICompatibleSummarizer("http://localhost:8000/v1", "qwen2.5-7b-instruct") as s:
     summary = await s.summarize(SummaryRequest(messages=folded, budget_tokens=1_000))
@@ -19,14 +25,16 @@ import logging
 import math
 import os
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from types import TracebackType
 from typing import Any, Self
+from urllib.parse import quote, quote_plus
 
 import httpx
 
-from sessionstore._redact import redact, redact_message
+from sessionstore._redact import REDACTED, redact, redact_message
 from sessionstore._tokens import estimate_tokens
 from sessionstore.errors import (
     ConfigurationError,
@@ -52,6 +60,34 @@ at a line boundary, rather than mid-sentence by the server."""
 
 _RETRIED_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 _ERROR_DETAIL_CHARS = 300
+_ERROR_BODY_BYTES = 64 * 1024
+"""What is read of an error status's body: enough for the server's explanation."""
+_MODEL_NAME_CHARS = 200
+"""The longest model name kept from an answer (it goes into the stored provenance)."""
+MIN_SCRUBBED_KEY_CHARS = 8
+"""A key shorter than this (`EMPTY`, `ollama`: the placeholders local servers take) is
+not searched for in the digest, where replacing the word would garble it; it is still
+removed from error messages."""
+DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+"""The most bytes read of an answer: a digest's budget is a few thousand tokens at most."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """What was read of a response: its status, headers and (capped) body."""
+
+    status: int
+    reason: str
+    headers: httpx.Headers
+    body: bytes
+    too_large: bool = False
+    """True when a 2xx body went past `max_response_bytes` (it was not read whole)."""
+    is_undecodable: bool = False
+    """True when the body's content encoding (gzip, ...) could not be decoded."""
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", errors="replace")
 
 
 class OpenAICompatibleSummarizer:
@@ -77,6 +113,8 @@ class OpenAICompatibleSummarizer:
             `SummarizerUnavailableError` (its `retry_after` says how long).
         client: an `httpx.AsyncClient` to send through (proxies, TLS, tests); a client
             passed in is not closed by `aclose()`.
+        max_response_bytes: the most bytes of an answer read (after decompression); a
+            longer answer is a `SummarizerResponseError`, and is not read further.
 
     Raises:
         ConfigurationError: `base_url` is not an http(s) URL with a host.
@@ -96,9 +134,13 @@ class OpenAICompatibleSummarizer:
         backoff: float = 0.5,
         max_backoff: float = 30.0,
         client: httpx.AsyncClient | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         _check_type("model", model, str)
         _check_type("max_retries", max_retries, int)
+        _check_type("max_response_bytes", max_response_bytes, int)
+        if max_response_bytes < 1:
+            raise ValueError(f"max_response_bytes must be positive, got {max_response_bytes}")
         if not model.strip():
             raise ValueError("model must be a non-empty model name")
         if not timeout > 0:
@@ -117,6 +159,7 @@ class OpenAICompatibleSummarizer:
         self.temperature = temperature
         self.backoff = backoff
         self.max_backoff = max_backoff
+        self.max_response_bytes = max_response_bytes
         self._client = client
         self._owns_client = client is None
         self._closed = False
@@ -186,9 +229,18 @@ class OpenAICompatibleSummarizer:
             body["temperature"] = self.temperature
         # Lone surrogates cannot be sent as UTF-8; they become "?" rather than an error.
         content = json.dumps(body, ensure_ascii=False).encode("utf-8", errors="replace")
-        response, attempts = await self._post(content)
-        text, model = self._read_answer(response, attempts)
-        text = redact(text)
+        headers, key = self._headers()
+        try:
+            answer, attempts = await self._post(content, headers, key)
+            text, model = self._read_answer(answer, attempts, key)
+        except SummarizerError as error:
+            # Every message is built scrubbed; this makes sure of it, whatever was missed.
+            error.args = tuple(_scrub_key(str(arg), key) for arg in error.args)
+            if error.url is not None:
+                error.url = _scrub_key(error.url, key)
+            raise
+        text = redact(_scrub_key(text, key, min_chars=MIN_SCRUBBED_KEY_CHARS))
+        model = _scrub(_scrub_key(model, key), None)[:_MODEL_NAME_CHARS]
         fitted = _fit_to_budget(text, request.budget_tokens)
         if fitted != text:
             logger.warning(
@@ -214,20 +266,55 @@ class OpenAICompatibleSummarizer:
             headers["Authorization"] = f"Bearer {key}"
         return headers, key or None
 
-    async def _post(self, content: bytes) -> tuple[httpx.Response, int]:
-        """Send the request, retrying what can be retried; return the 2xx response."""
+    async def _exchange(self, content: bytes, headers: dict[str, str]) -> _Answer:
+        """Send the request once; read at most `max_response_bytes` of a 2xx answer."""
+        assert self._client is not None
+        request = self._client.build_request(
+            "POST", self.endpoint, content=content, headers=headers
+        )
+        response = await self._client.send(request, stream=True)
+        try:
+            is_success = 200 <= response.status_code < 300
+            limit = self.max_response_bytes if is_success else _ERROR_BODY_BYTES
+            declared = response.headers.get("Content-Length", "")
+            too_large = is_success and declared.isdigit() and int(declared) > limit
+            body = bytearray()
+            is_undecodable = False
+            try:
+                if not too_large:
+                    async for chunk in response.aiter_bytes():
+                        if len(body) + len(chunk) > limit:
+                            # An error's explanation is cut; a digest that long is refused.
+                            too_large = is_success
+                            body += chunk[: limit - len(body)]
+                            break
+                        body += chunk
+            except httpx.DecodingError:
+                body, is_undecodable = bytearray(), True
+            return _Answer(
+                response.status_code,
+                response.reason_phrase,
+                response.headers,
+                bytes(body),
+                too_large=too_large,
+                is_undecodable=is_undecodable,
+            )
+        finally:
+            await response.aclose()
+
+    async def _post(
+        self, content: bytes, headers: dict[str, str], key: str | None
+    ) -> tuple[_Answer, int]:
+        """Send the request, retrying what can be retried; return the 2xx answer."""
         if self._client is None:
             self._client = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout))
-        headers, key = self._headers()
         attempts = self.max_retries + 1
         failure: SummarizerError | None = None
         for attempt in range(1, attempts + 1):
             retry_after: float | None = None
             try:
                 async with asyncio.timeout(self.timeout):
-                    response = await self._client.post(
-                        self.endpoint, content=content, headers=headers
-                    )
+                    response = await self._exchange(content, headers)
             except (TimeoutError, httpx.TimeoutException):
                 failure = SummarizerTimeoutError(
                     f"the summarizer at {self._display_url} did not answer within "
@@ -246,7 +333,7 @@ class OpenAICompatibleSummarizer:
                     attempts=attempt,
                 )
             else:
-                status = response.status_code
+                status = response.status
                 if 200 <= status < 300:
                     return response, attempt
                 detail = _error_detail(response, key)
@@ -297,7 +384,7 @@ class OpenAICompatibleSummarizer:
             )
         return f"Check the API key in the environment variable {self.api_key_env}."
 
-    def _read_answer(self, response: httpx.Response, attempts: int) -> tuple[str, str]:
+    def _read_answer(self, response: _Answer, attempts: int, key: str | None) -> tuple[str, str]:
         """Return the answer's text and the model that wrote it."""
 
         def fail(what: str) -> SummarizerResponseError:
@@ -306,22 +393,30 @@ class OpenAICompatibleSummarizer:
                 f"{what}. Check that base_url points at a /v1/chat/completions API and that "
                 f"the model {self.model!r} can write text.",
                 url=self._display_url,
-                status_code=response.status_code,
+                status_code=response.status,
                 attempts=attempts,
             )
 
-        try:
-            data = json.loads(response.content)
-        except ValueError:
-            snippet = _scrub(response.text[:_ERROR_DETAIL_CHARS], None)
-            raise fail(f"the body is not JSON ({snippet!r})") from None
+        if response.too_large:
+            raise fail(
+                f"the answer is larger than max_response_bytes ({self.max_response_bytes:,} "
+                "bytes), far more than a digest; it was not read further"
+            )
+        if response.is_undecodable:
+            encoding = _scrub(response.headers.get("Content-Encoding", ""), key)
+            raise fail(f"the body cannot be decoded (Content-Encoding {encoding!r})")
+        data, problem = _parse_json(response.body)
+        if problem is not None:
+            # Raised here, not in an `except` block: the parser's error holds the whole body.
+            snippet = _scrub(response.text, key)
+            raise fail(f"the body is {problem} ({snippet!r})")
         if not isinstance(data, dict):
             raise fail(f"the body is a JSON {type(data).__name__}, not an object")
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices:
             error = data.get("error")
             if error:
-                raise fail(f"no choices, and an error: {_scrub(str(error), None)}")
+                raise fail(f"no choices, and an error: {_scrub(_text_of(error), key)}")
             raise fail("no choices")
         first = choices[0]
         message = first.get("message") if isinstance(first, dict) else None
@@ -361,27 +456,63 @@ def _endpoint(base_url: str) -> httpx.URL:
     return url.copy_with(path=path)
 
 
+def _key_forms(key: str) -> list[str]:
+    """The ways a key can be written back: as it is, JSON-escaped, URL-encoded."""
+    forms = {key, json.dumps(key)[1:-1], quote(key, safe=""), quote_plus(key)}
+    return sorted(forms, key=len, reverse=True)
+
+
+def _scrub_key(text: str, key: str | None, *, min_chars: int = 1) -> str:
+    """Return `text` with every occurrence of the API key (in any written form) redacted."""
+    if not key or len(key) < min_chars:
+        return text
+    for form in _key_forms(key):
+        text = text.replace(form, REDACTED)
+    return text
+
+
 def _scrub(text: str, key: str | None) -> str:
     """Return `text` safe to put in an error message: no key, no secret, not too long."""
-    if key:
-        text = text.replace(key, "[REDACTED]")
+    # Cut to a bounded window first (an error body may be large), with room for a key
+    # that straddles the cut, then scrub, then cut to the final length.
+    window = _ERROR_DETAIL_CHARS * 4 + (len(key) * 3 if key else 0)
+    text = _scrub_key(text[:window], key)
     text = " ".join(redact(text).split())
     return text if len(text) <= _ERROR_DETAIL_CHARS else text[: _ERROR_DETAIL_CHARS - 1] + "…"
 
 
-def _error_detail(response: httpx.Response, key: str | None) -> str:
-    """Return the server's own explanation of an error status, if it gave one."""
+def _parse_json(body: bytes) -> tuple[Any, str | None]:
+    """Return the decoded body and None, or None and what is wrong with it."""
     try:
-        data = json.loads(response.content)
+        return json.loads(body), None
+    except RecursionError:
+        return None, "JSON nested too deeply to read"
     except ValueError:
-        return _scrub(response.text, key) or response.reason_phrase
+        return None, "not JSON"
+
+
+def _text_of(value: object) -> str:
+    """Return a decoded JSON value as text (a string as it is)."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (RecursionError, ValueError):  # pragma: no cover - a parsed value re-encodes
+        return type(value).__name__
+
+
+def _error_detail(response: _Answer, key: str | None) -> str:
+    """Return the server's own explanation of an error status, if it gave one."""
+    data, problem = _parse_json(response.body)
+    if problem is not None:
+        return _scrub(response.text, key) or response.reason
     if isinstance(data, dict):
         error = data.get("error", data.get("detail", data.get("message")))
         if isinstance(error, dict):
             error = error.get("message", error)
         if error:
-            return _scrub(str(error), key)
-    return response.reason_phrase
+            return _scrub(_text_of(error), key)
+    return response.reason
 
 
 def _retry_after(value: str | None) -> float | None:

@@ -14,20 +14,32 @@ from collections.abc import Iterator
 from typing import Any
 
 __all__ = [
+    "Hunk",
     "clean_text",
     "code_identifiers",
     "collapse",
     "cut",
+    "defined_names",
+    "diff_hunks",
     "error_lines",
     "exit_code",
     "find_paths",
     "head_tail",
+    "hunk_symbol",
+    "instructions_start",
+    "is_demonstration",
     "is_noise_path",
+    "is_placeholder",
     "json_values",
+    "numbered_lines",
     "parse_json",
     "record_values",
     "sentences",
+    "statement_part",
+    "symbol_at",
+    "test_result_line",
     "test_summary",
+    "without_examples",
     "without_fences",
 ]
 
@@ -392,6 +404,52 @@ def test_summary(output: str) -> str | None:
     return None
 
 
+_RESULT_LINES = [
+    re.compile(
+        r"^[=\s]*((?:\d+ (?:failed|passed|errors?|skipped|xfailed|xpassed|deselected|warnings?)"
+        r"(?:, )?)+(?: in [\d.]+s)?(?: \([^)]*\))?)[=\s]*$",
+        re.MULTILINE,
+    ),
+    re.compile(r"^\s*((?:FAILED|OK)\b.*?)\s*$", re.MULTILINE),
+    re.compile(r"^\s*(Tests?:\s+.*(?:failed|passed).*?)\s*$", re.MULTILINE),
+    re.compile(r"^\s*(test result: \w+\. \d+ passed; \d+ failed.*?)\s*$", re.MULTILINE),
+    re.compile(r"^\s*(?:\[\w+\]\s*)?(Tests run: \d+, Failures: \d+.*?)\s*$", re.MULTILINE),
+    re.compile(r"^\s*(?:\[\w+\]\s*)?(BUILD (?:SUCCESS|FAILURE|SUCCESSFUL|FAILED)\b.*?)\s*$", re.M),
+    re.compile(r"^\s*(OK \(\d+ tests?\)|Tests run: \d+,\s+Failures: \d+)\s*$", re.MULTILINE),
+]
+
+
+def test_result_line(output: str) -> str | None:
+    """Return the last result line of a test run as printed (`1 failed, 3 passed in 0.1s`).
+
+    The rules around a pytest or sympy summary are left out; a unittest run gives its
+    `Ran N tests in Xs` line and its verdict (`FAILED (failures=1)`, `OK`) joined by ` / `;
+    else the last short line that counts passed or failed tests.
+    """
+    window = output[-SCAN_WINDOW:]
+    ran = list(re.finditer(r"^(Ran \d+ tests? in [\d.]+s)\s*$", window, re.MULTILINE))
+    for pattern in _RESULT_LINES:
+        matches = list(pattern.finditer(window))
+        if not matches:
+            continue
+        line = collapse(matches[-1].group(1))
+        if ran and line.startswith(("FAILED", "OK")):
+            return f"{ran[-1].group(1)} / {line}"
+        return line
+    if ran:
+        return ran[-1].group(1)
+    counted = [
+        collapse(line).strip(" =")
+        for line in window.split("\n")
+        if _COUNTED.search(line) and len(line.strip()) <= MAX_RESULT_CHARS
+    ]
+    return counted[-1] if counted else None
+
+
+MAX_RESULT_CHARS = 160
+_COUNTED = re.compile(r"\b\d+ (?:passed|failed|errors?|failures?|tests? (?:passed|failed))\b")
+
+
 _ERROR_LINE = re.compile(
     r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Failure|Fault|Exit|Interrupt)\b"
     r"|^E\s+\S"
@@ -399,7 +457,9 @@ _ERROR_LINE = re.compile(
     r"|^(?:fatal|panic|npm ERR!|Error|ERROR)\b"
     r"|\b(?:error|Error|ERROR)(?:\[[\w-]+\])?: *\S"
     r"|: (?:command not found|No such file or directory|Permission denied)$"
-    r"|^Segmentation fault|^Killed$",
+    r"|^Segmentation fault|^Killed$|^Exception in thread |^Caused by: "
+    r"|^(?:[a-z_]\w*\.)+[A-Z]\w*(?:Exception|Error)\b|^BUILD FAILED|^BUILD FAILURE"
+    r"|^[-*]?\s*[EF]\d{3,4} \w",
 )
 _TRACEBACK = "Traceback (most recent call last):"
 _FRAME = re.compile(r'^\s*File "[^"]+", line \d+')
@@ -459,3 +519,192 @@ def sentences(text: str) -> list[str]:
     """Return the sentences of prose, fenced code left out, each on one line."""
     prose = _FENCE.sub("\n", head_tail(text, SCAN_WINDOW // 4))
     return [s for part in _SENTENCE_END.split(prose) if (s := collapse(part))]
+
+
+# ── harness framing: demonstrations and placeholders ──────────────────────────
+
+_DEMONSTRATION = re.compile(
+    r"^\W*(?:here is|here's|below is|the following is)\s+an?\s+(?:\w+\s+)?"
+    r"(?:demonstration|example (?:of|trajectory|run|session|interaction|conversation))"
+    r"|-{2,}\s*(?:END OF\s+)?DEMONSTRATION\s*-{2,}",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+def is_demonstration(text: str) -> bool:
+    """Return True for a worked demonstration a harness shows the agent (not its task).
+
+    A message that opens by saying it is a demonstration or an example run (SWE-agent's
+    `Here is a demonstration of how to correctly accomplish this task.`), or that holds
+    `--- DEMONSTRATION ---` markers near its start or end.
+    """
+    return (
+        _DEMONSTRATION.search(text[:400]) is not None
+        or _DEMONSTRATION.search(text[-400:]) is not None
+    )
+
+
+_PLACEHOLDER = re.compile(
+    r"(?:^|[/_.\-\s<])(?:my|your|some|example|sample|placeholder|dummy|foo|bar|baz|xxx)"
+    r"(?:[/_.\-\s>]|$)"
+    r"|path/to/|/to/your|_here\b|<\w+>|^(?:file|filename|newfile|old_string|new_string|command"
+    r"|action|value|name)(?:\.\w+)?$",
+    re.IGNORECASE,
+)
+_EXAMPLE_BLOCK = re.compile(
+    r"<(\w*example\w*)>.*?</\1>"
+    r"|^[^\n]*\b(?:[Ee]xamples?|e\.g\.|[Ff]or instance|[Ff]ormat)\b[^\n]*:[ \t]*\n+```.*?```",
+    re.DOTALL | re.MULTILINE,
+)
+
+
+def is_placeholder(token: str) -> bool:
+    """Return True for a value an instruction's example uses, not a fact of the session.
+
+    `MY_ENV_VAR`, `your_command_here`, `/path/to/working/dir`, `example.py`, `filename.py`.
+    """
+    return _PLACEHOLDER.search(token) is not None
+
+
+INSTRUCTIONS = re.compile(
+    r"^[ \t]*(?:<instructions>|INSTRUCTIONS:|#{1,3} *(?:Task )?Instructions\b"
+    r"|-{3,} *INSTRUCTIONS *-{3,})",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+def instructions_start(text: str) -> int | None:
+    """Return where a task statement's standing instructions begin, or None.
+
+    A harness's task statement is the issue first, then instructions every task repeats
+    (`<instructions>`, `INSTRUCTIONS:`, `# Task Instructions`); a heading with less than
+    `MIN_STATEMENT_CHARS` of text before it opens the statement itself and does not count.
+    """
+    match = INSTRUCTIONS.search(text)
+    if match is None or len(text[: match.start()].strip()) < MIN_STATEMENT_CHARS:
+        return None
+    return match.start()
+
+
+MIN_STATEMENT_CHARS = 40
+"""A task statement before standing instructions has at least this much text."""
+
+
+def statement_part(text: str) -> str:
+    """Return a task statement without its standing instructions (see `instructions_start`)."""
+    start = instructions_start(text)
+    return text if start is None else text[:start]
+
+
+def without_examples(text: str) -> str:
+    """Return `text` without its example blocks (`<format_example>...`, `Example:` + code)."""
+    return _EXAMPLE_BLOCK.sub("\n", text)
+
+
+# ── code changes: diffs, numbered listings, enclosing symbols ─────────────────
+
+_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@ ?(.*)$")
+_DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/(\S+)|^\+\+\+ (?:b/)?(\S+)")
+_NUMBERED = re.compile(r"^\s{0,8}(\d{1,6})(?::|\t| \| )(.*)$")
+_SYMBOL = re.compile(
+    r"^(\s*)(?:(?:async\s+)?def|(?:(?:public|private|protected|abstract|final|static|export"
+    r"|default)\s+)*(?:class|interface|enum|record|struct|trait)|(?:export\s+)?(?:async\s+)?"
+    r"function|func|fn|sub"
+    r"|(?:(?:public|private|protected|static|final|abstract|synchronized|override|internal"
+    r"|virtual|inline)\s+)+(?:[\w<>\[\],.?]+\s+)?(?=\w+\s*\()"
+    # A method with a return type and no modifier (`void run(int n) {`, `String name() {`).
+    r"|(?=[\w<>\[\],.?]+\s+\w+\s*\([^;]*$)(?!(?:return|new|else|throw|case)\b)"
+    r"[\w<>\[\],.?]+\s+)\s*\*?\s*([A-Za-z_$][\w$]*)"
+)
+_NOT_SYMBOLS = frozenset({"if", "for", "while", "switch", "catch", "return", "new", "else"})
+_DEFINES = re.compile(
+    r"^[ \t]*(?:async[ \t]+)?(?:def|class|function)[ \t]+([A-Za-z_]\w*)", re.MULTILINE
+)
+
+
+def defined_names(text: str) -> list[str]:
+    """Return the functions and classes a piece of code defines (`def run`, `class Io`)."""
+    return list(dict.fromkeys(m.group(1) for m in _DEFINES.finditer(head_tail(text))))
+
+
+def numbered_lines(output: str) -> dict[int, str]:
+    """Return the numbered lines a listing shows (`12:code`, `12<TAB>code`, `12 | code`)."""
+    found: dict[int, str] = {}
+    for line in head_tail(output).split("\n"):
+        match = _NUMBERED.match(line)
+        if match:
+            found[int(match.group(1))] = match.group(2)
+    return found
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def symbol_at(lines: dict[int, str], number: int, text: str = "") -> str:
+    """Return the symbol (`Class.method`) that encloses line `number` of a file, or "".
+
+    Read from the file's lines seen so far: the nearest `def`/`class`/`function`/method
+    line above, less indented than the changed line, and the ones enclosing it.
+    """
+    indent = _indent(text) if text.strip() else _indent(lines.get(number, ""))
+    names: list[str] = []
+    for line_number in sorted((n for n in lines if n <= number), reverse=True):
+        line = lines[line_number]
+        if not line.strip():
+            continue
+        match = _SYMBOL.match(line)
+        if match and len(match.group(1)) < indent and match.group(2) not in _NOT_SYMBOLS:
+            names.append(match.group(2))
+            indent = len(match.group(1))
+            if indent == 0:
+                break
+    return ".".join(reversed(names))
+
+
+def hunk_symbol(context: str) -> str:
+    """Return the name a diff hunk header's context names (`def parse(x):` -> `parse`)."""
+    match = _SYMBOL.match(context)
+    return match.group(2) if match and match.group(2) not in _NOT_SYMBOLS else ""
+
+
+class Hunk:
+    """One hunk of a unified diff: its file, first new line, enclosing context, changes."""
+
+    __slots__ = ("added", "context", "line", "path", "removed")
+
+    def __init__(self, path: str, line: int, context: str) -> None:
+        self.path = path
+        self.line = line
+        self.context = context
+        self.added: list[str] = []
+        self.removed: list[str] = []
+
+
+def diff_hunks(output: str) -> list[Hunk]:
+    """Return the hunks of the unified diffs in an output (`git diff`, a submission)."""
+    hunks: list[Hunk] = []
+    path = ""
+    current: Hunk | None = None
+    for line in head_tail(output).split("\n"):
+        file_match = _DIFF_FILE.match(line)
+        if file_match:
+            path = next(g for g in file_match.groups() if g)
+            current = None
+            continue
+        if line.startswith(("--- ", "index ", "new file mode", "deleted file mode")):
+            continue
+        hunk_match = _HUNK.match(line)
+        if hunk_match and path:
+            current = Hunk(path, int(hunk_match.group(1)), hunk_match.group(2).strip())
+            hunks.append(current)
+            continue
+        if current is None:
+            continue
+        if line.startswith("+"):
+            current.added.append(line[1:])
+        elif line.startswith("-"):
+            current.removed.append(line[1:])
+        elif not line.startswith((" ", "\\")) and line.strip():
+            current = None
+    return hunks

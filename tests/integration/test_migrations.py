@@ -352,6 +352,58 @@ async def test_search_and_usage_are_backfilled_from_rows_stored_before_them(
             )
 
 
+def _delete_path_objects(connection: Any) -> tuple[set[str], set[str]]:
+    """The indexes on referencing columns and the loop-detaching trigger (migration 0007)."""
+    inspector = inspect(connection)
+    indexes = {
+        ix["name"]
+        for table in inspector.get_table_names()
+        for ix in inspector.get_indexes(table)
+        if ix["name"].startswith("ix_")
+        and ix["name"].endswith(("_loop_id", "_block_id", "_section_id", "_message_id"))
+    }
+    if connection.dialect.name == "postgresql":
+        found = "SELECT tgname FROM pg_trigger WHERE tgname LIKE 'sessionstore_sessions_%'"
+    else:
+        found = (
+            "SELECT name FROM sqlite_master "
+            "WHERE type = 'trigger' AND tbl_name = 'sessionstore_sessions'"
+        )
+    triggers = {row[0] for row in connection.execute(text(found))}
+    return indexes, triggers
+
+
+async def test_0007_goes_down_and_up_with_rows_and_deletes_deep_chains_only_when_up(
+    empty_db_url: str,
+) -> None:
+    """0007 adds indexes and a trigger, no column: down and up keep every row, and the
+    deep-chain delete (issue 17, item 1) works at 0007 on both backends."""
+    await migrate.upgrade(empty_db_url)
+    async with SessionStore.from_url(empty_db_url) as store:
+        session_id = await _fill_every_table(store)
+        full = await _inspect(empty_db_url, _dump)
+        indexes, triggers = await _inspect(empty_db_url, _delete_path_objects)
+        assert len(indexes) == 11
+        is_sqlite = empty_db_url.startswith("sqlite")
+        assert triggers == ({"sessionstore_sessions_detach_loops"} if is_sqlite else set())
+
+        await migrate.downgrade(empty_db_url, "0006_usage")
+        assert await _inspect(empty_db_url, _delete_path_objects) == (set(), set())
+        assert await _inspect(empty_db_url, _dump) == full
+        await migrate.upgrade(empty_db_url)
+        assert await _inspect(empty_db_url, _delete_path_objects) == (indexes, triggers)
+        assert await _inspect(empty_db_url, _dump) == full
+        assert await _inspect(empty_db_url, _diff) == []
+        assert (await store.verify()).is_ok
+
+        deep = await store.import_session(
+            [[UserMessage(content=f"loop {i}")] for i in range(1_100)], app_name="a", user_id="u"
+        )
+        await store.delete_session(deep.id)
+        await store.delete_session(session_id)
+        assert await _inspect(empty_db_url, _dump) == {table: [] for table in TABLES}
+
+
 def _shape(connection: Any) -> dict[str, Any]:
     """Every table's columns, keys, foreign keys and indexes, as the database reports them."""
     found = inspect(connection)
@@ -442,15 +494,15 @@ async def _every_read(store: SessionStore, session_id: str) -> dict[str, Any]:
     }
 
 
-async def test_0008_moves_a_0006_database_with_its_data_and_back(empty_db_url: str) -> None:
-    """Session keys (0008) move every row of a 0006 database, and every read stays the same.
+async def test_0008_moves_a_0007_database_with_its_data_and_back(empty_db_url: str) -> None:
+    """Session keys (0008) move every row of a 0007 database, and every read stays the same.
 
-    The 0006 database is made by downgrading one filled at the head (a release's store
-    cannot run on this one's tables); its shape is checked against a database made at 0006.
+    The 0007 database is made by downgrading one filled at the head (a release's store
+    cannot run on this one's tables); its shape is checked against a database made at 0007.
     """
-    await migrate.upgrade(empty_db_url, "0006_usage")
-    shape_0006 = await _inspect(empty_db_url, _shape)
-    triggers_0006 = await _inspect(empty_db_url, _triggers)
+    await migrate.upgrade(empty_db_url, "0007_delete_paths")
+    shape_0007 = await _inspect(empty_db_url, _shape)
+    triggers_0007 = await _inspect(empty_db_url, _triggers)
     await migrate.upgrade(empty_db_url)
     async with SessionStore.from_url(empty_db_url) as store:
         first = await _fill_every_table(store)
@@ -476,12 +528,12 @@ async def test_0008_moves_a_0006_database_with_its_data_and_back(empty_db_url: s
         head_triggers = await _inspect(empty_db_url, _triggers)
         assert all(full[table] for table in TABLES), {t: len(r) for t, r in full.items()}
 
-        await migrate.downgrade(empty_db_url, "0006_usage")
-        assert await migrate.current(empty_db_url) == "0006_usage"
+        await migrate.downgrade(empty_db_url, "0007_delete_paths")
+        assert await migrate.current(empty_db_url) == "0007_delete_paths"
         assert await _inspect(empty_db_url, _dump) == plain
-        # The same tables and triggers as the database had when it was made at 0006.
-        assert await _inspect(empty_db_url, _shape) == shape_0006
-        assert await _inspect(empty_db_url, _triggers) == triggers_0006
+        # The same tables and triggers as the database had when it was made at 0007.
+        assert await _inspect(empty_db_url, _shape) == shape_0007
+        assert await _inspect(empty_db_url, _triggers) == triggers_0007
 
         await migrate.upgrade(empty_db_url)
         assert await _inspect(empty_db_url, _diff) == []
@@ -504,7 +556,7 @@ async def test_0008_moves_a_0006_database_with_its_data_and_back(empty_db_url: s
         # Ids are per tenant now; going back below 0008 is refused while one is shared.
         await store.for_tenant("third", "eve").create_session(session_id="bobs")
         with pytest.raises(SchemaError, match="'bobs' is used by more than one tenant"):
-            await migrate.downgrade(empty_db_url, "0006_usage")
+            await migrate.downgrade(empty_db_url, "0007_delete_paths")
         assert await migrate.current(empty_db_url) == HEAD
         await store.for_tenant("third", "eve").delete_session("bobs")
         await store.delete_session(first)

@@ -34,6 +34,7 @@ from sessionstore import (
     ReplacementMessage,
     SectionedBlockStrategy,
     StoredMessage,
+    SystemMessage,
     TextContent,
     ThinkingContent,
     TokenBudget,
@@ -360,13 +361,18 @@ def _check_provenance(context: BuiltContext, history: History) -> None:
             assert not item.covers
             continue
         if item.source == "digest":
-            # The session digest stands for whole loops before the ones shown.
-            assert item is context.items[0]
+            # The session digest stands for whole loops before the ones shown: it comes
+            # first, after the system prompt.
+            before = context.items[: context.items.index(item)]
+            assert all(isinstance(x.message, SystemMessage) for x in before)
             assert not item.covers
             continue
         assert item.loop_id in ids_of, f"an item of loop {item.loop_id}, not of the chain"
         if item.loop_id not in context.loop_ids:
-            assert item.pinned, "only the pinned request may come from a loop out of scope"
+            # The latest request, and the system prompt of the chain's first loop.
+            assert item.pinned or (
+                isinstance(item.message, SystemMessage) and item.loop_id == history.chain[0]
+            ), "only the pinned request and the system prompt may come from out of scope"
         own = ids_of[item.loop_id]
         assert set(item.covers) <= own.keys(), f"covers {item.covers} outside loop {item.loop_id}"
         if item.source == "raw":
@@ -379,6 +385,18 @@ def _check_provenance(context: BuiltContext, history: History) -> None:
     for raw_id, count in seen.items():
         allowed = 2 if latest is not None and raw_id == latest.id else 1
         assert count <= allowed, f"raw message {raw_id} is shown {count} times"
+
+
+def trim_notes(context: BuiltContext) -> list[str]:
+    """The texts of the context that say how many messages trimming left out."""
+    said = f"{context.trimmed_messages} messages removed to fit the token budget"
+    texts = [
+        item.message.text
+        for item in context.items
+        if isinstance(item.message, UserMessage | AssistantMessage | SystemMessage)
+        and item.source in ("marker", "synthetic", "compacted", "digest")
+    ]
+    return [text for text in texts if said in text]
 
 
 def check_guarantees(

@@ -21,15 +21,20 @@ from sessionstore import (
     AssistantMessage,
     BuiltContext,
     CompactionConfig,
+    CompactionSummaryMessage,
     CustomMessage,
     LoopRecord,
     LoopView,
     Message,
     SectionedBlockStrategy,
+    SessionDigest,
     StoredMessage,
+    SystemMessage,
     ToolResultMessage,
     UserMessage,
+    _trim,
 )
+from sessionstore._framing import DIGEST_HEADER, framed
 from sessionstore._items import LoopSource
 from sessionstore._overlay import build, segments
 from sessionstore._tokens import message_tokens
@@ -42,6 +47,7 @@ from tests.property import (
     configs,
     describe,
     loop_batches,
+    trim_notes,
 )
 
 # No explain phase: it reruns a shrunk failure hundreds of times, which takes a minute.
@@ -199,8 +205,8 @@ def test_build_keeps_the_guarantees_whatever_the_sources(
     check_guarantees(context, chain.history, budget=budget, token_scale=token_scale)
     again = build(chain.sources, budget=budget, latest_user=latest, token_scale=token_scale)
     assert again == context, "the same sources built differently"
-    markers = [item for item in context.items if item.source == "marker"]
-    assert bool(markers) == (context.trimmed_messages > 0)
+    # How many messages were left out is said once, and only when some were.
+    assert len(trim_notes(context)) == (1 if context.trimmed_messages else 0)
     if context.loaded_tokens <= budget:
         assert context.trimmed_messages == 0
         shown = {raw_id for item in context.items for raw_id in item.covers}
@@ -260,3 +266,173 @@ def test_a_tool_call_and_its_result_share_a_turn(batches: list[list[Message]]) -
         calls = {}
         if isinstance(message.message, AssistantMessage):
             calls = {call.id: message.turn_index for call in message.message.tool_calls}
+
+
+# ── fitting: the order that loses least, the digest, the system prompt ────────
+
+_SYSTEM = (
+    "You are a coding agent. Run the tests after each change. Never push to main. "
+    "Keep changes small; explain each one.\nAnswer in English."
+)
+
+
+def _handoff(words: int) -> str:
+    files = "\n".join(f"- src/module_{i}.py (edited)" for i in range(words // 8))
+    return (
+        "## Active Task\nFix the parser crash on empty input.\n\n"
+        "## Completed Actions\n"
+        + "\n".join(f"{i}. RAN pytest -q tests/test_{i}.py - failed" for i in range(1, words // 6))
+        + f"\n\n## Relevant Files\n{files}\n\n## Critical Context\n- ticket: ABC-123"
+    )
+
+
+digests = st.none() | st.builds(
+    lambda words: SessionDigest(
+        head_loop_id=1,
+        through_loop_id=1,
+        message=CompactionSummaryMessage(summary=_handoff(words), tokens_before=10_000),
+        token_count=0,
+    ),
+    st.integers(0, 600),
+)
+
+
+@st.composite
+def chains_with_system(draw: st.DrawFn) -> tuple[Chain, bool]:
+    """A chain whose first loop may open with a system prompt; and whether it does."""
+    chain = draw(chains())
+    if not draw(st.booleans()):
+        return chain, False
+    first = chain.sources[0]
+    if first.loop.parent_loop_id is not None or first.block is not None:
+        return chain, False
+    stored = StoredMessage(
+        id=10_000,
+        session_id="s",
+        loop_id=first.loop.id,
+        position=-1,
+        turn_index=0,
+        token_count=message_tokens(SystemMessage(content=_SYSTEM)),
+        content_hash="",
+        created_at=_EPOCH,
+        message=SystemMessage(content=_SYSTEM),
+    )
+    raw = {**chain.history.raw, first.loop.id: [stored, *chain.history.raw[first.loop.id]]}
+    sources = [LoopSource(first.loop, first.block, [stored, *first.raw]), *chain.sources[1:]]
+    return Chain(History(chain=chain.history.chain, raw=raw), sources), True
+
+
+def _least_digest_cost() -> int:
+    return _trim.MIN_SUMMARY_TEXT + message_tokens(UserMessage(content=framed(DIGEST_HEADER)))
+
+
+@PURE_SETTINGS
+@given(
+    chain_and_system=chains_with_system(),
+    digest=digests,
+    budget=budgets,
+    share=st.none() | st.integers(1, 100),
+    own_system_prompt=st.booleans(),
+    token_scale=token_scales,
+)
+def test_fitting_loses_least_first(
+    chain_and_system: tuple[Chain, bool],
+    digest: SessionDigest | None,
+    budget: int,
+    share: int | None,
+    own_system_prompt: bool,
+    token_scale: float,
+) -> None:
+    """At any budget: the guarantees, then the order of the cuts.
+
+    - a (possibly shortened) digest is sent whenever one exists and its smallest form
+      fits beside the latest request;
+    - a system prompt is sent verbatim, or shortened by whole sentences, and only once
+      no raw turn is left to drop; a caller's own system prompt leaves stored ones out;
+    - no raw turn is dropped while a tool output it could cut is left whole;
+    - the count of messages left out is said once; at most one trim marker.
+    """
+    chain, has_system = chain_and_system
+    latest = chain.history.latest_user
+    if share is not None:
+        # A share of what everything loaded costs, where each cut in turn is needed.
+        loaded = build(chain.sources, budget=10**9, latest_user=latest, digest=digest)
+        budget = max(1, math.ceil(loaded.loaded_tokens * token_scale) * share // 100)
+    overflow: ContextOverflowError | None = None
+    try:
+        context = build(
+            chain.sources,
+            budget=budget,
+            latest_user=latest,
+            token_scale=token_scale,
+            digest=digest,
+            own_system_prompt=own_system_prompt,
+        )
+    except ContextOverflowError as error:
+        overflow = error
+    if overflow is not None:
+        # Only the latest request (with the count of what was left out) cannot fit.
+        assert overflow.needed > budget
+        if latest is not None:
+            assert overflow.needed >= math.ceil(latest.token_count * token_scale)
+        return
+    check_guarantees(context, chain.history, budget=budget, token_scale=token_scale)
+    assert len(trim_notes(context)) == (1 if context.trimmed_messages else 0)
+    assert sum(1 for item in context.items if item.source == "marker") <= 1
+    items = context.items
+    systems = [i for i in items if isinstance(i.message, SystemMessage) and i.source != "synthetic"]
+    if own_system_prompt:
+        assert not systems
+    for item in systems:
+        text = item.message.text  # type: ignore[union-attr]
+        if item.source == "raw":
+            assert text == _SYSTEM
+        else:
+            kept = text.split("\n[…")[0]
+            assert _SYSTEM.startswith(kept)
+            # Never cut inside a sentence.
+            assert kept.endswith((".", "!", "?", ":", ";")) or _SYSTEM[len(kept)] == "\n"
+    raw_turns = [
+        i
+        for i in items
+        if i.source in ("raw", "shortened")
+        and not i.pinned
+        and not isinstance(i.message, SystemMessage | UserMessage)
+    ]
+    cut_system = (
+        has_system and not own_system_prompt and not any(i.source == "raw" for i in systems)
+    )
+    if cut_system and raw_turns:
+        # Cut to its share of the budget only (by whole sentences), not dropped.
+        assert systems, "the system prompt was dropped while raw turns were left"
+    if context.trimmed_messages:
+        # Outputs are cut before turns go, the older first: a turn was dropped only after
+        # every tool output before it was cut.
+        in_context = {raw_id for item in items for raw_id in item.covers}
+        dropped = {
+            m.id
+            for source in chain.sources
+            for m in source.raw
+            if m.id not in in_context and m.id not in context.orphan_results
+        }
+        for item in items:
+            whole = isinstance(item.message, ToolResultMessage) and item.source == "raw"
+            if whole and item.tokens > _trim.TOOL_OUTPUT_FLOOR and item.message_id is not None:
+                assert all(raw_id < item.message_id for raw_id in dropped), (
+                    "a turn was dropped while an older tool output was left whole"
+                )
+    if digest is None:
+        return
+    shown = [i for i in items if i.source == "digest"]
+    if not shown:
+        # Dropped only once everything but the task and the latest request is gone, and
+        # then only when its smallest form does not fit beside them.
+        assert not raw_turns
+        assert not systems
+        assert not [i for i in items if i.source == "compacted"]
+        kept = [i for i in items if i.source not in ("marker", "synthetic")]
+        assert all(isinstance(i.message, UserMessage) for i in kept)
+        assert context.tokens + math.ceil(_least_digest_cost() * token_scale) > budget
+    else:
+        text = shown[0].message.text  # type: ignore[union-attr]
+        assert "## Active Task" in text or "characters cut" in text or "[… cut" in text

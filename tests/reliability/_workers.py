@@ -1,8 +1,9 @@
 """Child processes for the reliability tests: they write until they are killed or done.
 
 They run in a forkserver that has already imported the library (`start`), so starting
-one costs milliseconds. A worker reports each acknowledged write on its pipe *after*
-the call returned: everything it reported must be in the database afterwards.
+one costs milliseconds. A worker says "ready" once it has connected (a query ran), then
+reports each acknowledged write on its pipe *after* the call returned: everything it
+reported must be in the database afterwards.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ def append_until_killed(url: str, session_id: str, tag: str, size: int, pipe: Co
 
     async def run() -> None:
         async with SessionStore.from_url(url) as store:
+            await store.check_schema()  # connected: opening a store is lazy
             pipe.send(("ready", -1))
             index = 0
             while True:
@@ -80,14 +82,16 @@ COMPACTION = CompactionConfig(keep_first_turns=1, keep_recent_turns=2, keep_rece
 
 
 def compact_until_killed(url: str, session_id: str, tag: str, pipe: Connection) -> None:
-    """Alternate appending a turn and compacting; send each block generation written."""
+    """Alternate appending a turn and compacting; send each turn and each block written."""
 
     async def run() -> None:
         async with SessionStore.from_url(url) as store:
+            await store.check_schema()  # connected: opening a store is lazy
             pipe.send(("ready", -1))
             index = 0
             while True:
                 await store.append_messages(session_id, turn(tag, index))
+                pipe.send(("turn", index))
                 index += 1
                 result = await compact_session_loops(store, session_id, config=COMPACTION)
                 for block in result.blocks:

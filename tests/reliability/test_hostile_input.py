@@ -14,6 +14,12 @@ one of two ways:
 A `StorageError` is never an acceptable answer to bad input (it means a backend refused
 what the checks let through). NUL (U+0000) is stored on both backends (issue 10, defect 3).
 
+Three surfaces without a database (issue 17): trajectory lines for `trajectories compress`
+(a numbered `TrajectoryLineError`, or a line written back exactly; lines nested up to 50,000
+levels deep included), a summarizer server that lies (a `SummarizerError` or a digest within
+its budget, and the API key in neither), and stored text on its way to a terminal (printable,
+and exact in JSON).
+
 As in `tests/property/`, the `store` fixture is shared by the examples of a test (each
 example starts from an empty database), examples are derandomized, so CI runs the same
 ones every time, and failures are reported as drawn, without shrinking.
@@ -23,9 +29,12 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
+from urllib.parse import quote, quote_plus
 
+import httpx
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -43,7 +52,20 @@ from sessionstore import (
     compact_session_loops,
     import_jsonl,
 )
-from sessionstore.errors import ImportLineError, StorageError
+from sessionstore._tokens import estimate_tokens
+from sessionstore._trajectories import (
+    TrajectoryResult,
+    compress_trajectory,
+    compress_trajectory_lines,
+    record_line,
+)
+from sessionstore.cli._render import json_text, printable
+from sessionstore.errors import (
+    ImportLineError,
+    StorageError,
+    SummarizerError,
+    TrajectoryLineError,
+)
 from sessionstore.models import (
     MAX_JSON_DEPTH,
     MESSAGE_ADAPTER,
@@ -51,6 +73,7 @@ from sessionstore.models import (
     content_hash,
     message_payload,
 )
+from sessionstore.summarizers import OpenAICompatibleSummarizer, SummaryRequest
 from tests.dump import dump, empty
 from tests.factories import conversation
 
@@ -68,22 +91,8 @@ HOSTILE = settings(
     ],
 )
 """The database tests draw 120 cases each (fewer for the costly ones): 550 per backend;
-the model test draws 2,500 without a database. About 3,600 cases in all, in about a minute."""
-
-
-# ── the backend divergences still open (one place each, for the lead to flip) ──
-
-
-def _exact_floats(store: SessionStore) -> bool:
-    """Whether every finite float in JSON reads back as written, with the same hash.
-
-    PostgreSQL's `jsonb` keeps numbers as `numeric`: `1e300` and `1e16` come back as
-    integers and `-0.0` as `0.0` (equal in Python, but the canonical payload, hence the
-    content hash, differs). See `test_json_floats_read_back_exactly`. Until the payload
-    encoding keeps number text (defect 3's change of column), the floats drawn on
-    PostgreSQL avoid those; flip this to `return True` then.
-    """
-    return store.engine.dialect.name != "postgresql"
+the model test draws 2,500 without a database, the trajectory and summarizer tests 400 each,
+the terminal test 2,000. About 6,400 cases in all, in about a minute and a half."""
 
 
 # ── strategies ─────────────────────────────────────────────────────────────────
@@ -130,13 +139,8 @@ deep_values = st.builds(
 
 
 def json_values(store: SessionStore | None) -> st.SearchStrategy[Any]:
-    if store is None or _exact_floats(store):
-        floats = st.floats(allow_nan=True, allow_infinity=True)
-    else:
-        floats = st.one_of(
-            st.floats(-1e15, 1e15).filter(lambda x: not (x == 0 and math.copysign(1, x) < 0)),
-            st.sampled_from([math.nan, math.inf, -math.inf]),
-        )
+    # Every float, on every backend: PostgreSQL keeps them exactly too (issue 17, item 13).
+    floats = st.floats(allow_nan=True, allow_infinity=True)
     leaves = st.one_of(st.none(), st.booleans(), ints, floats, texts)
     nested = st.recursive(
         leaves,
@@ -474,18 +478,8 @@ async def test_a_bad_configuration_is_refused_before_anything_is_written(
 
 
 @pytest.mark.parametrize("value", [1e300, 1e16, 1.2345678901234567e20, -0.0])
-async def test_json_floats_read_back_exactly(
-    store: SessionStore, request: pytest.FixtureRequest, value: float
-) -> None:
+async def test_json_floats_read_back_exactly(store: SessionStore, value: float) -> None:
     """A float in JSON reads back as the same float, so its content hash still holds."""
-    if not _exact_floats(store):
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="PostgreSQL jsonb keeps numbers as numeric: 1e300 reads back as an "
-                "int, -0.0 as 0.0 (issue 10, defect 3 changes the payload encoding)",
-            )
-        )
     session = await store.create_session(app_name="a", user_id="u", metadata={"f": value})
     read = (await store.get_session(session.id)).metadata["f"]
     assert isinstance(read, float)
@@ -496,3 +490,207 @@ async def test_json_floats_read_back_exactly(
     )
     (back,) = await store.get_messages(session.id)
     assert content_hash(message_payload(back.message)) == stored.content_hash
+
+
+# ── trajectories (issue 17) ────────────────────────────────────────────────────
+
+KEY = "corp.gateway.7f3a19c2b8e4d6a0/K+q=="
+"""An API key that looks like no provider's: only its value can find it."""
+KEY_FORMS = [KEY, json.dumps(KEY)[1:-1], quote(KEY, safe=""), quote_plus(KEY)]
+
+
+def _nested_text(depth: int, kind: str) -> str:
+    if kind == "list":
+        return "[" * depth + "]" * depth
+    return '{"a": ' * depth + "1" + "}" * depth
+
+
+deep_texts = st.builds(
+    _nested_text,
+    st.sampled_from([64, 900, 3_000, 10_000, 50_000]),
+    st.sampled_from(["list", "obj"]),
+)
+
+
+def trajectory_lines() -> st.SearchStrategy[str | bytes]:
+    sharegpt_turns = st.fixed_dictionaries(
+        {
+            "from": st.sampled_from(["system", "human", "gpt", "tool", "function_call", "robot"]),
+            "value": st.one_of(
+                texts,
+                deep_texts.map(lambda deep: '<tool_call>{"name": "f", "arguments": ' + deep + "}"),
+                json_values(None),
+            ),
+        }
+    )
+    openai_turns = st.fixed_dictionaries(
+        {
+            "role": st.sampled_from(["system", "user", "assistant", "tool", "robot"]),
+            "content": st.one_of(texts, st.none(), json_values(None)),
+        }
+    )
+    records = st.one_of(
+        st.fixed_dictionaries({"conversations": st.lists(sharegpt_turns, max_size=8)}),
+        st.fixed_dictionaries({"messages": st.lists(openai_turns, max_size=8)}),
+        json_objects(None),
+    ).flatmap(
+        lambda record: st.fixed_dictionaries(
+            {k: st.just(v) for k, v in record.items()},
+            optional={"extra": json_values(None), "id": st.one_of(texts, ints)},
+        )
+    )
+    encoded = records.map(lambda obj: json.dumps(obj, ensure_ascii=True, allow_nan=True))
+    with_deep = st.tuples(encoded, deep_texts).map(
+        lambda pair: pair[0][:-1] + (", " if len(pair[0]) > 2 else "") + '"deep": ' + pair[1] + "}"
+    )
+    return st.one_of(
+        encoded,
+        with_deep,
+        encoded.map(lambda line: line[: len(line) // 2]),  # truncated
+        deep_texts,
+        st.binary(max_size=60),
+        st.text(max_size=60),
+    )
+
+
+def _canonical(text: str | bytes) -> str:
+    return json.dumps(json.loads(text), sort_keys=True, allow_nan=True)
+
+
+@settings(HOSTILE, max_examples=400)
+@given(lines=st.lists(trajectory_lines(), min_size=1, max_size=3))
+async def test_a_hostile_trajectory_is_a_numbered_error_or_written_exactly(
+    lines: list[str | bytes],
+) -> None:
+    """`trajectories compress`'s path: a typed error naming its line, or a line that reads
+    back as the input (unchanged) or as a valid record in the input's form (compressed)."""
+    results = []
+
+    def compress(record: dict[str, Any]) -> Awaitable[TrajectoryResult]:
+        return compress_trajectory(record, target_max_tokens=40, protect_last=1)
+
+    refused: TrajectoryLineError | None = None
+    try:
+        async for number, result in compress_trajectory_lines(lines, compress, workers=2):
+            results.append((number, result, record_line(number, result.record)))
+    except TrajectoryLineError as error:
+        refused = error
+    if refused is not None:
+        assert 1 <= refused.line_number <= len(lines)
+        assert str(refused).startswith(f"line {refused.line_number}: ")
+        return
+    for number, result, text in results:
+        line = lines[number - 1]
+        written = json.loads(text)
+        assert isinstance(written, dict)
+        if not result.metrics.compressed:
+            assert _canonical(text) == _canonical(line)
+
+
+# ── the summarizer client (issue 17) ───────────────────────────────────────────
+
+keyed_texts = st.one_of(texts, st.sampled_from(KEY_FORMS), st.sampled_from(KEY_FORMS).map("x".join))
+
+
+def summarizer_answers() -> st.SearchStrategy[bytes]:
+    messages = st.fixed_dictionaries(
+        {"content": st.one_of(keyed_texts, json_values(None), st.lists(json_values(None)))},
+        optional={"role": keyed_texts},
+    )
+    choices = st.one_of(
+        json_values(None),
+        st.lists(
+            st.fixed_dictionaries(
+                {"message": st.one_of(messages, json_values(None))},
+                optional={"finish_reason": json_values(None)},
+            ),
+            max_size=2,
+        ),
+    )
+    bodies = st.fixed_dictionaries(
+        {},
+        optional={
+            "choices": choices,
+            "model": st.one_of(keyed_texts, json_values(None)),
+            "error": st.one_of(keyed_texts, st.fixed_dictionaries({"message": keyed_texts})),
+            "detail": keyed_texts,
+        },
+    )
+    encoded = st.one_of(bodies, json_values(None)).map(
+        lambda body: json.dumps(body, allow_nan=True).encode()
+    )
+    return st.one_of(
+        encoded,
+        st.binary(max_size=80),
+        st.sampled_from(KEY_FORMS).map(lambda key: f"<html>{key}</html>".encode()),
+        deep_texts.map(str.encode),
+        deep_texts.map(lambda deep: ('{"choices": ' + deep + "}").encode()),
+        st.sampled_from([b"x" * (5 * 1024 * 1024), b'{"choices": "' + b"x" * 70_000 + b'"}']),
+    )
+
+
+@settings(HOSTILE, max_examples=400)
+@given(
+    answer=summarizer_answers(),
+    status=st.sampled_from([200, 200, 200, 201, 400, 401, 403, 404, 422, 429, 500, 503]),
+)
+async def test_a_lying_summarizer_server_is_a_typed_error_or_a_clean_digest(
+    answer: bytes, status: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever a server answers: a `SummarizerError` or a digest within its budget, and the
+    API key nowhere (not in the digest, the model name, the error or its args)."""
+    monkeypatch.setenv("SESSIONSTORE_TEST_HOSTILE_KEY", KEY)
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(status, content=answer, headers={"Retry-After": "0"})
+
+    async with (
+        httpx.AsyncClient(transport=httpx.MockTransport(reply)) as client,
+        OpenAICompatibleSummarizer(
+            "http://summarizer.invalid/v1",
+            "m",
+            api_key_env="SESSIONSTORE_TEST_HOSTILE_KEY",
+            client=client,
+            max_retries=1,
+            backoff=0,
+            max_response_bytes=64 * 1024,
+        ) as summarizer,
+    ):
+        request = SummaryRequest(messages=conversation(turns=2), budget_tokens=200)
+        try:
+            summary = await summarizer.summarize(request)
+        except SummarizerError as error:
+            shown = [str(error), repr(error.args), str(error.url)]
+        else:
+            shown = []
+    if shown:
+        assert not [form for form in KEY_FORMS for text in shown if form in text], shown
+        return
+    assert 0 < estimate_tokens(summary.text) <= 200
+    for form in KEY_FORMS:
+        assert form not in summary.text
+        assert form not in summary.model
+
+
+# ── the terminal (issue 17) ────────────────────────────────────────────────────
+
+UNPRINTABLE = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+    "\u2028\u2029\ud800-\udfff]|\r(?!\n)"
+)
+"""What a terminal could obey: controls but tab, newline and a CRLF's carriage return."""
+
+SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+@settings(HOSTILE, max_examples=2000)
+@given(text=st.one_of(st.text(), texts, st.text(st.characters(categories=["Cc", "Cf", "Cs"]))))
+def test_stored_text_reaches_a_terminal_printable_and_json_exact(text: str) -> None:
+    shown = printable(text)
+    assert UNPRINTABLE.search(shown) is None
+    if UNPRINTABLE.search(text) is None:
+        assert shown == text
+    document = json_text(json.dumps({"text": text}, ensure_ascii=False))
+    assert UNPRINTABLE.search(document.replace("\n", "")) is None
+    if not SURROGATE.search(text):  # stored text has none (JSON joins two into a pair)
+        assert json.loads(document) == {"text": text}

@@ -30,6 +30,9 @@ except MissingDependencyError as exc:
         ("sessionstore.integrations.openai_agents", ["agents"], "openai-agents"),
         ("sessionstore.integrations.pydantic_ai", ["pydantic_ai"], "pydantic-ai"),
         ("sessionstore.formats.pydantic_ai", ["pydantic_ai"], "pydantic-ai"),
+        ("sessionstore.integrations.adk", ["google.adk"], "adk"),
+        ("sessionstore.formats.adk", ["google.adk"], "adk"),
+        ("sessionstore.recall.mcp", ["mcp"], "mcp"),
     ],
 )
 def test_a_missing_sdk_names_its_extra(module: str, blocked: list[str], extra: str) -> None:
@@ -43,7 +46,7 @@ def test_a_missing_sdk_names_its_extra(module: str, blocked: list[str], extra: s
 def test_importing_sessionstore_loads_no_sdk() -> None:
     code = (
         "import sys, sessionstore, sessionstore.formats\n"
-        "sdks = ('agents', 'pydantic_ai', 'openai')\n"
+        "sdks = ('agents', 'pydantic_ai', 'openai', 'google', 'mcp')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in sdks))"
     )
     result = subprocess.run(

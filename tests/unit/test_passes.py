@@ -592,3 +592,39 @@ def test_the_docs_example_runs() -> None:
     page = Path(__file__).resolve().parents[2] / "docs" / "concepts" / "passes.md"
     (code,) = re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.DOTALL)
     exec(compile(code, str(page), "exec"), {})
+
+
+# ── squeezing tool output ──────────────────────────────────────────────────────
+
+
+def test_squeeze_output_tallies_progress_marks_and_folds_repeats() -> None:
+    from sessionstore.strategies._passes import squeeze_output
+
+    dots = "." * 300 + "F" + "s" * 20
+    cloning = ["Cloning test database for alias 'other'..."] * 6
+    tail = ["-" * 70, "FAILED tests/test_a.py::test_b", "1 failed, 300 passed"]
+    text = "\n".join(["collected 321 items", dots, *cloning, *tail])
+    squeezed = squeeze_output(text)
+    assert "[progress marks: passed 300, skipped 20, failed 1]" in squeezed
+    assert squeezed.count("Cloning test database") == 1
+    assert "[the line above repeated 5 more times]" in squeezed
+    assert "-" * 9 not in squeezed
+    assert squeezed.endswith("FAILED tests/test_a.py::test_b\n1 failed, 300 passed")
+    plain = "\n".join(f"line {i}" for i in range(100))
+    assert squeeze_output(plain) is plain
+
+
+def test_shorten_output_keeps_head_and_tail_within_the_budget() -> None:
+    from sessionstore.strategies._passes import shorten_output
+
+    lines = "\n".join(f"{i}: output line" for i in range(400))
+    result = ToolResultMessage(tool_call_id="c1", tool_name="bash", content=lines)
+    short = shorten_output(result, 120)
+    assert isinstance(short, ToolResultMessage)
+    assert message_tokens(short) <= 120
+    assert short.text.startswith("0: output line")
+    assert short.text.endswith("399: output line")
+    assert "lines truncated" in short.text
+    assert shorten_output(result, None) is result  # nothing to squeeze
+    user = UserMessage(content=lines)
+    assert shorten_output(user, 10) is user

@@ -20,9 +20,12 @@ from sessionstore import (
     resolve_scope,
 )
 from sessionstore._scope import (
+    CONTEXT_SCOPE,
     TOKEN_BUDGET_WINDOW,
     ChainEntry,
+    context_scope,
     grow_window,
+    loops_shown,
     recorded_scope,
     scope_window,
 )
@@ -194,9 +197,13 @@ def test_grow_window_refuses_a_window_below_one(start: int) -> None:
 # ── recorded_scope ─────────────────────────────────────────────────────────────
 
 
-def test_recorded_scope_without_a_block_or_a_recorded_scope_is_the_default() -> None:
-    default = CompactionConfig().compaction_scope
+def test_recorded_scope_without_a_block_or_a_recorded_scope_is_the_context_default() -> None:
+    """A loop never compacted is scoped by the budget, not by compaction's FixedCount(3)."""
+    default = CONTEXT_SCOPE
+    assert default == TokenBudget()
+    assert CompactionConfig().compaction_scope == FixedCount(count=3)
     assert recorded_scope(None) == default
+    assert recorded_scope(None, FixedCount(count=2)) == FixedCount(count=2)
     assert recorded_scope(None, TokenBudget()) == TokenBudget()
     assert recorded_scope(block(0, 0)) == default
     assert recorded_scope(block(0, 0, keep_first_turns=1), FixedCount(count=7)) == FixedCount(
@@ -225,5 +232,37 @@ def test_recorded_scope_reads_the_scope_a_block_was_compacted_with() -> None:
 )
 def test_recorded_scope_falls_back_on_garbage(garbage: Any) -> None:
     written_by_hand = block(0, 0, compaction_scope=garbage)
-    assert recorded_scope(written_by_hand) == CompactionConfig().compaction_scope
-    assert recorded_scope(written_by_hand, TokenBudget()) == TokenBudget()
+    assert recorded_scope(written_by_hand) == CONTEXT_SCOPE
+    assert recorded_scope(written_by_hand, FixedCount(count=2)) == FixedCount(count=2)
+
+
+# ── the scope of a built context ──────────────────────────────────────────────
+
+
+def test_a_context_is_scoped_by_an_explicit_choice_only() -> None:
+    """The compaction default FixedCount(3) never narrows a context by itself."""
+    assert context_scope(None, None) is None
+    assert context_scope(None, CompactionConfig()) is None
+    assert context_scope(None, CompactionConfig(keep_first_turns=1)) is None
+    chosen = CompactionConfig(compaction_scope=FixedCount(count=3))
+    assert context_scope(None, chosen) == FixedCount(count=3)
+    assert context_scope(None, chosen.within(100)) == FixedCount(count=3)
+    assert context_scope(TokenBudget(), chosen) == TokenBudget()
+    assert context_scope(FixedCount(count=1), None) == FixedCount(count=1)
+
+
+def test_loops_shown_without_a_digest_are_the_scopes() -> None:
+    assert loops_shown(TokenBudget(), [3, 4], None) == [3, 4]
+    assert loops_shown(FixedCount(count=1), [3, 4], []) == [3, 4]
+
+
+def test_a_budget_scope_shows_the_loops_after_the_digest_and_none_it_folds() -> None:
+    # The budget reaches back past the digest: the digest stands for loops 1 and 2.
+    assert loops_shown(TokenBudget(), [1, 2, 3, 4], [3, 4]) == [3, 4]
+    # The budget stops short of the digest: every loop after the digest is still shown.
+    assert loops_shown(TokenBudget(), [4], [2, 3, 4]) == [2, 3, 4]
+
+
+def test_a_fixed_count_shows_its_loops_and_every_loop_after_the_digest() -> None:
+    assert loops_shown(FixedCount(count=3), [1, 2, 3, 4], [3, 4]) == [1, 2, 3, 4]
+    assert loops_shown(FixedCount(count=0), [4], [2, 3, 4]) == [2, 3, 4]

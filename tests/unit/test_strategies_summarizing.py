@@ -170,11 +170,14 @@ def test_summarize_is_a_registered_strategy() -> None:
     assert isinstance(get_block_strategy("summarize"), SummarizingBlockCompaction)
 
 
-@pytest.mark.parametrize("window", [2_000, 100_000])
-def test_a_config_is_capped_to_the_window_it_compacts_for(window: int) -> None:
+@pytest.mark.parametrize("window", [2_000, 100_000, 1_000_000])
+def test_a_config_is_sized_to_the_window_it_compacts_for(window: int) -> None:
     capped = CompactionConfig().within(window)
     assert capped.max_summary_tokens <= max(1, window // 4)
-    assert capped.keep_recent_tokens <= window * 2 // 5
-    assert CompactionConfig().within(10**9) == CompactionConfig()
+    # Seed 001: the tail kept verbatim scales with the window, not a fixed 6,000 tokens.
+    assert capped.keep_recent_tokens == window // 10
+    assert CompactionConfig(summary_target_ratio=0.2).within(window).keep_recent_tokens == (
+        window // 5
+    )
     explicit = CompactionConfig(max_summary_tokens=5_000, keep_recent_tokens=9_000)
     assert explicit.within(window) == explicit  # what a user set is kept

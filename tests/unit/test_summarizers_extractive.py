@@ -601,31 +601,51 @@ def collapsed(text: str) -> str:
 
 
 def probes(folded: list[dict[str, Any]]) -> dict[str, list[str]]:
-    """The facts a handoff must keep, found with plain regexes (not the summarizer's own)."""
+    """The facts a handoff must keep, found with plain regexes (not the summarizer's own).
+
+    The latest request; the files a command changed (`sed -i`, a `>` redirect) and did
+    not remove later; the error line of the last failure, unless a later run of the same
+    command succeeded.
+    """
     users = [m for m in folded if m["role"] == "user" and m["content"]]
-    files: list[str] = []
+    changed: list[str] = []
     errors: list[str] = []
+    failed_command = ""
+    commands: dict[str, str] = {}
     for message in folded:
         for tool_call in message.get("tool_calls") or []:
             command = json.loads(tool_call["function"]["arguments"]).get("command", "")
-            files += _PATH.findall(command.split("<<")[0])
+            commands[tool_call["id"]] = command
+            line = command.split("<<")[0].split("\n")[0]
+            if line.startswith("rm "):
+                removed = set(_PATH.findall(line))
+                changed = [path for path in changed if path not in removed]
+            elif line.startswith("sed -i") or ">" in line:
+                changed += [p for p in _PATH.findall(line.split(">")[-1]) if p not in changed]
         content = message["content"] or ""
-        if message["role"] == "tool" and re.search(r"<returncode>[1-9]|^Error", content):
+        if message["role"] != "tool":
+            continue
+        command = commands.get(message.get("tool_call_id", ""), "")
+        if re.search(r"<returncode>[1-9]|^Error", content):
             found = [
                 line.strip()
                 for line in content.splitlines()
                 if re.match(r"^(?:[\w.]+(?:Error|Exception)|Error):", line.strip())
             ]
-            errors = found[-1:]  # the error line of the last failure, if it printed one
+            errors, failed_command = found[-1:], command
+        elif command == failed_command and "<returncode>0</returncode>" in content:
+            errors = []  # the same command ran clean since: resolved
     return {
         "latest request": [collapsed(users[-1]["content"])[:200]] if users else [],
-        "files": list(dict.fromkeys(files)),
-        "final error lines": errors,
+        "changed files": changed,
+        "open error lines": errors,
     }
 
 
 @pytest.mark.parametrize("name", DATASETS)
-def test_real_transcripts_keep_request_files_and_errors(dataset_dir: Path, name: str) -> None:
+def test_real_transcripts_keep_request_changed_files_and_open_errors(
+    dataset_dir: Path, name: str
+) -> None:
     path = dataset_dir / name
     if not path.exists():
         pytest.skip(f"{name} is not in the dataset")

@@ -1,7 +1,8 @@
 """How the commands print: rich tables and text by default, JSON with `--json`.
 
 One module per kind of result: sessions, a compaction, a built context, an audit, and
-the demo's report, which reuses the last three; `_output` holds what they share. `_html`
+the demo's report, which reuses the last three; `_output` holds what they share, and
+`_printable` the one rule for stored text on a terminal (escapes shown, never obeyed). `_html`
 (the audit as a web page, from a Jinja template in `templates/`) is imported only by
 `audit --html`, so no other command loads the template engine.
 """
@@ -11,12 +12,15 @@ from sessionstore.cli._render._compaction import compaction_json, print_compacti
 from sessionstore.cli._render._context import ContextFormat, print_context
 from sessionstore.cli._render._demo import demo_json, print_demo
 from sessionstore.cli._render._output import print_json, progress_bar
+from sessionstore.cli._render._printable import echo, json_text, printable
 from sessionstore.cli._render._sessions import print_session, print_session_page, session_json
 
 __all__ = [
     "ContextFormat",
     "compaction_json",
     "demo_json",
+    "echo",
+    "json_text",
     "print_audit",
     "print_compaction",
     "print_context",
@@ -24,6 +28,7 @@ __all__ = [
     "print_json",
     "print_session",
     "print_session_page",
+    "printable",
     "progress_bar",
     "session_json",
 ]

@@ -12,8 +12,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
 
-import click
-
 from sessionstore import (
     AssistantMessage,
     BuiltContext,
@@ -30,6 +28,7 @@ from sessionstore import (
 )
 from sessionstore._items import Source
 from sessionstore.cli._render._output import ids, print_json, share
+from sessionstore.cli._render._printable import echo
 from sessionstore.formats._text import render_as_text
 from sessionstore.models import message_payload
 
@@ -172,20 +171,21 @@ def _origin(item: ContextItem) -> str:
 def print_context(
     session_id: str, built: BuiltContext, max_context_tokens: int, output_format: ContextFormat
 ) -> None:
-    """Print a built context in `output_format`, then its summary (on stderr unless text)."""
+    """Print a built context in `output_format`, then its summary (on stderr unless text).
+
+    Stored text is printed as printable text (`printable`): escape sequences are shown.
+    """
     footer = context_footer(built, max_context_tokens)
     if output_format == "text":
         for number, item in enumerate(built.items, start=1):
-            click.echo(
-                f"── {number}. {item.message.kind} · {_origin(item)} · {item.tokens:,} tokens"
-            )
-            click.echo(message_text(item.message))
-            click.echo()
+            echo(f"── {number}. {item.message.kind} · {_origin(item)} · {item.tokens:,} tokens")
+            echo(message_text(item.message))
+            echo()
         if not built.items:
-            click.echo("(the context is empty: the session has no messages)\n")
-        click.echo("── context of session " + repr(session_id))
+            echo("(the context is empty: the session has no messages)\n")
+        echo("── context of session " + repr(session_id))
         for line in footer:
-            click.echo(line)
+            echo(line)
         return
     if output_format == "openai":
         print_json(to_openai(built.messages))
@@ -198,4 +198,4 @@ def print_context(
             }
         )
     for line in footer:
-        click.echo(line, err=True)
+        echo(line, err=True)

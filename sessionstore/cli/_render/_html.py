@@ -23,9 +23,14 @@ from sessionstore._audit import Action, AuditedTurn, AuditSnapshot, LoopAudit
 from sessionstore._framing import digest_tokens
 from sessionstore.cli._render._context import message_text
 from sessionstore.cli._render._output import share, when
+from sessionstore.cli._render._printable import printable
 from sessionstore.models import Message, ReplacementMessage
 
-__all__ = ["audit_page"]
+__all__ = ["LOOPS_SHOWN", "audit_page"]
+
+LOOPS_SHOWN = 20
+"""The newest loops a view lists at first; older ones out of scope are folded (a button
+and a `<details>` open them), so a session of hundreds of loops stays one screen long."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +103,8 @@ class _View:
     ratio: str
     loops: list[_Loop]
     digest: _Digest | None
+    older: int = 0
+    """The oldest loops, all out of scope, that the view folds (see `LOOPS_SHOWN`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,7 +242,11 @@ def _view(index: int, overlay_index: int, label: str, snapshot: AuditSnapshot, s
     digest = audit.digest
     digested = {loop_id for loop_id, _ in digest.folded} if digest is not None else set()
     current = audit.loops[-1].loop.id if audit.loops else None
+    first_in_scope = next(
+        (number for number, loop in enumerate(audit.loops) if loop.in_scope), len(audit.loops)
+    )
     return _View(
+        older=max(0, min(len(audit.loops) - LOOPS_SHOWN, first_in_scope)),
         index=index,
         overlay_index=overlay_index,
         label=label,
@@ -273,11 +284,20 @@ def _texts(snapshots: Sequence[AuditSnapshot]) -> dict[str, str]:
     return texts
 
 
+def _printable_value(value: object) -> object:
+    if not isinstance(value, str):
+        return value
+    # Markup (HTML already escaped) stays Markup, so it is not escaped twice.
+    return type(value)(printable(value)) if hasattr(value, "__html__") else printable(value)
+
+
 def _environment() -> jinja2.Environment:
     return jinja2.Environment(
         loader=jinja2.PackageLoader("sessionstore.cli._render", "templates"),
         # Every value is escaped, whatever the template's name: message text is hostile.
         autoescape=True,
+        # ... and printable: the page may be printed to a terminal (`--html -`).
+        finalize=_printable_value,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,

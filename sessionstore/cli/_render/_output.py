@@ -12,6 +12,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeRemainingColumn
 from rich.text import Text
 
+from sessionstore.cli._render._printable import json_text, printable, printable_console
+
 __all__ = [
     "cells",
     "ids",
@@ -26,14 +28,17 @@ __all__ = [
 
 
 def print_json(data: Any) -> None:
-    """Print `data` as indented JSON on stdout, non-ASCII characters as they are."""
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+    r"""Print `data` as indented JSON on stdout, non-ASCII characters as they are.
+
+    Those a terminal could obey are escaped (as `\u009b`, say): the JSON means the same.
+    """
+    click.echo(json_text(json.dumps(data, indent=2, ensure_ascii=False)))
 
 
 def stdout() -> Console:
-    """Return a console on stdout for tables and text."""
+    """Return a console on stdout for tables and text, which prints stored text as printable."""
     # No highlighting: ids and numbers are data, not syntax to colour.
-    return Console(highlight=False)
+    return printable_console(highlight=False)
 
 
 def progress_bar(label: str, amount: ProgressColumn, *, transient: bool = False) -> Progress:
@@ -59,9 +64,9 @@ def when(moment: datetime) -> str:
 
 
 def cells(*values: object) -> list[Text]:
-    """Return one table cell per value, `-` for None."""
+    """Return one table cell per value, `-` for None, as printable text."""
     # Text, not str: a title like "[draft]" must not be read as rich markup.
-    return [Text("-" if value is None else str(value)) for value in values]
+    return [Text("-" if value is None else printable(str(value))) for value in values]
 
 
 def turn_span(start: int, end: int) -> str:
@@ -80,6 +85,6 @@ def share(part: int, whole: int) -> str:
 
 
 def one_line(text: str, limit: int = 160) -> str:
-    """Return `text` on one line, cut with an ellipsis at `limit` characters."""
-    flat = " ".join(text.split())
+    """Return `text` on one line, printable, cut with an ellipsis at `limit` characters."""
+    flat = " ".join(printable(text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"

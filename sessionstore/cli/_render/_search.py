@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 from rich.padding import Padding
-from rich.text import Text
 
 from sessionstore import SearchHit
 from sessionstore.cli._render._output import stdout
+from sessionstore.cli._render._printable import text
 
 __all__ = ["print_search_hits"]
 
@@ -20,11 +20,11 @@ def print_search_hits(hits: list[SearchHit]) -> None:
     console = stdout()
     for hit in hits:
         where = "summary" if hit.is_summary else f"turn {hit.turn_index}"
-        head = Text(
+        head = text(
             f"{hit.session_id}  loop {hit.loop_id}  {where}  message {hit.message_id}  "
             f"{hit.kind}  score {hit.score:.3g}",
             style="bold",
         )
         console.print(head)
         # Text, not str: a snippet of code must not be read as rich markup.
-        console.print(Padding(Text(hit.snippet), (0, 0, 0, 4)))
+        console.print(Padding(text(hit.snippet), (0, 0, 0, 4)))

@@ -8,6 +8,7 @@ from rich.table import Table
 
 from sessionstore._trajectories import TrajectoryReport
 from sessionstore.cli._render._output import cells, share, stdout
+from sessionstore.cli._render._printable import printable
 
 __all__ = ["print_trajectory_report", "trajectory_report_json"]
 
@@ -19,7 +20,9 @@ def trajectory_report_json(report: TrajectoryReport, *, target: int, output: str
 
 def print_trajectory_report(report: TrajectoryReport, *, target: int, output: str) -> None:
     """Print the totals as a two-column table."""
-    table = Table(title=f"Trajectories -> {output} (target {target:,} tokens)", show_header=False)
+    table = Table(
+        title=f"Trajectories -> {printable(output)} (target {target:,} tokens)", show_header=False
+    )
     table.add_column("what")
     table.add_column("value", justify="right")
     rows: list[tuple[str, object]] = [

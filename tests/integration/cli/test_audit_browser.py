@@ -19,10 +19,13 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.command import Command
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.select import Select
+from selenium.webdriver.support.wait import WebDriverWait
 
 from sessionstore import expand
 from tests.integration.cli.audit_pages import HOSTILE, audited_session
 from tests.integration.cli.runner import ok, with_store
+
+pytestmark = pytest.mark.slow  # a browser: `python -m pytest -m slow` (and `.ci/run`) runs it
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -172,4 +175,43 @@ def test_message_markup_is_shown_as_text_and_never_runs(browser, db_url, tmp_pat
     ]
     assert any(HOSTILE in text for text in texts)
     assert browser.find_elements(By.CSS_SELECTOR, ".view img") == []
+    assert console_log(browser) == []
+
+
+def test_search_lists_matching_messages_and_a_hit_opens_its_turn(browser, db_url, tmp_path):
+    open_report(browser, db_url, tmp_path)
+
+    browser.find_element(By.CSS_SELECTOR, "input.search").send_keys("pwned")
+    results = browser.find_element(By.CSS_SELECTOR, ".search-results")
+    WebDriverWait(browser, 5).until(lambda _: results.is_displayed())
+    hits = results.find_elements(By.CSS_SELECTOR, ".search-hits li a")
+    assert hits
+    fragment = hits[0].get_attribute("href").rpartition("#")[2]
+    assert fragment.startswith("loop-")
+    assert "-turn-" in fragment
+    # The hit's text is shown as text: the markup it quotes never runs.
+    assert "pwned" in results.text
+    assert browser.execute_script("return window.pwned === undefined")
+
+    hits[0].click()
+    WebDriverWait(browser, 5).until(lambda b: b.find_elements(By.CSS_SELECTOR, ".target"))
+    (target,) = browser.find_elements(By.CSS_SELECTOR, ".target")
+    assert browser.current_url.endswith("#" + fragment)
+    assert target.get_attribute("data-turn") == fragment.rpartition("-")[2]
+    assert target.is_displayed()
+    assert console_log(browser) == []
+
+
+def test_a_link_to_a_loop_opens_it_in_the_view_on_show(browser, db_url, tmp_path):
+    open_report(browser, db_url, tmp_path)
+    first = visible_view(browser).find_element(By.CSS_SELECTOR, ".timeline-loop")
+    loop_id = first.get_attribute("data-loop")
+
+    browser.get(browser.current_url.partition("#")[0] + f"#loop-{loop_id}")
+    browser.refresh()
+
+    WebDriverWait(browser, 5).until(lambda b: b.find_elements(By.CSS_SELECTOR, ".target"))
+    (target,) = browser.find_elements(By.CSS_SELECTOR, ".target")
+    assert target.get_attribute("data-loop-section") == loop_id
+    assert target.find_element(By.CSS_SELECTOR, "details.turns").get_attribute("open") is not None
     assert console_log(browser) == []

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from sessionstore import SessionStore, audit_session
+from sessionstore.cli._render._html import LOOPS_SHOWN
+from tests.factories import conversation
 from tests.integration.cli.audit_pages import HOSTILE, audited_session
 from tests.integration.cli.runner import fails, ok, with_store
 
@@ -89,8 +91,11 @@ def test_the_page_loads_nothing_from_anywhere(db_url: str, tmp_path: Path) -> No
         for name, value in attrs.items()
         if name in ("src", "href", "action", "srcset")
     ]
-    # The only link is an empty inline icon, so the browser asks no server for one.
-    assert linked == [("link", "href", "data:,")]
+    # The only link out is an empty inline icon, so the browser asks no server for one; the
+    # others are anchors to the page's own loops and turns.
+    outside = [link for link in linked if not (link[2] or "").startswith("#")]
+    assert outside == [("link", "href", "data:,")]
+    assert any((value or "").startswith("#loop-") for *_, value in linked)
     assert [tag for tag, _ in page.tags if tag in ("script", "style")] == ["style", "script"]
 
 
@@ -169,3 +174,55 @@ def test_the_wheel_ships_the_page_template(tmp_path: Path) -> None:
     shipped = {f"sessionstore/cli/_render/templates/{p.name}" for p in templates.iterdir()}
     assert len(shipped) == 3
     assert shipped <= names
+
+
+async def _many_loops(store: SessionStore) -> str:
+    session = await store.create_session(app_name="audit-page", user_id="u")
+    for index in range(LOOPS_SHOWN + 6):
+        if index:
+            await store.start_loop(session.id)
+        await store.append_messages(session.id, conversation(turns=2))
+    return session.id
+
+
+def test_a_long_session_folds_its_older_loops_and_links_every_loop_and_turn(
+    db_url: str, tmp_path: Path
+) -> None:
+    session_id = with_store(db_url, _many_loops)
+    loops = [loop.id for loop in with_store(db_url, lambda s: s.list_loops(session_id))]
+    report = tmp_path / "report.html"
+    # A one-loop scope: every loop before the current one is out of scope.
+    ok(db_url, "audit", session_id, "--scope", "0", "--html", str(report))
+
+    page = parse(report.read_text(encoding="utf-8"))
+    ids = [attrs["id"] for _, attrs in page.tags if attrs.get("id")]
+    assert len(ids) == len(set(ids))  # one id each, for the view the page opens on
+    assert {f"loop-{loop_id}" for loop_id in loops} <= set(ids)
+    assert f"loop-{loops[-1]}-turn-0" in ids
+    assert f"loop-{loops[-1]}-turn-1" in ids
+    hrefs = {attrs.get("href") for tag, attrs in page.tags if tag == "a"}
+    assert f"#loop-{loops[0]}" in hrefs
+    assert f"#loop-{loops[-1]}-turn-1" in hrefs
+    # The timeline lists the newest loops; the older ones are folded behind a button.
+    timeline = [a for tag, a in page.tags if "timeline-loop" in (a.get("class") or "")]
+    folded = [a for a in timeline if "hidden" in a]
+    assert len(timeline) == len(loops)
+    assert len(folded) == len(loops) - LOOPS_SHOWN
+    assert [a["data-loop"] for a in folded] == [str(loop_id) for loop_id in loops[:6]]
+    button = [a for tag, a in page.tags if tag == "button"]
+    assert button
+    assert button[0]["data-count"] == "6"
+    assert any(tag == "details" and "older-loops" in (a.get("class") or "") for tag, a in page.tags)
+    assert any(tag == "input" and a.get("type") == "search" for tag, a in page.tags)
+
+
+def test_audit_html_shows_its_steps_when_asked(db_url: str, tmp_path: Path) -> None:
+    session_id = audited_session(db_url)
+    report = tmp_path / "report.html"
+
+    quiet = ok(db_url, "audit", session_id, "--html", str(report))
+    asked = ok(db_url, "audit", session_id, "--html", str(report), "--progress")
+
+    assert quiet.stderr == ""  # no terminal: nothing unless asked
+    assert f"... Reading session {session_id}" in asked.stderr
+    assert asked.stdout == quiet.stdout

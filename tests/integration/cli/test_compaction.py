@@ -29,9 +29,11 @@ from sessionstore import (
     UserMessage,
     audit_session,
     build_context,
+    from_openai,
     to_openai,
 )
 from sessionstore._demo import generate_session
+from sessionstore._tokens import message_tokens
 from tests.integration.cli.runner import fails, json_out, ok, with_store
 
 SEED = 11
@@ -332,6 +334,36 @@ def test_context_reserves_the_system_prompt(db_url):
     assert "of 16,000 (20,000 minus 4,000 for the system prompt)" in result.stderr
 
 
+def test_a_harness_that_sends_its_own_system_prompt_gets_none_stored(db_url):
+    history = generate_session(seed=SEED, loops=2, turns_per_loop=TURNS)
+    history[0].insert(0, SystemMessage(content="You are the stored system prompt."))
+
+    async def write(store: SessionStore) -> str:
+        session = await store.import_session(history, app_name="cli-test", user_id="u")
+        return session.id
+
+    session_id = with_store(db_url, write)
+    stored = json.loads(
+        ok(db_url, "context", session_id, "--budget", "20000", "--format", "openai").stdout
+    )
+    assert stored[0] == {"role": "system", "content": "You are the stored system prompt."}
+    ok(db_url, "compact", session_id, "--budget", "20000", "--system-prompt-tokens", "4000")
+    own = ok(
+        db_url,
+        "context",
+        session_id,
+        "--budget",
+        "20000",
+        "--system-prompt-tokens",
+        "4000",
+        "--format",
+        "openai",
+    ).stdout
+    messages = json.loads(own)
+    assert not [m for m in messages if m["role"] == "system"]
+    assert sum(message_tokens(m) for m in from_openai(messages)) <= 16_000
+
+
 def test_context_trims_to_the_budget_and_answers_interrupted_calls(db_url):
     session_id = make_session(db_url, interrupted=True)
 
@@ -429,7 +461,7 @@ def test_context_text_renders_every_kind_of_message(db_url):
     assert "[note]" in audit
 
 
-def test_context_falls_back_to_the_default_scope_for_a_block_without_one(db_url):
+def test_context_falls_back_to_the_budget_scope_for_a_block_without_one(db_url):
     session_id = make_session(db_url)
     chain = with_store(db_url, _chain_ids, session_id)
     # A block written through the store by hand records no compaction scope.
@@ -438,7 +470,9 @@ def test_context_falls_back_to_the_default_scope_for_a_block_without_one(db_url)
 
     data = json_out(ok(db_url, "context", session_id, "--budget", "100000", "--json"))
 
-    assert data["loop_ids"] == chain[-4:]
+    # The whole chain fits the budget, so every loop is in the context.
+    assert len(chain) > 4
+    assert data["loop_ids"] == chain
 
 
 def test_context_uses_the_scope_the_loop_was_compacted_with(db_url):
@@ -446,7 +480,8 @@ def test_context_uses_the_scope_the_loop_was_compacted_with(db_url):
     chain = with_store(db_url, _chain_ids, session_id)
     budget = ["--budget", "100000", "--json"]
 
-    assert json_out(ok(db_url, "context", session_id, *budget))["loop_ids"] == chain[-4:]
+    # Never compacted: every loop while the chain fits the budget.
+    assert json_out(ok(db_url, "context", session_id, *budget))["loop_ids"] == chain
     ok(db_url, "compact", session_id, "--scope", "1")
 
     assert json_out(ok(db_url, "context", session_id, *budget))["loop_ids"] == chain[-2:]

@@ -26,6 +26,10 @@ def _imported(db_url: str, tmp_path: Path) -> None:
         ["export", "small-1", "--loop", HUGE],
         ["context", "small-1", "--budget", "1000", "--as-of", HUGE],
         ["context", "small-1", "--budget", "1000", "--as-of", str(2**31)],
+        ["context", "small-1", "--budget", "1000", "--scope", HUGE],
+        ["context", "small-1", "--budget", "1000", "--scope", str(2**63 - 1)],
+        ["compact", "small-1", "--scope", HUGE],
+        ["audit", "small-1", "--scope", str(2**31)],
     ],
 )
 def test_a_number_out_of_range_is_a_usage_error(db_url, tmp_path, args):

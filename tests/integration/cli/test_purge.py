@@ -101,3 +101,56 @@ def test_bad_purge_options_are_usage_errors(db_url, args, message):
     assert result.exit_code == 2, result.output
     assert message in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_a_session_that_cannot_be_deleted_is_named_and_the_exit_code_is_1(imported):
+    """Issue 17, item 1: the others are purged; the skipped one is named on stderr."""
+
+    async def hold(store: SessionStore) -> None:
+        async with store.engine.begin() as conn:
+            if store.engine.dialect.name == "postgresql":
+                await conn.execute(
+                    text(
+                        "CREATE FUNCTION test_cli_hold() RETURNS trigger LANGUAGE plpgsql AS $$ "
+                        "BEGIN IF OLD.id = 'old-1' THEN RAISE EXCEPTION 'legal hold'; END IF; "
+                        "RETURN OLD; END $$"
+                    )
+                )
+                await conn.execute(
+                    text(
+                        "CREATE TRIGGER test_cli_hold BEFORE DELETE ON sessionstore_sessions "
+                        "FOR EACH ROW EXECUTE FUNCTION test_cli_hold()"
+                    )
+                )
+            else:
+                await conn.execute(
+                    text(
+                        "CREATE TRIGGER test_cli_hold BEFORE DELETE ON sessionstore_sessions "
+                        "WHEN OLD.id = 'old-1' BEGIN SELECT RAISE(ABORT, 'legal hold'); END"
+                    )
+                )
+
+    async def release(store: SessionStore) -> None:
+        async with store.engine.begin() as conn:
+            if store.engine.dialect.name == "postgresql":
+                await conn.execute(text("DROP TRIGGER test_cli_hold ON sessionstore_sessions"))
+                await conn.execute(text("DROP FUNCTION test_cli_hold()"))
+            else:
+                await conn.execute(text("DROP TRIGGER test_cli_hold"))
+
+    with_store(imported, hold)
+    try:
+        result = fails(imported, "sessions", "purge", "--older-than", "30d", "--yes")
+        report = json_out(
+            fails(imported, "sessions", "purge", "--older-than", "30d", "--yes", "--json")
+        )
+    finally:
+        with_store(imported, release)
+    assert result.exit_code == 1
+    assert "Purged 1 session(s)" in result.stdout
+    assert "1 session(s) could not be deleted" in result.stderr
+    assert "old-1 (cli/local): " in result.stderr
+    assert "legal hold" in result.stderr
+    assert [f["session_id"] for f in report["failed"]] == ["old-1"]
+    assert report["sessions"] == 0
+    assert _ids(imported) == ["new", "old-1"]

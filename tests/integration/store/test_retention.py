@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
 from sessionstore import (
     CompactionConfig,
@@ -15,6 +17,7 @@ from sessionstore import (
     TenantStore,
     Usage,
     compact_session_loops,
+    make_engine,
 )
 from sessionstore.store._tables import Base
 from tests.factories import conversation
@@ -158,3 +161,97 @@ async def test_bad_purge_arguments_are_refused(
     with pytest.raises(error):
         await store.purge(older_than=older_than, batch_size=batch_size)  # type: ignore[arg-type]  # the bad input
     assert (await store.get_session(session_id)).id == session_id
+
+
+@asynccontextmanager
+async def legal_hold(db_url: str, session_id: str) -> AsyncIterator[None]:
+    """A rule of the host database that refuses deleting one session (a legal hold)."""
+    engine = make_engine(db_url)
+    refusal = "legal hold: this session may not be deleted"
+    if db_url.startswith("postgresql"):
+        create = [
+            "CREATE FUNCTION test_legal_hold() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            f"IF OLD.id = '{session_id}' THEN RAISE EXCEPTION '{refusal}'; END IF; "
+            "RETURN OLD; END $$",
+            "CREATE TRIGGER test_legal_hold BEFORE DELETE ON sessionstore_sessions "
+            "FOR EACH ROW EXECUTE FUNCTION test_legal_hold()",
+        ]
+        drop = [
+            "DROP TRIGGER IF EXISTS test_legal_hold ON sessionstore_sessions",
+            "DROP FUNCTION IF EXISTS test_legal_hold()",
+        ]
+    else:
+        create = [
+            "CREATE TRIGGER test_legal_hold BEFORE DELETE ON sessionstore_sessions "
+            f"WHEN OLD.id = '{session_id}' BEGIN SELECT RAISE(ABORT, '{refusal}'); END"
+        ]
+        drop = ["DROP TRIGGER IF EXISTS test_legal_hold"]
+    try:
+        async with engine.begin() as conn:
+            for statement in create:
+                await conn.execute(text(statement))
+        yield
+    finally:
+        async with engine.begin() as conn:
+            for statement in drop:
+                await conn.execute(text(statement))
+        await engine.dispose()
+
+
+async def test_a_session_that_cannot_be_deleted_is_reported_and_skipped(
+    store: SessionStore, db_url: str
+) -> None:
+    """Issue 17, item 1: one session the database refuses to delete used to fail its whole
+    batch on every run, so no other expired session, of any tenant, was ever purged."""
+    ada, bob = store.for_tenant("app", "ada"), store.for_tenant("app", "bob")
+    held = await populate(ada)  # the oldest: in the first batch
+    others = {await populate(bob), await populate(ada), await populate(bob), await populate(ada)}
+    cutoff = await cutoff_after(store, sorted({held, *others}))
+    before = await rows_by_session(store)
+    seen: list[tuple[int, int]] = []
+
+    async with legal_hold(db_url, held):
+        report = await store.purge(
+            older_than=cutoff, batch_size=2, progress=lambda done, total: seen.append((done, total))
+        )
+        again = await ada.purge(older_than=cutoff)  # a tenant's purge reports it too
+
+    assert [(f.session_id, f.app_name, f.user_id) for f in report.failed] == [(held, "app", "ada")]
+    assert "legal hold" in report.failed[0].error
+    assert report.sessions == len(others)
+    assert report.rows == per_table(of(before, others))
+    assert seen == [(2, 5), (4, 5), (5, 5)]
+    assert await rows_by_session(store) == of(before, {held})
+    assert (again.sessions, [f.session_id for f in again.failed]) == (0, [held])
+    # Once the hold is lifted, the next purge deletes it.
+    last = await store.purge(older_than=cutoff)
+    assert (last.sessions, last.failed) == (1, [])
+    assert await rows_by_session(store) == Counter()
+
+
+async def test_a_session_locked_past_the_lock_timeout_does_not_block_the_others(
+    db_url: str,
+) -> None:
+    """PostgreSQL locks rows: a transaction holding one expired session (a hung writer)
+    makes that session fail with a lock timeout; the others are purged."""
+    if not db_url.startswith("postgresql"):
+        pytest.skip("SQLite locks the whole database, not one session")
+    async with SessionStore.from_url(db_url, lock_timeout=0.2) as store:
+        held = await populate(store)
+        others = {await populate(store), await populate(store)}
+        cutoff = await cutoff_after(store, sorted({held, *others}))
+        before = await rows_by_session(store)
+        engine = make_engine(db_url)
+        try:
+            async with engine.begin() as conn:
+                await conn.execute(
+                    text("SELECT id FROM sessionstore_sessions WHERE id = :id FOR UPDATE"),
+                    {"id": held},
+                )
+                report = await store.purge(older_than=cutoff)
+        finally:
+            await engine.dispose()
+        assert [f.session_id for f in report.failed] == [held]
+        assert "lock timeout" in report.failed[0].error
+        assert report.sessions == len(others)
+        assert await rows_by_session(store) == of(before, {held})

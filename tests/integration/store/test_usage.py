@@ -171,3 +171,50 @@ async def test_a_session_without_usage_reports_zero(store: SessionStore) -> None
     sid = await _session(store)
     report = await store.usage(sid)
     assert (report.calls, report.usage, report.loops) == (0, Usage(), [])
+
+
+MAX = 2**63 - 1
+FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+
+
+@pytest.mark.parametrize("field", [*FIELDS, "reasoning_tokens"])
+async def test_a_count_past_64_bits_is_the_same_value_error_on_every_backend(
+    store: SessionStore, field: str
+) -> None:
+    """Issue 17, item 6: it was `OverflowError` on SQLite and `StorageError` on PostgreSQL."""
+    sid = await _session(store)
+    await store.append_messages(sid, [UserMessage(content="q")])
+    with pytest.raises(ValueError, match=f"{field} {2**63} is out of range"):
+        await store.append_messages(sid, [_answer("a", Usage(**{field: 2**63}))])
+    with pytest.raises(ValueError, match=field):
+        await store.append_messages(
+            sid,
+            [AssistantMessage.model_validate({"content": "a", "usage": {field: 2**63}})],
+        )
+    with pytest.raises(ValueError, match=field):
+        await store.record_usage(sid, Usage(**{field: 2**63}))
+    # A Usage built without validation is refused by the store, before anything is written.
+    with pytest.raises(ValueError, match=f"usage.{field} {2**63} is out of range"):
+        await store.record_usage(sid, Usage.model_construct(None, **{field: 2**63}))
+    unchecked = _answer("a", Usage.model_construct(None, **{field: 2**63}))
+    with pytest.raises(ValueError, match=f"usage.{field}"):
+        await store.append_messages(sid, [unchecked])
+    assert len(await store.get_messages(sid)) == 1
+    assert (await store.usage(sid)).calls == 0
+
+
+async def test_totals_past_64_bits_are_summed_exactly_on_every_backend(
+    store: SessionStore,
+) -> None:
+    """The largest count is accepted, and a session's total may pass it (SQLite's SUM
+    would overflow)."""
+    sid = await _session(store)
+    biggest = Usage(**dict.fromkeys(FIELDS, MAX))
+    await store.append_messages(sid, [UserMessage(content="q"), _answer("a", biggest)])
+    await store.record_usage(sid, biggest)
+    await store.record_usage(sid, Usage(input_tokens=3))
+    report = await store.usage(sid)
+    assert report.calls == 3
+    assert report.usage.input_tokens == 2 * MAX + 3
+    assert report.usage.output_tokens == 2 * MAX
+    assert report.loops[0].turns[0].usage == report.usage

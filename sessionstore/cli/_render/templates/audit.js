@@ -19,6 +19,7 @@
         pre.textContent = texts[key];
       }
       pre.removeAttribute("data-text");
+      pre.setAttribute("data-key", key);
     });
   }
 
@@ -86,21 +87,152 @@
     }
   });
 
-  // A loop of the timeline scrolls to its turns, in the view it belongs to.
-  document.addEventListener("click", function (event) {
-    var item = event.target.closest(".timeline-loop");
-    if (!item) {
-      return;
-    }
-    var view = item.closest(".view");
-    var loopId = item.getAttribute("data-loop");
-    view.querySelectorAll(".loop").forEach(function (section) {
-      if (section.getAttribute("data-loop-section") === loopId) {
-        section.querySelector("details.turns").open = true;
-        section.scrollIntoView({ behavior: "smooth", block: "start" });
+  function visibleView() {
+    var found = null;
+    library.querySelectorAll(".view").forEach(function (view) {
+      if (!view.hidden) {
+        found = view;
       }
     });
+    return found;
+  }
+
+  // Open a loop (and a turn of it) of the view on show, and scroll to it: the targets of the
+  // links #loop-N and #loop-N-turn-M, which work in any view, whatever ids it has.
+  function go(loopId, turn) {
+    var view = visibleView();
+    if (!view) {
+      return;
+    }
+    var section = null;
+    view.querySelectorAll(".loop").forEach(function (candidate) {
+      if (candidate.getAttribute("data-loop-section") === loopId) {
+        section = candidate;
+      }
+    });
+    if (!section) {
+      return;
+    }
+    var older = section.closest("details.older-loops");
+    if (older) {
+      older.open = true;
+    }
+    section.querySelector("details.turns").open = true;
+    var target = section;
+    if (turn !== null) {
+      section.querySelectorAll(".turn-index").forEach(function (cell) {
+        if (cell.getAttribute("data-turn") === turn) {
+          target = cell;
+        }
+      });
+    }
+    document.querySelectorAll(".target").forEach(function (old) {
+      old.classList.remove("target");
+    });
+    target.classList.add("target");
+    target.scrollIntoView({ block: "start" });
+  }
+
+  function followHash() {
+    var match = /^#loop-(\d+)(?:-turn-(\d+))?$/.exec(window.location.hash);
+    if (match) {
+      go(match[1], match[2] === undefined ? null : match[2]);
+    }
+  }
+
+  window.addEventListener("hashchange", followHash);
+
+  document.addEventListener("click", function (event) {
+    // A link to a loop or a turn: follow it even when the hash is already that one.
+    var link = event.target.closest("a[href^='#loop-']");
+    if (link) {
+      event.preventDefault();
+      if (window.location.hash === link.getAttribute("href")) {
+        followHash();
+      } else {
+        window.location.hash = link.getAttribute("href");
+      }
+      return;
+    }
+    var button = event.target.closest(".show-older");
+    if (button) {
+      button.closest(".view").querySelectorAll(".timeline-loop.older").forEach(function (item) {
+        item.hidden = false;
+      });
+      button.hidden = true;
+      return;
+    }
+    // A loop of the timeline scrolls to its turns, in the view it belongs to.
+    var item = event.target.closest(".timeline-loop");
+    if (item) {
+      window.location.hash = "#loop-" + item.getAttribute("data-loop");
+      followHash();
+    }
+  });
+
+  // Search: the messages of the view on show whose text holds every word typed, each a
+  // link to its turn. Texts are searched in the template's copy, never as HTML.
+  var search = document.querySelector("input.search");
+  var results = document.querySelector(".search-results");
+  var hits = results.querySelector(".search-hits");
+  var count = results.querySelector(".search-count");
+  var MAX_HITS = 100;
+  var pending = null;
+
+  function runSearch() {
+    var words = search.value.toLowerCase().split(/\s+/).filter(Boolean);
+    while (hits.firstChild) {
+      hits.removeChild(hits.firstChild);
+    }
+    var view = visibleView();
+    if (!words.length || !view) {
+      results.hidden = true;
+      return;
+    }
+    var found = 0;
+    var seen = {};
+    view.querySelectorAll(".turn-grid pre[data-key]").forEach(function (pre) {
+      var key = pre.getAttribute("data-key");
+      var text = texts[key] || "";
+      var lower = text.toLowerCase();
+      var section = pre.closest(".loop");
+      var cell = pre.closest("[data-turn]");
+      if (!section || !cell) {
+        return;
+      }
+      var place = section.getAttribute("data-loop-section") + "-" + cell.getAttribute("data-turn");
+      if (seen[place + key] || !words.every(function (w) { return lower.indexOf(w) >= 0; })) {
+        return;
+      }
+      seen[place + key] = true;
+      found += 1;
+      if (found > MAX_HITS) {
+        return;
+      }
+      var at = Math.max(lower.indexOf(words[0]) - 40, 0);
+      var entry = document.createElement("li");
+      var link = document.createElement("a");
+      link.href = "#loop-" + place.replace("-", "-turn-");
+      var label = pre.parentNode.querySelector(".card-label");
+      link.textContent = "loop " + section.getAttribute("data-loop-section") + " · turn " +
+        cell.getAttribute("data-turn") + " · " + (label ? label.textContent : key);
+      var snippet = document.createElement("span");
+      snippet.className = "snippet";
+      snippet.textContent = " " + (at ? "…" : "") + text.slice(at, at + 120).replace(/\s+/g, " ") + "…";
+      entry.appendChild(link);
+      entry.appendChild(snippet);
+      hits.appendChild(entry);
+    });
+    count.textContent = found === 0 ? "No message of this view holds these words." :
+      found + " message(s) match" + (found > MAX_HITS ? "; the first " + MAX_HITS + " are listed." : ".");
+    results.hidden = false;
+  }
+
+  search.addEventListener("input", function () {
+    window.clearTimeout(pending);
+    pending = window.setTimeout(runSearch, 200);
   });
 
   show(0);
+  followHash();
 })();

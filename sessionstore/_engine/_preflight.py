@@ -1,0 +1,69 @@
+"""Seed 001's pre-flight step on a stored session: measure the context, compact if due, build.
+
+The SDK adapters call `build_with_engine` before they hand a model its history: the context
+is built once, measured as the engine's gate measures it (`context_pressure`), and only when
+the gate fires is it compacted and built again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sessionstore._context import build_context
+from sessionstore._engine._contract import ContextEngine
+from sessionstore._items import BuiltContext
+from sessionstore.config import CompactionConfig
+from sessionstore.store import SessionStore, TenantStore
+
+__all__ = ["build_with_engine", "context_pressure"]
+
+
+def context_pressure(context: BuiltContext, system_prompt_tokens: int) -> int:
+    """Return the prompt tokens a context asks for, as an engine's gate compares them.
+
+    What it loads, the system prompt, and the loop its budget had to leave out with no
+    digest standing for it (the chain does not fit).
+    """
+    return context.loaded_tokens + context.left_out_tokens + system_prompt_tokens
+
+
+async def build_with_engine(
+    store: SessionStore | TenantStore,
+    session_id: str,
+    engine: ContextEngine | None,
+    *,
+    max_context_tokens: int,
+    system_prompt_tokens: int = 0,
+    overlay: str = "default",
+    config: CompactionConfig | dict[str, Any] | None = None,
+) -> BuiltContext:
+    """Build the context; first compact with `engine` when its gate says the context is due.
+
+    The gate is the engine's (`should_compress` on `context_pressure`): its threshold,
+    cooldown and anti-thrashing; a context with nothing to fold
+    (`has_content_to_compress`) is not compacted. With `engine` None, the context is built
+    as it is (and still trimmed to fit). A compaction that fails or is skipped leaves the
+    context as built.
+    """
+
+    async def build() -> BuiltContext:
+        return await build_context(
+            store,
+            session_id,
+            max_context_tokens=max_context_tokens,
+            system_prompt_tokens=system_prompt_tokens,
+            overlay=overlay,
+            config=config,
+            new_overlay=True,  # the overlay the engine compacts into may have no block yet
+        )
+
+    context = await build()
+    if engine is None or not engine.should_compress(
+        context_pressure(context, system_prompt_tokens)
+    ):
+        return context
+    # Nothing to fold is no reason to try: a no-op would count against anti-thrashing.
+    if not await engine.has_content_to_compress():
+        return context
+    outcome = await engine.compress()
+    return await build() if outcome.status == "compacted" else context

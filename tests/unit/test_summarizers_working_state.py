@@ -1,0 +1,666 @@
+"""ExtractiveSummarizer: the working state a digest records, harness by harness.
+
+The task (never a demonstration, never a harness's format complaint), the files and
+symbols changed with what changed, the last test command with its result line, the
+error lines still unresolved, the values the latest turns use, the final diff, the
+mutating actions; and no facts that are not facts (self-questions of an autonomous
+agent, placeholders of the instructions' examples, questions as decisions).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sessionstore._tokens import estimate_tokens
+from sessionstore.formats import from_openai
+from sessionstore.formats._jsonl import parse_conversation_line
+from sessionstore.models import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+from sessionstore.summarizers import ExtractiveSummarizer, SummaryRequest
+from sessionstore.summarizers._fit import fit_handoff
+from sessionstore.summarizers._handoff import CONTINUED, NO_TASK, parse_handoff
+
+BUDGET = 3_000
+
+
+def digest(messages: list[Message], **options: Any) -> str:
+    options.setdefault("budget_tokens", BUDGET)
+    request = SummaryRequest(messages=messages, **options)
+    return asyncio.run(ExtractiveSummarizer().summarize(request)).text
+
+
+def section(text: str, heading: str) -> str:
+    match = re.search(rf"^## {re.escape(heading)}\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    return match.group(1).strip() if match else ""
+
+
+def call(call_id: str, name: str, **arguments: Any) -> AssistantMessage:
+    return AssistantMessage(content=[ToolCall(id=call_id, name=name, arguments=arguments)])
+
+
+def said_and_called(text: str, call_id: str, name: str, **arguments: Any) -> AssistantMessage:
+    return AssistantMessage(
+        content=[
+            {"type": "text", "text": text},
+            ToolCall(id=call_id, name=name, arguments=arguments),
+        ]
+    )
+
+
+def result(call_id: str, text: str, *, name: str = "bash") -> ToolResultMessage:
+    return ToolResultMessage(tool_call_id=call_id, tool_name=name, content=text)
+
+
+def swe(call_id: str, command: str) -> AssistantMessage:
+    """A SWE-agent turn: the tool is named after the command's first word."""
+    return call(call_id, command.split()[0], command=command + "\n")
+
+
+def observation(text: str, open_file: str = "n/a") -> str:
+    return f"{text}\n(Open file: {open_file})\n(Current directory: /repo)\nbash-$"
+
+
+FIELDS = "/repo/src/marshmallow/fields.py"
+WINDOW = observation(
+    f"[File: {FIELDS} (1997 lines total)]\n(1460 more lines above)\n"
+    "1461:class TimeDelta(Field):\n"
+    '1462:    """A field that (de)serializes a timedelta."""\n'
+    "1463:\n"
+    "1464:    def _serialize(self, value, attr, obj, **kwargs):\n"
+    "1465:        if value is None:\n"
+    "1466:            return None\n"
+    "1467:        base_unit = dt.timedelta(**{self.precision: 1})\n"
+    "1468:        return int(value.total_seconds() / base_unit.total_seconds())\n"
+    "(529 more lines below)",
+    FIELDS,
+)
+
+
+def swe_agent_run() -> list[Message]:
+    return [
+        SystemMessage(content="SETTING: You are an autonomous programmer."),
+        UserMessage(
+            content="Here is a demonstration of how to correctly accomplish this task.\n"
+            "--- DEMONSTRATION ---\nWe're currently solving the following issue: "
+            "`ExampleWidget` breaks in demo_module.py\n--- END OF DEMONSTRATION ---\n"
+        ),
+        UserMessage(
+            content="We're currently solving the following issue within our repository. "
+            "Here's the issue text:\nISSUE:\nTimeDelta serialization precision is off by one "
+            "in `TimeDelta._serialize`.\n\nINSTRUCTIONS:\nNow, you're going to solve this "
+            "issue on your own. Example: `export MY_ENV_VAR=1` in /path/to/working/dir."
+        ),
+        said_and_called(
+            "Let's open the field. Why does it round down?",
+            "c1",
+            "open",
+            command=f"open {FIELDS} 1468\n",
+        ),
+        result("c1", WINDOW, name="open"),
+        swe(
+            "c2",
+            "edit 1468:1468\n"
+            "        return int(round(value.total_seconds() / base_unit.total_seconds()))\n"
+            "end_of_edit",
+        ),
+        result("c2", WINDOW.replace("return int(value", "return int(round(value"), name="edit"),
+        swe("c3", "javac Reproduce.java"),
+        result("c3", observation("/bin/bash: line 1: javac: command not found", FIELDS)),
+        swe("c4", "python reproduce.py"),
+        result("c4", observation("345", FIELDS)),
+    ]
+
+
+# ── the task ───────────────────────────────────────────────────────────────────
+
+
+def test_a_demonstration_is_not_the_task_nor_a_source_of_facts() -> None:
+    text = digest(swe_agent_run())
+    task = section(text, "Active Task")
+    assert task.startswith("We're currently solving the following issue within our repository.")
+    assert "DEMONSTRATION" not in text
+    assert "ExampleWidget" not in text
+    assert "demo_module.py" not in text
+
+
+def test_placeholders_of_the_instructions_are_not_facts() -> None:
+    text = digest(swe_agent_run())
+    critical = section(text, "Critical Context")
+    files = section(text, "Relevant Files")
+    assert "MY_ENV_VAR" not in critical
+    assert "/path/to/working/dir" not in files
+    assert "TimeDelta._serialize" in text  # the statement's own identifier stays
+
+
+def test_a_format_complaint_opening_the_turns_is_no_task() -> None:
+    feedback = "Please always provide EXACTLY ONE action in triple backticks, found 2 actions."
+    messages: list[Message] = [
+        UserMessage(content=feedback),
+        call("b1", "bash", command="ls"),
+        result("b1", "<returncode>0</returncode>\n<output>\nsrc\n</output>"),
+    ]
+    text = digest(messages)
+    task = section(text, "Active Task")
+    assert task.startswith(CONTINUED)
+    assert "found 2 actions" in task  # the harness's last words, as a follow-up
+    assert parse_handoff(text).task == ""  # a prior digest's task is not replaced by it
+    prior = digest([UserMessage(content="Fix the parser in src/p.py")])
+    assert section(digest(messages, prior_digest=prior), "Active Task").startswith(
+        "Fix the parser in src/p.py"
+    )
+
+
+def test_the_task_is_never_none_when_there_is_one() -> None:
+    assert section(digest([UserMessage(content="Rename foo to bar")]), "Active Task") == (
+        "Rename foo to bar"
+    )
+    assert section(digest([]), "Active Task") == NO_TASK
+
+
+# ── changes: harness editors, editor tools, shell edits, diffs ──────────────────
+
+
+def test_swe_agent_edits_name_the_open_file_the_symbol_and_the_new_line() -> None:
+    text = digest(swe_agent_run())
+    state = section(text, "Active State")
+    assert (
+        f"- Changed {FIELDS} in TimeDelta._serialize at line 1468: "
+        "return int(round(value.total_seconds() / base_unit.total_seconds()))"
+    ) in state
+    actions = section(text, "Completed Actions")
+    assert (
+        f"EDITED {FIELDS} edit 1468:1468 return int(round(value.total_seconds() / "
+        "base_unit.total_seconds())) end_of_edit - ok [tool: edit]"
+    ) in actions
+    assert f"- {FIELDS} (edited)" in section(text, "Relevant Files")
+
+
+def test_swe_agent_create_opens_the_file_for_the_next_edit() -> None:
+    header = "[File: /repo/reproduce.py (1 lines total)]"
+    messages: list[Message] = [
+        UserMessage(content="Reproduce the bug."),
+        swe("c1", "create reproduce.py"),
+        result("c1", observation(f"{header}\n1:", "/repo/reproduce.py")),
+        swe("c2", "edit 1:1\nprint(parse('x'))\nend_of_edit"),
+        result("c2", observation(f"{header}\n1:print(parse('x'))", "/repo/reproduce.py")),
+    ]
+    state = section(digest(messages), "Active State")
+    assert "- Changed /repo/reproduce.py at line 1: print(parse('x'))" in state
+
+
+def test_editor_tool_edits_find_their_symbol_in_the_snippet() -> None:
+    snippet = (
+        "The file /repo/app/io.py has been edited. Here's the result of running `cat -n` on "
+        "a snippet of /repo/app/io.py:\n"
+        "    10\tclass Reader:\n"
+        "    11\t    def parse_header(self, raw):\n"
+        "    12\t        if not raw:\n"
+        "    13\t            return None\n"
+        "Review the changes and make sure they are as expected."
+    )
+    messages: list[Message] = [
+        UserMessage(content="Handle empty headers in app/io.py"),
+        call(
+            "e1",
+            "str_replace_editor",
+            command="str_replace",
+            path="/repo/app/io.py",
+            old_str="        return raw.split()",
+            new_str="        if not raw:\n            return None\n        return raw.split()",
+        ),
+        result("e1", snippet, name="str_replace_editor"),
+    ]
+    state = section(digest(messages), "Active State")
+    assert "- Changed /repo/app/io.py in Reader.parse_header at line 12: if not raw:" in state
+
+
+def test_sed_edits_locate_their_line_in_a_numbered_view() -> None:
+    listing = (
+        "<returncode>0</returncode>\n<output>\n"
+        + "\n".join(
+            [
+                "    40\tdef cull(self, cursor):",
+                "    41\t    cursor.execute(sql)",
+                "    42\t    row = cursor.fetchone()[0]",
+            ]
+        )
+        + "\n</output>"
+    )
+    messages: list[Message] = [
+        UserMessage(content="Fix the crash in cache/db.py"),
+        call("s1", "bash", command="nl -ba cache/db.py | sed -n '40,42p'"),
+        result("s1", listing),
+        call(
+            "s2",
+            "bash",
+            command="sed -i 's/row = cursor.fetchone()\\[0\\]/row = cursor.fetchone()/' "
+            "cache/db.py",
+        ),
+        result("s2", "<returncode>0</returncode>\n<output>\n</output>"),
+    ]
+    state = section(digest(messages), "Active State")
+    assert "- Changed cache/db.py in cull at line 42: row = cursor.fetchone()" in state
+
+
+def test_scripts_that_write_files_and_applied_patches_are_changes() -> None:
+    script = (
+        "python3 - <<'EOF'\nfile_path = 'pkg/core.py'\nwith open(file_path) as f:\n"
+        "    text = f.read()\nwith open(file_path, 'w') as f:\n    f.write(text)\nEOF"
+    )
+    patch = (
+        "git apply <<'EOF'\ndiff --git a/pkg/util.py b/pkg/util.py\n--- a/pkg/util.py\n"
+        "+++ b/pkg/util.py\n@@ -10,3 +10,4 @@ def normalize(value):\n     x = 1\n"
+        "+    value = value.strip()\n     return value\nEOF"
+    )
+    messages: list[Message] = [
+        UserMessage(content="Fix it"),
+        call("p1", "bash", command=script),
+        result("p1", "<returncode>0</returncode>\n<output>\n</output>"),
+        call("p2", "bash", command=patch),
+        result("p2", "<returncode>0</returncode>\n<output>\n</output>"),
+    ]
+    text = digest(messages)
+    assert "- pkg/core.py (written)" in section(text, "Relevant Files")
+    assert "- Changed pkg/util.py in normalize at line 10: value = value.strip()" in section(
+        text, "Active State"
+    )
+
+
+def test_the_final_diff_gives_changed_lines_and_symbols() -> None:
+    diff = (
+        "diff --git a/django/utils/numberformat.py b/django/utils/numberformat.py\n"
+        "index 88b35fc435..08f8e0310a 100644\n"
+        "--- a/django/utils/numberformat.py\n+++ b/django/utils/numberformat.py\n"
+        "@@ -30,6 +30,8 @@ def format(number, decimal_sep, decimal_pos=None):\n"
+        "         _, digits, exponent = number.as_tuple()\n"
+        "-        if abs(exponent) > 200:\n"
+        "+        if decimal_pos is not None and abs(exponent) > 200:\n"
+        "+            number = Decimal('0')\n"
+    )
+    submit = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"
+    messages: list[Message] = [
+        UserMessage(content="Fix small decimals in numberformat"),
+        call("d1", "bash", command=submit),
+        result("d1", diff),
+    ]
+    state = section(digest(messages), "Active State")
+    assert (
+        "- Changed django/utils/numberformat.py in format at line 30: "
+        "if decimal_pos is not None and abs(exponent) > 200:"
+    ) in state
+    assert "- Diff django/utils/numberformat.py: -if abs(exponent) > 200:" in state
+    assert "- Diff django/utils/numberformat.py: +number = Decimal('0')" in state
+
+
+# ── runs: statuses, tests, errors ──────────────────────────────────────────────
+
+
+def test_statuses_come_from_the_output() -> None:
+    text = digest(swe_agent_run())
+    actions = section(text, "Completed Actions")
+    assert "TESTED javac Reproduce.java - /bin/bash: line 1: javac: command not found" in actions
+    assert "javac Reproduce.java - ok" not in actions
+    assert "javac: command not found" in section(text, "Blocked")
+    assert "RAN python reproduce.py - printed: 345" in actions
+
+
+def test_the_last_test_command_keeps_its_result_line() -> None:
+    output = (
+        "<returncode>1</returncode>\n<output>\nFAILED tests/test_x.py::test_a - KeyError: 1\n"
+        "========= 1 failed, 3 passed in 0.42s =========\n</output>"
+    )
+    messages: list[Message] = [
+        UserMessage(content="Make tests/test_x.py pass"),
+        call("t1", "bash", command="python -m pytest tests/test_y.py"),
+        result("t1", "<returncode>0</returncode>\n<output>\n2 passed in 0.1s\n</output>"),
+        call("t2", "bash", command="python -m pytest tests/test_x.py"),
+        result("t2", output),
+    ]
+    state = section(digest(messages), "Active State")
+    assert "- Last test run: python -m pytest tests/test_x.py -> 1 failed, 3 passed in 0.42s" in (
+        state
+    )
+    assert "test_y" not in state
+
+
+def test_a_failure_a_later_clean_run_resolved_is_no_longer_open() -> None:
+    failing = "<returncode>1</returncode>\n<output>\nTraceback (most recent call last):\n" + (
+        "  File \"run.py\", line 3, in <module>\nNameError: name 'x' is not defined\n</output>"
+    )
+    messages: list[Message] = [
+        UserMessage(content="Fix run.py"),
+        call("r1", "bash", command="python run.py"),
+        result("r1", failing),
+        call("r2", "bash", command="sed -i 's/x/1/' run.py"),
+        result("r2", "<returncode>0</returncode>\n<output>\n</output>"),
+        call("r3", "bash", command="python run.py"),
+        result("r3", "<returncode>0</returncode>\n<output>\nok\n</output>"),
+    ]
+    blocked = section(digest(messages), "Blocked").splitlines()
+    assert blocked == [
+        "- resolved by action 3: action 1 failed (exit 1): "
+        "File \"run.py\", line 3, in <module> | NameError: name 'x' is not defined"
+    ]
+    # Trimming takes resolved failures before anything else of the working state.
+    tight = digest(messages, budget_tokens=60)
+    assert "NameError" not in tight
+
+
+def test_errors_still_open_keep_their_exact_lines_and_types() -> None:
+    failing = "<returncode>1</returncode>\n<output>\nTraceback (most recent call last):\n" + (
+        "  File \"/repo/m.py\", line 9, in load\nKeyError: 'name'\n</output>"
+    )
+    messages: list[Message] = [
+        UserMessage(content="Fix m.py"),
+        call("k1", "bash", command="python m.py"),
+        result("k1", failing),
+    ]
+    blocked = section(digest(messages), "Blocked")
+    assert "KeyError: 'name'" in blocked
+    assert 'File "/repo/m.py", line 9, in load' in blocked
+
+
+# ── values, mutating actions ───────────────────────────────────────────────────
+
+
+def flights(*numbers: str) -> str:
+    return json.dumps([{"flight_number": n, "price": 100} for n in numbers])
+
+
+def airline_run() -> list[Message]:
+    return [
+        UserMessage(content="Change my reservation ZFA04Y to a later flight. I'm mia_li_3668."),
+        call("a1", "get_user_details", user_id="mia_li_3668"),
+        result(
+            "a1",
+            json.dumps({"user_id": "mia_li_3668", "payment_methods": {"credit_card_4421486": {}}}),
+            name="get_user_details",
+        ),
+        call("a2", "search_direct_flight", origin="JFK", destination="SEA", date="2024-05-20"),
+        result("a2", flights("HAT001", "HAT002", "HAT003"), name="search_direct_flight"),
+        call("a3", "search_direct_flight", origin="JFK", destination="SEA", date="2024-05-21"),
+        result("a3", flights("HAT104", "HAT105"), name="search_direct_flight"),
+        call(
+            "a4",
+            "update_reservation_flights",
+            reservation_id="ZFA04Y",
+            flight_number="HAT105",
+            payment_id="credit_card_4421486",
+        ),
+        result("a4", json.dumps({"reservation_id": "ZFA04Y", "status": "ok"})),
+        AssistantMessage(content="Your reservation ZFA04Y is now on HAT105. Anything else?"),
+    ]
+
+
+def test_values_are_those_the_latest_turns_use() -> None:
+    text = digest(airline_run())
+    for value in ("ZFA04Y", "mia_li_3668", "credit_card_4421486", "HAT105", "HAT104"):
+        assert value in text
+    critical = section(text, "Critical Context")
+    for value in ("HAT001", "HAT002", "HAT003"):  # an earlier search's results
+        assert value not in critical
+    # Once the actions fold, the values the latest turns used are still there.
+    tight = digest(airline_run(), budget_tokens=120)
+    for value in ("ZFA04Y", "HAT105"):
+        assert value in tight
+
+
+def test_mutating_actions_keep_their_arguments_and_outcome_when_others_fold() -> None:
+    messages = airline_run()
+    for index in range(12):
+        messages += [
+            call(f"g{index}", "get_flight_status", flight_number=f"HAT{200 + index}"),
+            result(f"g{index}", json.dumps({"status": "on time"})),
+        ]
+    text = digest(messages, budget_tokens=260)
+    actions = section(text, "Completed Actions")
+    assert "UPDATED reservation flights (reservation_id=ZFA04Y, flight_number=HAT105" in actions
+    assert "(earlier actions, details left out" in actions
+
+
+# ── facts that are not facts ───────────────────────────────────────────────────
+
+
+def test_an_autonomous_agents_self_questions_are_not_waiting_for_a_user() -> None:
+    text = digest(swe_agent_run())
+    assert "Waiting for the user's answer" not in text
+    assert "Why does it round down?" not in section(text, "Key Decisions")
+
+
+def test_a_question_to_a_real_user_is_pending() -> None:
+    text = digest(airline_run())
+    assert "Waiting for the user's answer: Anything else?" in section(text, "In Progress")
+
+
+def test_key_decisions_hold_no_questions() -> None:
+    messages: list[Message] = [
+        UserMessage(content="Speed up the loader"),
+        AssistantMessage(
+            content="Should I cache because it is slow? I decided to cache the index."
+        ),
+    ]
+    decisions = section(digest(messages), "Key Decisions")
+    assert decisions == "- I decided to cache the index."
+
+
+# ── trimming keeps the working state last ──────────────────────────────────────
+
+
+def test_tight_budgets_keep_task_open_errors_last_test_and_changes_last() -> None:
+    messages = [*swe_agent_run()]
+    messages += [
+        call("t9", "bash", command="python -m pytest tests/test_fields.py"),
+        result(
+            "t9",
+            "<returncode>1</returncode>\n<output>\nE   AssertionError: 344 != 345\n"
+            "1 failed in 0.2s\n</output>",
+        ),
+    ]
+    for index in range(15):
+        messages += [
+            call(f"r{index}", "bash", command=f"grep -rn helper{index} src/"),
+            result(f"r{index}", f"<returncode>0</returncode>\n<output>\nsrc/m{index}.py:1:x\n"),
+        ]
+    full = digest(messages)
+    assert "src/m3.py" not in full  # only the newest paths an output named are kept
+    doc = parse_handoff(full)
+    for budget in (300, 200):
+        text = fit_handoff(doc, budget)
+        assert estimate_tokens(text) <= budget
+        assert section(text, "Active Task").startswith("We're currently solving")
+        assert "AssertionError: 344 != 345" in text
+        assert "Last test run: python -m pytest tests/test_fields.py -> 1 failed in 0.2s" in text
+        assert f"Changed {FIELDS} in TimeDelta._serialize" in text
+        assert "grep -rn helper3" not in text  # the reads folded first
+
+
+def test_the_working_state_survives_an_iterative_update() -> None:
+    first = digest(swe_agent_run())
+    later: list[Message] = [
+        call("n1", "bash", command="python -m pytest tests/"),
+        result("n1", "<returncode>0</returncode>\n<output>\n5 passed in 0.3s\n</output>"),
+    ]
+    state = section(digest(later, prior_digest=first), "Active State")
+    assert f"Changed {FIELDS} in TimeDelta._serialize" in state
+    assert "- Last test run: python -m pytest tests/ -> 5 passed in 0.3s" in state
+    assert state.count("Last test run") == 1
+
+
+# ── the real transcripts ───────────────────────────────────────────────────────
+
+DATASETS = sorted(
+    [
+        "mini_swe_agent_gemini3pro_swebench_verified.jsonl",
+        "swe_agent_demonstrations.jsonl",
+        "tau_bench_gpt4o_airline.jsonl",
+    ]
+)
+
+
+def _first_request(messages: list[dict[str, Any]]) -> str | None:
+    for message in messages:
+        content = message.get("content") or ""
+        if message["role"] == "user" and content.strip() and "DEMONSTRATION" not in content:
+            return " ".join(content.split())
+    return None
+
+
+@pytest.mark.parametrize("name", DATASETS)
+def test_every_digest_of_the_real_transcripts_holds_a_task(dataset_dir: Path, name: str) -> None:
+    """Each loop's digest, updating the one before as the session digest does, has a task;
+    the first one's is the first real request (never the demonstration, never None)."""
+    path = dataset_dir / name
+    if not path.exists():
+        pytest.skip(f"{name} is not in the dataset")
+    summarizer = ExtractiveSummarizer()
+    problems: list[str] = []
+    for line in path.read_bytes().splitlines():
+        raw = json.loads(line)
+        conversation = parse_conversation_line(line)
+        request = _first_request(raw["messages"])
+        prior: str | None = None
+        for number, loop in enumerate(conversation.loops):
+            for budget in (300, 1_500):
+                text = asyncio.run(
+                    summarizer.summarize(
+                        SummaryRequest(messages=loop, prior_digest=prior, budget_tokens=budget)
+                    )
+                ).text
+                task = section(text, "Active Task")
+                if task == NO_TASK or not task:
+                    problems.append(f"{raw['id']} loop {number} at {budget}: no task")
+                if "DEMONSTRATION" in task:
+                    problems.append(f"{raw['id']} loop {number}: the demonstration as task")
+            prior = text
+        assert prior is not None
+        opening = " ".join(section(prior, "Active Task").split())[:60]
+        goal = " ".join(section(prior, "Goal").split())
+        if request is not None and not (
+            request.startswith(opening.rstrip("…")) or request[:60] in " ".join(prior.split())
+        ):
+            problems.append(f"{raw['id']}: not the first request: {opening!r} {goal[:60]!r}")
+    assert problems == []
+
+
+def test_from_openai_keeps_what_the_dataset_test_reads() -> None:
+    messages = from_openai([{"role": "user", "content": "hi"}])
+    assert isinstance(messages[0], UserMessage)
+
+
+def test_written_files_name_what_they_define() -> None:
+    script = "cat <<'EOF' > test_cull.py\nimport os\n\ndef test_cull():\n    pass\nEOF"
+    messages: list[Message] = [
+        UserMessage(content="Fix culling"),
+        call("w1", "bash", command=script),
+        result("w1", "<returncode>0</returncode>\n<output>\n</output>"),
+    ]
+    state = section(digest(messages), "Active State")
+    assert "- Changed test_cull.py (defines test_cull)" in state
+    later: list[Message] = [
+        call("w2", "bash", command="rm test_cull.py"),
+        result("w2", "<returncode>0</returncode>\n<output>\n</output>"),
+    ]
+    assert "test_cull" not in section(digest([*messages, *later]), "Active State")
+
+
+def test_java_edits_name_their_method() -> None:
+    path = "/repo/src/main/java/org/demo/Parser.java"
+    view = observation(
+        f"[File: {path} (80 lines total)]\n"
+        "10:public class Parser {\n"
+        "11:    String parse(String raw) {\n"
+        "12:        if (raw == null) {\n"
+        "13:            return null;\n"
+        "14:        }\n",
+        path,
+    )
+    messages: list[Message] = [
+        UserMessage(content="Parser.parse must accept empty input"),
+        swe("j1", f"open {path} 12"),
+        result("j1", view, name="open"),
+        swe("j2", "edit 12:12\n        if (raw == null || raw.isEmpty()) {\nend_of_edit"),
+        result("j2", view, name="edit"),
+        swe("j3", "mvn -q test"),
+        result(
+            "j3",
+            observation("[ERROR] Tests run: 4, Failures: 1, Errors: 0, Skipped: 0\nBUILD FAILURE"),
+        ),
+    ]
+    text = digest(messages)
+    state = section(text, "Active State")
+    assert f"- Changed {path} in Parser.parse at line 12: if (raw == null || raw.isEmpty()) {{" in (
+        state
+    )
+    assert (
+        "- Last test run: mvn -q test -> Tests run: 4, Failures: 1, Errors: 0, Skipped: 0" in state
+    )
+    assert "BUILD FAILURE" in section(text, "Blocked")
+
+
+def test_a_user_asking_for_a_format_is_a_request() -> None:
+    text = digest([UserMessage(content="Please format your response as a table of flights.")])
+    assert section(text, "Active Task") == "Please format your response as a table of flights."
+
+
+def test_a_cut_task_loses_the_instructions_examples_first_and_their_end_last() -> None:
+    statement = (
+        "<pr_description>\nThe parser drops the `Content-Length` header.\n</pr_description>\n"
+    )
+    instructions = (
+        "<instructions>\n## Rules\nYou MUST include exactly one command.\n"
+        + "## Examples\n"
+        + "".join(f"export MY_ENV_VAR_{i}=value{i}\n" for i in range(120))
+        + "## Submission\nRun `echo COMPLETE_TASK_AND_SUBMIT && git diff --cached` to submit.\n"
+        "</instructions>"
+    )
+    messages: list[Message] = [UserMessage(content=statement + instructions)]
+    for index in range(6):
+        messages += [
+            call(f"x{index}", "bash", command=f"cat src/m{index}.py"),
+            result(f"x{index}", "<returncode>0</returncode>\n<output>\nx\n</output>"),
+        ]
+    task = parse_handoff(digest(messages, budget_tokens=300)).task
+    assert "The parser drops the `Content-Length` header." in task
+    assert "echo COMPLETE_TASK_AND_SUBMIT && git diff --cached" in task
+    assert "MY_ENV_VAR_60" not in task
+    assert "MY_ENV_VAR" not in section(digest(messages), "Critical Context")
+
+
+@pytest.mark.parametrize("budget", [150, 600, 3_000])
+def test_a_digest_updated_with_nothing_new_is_unchanged(budget: int) -> None:
+    """A re-run of a compaction on an unchanged session must write nothing."""
+    continued: list[Message] = [
+        UserMessage(content="Format error: answer with one command."),
+        call("f1", "bash", command="pytest -q tests"),
+        result("f1", "<returncode>0</returncode>\n<output>\n3 passed in 0.1s\n</output>"),
+    ]
+    for messages in (swe_agent_run(), airline_run(), continued):
+        text = digest(messages, budget_tokens=budget)
+        assert digest([], prior_digest=text, budget_tokens=budget) == text
+
+
+@pytest.mark.parametrize("name", DATASETS)
+def test_real_digests_updated_with_nothing_new_are_unchanged(dataset_dir: Path, name: str) -> None:
+    path = dataset_dir / name
+    if not path.exists():
+        pytest.skip(f"{name} is not in the dataset")
+    changed: list[str] = []
+    for line in path.read_bytes().splitlines():
+        conversation = parse_conversation_line(line)
+        for number, loop in enumerate(conversation.loops):
+            text = digest(loop, budget_tokens=800)
+            if digest([], prior_digest=text, budget_tokens=800) != text:
+                changed.append(f"{conversation.session_id} loop {number}")
+    assert changed == []
