@@ -77,6 +77,7 @@ if _typing.TYPE_CHECKING:
         should_compact,
     )
     from sessionstore.errors import (
+        AmbiguousSessionError,
         BlockNotFoundError,
         ConfigurationError,
         ConflictError,
@@ -249,6 +250,7 @@ _SOURCES: dict[str, tuple[str, ...]] = {
         "should_compact",
     ),
     "sessionstore.errors": (
+        "AmbiguousSessionError",
         "BlockNotFoundError",
         "ConfigurationError",
         "ConflictError",
@@ -385,6 +387,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "HANDOFF_SECTIONS",
+    "AmbiguousSessionError",
     "AssistantMessage",
     "BashExecutionMessage",
     "BlockCompactionStrategy",

@@ -10,7 +10,8 @@ SessionStoreError
 │   ├── BlockNotFoundError       no block of that generation (time travel)
 │   └── OverlayNotFoundError     an overlay name no compaction of the session wrote
 ├── ConflictError                a client id reused with different content
-│   ├── SessionExistsError       a session id that is already taken
+│   ├── SessionExistsError       a session id its tenant already uses
+│   ├── AmbiguousSessionError    an unscoped call names an id that several tenants use
 │   ├── StaleWriteError          a concurrent writer won (version check failed)
 │   └── LoopChangedError         a loop gained messages in turns a new block covers
 ├── InvalidBlockError            a block that does not fit its loop (turn range, provenance)
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from sessionstore.formats import ImportReport
 
 __all__ = [
+    "AmbiguousSessionError",
     "BlockNotFoundError",
     "ConfigurationError",
     "ConflictError",
@@ -133,10 +135,25 @@ class ConflictError(SessionStoreError):
 
 
 class SessionExistsError(ConflictError):
-    """A session with this id already exists."""
+    """The tenant already has a session with this id (ids are per tenant)."""
 
     def __init__(self, session_id: str) -> None:
         super().__init__(f"session {session_id!r} already exists")
+        self.session_id = session_id
+
+
+class AmbiguousSessionError(ConflictError):
+    """An unscoped call names a session id that more than one tenant uses.
+
+    Session ids are unique within a tenant only; the unscoped `SessionStore` finds the
+    session by its id alone, so for such an id use `store.for_tenant(app_name, user_id)`.
+    """
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"session id {session_id!r} is used by more than one tenant: "
+            "use store.for_tenant(app_name, user_id) to name the session"
+        )
         self.session_id = session_id
 
 

@@ -5,13 +5,19 @@ PostgreSQL tests read `SESSIONSTORE_TEST_POSTGRES_URL` (for example
 `.ci/run` always sets it and fails if they were skipped. Each backend is migrated once
 per run (the schema comes from the migrations, never from `create_all`), then emptied
 between tests.
+
+With `SESSIONSTORE_TEST_CITUS=1`, the PostgreSQL tests of `store` and `db_url` run on a
+local Citus cluster instead (a coordinator and two workers, `tests/citus_cluster.py`),
+whose schema is migrated and then distributed (`migrate.distribute`).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +25,9 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from sessionstore import SessionStore, make_engine, migrate
+from tests.citus_cluster import CITUS_ENV, Cluster, citus_installed, start_cluster
 from tests.factories import reseed_random
+from tests.routing import Recorder, violations
 
 POSTGRES_ENV = "SESSIONSTORE_TEST_POSTGRES_URL"
 SEED = 20261122
@@ -53,26 +61,79 @@ async def _migrated(sqlite_url: str) -> dict[str, str]:
     return {}
 
 
-async def _prepare(backend: str, sqlite_url: str, migrated: dict[str, str]) -> str:
-    url = sqlite_url if backend == "sqlite" else postgres_url()
-    if backend not in migrated:
-        await migrate.upgrade(url)
-        migrated[backend] = url
+def citus_requested() -> bool:
+    """Whether this run puts the PostgreSQL tests on a local Citus cluster."""
+    return os.environ.get(CITUS_ENV) == "1"
+
+
+@pytest.fixture(scope="session")
+def citus_cluster() -> Iterator[Cluster]:
+    """A running coordinator with two workers (`SESSIONSTORE_TEST_CITUS=1` only)."""
+    if not citus_requested():
+        pytest.skip(f"{CITUS_ENV} is not set")
+    if not citus_installed():
+        pytest.fail("Citus is not installed: run shared/citus/build.sh (see .ci/run)")
+    # Not under pytest's own temporary directory: the server user must reach it.
+    base = Path(tempfile.mkdtemp(prefix="sessionstore-citus-"))
+    base.chmod(0o755)
+    cluster = start_cluster(base / "cluster")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+async def _prepare(
+    request: pytest.FixtureRequest, backend: str, sqlite_url: str, migrated: dict[str, str]
+) -> str:
+    if backend in migrated:
+        return migrated[backend]
+    if backend == "sqlite":
+        url = sqlite_url
+    elif citus_requested():
+        url = request.getfixturevalue("citus_cluster").url
+    else:
+        url = postgres_url()
+    await migrate.upgrade(url)
+    if backend == "postgres" and citus_requested():
+        await migrate.distribute(url, shard_count=8)
+    migrated[backend] = url
     return url
 
 
 @pytest.fixture(params=BACKENDS)
 async def db_url(request: pytest.FixtureRequest, sqlite_url: str, _migrated: dict[str, str]) -> str:
     """A migrated, empty database URL on each backend."""
-    url = await _prepare(request.param, sqlite_url, _migrated)
+    url = await _prepare(request, request.param, sqlite_url, _migrated)
     await _truncate(url)
     return url
 
 
+@pytest.fixture(scope="session")
+def routing_recorder() -> Iterator[Recorder]:
+    """Every statement the `store` fixture's PostgreSQL stores send, checked at the end.
+
+    Each must bind the session key (`tests/routing.py`), or belong to one of the calls that
+    fan out by design (`FAN_OUT`); a statement that does neither fails the run.
+    """
+    recorder = Recorder()
+    yield recorder
+    wrong = violations(recorder.statements)
+    if wrong:
+        pytest.fail(
+            f"{len(wrong)} statements of the store name no session key and no fan-out call:\n"
+            + "\n---\n".join(wrong[:5]),
+            pytrace=False,
+        )
+
+
 @pytest.fixture
-async def store(db_url: str) -> AsyncIterator[SessionStore]:
+async def store(db_url: str, routing_recorder: Recorder) -> AsyncIterator[SessionStore]:
     """A `SessionStore` on an empty, migrated database, on each backend."""
     async with SessionStore.from_url(db_url) as opened:
+        if opened.engine.dialect.name == "postgresql":
+            routing_recorder.attach(opened.engine)
         yield opened
 
 

@@ -56,6 +56,7 @@ def test_the_cli_has_the_documented_commands():
         "db",
         "db check",
         "db current",
+        "db distribute",
         "db upgrade",
         "db verify",
         "demo",

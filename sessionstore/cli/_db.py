@@ -33,6 +33,7 @@ def db() -> None:
         sessionstore db upgrade
         sessionstore db check
         sessionstore db verify
+        sessionstore db distribute
     """
 
 
@@ -126,6 +127,55 @@ def db_check(settings: Settings, as_json: bool) -> None:
         raise click.ClickException(str(problem))
     if not as_json:
         click.echo(f"up to date (revision {revision})")
+
+
+async def _distribute(settings: Settings, shard_count: int | None) -> migrate.Distribution:
+    async with _engine(settings) as engine:
+        return await migrate.distribute(engine, shard_count=shard_count)
+
+
+@db.command("distribute")
+@click.option(
+    "--shard-count",
+    type=click.IntRange(1, 64_000),
+    default=None,
+    help="Shards of the session tables (default: Citus's citus.shard_count, 32).",
+)
+@json_option()
+@click.pass_obj
+def db_distribute(settings: Settings, shard_count: int | None, as_json: bool) -> None:
+    """Distribute the schema over a Citus cluster (run it on the coordinator).
+
+    Every session table is distributed by the session id and colocated, so a call about
+    one session runs on one worker; alembic's version table becomes a reference table.
+    Run `db upgrade` first. Running it again does nothing. See docs/guides/scale-out.md.
+
+    \b
+    Example:
+        sessionstore db distribute --shard-count 64
+    """
+    done = run(_distribute(settings, shard_count))
+    if as_json:
+        print_json(
+            {
+                "citus_version": done.citus_version,
+                "shard_count": done.shard_count,
+                "workers": done.workers,
+                "distributed": done.distributed,
+                "reference": done.referenced,
+            }
+        )
+        return
+    if done.distributed or done.referenced:
+        click.echo(
+            f"Distributed {len(done.distributed)} tables over {done.shard_count} shards "
+            f"on {done.workers} workers (Citus {done.citus_version})."
+        )
+    else:
+        click.echo(
+            f"Already distributed: {done.shard_count} shards on {done.workers} workers "
+            f"(Citus {done.citus_version})."
+        )
 
 
 async def _verify(settings: Settings, advance: Callable[[int, int], None]) -> IntegrityReport:

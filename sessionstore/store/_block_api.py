@@ -140,24 +140,25 @@ class BlockMethods(_Handle):
         moment = now()
 
         def work(db: Connection) -> list[CompactionBlock]:
-            locked = _sessions.lock(db, self._tenant, session_id, moment)
+            key = self._key(db, session_id)
+            locked = _sessions.lock(db, key, moment)
             _sessions.check_version(session_id, locked, expected_version)
             for loop_id, block in blocks:
-                loop = _sessions.loop_row(db, session_id, loop_id)
+                loop = _sessions.loop_row(db, key, loop_id)
                 if read_counts is not None and loop_id in read_counts:
-                    _blocks.check_unchanged(db, session_id, loop_id, read_counts[loop_id], block)
-                _blocks.validate_block(db, session_id, loop_id, loop.turn_count, block)
+                    _blocks.check_unchanged(db, key, loop_id, read_counts[loop_id], block)
+                _blocks.validate_block(db, key, loop_id, loop.turn_count, block)
             for record in records:
-                _blocks.check_event_refs(db, session_id, record["loop_id"], record["block_id"])
+                _blocks.check_event_refs(db, key, record["loop_id"], record["block_id"])
             written = [
-                _blocks.insert_block(db, self._counter, session_id, loop_id, block, moment)
+                _blocks.insert_block(db, self._counter, key, loop_id, block, moment)
                 for loop_id, block in blocks
             ]
             block_of = {block.loop_id: block.id for block in written}
             rows = [
                 {
                     **record,
-                    "session_id": session_id,
+                    **key.columns,
                     "block_id": record["block_id"] or block_of.get(record["loop_id"]),
                     "created_at": moment,
                 }
@@ -165,7 +166,7 @@ class BlockMethods(_Handle):
             ]
             _blocks.insert_events(db, rows)
             if digest is not None:
-                _blocks.insert_digest(db, session_id, digest, moment)
+                _blocks.insert_digest(db, key, digest, moment)
             return written
 
         return await self._write(work)
@@ -193,17 +194,19 @@ class BlockMethods(_Handle):
         check_overlay(overlay)
         check_count(generation, "generation", low=-MAX_INT - 1)
         columns = sql.blocks.c
-        stmt = sql.select_blocks(session_id, loop_id, overlay)
+        stmt = sql.select_blocks(overlay is not None)
         if generation is not None:
             stmt = stmt.where(columns.generation == generation)
         if as_of is not None:
             stmt = stmt.where(columns.created_at <= as_of)
 
         def work(db: Connection) -> CompactionBlock | None:
-            _sessions.visible_session(db, self._tenant, session_id)
-            _sessions.loop_row(db, session_id, loop_id)
-            row = db.execute(stmt.order_by(columns.generation.desc()).limit(1)).first()
-            return None if row is None else _blocks.load_blocks(db, session_id, [row])[0]
+            key = self._key(db, session_id)
+            _sessions.visible_session(db, key)
+            _sessions.loop_row(db, key, loop_id)
+            stmt_params = {**key.params, "lid": loop_id, "overlay": overlay}
+            row = db.execute(stmt.order_by(columns.generation.desc()).limit(1), stmt_params).first()
+            return None if row is None else _blocks.load_blocks(db, key, [row])[0]
 
         return await self._read(work)
 
@@ -214,12 +217,14 @@ class BlockMethods(_Handle):
         check_id(loop_id, "loop_id")
         if overlay is not None:
             check_overlay(overlay)
-        stmt = sql.select_blocks(session_id, loop_id, overlay).order_by(sql.blocks.c.id)
+        stmt = sql.select_blocks(overlay is not None).order_by(sql.blocks.c.id)
 
         def work(db: Connection) -> list[CompactionBlock]:
-            _sessions.visible_session(db, self._tenant, session_id)
-            _sessions.loop_row(db, session_id, loop_id)
-            return _blocks.load_blocks(db, session_id, db.execute(stmt).all())
+            key = self._key(db, session_id)
+            _sessions.visible_session(db, key)
+            _sessions.loop_row(db, key, loop_id)
+            stmt_params = {**key.params, "lid": loop_id, "overlay": overlay}
+            return _blocks.load_blocks(db, key, db.execute(stmt, stmt_params).all())
 
         return await self._read(work)
 
@@ -234,8 +239,9 @@ class BlockMethods(_Handle):
         check_id(replacement_id, "replacement_id")
 
         def work(db: Connection) -> ReplacementMessage | None:
-            _sessions.visible_session(db, self._tenant, session_id)
-            return _blocks.replacement(db, session_id, replacement_id)
+            key = self._key(db, session_id)
+            _sessions.visible_session(db, key)
+            return _blocks.replacement(db, key, replacement_id)
 
         found = await self._read(work)
         if found is None:
@@ -270,12 +276,13 @@ class BlockMethods(_Handle):
         check_overlay(overlay)
 
         def work(db: Connection) -> list[ChainEntry]:
-            head = _sessions.resolve_loop(db, self._tenant, session_id, loop_id)
-            _blocks.check_overlay(db, session_id, overlay)
+            key = self._key(db, session_id)
+            head = _sessions.resolve_loop(db, key, loop_id)
+            _blocks.check_overlay(db, key, overlay)
             if head is None:
                 return []
-            loops, _ = _reads.chain_as_of(db, session_id, head, limit, as_of)
-            found = _blocks.current_blocks(db, session_id, loops, overlay, as_of, messages=True)
+            loops, _ = _reads.chain_as_of(db, key, head, limit, as_of)
+            found = _blocks.current_blocks(db, key, loops, overlay, as_of, messages=True)
             return [(loop, found.get(loop.id)) for loop in loops]
 
         return await self._read(work)
@@ -300,10 +307,10 @@ class BlockMethods(_Handle):
         check_overlay(overlay)
 
         def work(db: Connection) -> list[ChainEntry]:
+            key = self._key(db, session_id)
             return _reads.chain_in_scope(
                 db,
-                self._tenant,
-                session_id,
+                key,
                 scope=scope,
                 max_context_tokens=max_context_tokens,
                 summary_cap=summary_cap,
@@ -326,7 +333,8 @@ class BlockMethods(_Handle):
         """
 
         def work(db: Connection) -> LoopView:
-            return _reads.loop_view(db, self._tenant, session_id, loop, overlay)
+            key = self._key(db, session_id)
+            return _reads.loop_view(db, key, loop, overlay)
 
         return await self._read(work)
 
@@ -348,10 +356,10 @@ class BlockMethods(_Handle):
         check_overlay(overlay)
 
         def work(db: Connection) -> tuple[SessionDigest | None, list[LoopRecord]]:
+            key = self._key(db, session_id)
             return _reads.digest_inputs(
                 db,
-                self._tenant,
-                session_id,
+                key,
                 loop_id=loop_id,
                 overlay=overlay,
                 first_in_scope=first_in_scope,
@@ -373,12 +381,13 @@ class BlockMethods(_Handle):
         check_overlay(overlay)
 
         def work(db: Connection) -> SessionDigest | None:
-            head = _sessions.resolve_loop(db, self._tenant, session_id, loop_id)
+            key = self._key(db, session_id)
+            head = _sessions.resolve_loop(db, key, loop_id)
             if head is None:
                 return None
-            loops, _ = _reads.chain_as_of(db, session_id, head, None, as_of)
+            loops, _ = _reads.chain_as_of(db, key, head, None, as_of)
             ids = [loop.id for loop in loops]
-            return _blocks.newest_digest(db, session_id, overlay, ids, as_of)
+            return _blocks.newest_digest(db, key, overlay, ids, as_of)
 
         return await self._read(work)
 
@@ -430,10 +439,10 @@ class BlockMethods(_Handle):
         check_overlay(overlay)
 
         def work(db: Connection) -> ContextSources:
+            key = self._key(db, session_id)
             return _reads.read_context(
                 db,
-                self._tenant,
-                session_id,
+                key,
                 scope=scope,
                 budget=budget,
                 loop_id=loop_id,
@@ -488,9 +497,10 @@ class BlockMethods(_Handle):
         }
 
         def work(db: Connection) -> list[int]:
-            _sessions.lock(db, self._tenant, session_id, moment)
-            _blocks.check_event_refs(db, session_id, loop_id, block_id)
-            return _blocks.insert_events(db, [values])
+            key = self._key(db, session_id)
+            _sessions.lock(db, key, moment)
+            _blocks.check_event_refs(db, key, loop_id, block_id)
+            return _blocks.insert_events(db, [{**values, **key.columns}])
 
         (event_id,) = await self._write(work)
         return CompactionEvent.model_validate({**values, "id": event_id})
@@ -499,7 +509,8 @@ class BlockMethods(_Handle):
         """Return a session's compaction events, oldest first."""
 
         def work(db: Connection) -> list[CompactionEvent]:
-            _sessions.visible_session(db, self._tenant, session_id)
-            return _blocks.list_events(db, session_id)
+            key = self._key(db, session_id)
+            _sessions.visible_session(db, key)
+            return _blocks.list_events(db, key)
 
         return await self._read(work)

@@ -33,7 +33,7 @@ from sessionstore.models import (
 from sessionstore.models._limits import check_count
 from sessionstore.store import _statements as sql
 from sessionstore.store._messages import insert_returning_ids
-from sessionstore.store._sessions import loop_row
+from sessionstore.store._sessions import SessionKey, loop_row
 from sessionstore.store._tables import (
     block_model,
     digest_model,
@@ -61,11 +61,14 @@ __all__ = [
 
 EVENT_KINDS = ("started", "ended")
 
+# A `CompactionEvent`'s columns: the session's tenant columns are not part of it.
+EVENT_COLUMNS = tuple(c for c in sql.events.c if c.name not in ("app_name", "user_id"))
+
 DEFAULT_OVERLAY = "default"
 
 
 def check_unchanged(
-    db: Connection, session_id: str, loop_id: int, read_count: int, block: CompactionBlock
+    db: Connection, key: SessionKey, loop_id: int, read_count: int, block: CompactionBlock
 ) -> None:
     """Refuse a block built from a loop's first `read_count` messages that missed some.
 
@@ -77,13 +80,13 @@ def check_unchanged(
         ends.append(block.keep_first.end_turn)
     if not ends:
         return
-    params = {"sid": session_id, "lid": loop_id, "n": read_count, "t": max(ends)}
+    params = {**key.params, "lid": loop_id, "n": read_count, "t": max(ends)}
     if db.execute(sql.SELECT_APPENDED_INTO_TURNS, params).first() is not None:
-        raise LoopChangedError(session_id, loop_id)
+        raise LoopChangedError(key.session_id, loop_id)
 
 
 def validate_block(
-    db: Connection, session_id: str, loop_id: int, turn_count: int, block: CompactionBlock
+    db: Connection, key: SessionKey, loop_id: int, turn_count: int, block: CompactionBlock
 ) -> None:
     """Refuse a block whose ranges leave the loop or overlap, or whose provenance strays."""
     block.check_ranges(loop_id, turn_count)
@@ -92,11 +95,11 @@ def validate_block(
         return
     columns = sql.messages.c
     stmt = select(columns.id, columns.turn_index).where(
-        columns.session_id == session_id,
+        *sql.keyed(sql.messages),
         columns.loop_id == loop_id,
         columns.id.between(min(covered), max(covered)),
     )
-    turn_of = {row.id: row.turn_index for row in db.execute(stmt).all()}
+    turn_of = {row.id: row.turn_index for row in db.execute(stmt, key.params).all()}
     foreign = sorted(covered - turn_of.keys())
     if foreign:
         shown = ", ".join(map(str, foreign[:10])) + (" ..." if len(foreign) > 10 else "")
@@ -116,7 +119,7 @@ def validate_block(
 def insert_block(
     db: Connection,
     counter: TokenCounter,
-    session_id: str,
+    key: SessionKey,
     loop_id: int,
     block: CompactionBlock,
     moment: datetime,
@@ -124,13 +127,13 @@ def insert_block(
     """Insert a block as the next generation of its loop and overlay; return it as stored."""
     columns = sql.blocks.c
     stmt = select(func.max(columns.generation)).where(
-        columns.session_id == session_id,
+        *sql.keyed(sql.blocks),
         columns.loop_id == loop_id,
         columns.overlay == block.overlay,
     )
-    generation = (db.execute(stmt).scalar() or 0) + 1
+    generation = (db.execute(stmt, key.params).scalar() or 0) + 1
     values = {
-        "session_id": session_id,
+        **key.columns,
         "loop_id": loop_id,
         "overlay": block.overlay,
         "generation": generation,
@@ -146,18 +149,18 @@ def insert_block(
     stored: dict[str, CompactedSection] = {}
     for kind, section in block.sections():
         row = {
-            "session_id": session_id,
+            **key.columns,
             "block_id": block_id,
             "kind": kind,
             "start_turn": section.range.start_turn,
             "end_turn": section.range.end_turn,
         }
         (section_id,) = insert_returning_ids(db, sql.sections, [row])
-        stored[kind] = _insert_section_messages(db, counter, session_id, section_id, section)
+        stored[kind] = _insert_section_messages(db, counter, key, section_id, section)
     return block.model_copy(
         update={
             "id": block_id,
-            "session_id": session_id,
+            "session_id": key.session_id,
             "loop_id": loop_id,
             "generation": generation,
             "created_at": moment,
@@ -170,7 +173,7 @@ def insert_block(
 def _insert_section_messages(
     db: Connection,
     counter: TokenCounter,
-    session_id: str,
+    key: SessionKey,
     section_id: int,
     section: CompactedSection,
 ) -> CompactedSection:
@@ -184,7 +187,7 @@ def _insert_section_messages(
             check_count(token_count, "token_count")  # what the token counter returned
         rows.append(
             {
-                "session_id": session_id,
+                **key.columns,
                 "section_id": section_id,
                 "position": position,
                 "kind": item.message.kind,
@@ -205,16 +208,16 @@ def _insert_section_messages(
 
 
 def load_blocks(
-    db: Connection, session_id: str, rows: Sequence[Row[Any]], *, messages: bool = True
+    db: Connection, key: SessionKey, rows: Sequence[Row[Any]], *, messages: bool = True
 ) -> list[CompactionBlock]:
     """Return the blocks of block rows, with their sections (and replacement messages)."""
     if not rows:
         return []
-    params: dict[str, Any] = {"sid": session_id, "blocks": [row.id for row in rows]}
+    params: dict[str, Any] = {**key.params, "blocks": [row.id for row in rows]}
     section_rows = db.execute(sql.SELECT_SECTIONS, params).all()
     replacements: dict[int, list[ReplacementMessage]] = {s.id: [] for s in section_rows}
     if section_rows and messages:
-        params = {"sid": session_id, "sections": list(replacements)}
+        params = {**key.params, "sections": list(replacements)}
         for row in db.execute(sql.SELECT_SECTION_MESSAGES, params).all():
             replacements[row.section_id].append(replacement_from_text(row))
     by_block: dict[int, dict[str, CompactedSection]] = {}
@@ -228,7 +231,7 @@ def load_blocks(
 
 def block_rows(
     db: Connection,
-    session_id: str,
+    key: SessionKey,
     loop_ids: Sequence[int],
     overlay: str,
     as_of: datetime | None,
@@ -236,7 +239,7 @@ def block_rows(
     """Return the row of the newest block of each loop for `overlay` (written by `as_of`)."""
     if not loop_ids:
         return {}
-    params: dict[str, Any] = {"sid": session_id, "loops": list(loop_ids), "overlay": overlay}
+    params: dict[str, Any] = {**key.params, "loops": list(loop_ids), "overlay": overlay}
     if as_of is not None:
         params["t"] = as_of
     newest: dict[int, Row[Any]] = {}
@@ -248,7 +251,7 @@ def block_rows(
 
 def current_blocks(
     db: Connection,
-    session_id: str,
+    key: SessionKey,
     loops: Sequence[LoopRecord],
     overlay: str,
     as_of: datetime | None,
@@ -256,23 +259,23 @@ def current_blocks(
     messages: bool,
 ) -> dict[int, CompactionBlock]:
     """Return the newest block of each loop for `overlay` (written by `as_of`), by loop id."""
-    rows = block_rows(db, session_id, [loop.id for loop in loops], overlay, as_of)
-    loaded = load_blocks(db, session_id, list(rows.values()), messages=messages)
+    rows = block_rows(db, key, [loop.id for loop in loops], overlay, as_of)
+    loaded = load_blocks(db, key, list(rows.values()), messages=messages)
     return {block.loop_id: block for block in loaded if block.loop_id is not None}
 
 
-def replacement(db: Connection, session_id: str, replacement_id: int) -> ReplacementMessage | None:
+def replacement(db: Connection, key: SessionKey, replacement_id: int) -> ReplacementMessage | None:
     """Return one replacement message of the session by id, or None."""
     sm = sql.section_messages.c
     stmt = select(sm.id, sm.payload, sm.token_count, sm.covers).where(
-        sm.session_id == session_id, sm.id == replacement_id
+        *sql.keyed(sql.section_messages), sm.id == replacement_id
     )
-    row = db.execute(stmt).first()
+    row = db.execute(stmt, key.params).first()
     return None if row is None else replacement_model(row)
 
 
 def check_event_refs(
-    db: Connection, session_id: str, loop_id: int | None, block_id: int | None
+    db: Connection, key: SessionKey, loop_id: int | None, block_id: int | None
 ) -> None:
     """Refuse an event whose loop or block is not one of the session's.
 
@@ -281,16 +284,16 @@ def check_event_refs(
     tie this session's rows to another session's (whose deletion would cascade into them).
     """
     if loop_id is not None:
-        loop_row(db, session_id, loop_id)
+        loop_row(db, key, loop_id)
     if block_id is None:
         return
     columns = sql.blocks.c
-    stmt = select(columns.id).where(columns.id == block_id, columns.session_id == session_id)
-    where = f"session {session_id!r}"
+    stmt = select(columns.id).where(columns.id == block_id, *sql.keyed(sql.blocks))
+    where = f"session {key.session_id!r}"
     if loop_id is not None:
         stmt = stmt.where(columns.loop_id == loop_id)
         where = f"loop {loop_id} of {where}"
-    if db.execute(stmt).first() is None:
+    if db.execute(stmt, key.params).first() is None:
         raise BlockNotFoundError(f"block {block_id} not found in {where}")
 
 
@@ -299,24 +302,24 @@ def insert_events(db: Connection, rows: Sequence[dict[str, Any]]) -> list[int]:
     return insert_returning_ids(db, sql.events, rows) if rows else []
 
 
-def list_events(db: Connection, session_id: str) -> list[CompactionEvent]:
+def list_events(db: Connection, key: SessionKey) -> list[CompactionEvent]:
     """Return a session's compaction events, oldest first."""
     columns = sql.events.c
-    stmt = select(sql.events).where(columns.session_id == session_id).order_by(columns.id)
-    return [event_model(row._mapping) for row in db.execute(stmt).all()]
+    stmt = select(*EVENT_COLUMNS).where(*sql.keyed(sql.events)).order_by(columns.id)
+    return [event_model(row._mapping) for row in db.execute(stmt, key.params).all()]
 
 
 # ── session digests ────────────────────────────────────────────────────────────
 
 
 def insert_digest(
-    db: Connection, session_id: str, digest: SessionDigest, moment: datetime
+    db: Connection, key: SessionKey, digest: SessionDigest, moment: datetime
 ) -> SessionDigest:
     """Insert a session digest (its loops checked to be the session's); return it as stored."""
     for loop_id in (digest.head_loop_id, digest.through_loop_id):
-        loop_row(db, session_id, loop_id)
+        loop_row(db, key, loop_id)
     values = {
-        "session_id": session_id,
+        **key.columns,
         "overlay": digest.overlay,
         "head_loop_id": digest.head_loop_id,
         "through_loop_id": digest.through_loop_id,
@@ -328,19 +331,19 @@ def insert_digest(
     }
     (digest_id,) = insert_returning_ids(db, sql.digests, [values])
     return digest.model_copy(
-        update={"id": digest_id, "session_id": session_id, "created_at": moment}
+        update={"id": digest_id, "session_id": key.session_id, "created_at": moment}
     )
 
 
 def newest_digest(
     db: Connection,
-    session_id: str,
+    key: SessionKey,
     overlay: str,
     head_ids: Sequence[int] | None,
     as_of: datetime | None,
 ) -> SessionDigest | None:
     """Return the newest digest of `overlay` written at one of `head_ids` (None: any loop)."""
-    params: dict[str, Any] = {"sid": session_id, "overlay": overlay}
+    params: dict[str, Any] = {**key.params, "overlay": overlay}
     if head_ids is not None:
         params["heads"] = list(head_ids)
     if as_of is not None:
@@ -350,7 +353,7 @@ def newest_digest(
     return None if row is None else digest_model(row)
 
 
-def check_overlay(db: Connection, session_id: str, overlay: str) -> None:
+def check_overlay(db: Connection, key: SessionKey, overlay: str) -> None:
     """Refuse an overlay name that no block or digest of the session carries.
 
     `default` is always valid: a session never compacted shows its raw messages.
@@ -359,8 +362,9 @@ def check_overlay(db: Connection, session_id: str, overlay: str) -> None:
         return
     found = db.execute(
         select(sql.blocks.c.id)
-        .where(sql.blocks.c.session_id == session_id, sql.blocks.c.overlay == overlay)
-        .limit(1)
+        .where(*sql.keyed(sql.blocks), sql.blocks.c.overlay == overlay)
+        .limit(1),
+        key.params,
     ).first()
     if found is None:
-        raise OverlayNotFoundError(overlay, session_id=session_id)
+        raise OverlayNotFoundError(overlay, session_id=key.session_id)

@@ -226,6 +226,23 @@ _PLAIN_INSERTS: dict[tuple[str, tuple[str, ...]], str] = {}
 _PLAIN_STATEMENTS: dict[int, tuple[Any, str, tuple[str, ...], dict[str, Any]]] = {}
 
 
+def is_citus(db: Connection) -> bool:
+    """Whether the database is a Citus coordinator (asked once per connection).
+
+    There a statement that writes through a data-modifying CTE or `INSERT ... SELECT` runs
+    in several steps through the coordinator; the store sends plain statements instead,
+    each of which Citus routes to the one node that holds the session.
+    """
+    if db.dialect.name != "postgresql":
+        return False
+    info = db.connection.info
+    found = info.get("sessionstore_citus")
+    if found is None:
+        query = "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')"
+        found = info["sessionstore_citus"] = bool(db.exec_driver_sql(query).scalar())
+    return bool(found)
+
+
 def run_plain(db: Connection, statement: Any, params: Mapping[str, Any]) -> list[Any] | None:
     """Run a pre-built statement straight on a SQLite connection; return its rows.
 
@@ -403,7 +420,7 @@ class TransactionRunner:
 
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
-        self.loop_states: StateCache[tuple[str, int], Any] = StateCache()
+        self.loop_states: StateCache[tuple[Any, int], Any] = StateCache()
         """Each loop's append state as this store last committed it (see `_message_api`)."""
         self._sync_engine: Engine | None = None
         self._inline_engine: Engine | None = None

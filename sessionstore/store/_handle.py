@@ -12,7 +12,7 @@ from sessionstore._tokens import TokenCounter
 from sessionstore.models._limits import check_big_count
 from sessionstore.store import _blocks
 from sessionstore.store._engine import TransactionRunner
-from sessionstore.store._sessions import Tenant
+from sessionstore.store._sessions import SessionKey, Tenant, session_key
 
 __all__ = ["Rollback", "_Handle", "check_aware", "check_event_kind", "check_limit"]
 
@@ -56,6 +56,10 @@ class _Handle:
         self._runner = runner
         self._counter = counter
         self._tenant = tenant
+
+    def _key(self, db: Connection, session_id: str) -> SessionKey:
+        """The key of the session a call names (see `_sessions.session_key`)."""
+        return session_key(db, self._tenant, session_id)
 
     async def _read(self, work: Callable[[Connection], _T], *, inline: bool = False) -> _T:
         return await self._runner.run(work, inline=inline)

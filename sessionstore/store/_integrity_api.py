@@ -31,18 +31,16 @@ class IntegrityMethods(_Handle):
         Returns:
             What was checked and every problem found (`report.is_ok` when none).
         """
-        ids = await self._read(lambda db: _verify.session_ids(db, self._tenant))
+        keys = await self._read(lambda db: _verify.session_keys(db, self._tenant))
         counts = {"sessions": 0, "loops": 0, "messages": 0, "blocks": 0}
         problems = []
-        for done, session_id in enumerate(ids, 1):
-            found = await self._read(
-                functools.partial(_verify.verify_session, session_id=session_id)
-            )
+        for done, key in enumerate(keys, 1):
+            found = await self._read(functools.partial(_verify.verify_session, key=key))
             counts["sessions"] += 1
             counts["loops"] += found.loops
             counts["messages"] += found.messages
             counts["blocks"] += found.blocks
             problems.extend(found.problems)
             if progress is not None:
-                progress(done, len(ids))
+                progress(done, len(keys))
         return IntegrityReport(**counts, problems=problems)

@@ -76,10 +76,13 @@ class MessageMethods(_Handle):
 
         states = self._runner.loop_states
         after: list[_messages.LoopState] = []
+        keys: list[_sessions.SessionKey] = []
 
         def work(db: Connection) -> list[StoredMessage]:
-            locked = _sessions.lock(db, self._tenant, session_id, moment)
-            known = _messages.known_client_ids(db, session_id, batch)
+            key = self._key(db, session_id)
+            keys.append(key)
+            locked = _sessions.lock(db, key, moment)
+            known = _messages.known_client_ids(db, key, batch)
             # Write each message once: skip stored client ids and in-batch repeats.
             first_of: dict[str, int] = {}
             fresh = []
@@ -95,18 +98,18 @@ class MessageMethods(_Handle):
             if (
                 loop_id == "new"
                 and target is not None
-                and not _sessions.is_empty_open_loop(db, session_id, target)
+                and not _sessions.is_empty_open_loop(db, key, target)
             ):
-                target = _sessions.start_loop(db, session_id, target, locked.loop_count, moment).id
+                target = _sessions.start_loop(db, key, target, locked.loop_count, moment).id
             if target is None:
-                target = _sessions.start_loop(db, session_id, None, locked.loop_count, moment).id
+                target = _sessions.start_loop(db, key, None, locked.loop_count, moment).id
             # The loop's state as this store left it, if no one has written since: the
             # lock returned the version just after that write's, so it is still current.
-            state = states.get((session_id, target))
+            state = states.get((key, target))
             if state is None or state.version != locked.version - 1:
-                state = _messages.loop_state(db, session_id, target, locked.version)
+                state = _messages.loop_state(db, key, target, locked.version)
             inserted, new_state = _messages.insert_messages(
-                db, session_id, state, [batch[i] for i in fresh], moment
+                db, key, state, [batch[i] for i in fresh], moment
             )
             after.append(replace(new_state, version=locked.version))
             by_index = dict(zip(fresh, inserted, strict=True))
@@ -124,7 +127,7 @@ class MessageMethods(_Handle):
             return result
         # Only once committed: a state cached from a rolled-back write could match a
         # later version written by someone else.
-        states.put((session_id, after[-1].loop_id), after[-1])
+        states.put((keys[-1], after[-1].loop_id), after[-1])
         return stored
 
     async def append_message(
@@ -178,24 +181,23 @@ class MessageMethods(_Handle):
         moment = now()
 
         def work(db: Connection) -> StoredMessage | None:
-            locked = _sessions.lock(db, self._tenant, session_id, moment)
+            key = self._key(db, session_id)
+            locked = _sessions.lock(db, key, moment)
             _sessions.check_version(session_id, locked, expected_version)
             if locked.active_loop_id is None:
                 raise Rollback(None)
-            loops = _sessions.chain(db, session_id, locked.active_loop_id, None)
+            loops = _sessions.chain(db, key, locked.active_loop_id, None)
             holder = next((loop for loop in reversed(loops) if loop.message_count), None)
             if holder is None:
                 raise Rollback(None)
-            *kept, last = _reads.loop_messages(db, None, session_id, holder.id, None)
+            *kept, last = _reads.loop_messages(db, key, holder.id, None)
             copies = [
                 _messages.prepare(m.message.model_copy(update={"client_id": None}), self._counter)
                 for m in kept
             ]
-            branch = _sessions.start_loop(
-                db, session_id, holder.parent_loop_id, locked.loop_count, moment
-            )
+            branch = _sessions.start_loop(db, key, holder.parent_loop_id, locked.loop_count, moment)
             if copies or extra:
-                _messages.append_to_loop(db, session_id, branch.id, copies + extra, moment)
+                _messages.append_to_loop(db, key, branch.id, copies + extra, moment)
             return last
 
         try:
@@ -222,7 +224,7 @@ class MessageMethods(_Handle):
         check_big_count(last, "last")
 
         def work(db: Connection) -> list[StoredMessage]:
-            return _reads.loop_messages(db, self._tenant, session_id, loop_id, last)
+            return _reads.loop_messages(db, self._key(db, session_id), loop_id, last)
 
         # The newest few: a small read, run on the event loop when SQLite lets it start.
         return await self._read(work, inline=last is not None and last <= INLINE_READ_MAX_MESSAGES)
@@ -238,8 +240,9 @@ class MessageMethods(_Handle):
         check_id(loop_id, "loop_id")
 
         def work(db: Connection) -> list[StoredMessage]:
-            _sessions.visible_session(db, self._tenant, session_id)
-            return _messages.turns(db, session_id, loop_id, turns)
+            key = self._key(db, session_id)
+            _sessions.visible_session(db, key)
+            return _messages.turns(db, key, loop_id, turns)
 
         return await self._read(work)
 
@@ -248,8 +251,9 @@ class MessageMethods(_Handle):
         check_id(loop_id, "loop_id")
 
         def work(db: Connection) -> TurnMap:
-            target = _sessions.resolve_loop(db, self._tenant, session_id, loop_id)
-            return TurnMap(()) if target is None else _messages.turn_map(db, session_id, target)
+            key = self._key(db, session_id)
+            target = _sessions.resolve_loop(db, key, loop_id)
+            return TurnMap(()) if target is None else _messages.turn_map(db, key, target)
 
         return await self._read(work)
 
@@ -268,12 +272,13 @@ class MessageMethods(_Handle):
         check_count(last, "last")
 
         def work(db: Connection) -> list[StoredMessage]:
-            head = _sessions.resolve_loop(db, self._tenant, session_id, loop_id)
+            key = self._key(db, session_id)
+            head = _sessions.resolve_loop(db, key, loop_id)
             if head is None:
                 return []
             if last is None:
-                return _reads.history(db, session_id, head)
-            return _reads.history_tail(db, self._tenant, session_id, head, last)
+                return _reads.history(db, key, head)
+            return _reads.history_tail(db, key, head, last)
 
         return await self._read(work)
 
@@ -300,11 +305,14 @@ class MessageMethods(_Handle):
         if chunk_size < 1:
             raise ValueError("chunk_size must be at least 1")
 
-        def start(db: Connection) -> tuple[array[int], array[int]] | None:
-            head = _sessions.resolve_loop(db, self._tenant, session_id, loop_id)
-            return None if head is None else _reads.chain_counts(db, session_id, head)
+        def start(
+            db: Connection,
+        ) -> tuple[_sessions.SessionKey, tuple[array[int], array[int]] | None]:
+            key = self._key(db, session_id)
+            head = _sessions.resolve_loop(db, key, loop_id)
+            return key, None if head is None else _reads.chain_counts(db, key, head)
 
-        chain = await self._read(start)
+        key, chain = await self._read(start)
         if chain is None:
             return
         at = (0, 0)
@@ -313,7 +321,7 @@ class MessageMethods(_Handle):
             def page(
                 db: Connection, at: tuple[int, int] = at
             ) -> tuple[list[StoredMessage], tuple[int, int]]:
-                return _reads.history_page(db, self._tenant, session_id, chain, at, chunk_size)
+                return _reads.history_page(db, key, chain, at, chunk_size)
 
             chunk, at = await self._read(page)
             if chunk:
@@ -328,7 +336,8 @@ class MessageMethods(_Handle):
             check_id(message_id, "message_ids")
 
         def work(db: Connection) -> list[StoredMessage]:
-            _sessions.visible_session(db, self._tenant, session_id)
-            return _messages.by_id(db, session_id, ids)
+            key = self._key(db, session_id)
+            _sessions.visible_session(db, key)
+            return _messages.by_id(db, key, ids)
 
         return await self._read(work)

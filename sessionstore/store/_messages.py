@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Table, select
+from sqlalchemy import Connection, Table, insert, select
 
 from sessionstore._search_text import indexed_text
 from sessionstore._tokens import TokenCounter
@@ -30,9 +30,9 @@ from sessionstore.models import (
 )
 from sessionstore.models._limits import check_count
 from sessionstore.store import _statements as sql
-from sessionstore.store._engine import insert_plain, run_plain
+from sessionstore.store._engine import insert_plain, is_citus, run_plain
 from sessionstore.store._nul import escape, escape_json_text
-from sessionstore.store._sessions import loop_row
+from sessionstore.store._sessions import SessionKey, loop_row
 from sessionstore.store._tables import stored_model, stored_models
 from sessionstore.store._usage import insert_message_usage
 
@@ -99,13 +99,15 @@ def insert_returning_ids(
     db: Connection, table: Table, rows: Sequence[Mapping[str, Any]]
 ) -> list[int]:
     """Insert rows of one table and return their ids, in order."""
-    if len(rows) == 1:
-        return [db.execute(sql.insert_returning_id(table, False), rows[0]).scalar_one()]
+    if len(rows) == 1 or is_citus(db):
+        # On Citus a row at a time: the ordered many-row form is an INSERT ... SELECT.
+        one = sql.insert_returning_id(table, False)
+        return [db.execute(one, row).scalar_one() for row in rows]
     return list(db.execute(sql.insert_returning_id(table, True), list(rows)).scalars())
 
 
 def known_client_ids(
-    db: Connection, session_id: str, batch: Sequence[Prepared]
+    db: Connection, key: SessionKey, batch: Sequence[Prepared]
 ) -> dict[str, StoredMessage]:
     """Return the stored messages of the batch's client ids; refuse changed content."""
     wanted: dict[str, str] = {}
@@ -121,9 +123,10 @@ def known_client_ids(
         return {}
     columns = sql.messages.c
     stmt = select(*sql.MESSAGE_COLUMNS).where(
-        columns.session_id == session_id, columns.client_id.in_(list(wanted))
+        *sql.keyed(sql.messages), columns.client_id.in_(list(wanted))
     )
-    known = {row.client_id: stored_model(row, session_id) for row in db.execute(stmt).all()}
+    rows = db.execute(stmt, key.params).all()
+    known = {row.client_id: stored_model(row, key.session_id) for row in rows}
     for client_id, stored in known.items():
         if stored.content_hash != wanted[client_id]:
             raise ConflictError(
@@ -147,14 +150,16 @@ _MESSAGE_INSERT_COLUMNS = (
     "client_id",
     "created_at",
     "search_text",
+    "app_name",
+    "user_id",
 )
 
 
-def loop_state(db: Connection, session_id: str, loop_id: int, version: int) -> LoopState:
+def loop_state(db: Connection, key: SessionKey, loop_id: int, version: int) -> LoopState:
     """Read an open loop's append state (the session is locked at `version`)."""
-    loop = db.execute(sql.SELECT_LOOP_STATE, {"lid": loop_id, "sid": session_id}).first()
+    loop = db.execute(sql.SELECT_LOOP_STATE, {"lid": loop_id, **key.params}).first()
     if loop is None:
-        raise LoopNotFoundError(loop_id, session_id=session_id)
+        raise LoopNotFoundError(loop_id, session_id=key.session_id)
     if loop.closed_at is not None:
         raise ConflictError(
             f"loop {loop_id} is closed: append to the active loop or start a new one"
@@ -166,7 +171,7 @@ def loop_state(db: Connection, session_id: str, loop_id: int, version: int) -> L
 
 def insert_messages(
     db: Connection,
-    session_id: str,
+    key: SessionKey,
     state: LoopState,
     items: Sequence[Prepared],
     moment: datetime,
@@ -188,7 +193,7 @@ def insert_messages(
         is_tool = isinstance(message, ToolResultMessage)
         rows.append(
             (
-                session_id,
+                key.session_id,
                 loop_id,
                 start + offset,
                 assigner.assign(message),
@@ -201,15 +206,46 @@ def insert_messages(
                 message.client_id,
                 created,
                 item.search_text,
+                key.app_name,
+                key.user_id,
             )
         )
     open_ids = sorted(assigner.open_call_ids)
     ids = insert_plain(db, sql.messages, _MESSAGE_INSERT_COLUMNS, rows)
-    if ids is None:  # PostgreSQL: the rows and the counters in one statement
+    if ids is None and is_citus(db):  # two statements, each routed to the session's node
+        values = [
+            dict(
+                zip(
+                    _MESSAGE_INSERT_COLUMNS,
+                    (*row[:7], item.payload, *row[8:11], moment, *row[12:]),
+                    strict=True,
+                )
+            )
+            for row, item in zip(rows, items, strict=True)
+        ]
+        inserted = (
+            insert(sql.messages)
+            .values(values)
+            .returning(sql.messages.c.id, sql.messages.c.position)
+        )
+        by_position = {position: message_id for message_id, position in db.execute(inserted)}
+        ids = [by_position[row[2]] for row in rows]
+        counters = {
+            "lid": loop_id,
+            **key.params,
+            "n": len(rows),
+            "tokens": sum(item.token_count for item in items),
+            "turns": assigner.next_turn,
+            "open_ids": open_ids,
+        }
+        db.execute(sql.UPDATE_LOOP_COUNTERS, counters)
+    elif ids is None:  # PostgreSQL: the rows and the counters in one statement
         columns = list(zip(*rows, strict=True))
         # The arrays bypass the column types, so encode NUL here as they would (_nul.py).
         params = {
-            "sid": escape(session_id),
+            "sid": escape(key.session_id),
+            "app": escape(key.app_name),
+            "user": escape(key.user_id),
             "lid": loop_id,
             "created": moment,
             "positions": list(columns[2]),
@@ -235,7 +271,7 @@ def insert_messages(
     else:
         counters = {
             "lid": loop_id,
-            "sid": session_id,
+            **key.params,
             "n": len(rows),
             "tokens": sum(item.token_count for item in items),
             "turns": assigner.next_turn,
@@ -245,7 +281,7 @@ def insert_messages(
     stored = [
         StoredMessage(
             id=message_id,
-            session_id=session_id,
+            session_id=key.session_id,
             loop_id=loop_id,
             position=row[2],
             turn_index=row[3],
@@ -256,7 +292,7 @@ def insert_messages(
         )
         for message_id, row, item in zip(ids, rows, items, strict=True)
     ]
-    insert_message_usage(db, stored)
+    insert_message_usage(db, key, stored)
     after = LoopState(
         loop_id,
         state.version,
@@ -272,34 +308,32 @@ def _escape_or_none(value: str | None) -> str | None:
 
 
 def append_to_loop(
-    db: Connection, session_id: str, loop_id: int, items: Sequence[Prepared], moment: datetime
+    db: Connection, key: SessionKey, loop_id: int, items: Sequence[Prepared], moment: datetime
 ) -> list[StoredMessage]:
     """Append to an open loop read in this transaction (no cached state): the other writers."""
-    stored, _ = insert_messages(
-        db, session_id, loop_state(db, session_id, loop_id, 0), items, moment
-    )
+    stored, _ = insert_messages(db, key, loop_state(db, key, loop_id, 0), items, moment)
     return stored
 
 
-def turns(db: Connection, session_id: str, loop_id: int, span: TurnRange) -> list[StoredMessage]:
+def turns(db: Connection, key: SessionKey, loop_id: int, span: TurnRange) -> list[StoredMessage]:
     """Return the messages of an inclusive turn range of a loop, in order."""
-    loop = loop_row(db, session_id, loop_id)
+    loop = loop_row(db, key, loop_id)
     if span.end_turn >= loop.turn_count:
         raise InvalidBlockError(
             f"turn range {span.start_turn}..{span.end_turn} is out of bounds: "
             f"loop {loop_id} has {loop.turn_count} turns"
         )
-    params = {"sid": session_id, "lid": loop_id, "a": span.start_turn, "b": span.end_turn}
-    return stored_models(db.execute(sql.SELECT_RAW_TURNS, params).all(), session_id)
+    params = {**key.params, "lid": loop_id, "a": span.start_turn, "b": span.end_turn}
+    return stored_models(db.execute(sql.SELECT_RAW_TURNS, params).all(), key.session_id)
 
 
-def turn_map(db: Connection, session_id: str, loop_id: int) -> TurnMap:
+def turn_map(db: Connection, key: SessionKey, loop_id: int) -> TurnMap:
     """Return a loop's `TurnMap`, from the turn index."""
-    rows = db.execute(sql.SELECT_TURN_BOUNDS, {"sid": session_id, "lid": loop_id}).all()
+    rows = db.execute(sql.SELECT_TURN_BOUNDS, {**key.params, "lid": loop_id}).all()
     return TurnMap.from_bounds((first, last) for first, last in rows)
 
 
-def by_id(db: Connection, session_id: str, message_ids: Iterable[int]) -> list[StoredMessage]:
+def by_id(db: Connection, key: SessionKey, message_ids: Iterable[int]) -> list[StoredMessage]:
     """Return the raw messages with these ids, in id order (which is loop and position order)."""
     ids = sorted(set(message_ids))
     if not ids:
@@ -308,8 +342,8 @@ def by_id(db: Connection, session_id: str, message_ids: Iterable[int]) -> list[S
     columns = sql.messages.c
     stmt = (
         select(*sql.MESSAGE_COLUMNS)
-        .where(columns.session_id == session_id, columns.id.between(ids[0], ids[-1]))
+        .where(*sql.keyed(sql.messages), columns.id.between(ids[0], ids[-1]))
         .order_by(columns.id)
     )
-    rows = [row for row in db.execute(stmt).all() if row.id in wanted]
-    return stored_models(rows, session_id)
+    rows = [row for row in db.execute(stmt, key.params).all() if row.id in wanted]
+    return stored_models(rows, key.session_id)

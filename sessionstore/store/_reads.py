@@ -44,7 +44,7 @@ from sessionstore.store._blocks import (
     load_blocks,
     newest_digest,
 )
-from sessionstore.store._sessions import Tenant, chain, resolve_loop, visible_session
+from sessionstore.store._sessions import SessionKey, chain, resolve_loop, visible_session
 from sessionstore.store._tables import block_model, stored_model, stored_models
 from sessionstore.strategies import LoopView
 
@@ -59,7 +59,7 @@ __all__ = [
 
 
 def loop_messages(
-    db: Connection, tenant: Tenant | None, session_id: str, loop_id: int | None, last: int | None
+    db: Connection, key: SessionKey, loop_id: int | None, last: int | None
 ) -> list[StoredMessage]:
     """Return a loop's messages in order (the active loop by default), or only its newest `last`.
 
@@ -67,19 +67,17 @@ def loop_messages(
     are the session and loop checked apart (to raise the right error or return nothing).
     """
     if last != 0:
-        stmt = sql.select_loop_messages(tenant is not None, loop_id is None, last is not None)
-        params: dict[str, Any] = {"sid": session_id, "lid": loop_id, "n": last}
-        if tenant is not None:
-            params.update(tenant.params)
+        stmt = sql.select_loop_messages(loop_id is None, last is not None)
+        params: dict[str, Any] = {**key.params, "lid": loop_id, "n": last}
         rows = db.execute(stmt, params).all()
         if rows:
-            return stored_models(rows if last is None else reversed(rows), session_id)
-    resolve_loop(db, tenant, session_id, loop_id)
+            return stored_models(rows if last is None else reversed(rows), key.session_id)
+    resolve_loop(db, key, loop_id)
     return []
 
 
 def chain_as_of(
-    db: Connection, session_id: str, head: int, limit: int | None, as_of: datetime | None
+    db: Connection, key: SessionKey, head: int, limit: int | None, as_of: datetime | None
 ) -> tuple[list[LoopRecord], bool]:
     """Return the newest `limit` loops of the chain (root first) and whether that is all.
 
@@ -88,7 +86,7 @@ def chain_as_of(
     """
 
     def attempt(fetch: int | None) -> tuple[list[LoopRecord], bool] | None:
-        loops = chain(db, session_id, head, fetch)
+        loops = chain(db, key, head, fetch)
         complete = fetch is None or len(loops) < fetch or loops[0].parent_loop_id is None
         if as_of is not None:
             loops = [loop for loop in loops if loop.created_at <= as_of]
@@ -106,12 +104,12 @@ def chain_as_of(
     if not complete:
         loops = loops[len(loops) - (limit or 0) :]
     if as_of is not None:
-        loops = _loops_as_of(db, session_id, loops, as_of)
+        loops = _loops_as_of(db, key, loops, as_of)
     return loops, complete
 
 
 def _loops_as_of(
-    db: Connection, session_id: str, loops: list[LoopRecord], as_of: datetime
+    db: Connection, key: SessionKey, loops: list[LoopRecord], as_of: datetime
 ) -> list[LoopRecord]:
     """Return the loops with their cached counters as they were at `as_of`."""
     if not loops:
@@ -125,13 +123,13 @@ def _loops_as_of(
             func.max(columns.turn_index),
         )
         .where(
-            columns.session_id == session_id,
+            *sql.keyed(sql.messages),
             columns.loop_id.in_([loop.id for loop in loops]),
             columns.created_at <= as_of,
         )
         .group_by(columns.loop_id)
     )
-    stats = {row[0]: row[1:] for row in db.execute(stmt).all()}
+    stats = {row[0]: row[1:] for row in db.execute(stmt, key.params).all()}
     result = []
     for loop in loops:
         count, tokens, last_turn = stats.get(loop.id, (0, 0, None))
@@ -147,7 +145,7 @@ def _loops_as_of(
 
 
 def _as_of_time(
-    db: Connection, session_id: str, head: int, overlay: str, as_of: datetime | int | None
+    db: Connection, key: SessionKey, head: int, overlay: str, as_of: datetime | int | None
 ) -> datetime | None:
     """Return `as_of` as a time: a generation of the head's block is read as its write time."""
     if as_of is None or isinstance(as_of, datetime):
@@ -155,11 +153,12 @@ def _as_of_time(
     columns = sql.blocks.c
     row = db.execute(
         select(columns.created_at).where(
-            columns.session_id == session_id,
+            *sql.keyed(sql.blocks),
             columns.loop_id == head,
             columns.overlay == overlay,
             columns.generation == as_of,
-        )
+        ),
+        key.params,
     ).first()
     if row is None:
         raise BlockNotFoundError(f"loop {head} has no generation {as_of} of overlay {overlay!r}")
@@ -168,7 +167,7 @@ def _as_of_time(
 
 def _scoped_chain(
     db: Connection,
-    session_id: str,
+    key: SessionKey,
     head: int,
     *,
     scope: CompactionScope | None,
@@ -192,8 +191,8 @@ def _scoped_chain(
     def window(size: int) -> tuple[list[ChainEntry], bool]:
         # A window read once is not read again (the recorded scope's first read is reused).
         if size not in read:
-            loops, complete = chain_as_of(db, session_id, head, size, moment)
-            _read_block_rows(db, session_id, [loop.id for loop in loops], rows, overlay, moment)
+            loops, complete = chain_as_of(db, key, head, size, moment)
+            _read_block_rows(db, key, [loop.id for loop in loops], rows, overlay, moment)
             headers = [(loop, rows[loop.id]) for loop in loops]
             read[size] = (
                 [(loop, None if row is None else block_model(row, {})) for loop, row in headers],
@@ -222,7 +221,7 @@ def _scoped_chain(
 
 def _read_block_rows(
     db: Connection,
-    session_id: str,
+    key: SessionKey,
     loop_ids: Sequence[int],
     rows: dict[int, Row[Any] | None],
     overlay: str,
@@ -230,13 +229,13 @@ def _read_block_rows(
 ) -> None:
     """Add the current block row (None: no block) of each loop not read yet to `rows`."""
     fresh = [loop_id for loop_id in loop_ids if loop_id not in rows]
-    found = block_rows(db, session_id, fresh, overlay, moment)
+    found = block_rows(db, key, fresh, overlay, moment)
     rows.update((loop_id, found.get(loop_id)) for loop_id in fresh)
 
 
 def _blocks_of(
     db: Connection,
-    session_id: str,
+    key: SessionKey,
     loops: Sequence[LoopRecord],
     rows: dict[int, Row[Any] | None],
     overlay: str,
@@ -245,16 +244,15 @@ def _blocks_of(
     messages: bool,
 ) -> dict[int, CompactionBlock]:
     """Return the current blocks of `loops` with their sections, from the rows already read."""
-    _read_block_rows(db, session_id, [loop.id for loop in loops], rows, overlay, moment)
+    _read_block_rows(db, key, [loop.id for loop in loops], rows, overlay, moment)
     wanted = [row for row in (rows[loop.id] for loop in loops) if row is not None]
-    loaded = load_blocks(db, session_id, wanted, messages=messages)
+    loaded = load_blocks(db, key, wanted, messages=messages)
     return {block.loop_id: block for block in loaded if block.loop_id is not None}
 
 
 def chain_in_scope(
     db: Connection,
-    tenant: Tenant | None,
-    session_id: str,
+    key: SessionKey,
     *,
     scope: CompactionScope,
     max_context_tokens: int,
@@ -263,12 +261,12 @@ def chain_in_scope(
     overlay: str,
 ) -> list[ChainEntry]:
     """Return the loops in scope (root first) with their current blocks (sections, no messages)."""
-    head = resolve_loop(db, tenant, session_id, loop_id)
+    head = resolve_loop(db, key, loop_id)
     if head is None:
         return []
     entries, earlier, _, _, rows = _scoped_chain(
         db,
-        session_id,
+        key,
         head,
         scope=scope,
         budget=max_context_tokens,
@@ -279,14 +277,13 @@ def chain_in_scope(
     if not entries:
         return []
     loops = [loop for loop, _ in entries[len(entries) - earlier - 1 :]]
-    blocks = _blocks_of(db, session_id, loops, rows, overlay, None, messages=False)
+    blocks = _blocks_of(db, key, loops, rows, overlay, None, messages=False)
     return [(loop, blocks.get(loop.id)) for loop in loops]
 
 
 def read_context(
     db: Connection,
-    tenant: Tenant | None,
-    session_id: str,
+    key: SessionKey,
     *,
     scope: CompactionScope | None,
     budget: int,
@@ -296,20 +293,20 @@ def read_context(
     new_overlay: bool = False,
 ) -> ContextSources:
     """Read what the loader needs to build a loop's context (see `SessionStore.read_context`)."""
-    head = resolve_loop(db, tenant, session_id, loop_id)
+    head = resolve_loop(db, key, loop_id)
     if not new_overlay:
-        check_overlay(db, session_id, overlay)
+        check_overlay(db, key, overlay)
     if head is None:
         return ContextSources([], None, None)
-    moment = _as_of_time(db, session_id, head, overlay, as_of)
+    moment = _as_of_time(db, key, head, overlay, as_of)
     entries, earlier, complete, used, rows = _scoped_chain(
-        db, session_id, head, scope=scope, budget=budget, overlay=overlay, moment=moment
+        db, key, head, scope=scope, budget=budget, overlay=overlay, moment=moment
     )
     if not entries:
         return ContextSources([], None, moment, used)
     in_scope = [loop for loop, _ in entries[len(entries) - earlier - 1 :]]
     digest, after = _digest_and_loops_after(
-        db, session_id, head, [loop for loop, _ in entries], complete, overlay, moment
+        db, key, head, [loop for loop, _ in entries], complete, overlay, moment
     )
     # The digest stands for its loops; every loop after them is shown (they were in
     # scope when it was written, or have come since).
@@ -319,41 +316,41 @@ def read_context(
         left_out = loop_context_tokens(*entries[len(entries) - earlier - 2])
     root: LoopRecord | None = None
     if in_scope and in_scope[0].parent_loop_id is not None:
-        root = entries[0][0] if complete else chain_as_of(db, session_id, head, None, moment)[0][0]
+        root = entries[0][0] if complete else chain_as_of(db, key, head, None, moment)[0][0]
         if isinstance(used, TokenBudget) and digest is None:
             # No digest stands for the loops the budget left out: the chain's first loop,
             # which holds the session's task, stays in (the trimmer shortens it, last).
             in_scope = [root, *in_scope]
             root = None
-    blocks = _blocks_of(db, session_id, in_scope, rows, overlay, moment, messages=True)
+    blocks = _blocks_of(db, key, in_scope, rows, overlay, moment, messages=True)
     sources = []
     for loop in in_scope:
         block = blocks.get(loop.id)
         raw: list[Row[Any]] = []
         for turns, kind in segments(loop.turn_count, block):
             if kind == "raw":
-                raw.extend(_raw_turns(db, session_id, loop.id, turns, moment))
-        sources.append(LoopSource(loop, block, stored_models(raw, session_id)))
+                raw.extend(_raw_turns(db, key, loop.id, turns, moment))
+        sources.append(LoopSource(loop, block, stored_models(raw, key.session_id)))
     newest = [loop.id for loop, _ in reversed(entries)]
-    latest = _latest_user(db, session_id, newest, moment)
+    latest = _latest_user(db, key, newest, moment)
     if latest is None and not complete:
-        full, _ = chain_as_of(db, session_id, head, None, moment)
+        full, _ = chain_as_of(db, key, head, None, moment)
         known = set(newest)
         older = [loop.id for loop in reversed(full) if loop.id not in known]
-        latest = _latest_user(db, session_id, older, moment)
-    system = [] if root is None else _system_prompt(db, session_id, root, moment)
+        latest = _latest_user(db, key, older, moment)
+    system = [] if root is None else _system_prompt(db, key, root, moment)
     return ContextSources(sources, latest, moment, used, digest, left_out, system)
 
 
 def _system_prompt(
-    db: Connection, session_id: str, root: LoopRecord, moment: datetime | None
+    db: Connection, key: SessionKey, root: LoopRecord, moment: datetime | None
 ) -> list[StoredMessage]:
     """Return the system messages that open the chain's first loop (its system prompt)."""
     if root.turn_count == 0:
         return []
-    rows = _raw_turns(db, session_id, root.id, TurnRange(start_turn=0, end_turn=0), moment)
+    rows = _raw_turns(db, key, root.id, TurnRange(start_turn=0, end_turn=0), moment)
     found: list[StoredMessage] = []
-    for stored in stored_models(rows, session_id):
+    for stored in stored_models(rows, key.session_id):
         if not isinstance(stored.message, SystemMessage):
             break
         found.append(stored)
@@ -362,7 +359,7 @@ def _system_prompt(
 
 def _digest_and_loops_after(
     db: Connection,
-    session_id: str,
+    key: SessionKey,
     head: int,
     window: list[LoopRecord],
     complete: bool,
@@ -375,26 +372,25 @@ def _digest_and_loops_after(
     the chain. The window read for the scope is searched first; a longer chain is read
     whole only when the session has digests of this overlay and none is in the window.
     """
-    digest = newest_digest(db, session_id, overlay, [loop.id for loop in window], moment)
+    digest = newest_digest(db, key, overlay, [loop.id for loop in window], moment)
     loops = window
     if digest is None and not complete:
-        if newest_digest(db, session_id, overlay, None, moment) is None:
+        if newest_digest(db, key, overlay, None, moment) is None:
             return None, []
-        loops, _ = chain_as_of(db, session_id, head, None, moment)
-        digest = newest_digest(db, session_id, overlay, [loop.id for loop in loops], moment)
+        loops, _ = chain_as_of(db, key, head, None, moment)
+        digest = newest_digest(db, key, overlay, [loop.id for loop in loops], moment)
     if digest is None:
         return None, []
     ids = [loop.id for loop in loops]
     if digest.through_loop_id not in ids:
-        loops, _ = chain_as_of(db, session_id, head, None, moment)
+        loops, _ = chain_as_of(db, key, head, None, moment)
         ids = [loop.id for loop in loops]
     return digest, loops[ids.index(digest.through_loop_id) + 1 :]
 
 
 def digest_inputs(
     db: Connection,
-    tenant: Tenant | None,
-    session_id: str,
+    key: SessionKey,
     *,
     loop_id: int | None,
     overlay: str,
@@ -405,57 +401,51 @@ def digest_inputs(
     `first_in_scope` is the oldest loop in the compaction's scope; the loops returned are
     the ones between the digest's last folded loop (or the root) and it, oldest first.
     """
-    head = resolve_loop(db, tenant, session_id, loop_id)
+    head = resolve_loop(db, key, loop_id)
     if head is None:
         return None, []
-    loops, _ = chain_as_of(db, session_id, head, None, None)
+    loops, _ = chain_as_of(db, key, head, None, None)
     ids = [loop.id for loop in loops]
-    digest = newest_digest(db, session_id, overlay, ids, None)
+    digest = newest_digest(db, key, overlay, ids, None)
     start = ids.index(digest.through_loop_id) + 1 if digest is not None else 0
     stop = ids.index(first_in_scope) if first_in_scope in ids else 0
     return digest, loops[start:stop] if stop > start else []
 
 
-def loop_view(
-    db: Connection, tenant: Tenant | None, session_id: str, loop: LoopRecord, overlay: str
-) -> LoopView:
+def loop_view(db: Connection, key: SessionKey, loop: LoopRecord, overlay: str) -> LoopView:
     """Return a block strategy's view of `loop` (see `SessionStore.get_loop_view`)."""
-    stmt = sql.select_loop_messages(tenant is not None, False, False)
-    params: dict[str, Any] = {"sid": session_id, "lid": loop.id}
-    if tenant is not None:
-        params.update(tenant.params)
-    messages = LoopMessages(session_id, loop.id, db.execute(stmt, params))
+    stmt = sql.select_loop_messages(False, False)
+    params: dict[str, Any] = {**key.params, "lid": loop.id}
+    messages = LoopMessages(key.session_id, loop.id, db.execute(stmt, params))
     if not messages:
-        resolve_loop(db, tenant, session_id, loop.id)
-    blocks = current_blocks(db, session_id, [loop], overlay, None, messages=True)
+        resolve_loop(db, key, loop.id)
+    blocks = current_blocks(db, key, [loop], overlay, None, messages=True)
     return LoopView.of(loop, messages, blocks.get(loop.id))
 
 
-def history(db: Connection, session_id: str, head: int) -> list[StoredMessage]:
+def history(db: Connection, key: SessionKey, head: int) -> list[StoredMessage]:
     """Return every raw message of the chain ending at `head`, in order.
 
     One statement joins the messages to the chain's recursive CTE: no loop id is sent
     as a parameter, so a chain of any length reads on every driver.
     """
-    rows = db.execute(sql.SELECT_HISTORY, {"sid": session_id, "head": head})
-    return stored_models(rows, session_id)
+    rows = db.execute(sql.SELECT_HISTORY, {**key.params, "head": head})
+    return stored_models(rows, key.session_id)
 
 
-def chain_counts(db: Connection, session_id: str, head: int) -> tuple[array[int], array[int]]:
+def chain_counts(db: Connection, key: SessionKey, head: int) -> tuple[array[int], array[int]]:
     """Return the ids and message counts of the chain ending at `head`, root first.
 
     Two flat arrays: a chain of a million loops takes 16 MB, not a million models.
     """
     ids, counts = array("q"), array("q")
-    for loop_id, count in db.execute(sql.SELECT_CHAIN_COUNTS, {"sid": session_id, "head": head}):
+    for loop_id, count in db.execute(sql.SELECT_CHAIN_COUNTS, {**key.params, "head": head}):
         ids.append(loop_id)
         counts.append(count)
     return ids, counts
 
 
-def history_tail(
-    db: Connection, tenant: Tenant | None, session_id: str, head: int, last: int
-) -> list[StoredMessage]:
+def history_tail(db: Connection, key: SessionKey, head: int, last: int) -> list[StoredMessage]:
     """Return the newest `last` messages of the chain ending at `head`, oldest first.
 
     Only the loops that hold them are read: the chain's message counts say where the
@@ -463,19 +453,18 @@ def history_tail(
     """
     if last == 0:
         return []
-    ids, counts = chain_counts(db, session_id, head)
+    ids, counts = chain_counts(db, key, head)
     index, needed = len(ids), last
     while index and needed > 0:
         index -= 1
         needed -= counts[index]
-    page, _ = history_page(db, tenant, session_id, (ids, counts), (index, max(0, -needed)), last)
+    page, _ = history_page(db, key, (ids, counts), (index, max(0, -needed)), last)
     return page
 
 
 def history_page(
     db: Connection,
-    tenant: Tenant | None,
-    session_id: str,
+    key: SessionKey,
     chain: tuple[Sequence[int], Sequence[int]],
     start: tuple[int, int],
     size: int,
@@ -488,16 +477,16 @@ def history_page(
     loop had when the read began: messages appended since are not read, and every page
     is one short transaction.
     """
-    visible_session(db, tenant, session_id)
+    visible_session(db, key)
     ids, counts = chain
     index, position = start
     page: list[StoredMessage] = []
     while index < len(ids) and len(page) < size:
         stop = min(counts[index], position + size - len(page))
         if position < stop:
-            params = {"sid": session_id, "lid": ids[index], "start": position, "stop": stop}
+            params = {**key.params, "lid": ids[index], "start": position, "stop": stop}
             rows = db.execute(sql.SELECT_LOOP_PAGE, params).all()
-            page += stored_models(rows, session_id)
+            page += stored_models(rows, key.session_id)
             position = stop
         if position >= counts[index]:
             index, position = index + 1, 0
@@ -505,24 +494,24 @@ def history_page(
 
 
 def _raw_turns(
-    db: Connection, session_id: str, loop_id: int, turns: TurnRange, as_of: datetime | None
+    db: Connection, key: SessionKey, loop_id: int, turns: TurnRange, as_of: datetime | None
 ) -> list[Row[Any]]:
-    params = {"sid": session_id, "lid": loop_id, "a": turns.start_turn, "b": turns.end_turn}
+    params = {**key.params, "lid": loop_id, "a": turns.start_turn, "b": turns.end_turn}
     if as_of is None:
         return list(db.execute(sql.SELECT_RAW_TURNS, params).all())
     return list(db.execute(sql.SELECT_RAW_TURNS_AS_OF, {**params, "t": as_of}).all())
 
 
 def _latest_user(
-    db: Connection, session_id: str, loop_ids: Sequence[int], as_of: datetime | None
+    db: Connection, key: SessionKey, loop_ids: Sequence[int], as_of: datetime | None
 ) -> StoredMessage | None:
     """Return the newest raw user message of these loops (newest loop first)."""
     for loop_id in loop_ids:
-        params: dict[str, Any] = {"sid": session_id, "lid": loop_id}
+        params: dict[str, Any] = {**key.params, "lid": loop_id}
         if as_of is None:
             row = db.execute(sql.SELECT_LATEST_USER, params).first()
         else:
             row = db.execute(sql.SELECT_LATEST_USER_AS_OF, {**params, "t": as_of}).first()
         if row is not None:
-            return stored_model(row, session_id)
+            return stored_model(row, key.session_id)
     return None

@@ -17,11 +17,12 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
-from sqlalchemy import Connection, Table, and_, func, or_, select
+from sqlalchemy import Connection, Table, and_, func, or_, select, tuple_
 
 from sessionstore.errors import StorageError
 from sessionstore.models import PurgeFailure, PurgeReport
 from sessionstore.store import _statements as sql
+from sessionstore.store._engine import is_citus
 from sessionstore.store._handle import _Handle
 from sessionstore.store._sessions import Tenant, delete_session_rows, now
 from sessionstore.store._tables import Base
@@ -47,7 +48,8 @@ def _name(table: Table) -> str:
     return table.name.removeprefix(_PREFIX)
 
 
-# A purge's position: (updated_at, id, app_name, user_id) of the last session it reached.
+# A purge's position: (updated_at, id, app_name, user_id) of the last session it reached,
+# a total order (ids are per tenant).
 _Cursor = tuple[datetime, str, str, str]
 
 
@@ -57,11 +59,14 @@ def _candidates(tenant: Tenant | None, cutoff: datetime, after: _Cursor | None) 
     if tenant is not None:
         where += [columns.app_name == tenant.app_name, columns.user_id == tenant.user_id]
     if after is not None:
-        moment, last_id, *_ = after
+        moment, *last = after
         where.append(
             or_(
                 columns.updated_at > moment,
-                and_(columns.updated_at == moment, columns.id > last_id),
+                and_(
+                    columns.updated_at == moment,
+                    tuple_(columns.id, columns.app_name, columns.user_id) > tuple_(*last),
+                ),
             )
         )
     return where
@@ -85,7 +90,7 @@ def _next_batch(
     stmt = (
         select(columns.updated_at, columns.id, columns.app_name, columns.user_id)
         .where(*_candidates(tenant, cutoff, after))
-        .order_by(columns.updated_at, columns.id)
+        .order_by(columns.updated_at, columns.id, columns.app_name, columns.user_id)
         .limit(size)
     )
     if lock:
@@ -95,11 +100,16 @@ def _next_batch(
     return [(row[0], row[1], row[2], row[3]) for row in db.execute(stmt).all()]
 
 
-def _count_rows(db: Connection, session_ids: Sequence[str]) -> dict[str, int]:
+def _keys_in(table: Table, keys: Sequence[tuple[str, str, str]]) -> Any:
+    """`table`'s rows of these sessions, by their keys `(session_id, app_name, user_id)`."""
+    sid = table.c.id if table is sql.sessions else table.c.session_id
+    return tuple_(sid, table.c.app_name, table.c.user_id).in_(list(keys))
+
+
+def _count_rows(db: Connection, keys: Sequence[tuple[str, str, str]]) -> dict[str, int]:
     counts = {}
     for table in _session_tables():
-        key = table.c.id if table is sql.sessions else table.c.session_id
-        stmt = select(func.count()).select_from(table).where(key.in_(list(session_ids)))
+        stmt = select(func.count()).select_from(table).where(_keys_in(table, keys))
         counts[_name(table)] = int(db.execute(stmt).scalar_one())
     return counts
 
@@ -108,18 +118,18 @@ def _purge_one(
     db: Connection, tenant: Tenant | None, cutoff: datetime, key: _Cursor
 ) -> dict[str, int]:
     """Purge one session of a batch the database refused, if it is still a candidate."""
-    session_id = key[1]
+    keys = [key[1:]]
     # Still last updated before the cutoff (a writer may have moved it since the batch).
-    columns = sql.sessions.c
+    # One session's rows are on one shard, so Citus takes this row lock too.
     stmt = (
-        select(columns.id)
-        .where(*_candidates(tenant, cutoff, None), columns.id == session_id)
+        select(sql.sessions.c.id)
+        .where(*_candidates(tenant, cutoff, None), _keys_in(sql.sessions, keys))
         .with_for_update()
     )
     if db.execute(stmt).first() is None:
         return {}
-    counts = _count_rows(db, [session_id])
-    delete_session_rows(db, columns.id == session_id)
+    counts = _count_rows(db, keys)
+    delete_session_rows(db, _keys_in(sql.sessions, keys), sql.sessions.c.updated_at < cutoff)
     return counts
 
 
@@ -132,13 +142,15 @@ def _purge_batch(
     dry_run: bool,
 ) -> tuple[list[_Cursor], dict[str, int]]:
     """Purge (or count) the next batch; return its positions and rows per table."""
-    batch = _next_batch(db, tenant, cutoff, after, size, lock=not dry_run)
-    ids = [key[1] for key in batch]
-    if not ids:
+    # Citus takes no row locks in a query over many shards: there the DELETE checks again
+    # that each session is still expired, so one written meanwhile stays.
+    batch = _next_batch(db, tenant, cutoff, after, size, lock=not dry_run and not is_citus(db))
+    keys = [(session_id, app, user) for _, session_id, app, user in batch]
+    if not keys:
         return batch, {}
-    counts = _count_rows(db, ids)
+    counts = _count_rows(db, keys)
     if not dry_run:
-        delete_session_rows(db, sql.sessions.c.id.in_(ids))
+        delete_session_rows(db, _keys_in(sql.sessions, keys), sql.sessions.c.updated_at < cutoff)
     return batch, counts
 
 

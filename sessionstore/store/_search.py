@@ -18,7 +18,7 @@ from sqlalchemy import Connection, TextClause, text
 from sessionstore._search_text import searchable_text, snippet
 from sessionstore.models import MESSAGE_ADAPTER, SearchHit
 from sessionstore.store._nul import NulSafeJSONText
-from sessionstore.store._sessions import Tenant, visible_session
+from sessionstore.store._sessions import Tenant, session_key, visible_session
 from sessionstore.store._tables import JSONPayload, UTCDateTime
 
 __all__ = ["search"]
@@ -34,11 +34,22 @@ _SUMMARY_COLUMNS = (
 # Only the newest block of a loop and overlay speaks for it; older generations are audit data.
 _NEWEST_BLOCK = (
     "b.generation = (SELECT max(b2.generation) FROM sessionstore_blocks b2 "
-    "WHERE b2.session_id = b.session_id AND b2.loop_id = b.loop_id AND b2.overlay = b.overlay)"
+    "WHERE b2.session_id = b.session_id AND b2.app_name = b.app_name "
+    "AND b2.user_id = b.user_id AND b2.loop_id = b.loop_id AND b2.overlay = b.overlay)"
 )
+
+
+def _same_session(alias: str, other: str) -> str:
+    """Join on the session key (the distribution column first): rows of one session."""
+    return " AND ".join(
+        f"{alias}.{column} = {other}.{column}" for column in ("session_id", "app_name", "user_id")
+    )
+
+
 _SUMMARY_JOINS = (
     "JOIN sessionstore_block_sections sec ON sec.id = sm.section_id AND sec.kind = 'compacted' "
-    "JOIN sessionstore_blocks b ON b.id = sec.block_id "
+    f"AND {_same_session('sec', 'sm')} "
+    f"JOIN sessionstore_blocks b ON b.id = sec.block_id AND {_same_session('b', 'sec')} "
 )
 
 
@@ -52,7 +63,9 @@ def _filters(tenant: bool, app: bool, user: bool, session: bool, alias: str) -> 
         if user:
             clauses.append("s.user_id = :user")
     if session:
-        clauses.append(f"{alias}.session_id = :sid")
+        clauses.append(
+            f"{alias}.session_id = :sid AND {alias}.app_name = :s_app AND {alias}.user_id = :s_user"
+        )
     return "".join(f" AND {clause}" for clause in clauses)
 
 
@@ -68,6 +81,7 @@ def _statement(postgres: bool, summaries: bool, filters: tuple[bool, bool, bool,
             f"SELECT {columns}, ts_rank({alias}.search_vector, q.query) AS score "
             f"FROM {table} {alias} {joins}"
             f"JOIN sessionstore_sessions s ON s.id = {alias}.session_id "
+            f"AND s.app_name = {alias}.app_name AND s.user_id = {alias}.user_id "
             "CROSS JOIN plainto_tsquery('simple', :q) AS q(query) "
             f"WHERE {alias}.search_vector @@ q.query{where} "
             f"ORDER BY score DESC, {alias}.id LIMIT :limit"
@@ -78,6 +92,7 @@ def _statement(postgres: bool, summaries: bool, filters: tuple[bool, bool, bool,
             f"SELECT {columns}, -bm25({fts}) AS score "
             f"FROM {fts} JOIN {table} {alias} ON {alias}.id = {fts}.rowid {joins}"
             f"JOIN sessionstore_sessions s ON s.id = {alias}.session_id "
+            f"AND s.app_name = {alias}.app_name AND s.user_id = {alias}.user_id "
             f"WHERE {fts} MATCH :q{where} "
             f"ORDER BY score DESC, {alias}.id LIMIT :limit"
         )
@@ -114,8 +129,10 @@ def search(
     include_summaries: bool,
 ) -> list[SearchHit]:
     """Return the best `limit` hits for every one of `terms`, best first."""
+    key = None
     if session_id is not None:
-        visible_session(db, tenant, session_id)
+        key = session_key(db, tenant, session_id)
+        visible_session(db, key)
     if not terms:
         return []
     postgres = db.dialect.name == "postgresql"
@@ -129,6 +146,8 @@ def search(
         "q": _match_expression(terms, postgres),
         "limit": limit,
         "sid": session_id,
+        "s_app": key and key.app_name,
+        "s_user": key and key.user_id,
         "app": app_name,
         "user": user_id,
     }

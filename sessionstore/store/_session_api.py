@@ -41,14 +41,14 @@ class SessionMethods(_Handle):
 
         Args:
             session_id: The id to use (1 to 128 characters); a random one by default.
-                Ids are unique across tenants, so prefer the generated ones.
+                Ids are unique within a tenant: another tenant may use the same id.
             app_name: The owning application (taken from the handle when it is scoped).
             user_id: The owning user (taken from the handle when it is scoped).
             title: A human-readable title.
             metadata: Free-form JSON data.
 
         Raises:
-            SessionExistsError: `session_id` is already taken.
+            SessionExistsError: the tenant already has a session with `session_id`.
         """
         values = _sessions.new_session_values(
             self._tenant,
@@ -80,7 +80,7 @@ class SessionMethods(_Handle):
 
         Raises:
             pydantic.ValidationError: a message is malformed.
-            SessionExistsError: `session_id` is already taken.
+            SessionExistsError: the tenant already has a session with `session_id`.
             ConflictError: a `client_id` appears twice.
         """
         batches = [[_messages.validated(message) for message in loop] for loop in loops]
@@ -97,16 +97,17 @@ class SessionMethods(_Handle):
             metadata=metadata,
         )
         session_model(values)  # refused here, before anything is written
-        moment, sid = values["created_at"], values["id"]
+        moment = values["created_at"]
+        key = _sessions.SessionKey(values["id"], values["app_name"], values["user_id"])
 
         def work(db: Connection) -> Session:
             _sessions.insert_session(db, values)
             parent: int | None = None
             for sequence, items in enumerate(prepared):
-                parent = _sessions.start_loop(db, sid, parent, sequence, moment).id
-                state = _messages.loop_state(db, sid, parent, 0)
-                _messages.insert_messages(db, sid, state, items, moment)
-            return session_model(_sessions.visible_session(db, self._tenant, sid)._mapping)
+                parent = _sessions.start_loop(db, key, parent, sequence, moment).id
+                state = _messages.loop_state(db, key, parent, 0)
+                _messages.insert_messages(db, key, state, items, moment)
+            return session_model(_sessions.visible_session(db, key)._mapping)
 
         return await self._write(work)
 
@@ -116,7 +117,7 @@ class SessionMethods(_Handle):
         Raises:
             SessionNotFoundError: no such session, or it belongs to another tenant.
         """
-        row = await self._read(lambda db: _sessions.visible_session(db, self._tenant, session_id))
+        row = await self._read(lambda db: _sessions.visible_session(db, self._key(db, session_id)))
         return session_model(row._mapping)
 
     async def list_sessions(
@@ -163,7 +164,7 @@ class SessionMethods(_Handle):
         Raises:
             SessionNotFoundError: no such session, or it belongs to another tenant.
         """
-        await self._write(lambda db: _sessions.delete_session(db, self._tenant, session_id))
+        await self._write(lambda db: _sessions.delete_session(db, self._key(db, session_id)))
 
     # ── loops ───────────────────────────────────────────────────────────────────
 
@@ -212,9 +213,10 @@ class SessionMethods(_Handle):
         moment = now()
 
         def work(db: Connection) -> LoopRecord:
-            locked = _sessions.lock(db, self._tenant, session_id, moment)
+            key = self._key(db, session_id)
+            locked = _sessions.lock(db, key, moment)
             _sessions.check_version(session_id, locked, expected_version)
-            stored = _messages.known_client_ids(db, session_id, batch)
+            stored = _messages.known_client_ids(db, key, batch)
             if stored:
                 raise ConflictError(
                     f"client_id {sorted(stored)[0]!r} is already stored in session {session_id!r}"
@@ -222,11 +224,11 @@ class SessionMethods(_Handle):
             parent = parent_loop_id
             if parent is None and not is_root:
                 parent = locked.active_loop_id
-            loop = _sessions.start_loop(db, session_id, parent, locked.loop_count, moment)
+            loop = _sessions.start_loop(db, key, parent, locked.loop_count, moment)
             if not batch:
                 return loop
-            _messages.append_to_loop(db, session_id, loop.id, batch, moment)
-            return loop_model(_sessions.loop_row(db, session_id, loop.id))
+            _messages.append_to_loop(db, key, loop.id, batch, moment)
+            return loop_model(_sessions.loop_row(db, key, loop.id))
 
         return await self._write(work)
 
@@ -236,8 +238,9 @@ class SessionMethods(_Handle):
         moment = now()
 
         def work(db: Connection) -> LoopRecord:
-            _sessions.lock(db, self._tenant, session_id, moment)
-            return loop_model(_sessions.close_loop(db, session_id, loop_id, moment))
+            key = self._key(db, session_id)
+            _sessions.lock(db, key, moment)
+            return loop_model(_sessions.close_loop(db, key, loop_id, moment))
 
         return await self._write(work)
 
@@ -249,10 +252,11 @@ class SessionMethods(_Handle):
         check_id(expected_version, "expected_version")
 
         def work(db: Connection) -> Session:
-            locked = _sessions.lock(db, self._tenant, session_id, now())
+            key = self._key(db, session_id)
+            locked = _sessions.lock(db, key, now())
             _sessions.check_version(session_id, locked, expected_version)
-            _sessions.switch_loop(db, session_id, loop_id)
-            return session_model(_sessions.visible_session(db, self._tenant, session_id)._mapping)
+            _sessions.switch_loop(db, key, loop_id)
+            return session_model(_sessions.visible_session(db, key)._mapping)
 
         return await self._write(work)
 
@@ -261,8 +265,9 @@ class SessionMethods(_Handle):
         check_id(loop_id, "loop_id")
 
         def work(db: Connection) -> LoopRecord:
-            _sessions.visible_session(db, self._tenant, session_id)
-            return loop_model(_sessions.loop_row(db, session_id, loop_id))
+            key = self._key(db, session_id)
+            _sessions.visible_session(db, key)
+            return loop_model(_sessions.loop_row(db, key, loop_id))
 
         return await self._read(work)
 
@@ -270,8 +275,9 @@ class SessionMethods(_Handle):
         """Return every loop of a session (all branches), in order of creation."""
 
         def work(db: Connection) -> list[LoopRecord]:
-            _sessions.visible_session(db, self._tenant, session_id)
-            return _sessions.list_loops(db, session_id)
+            key = self._key(db, session_id)
+            _sessions.visible_session(db, key)
+            return _sessions.list_loops(db, key)
 
         return await self._read(work)
 
@@ -289,7 +295,8 @@ class SessionMethods(_Handle):
         check_limit(limit)
 
         def work(db: Connection) -> list[LoopRecord]:
-            head = _sessions.resolve_loop(db, self._tenant, session_id, loop_id)
-            return [] if head is None else _sessions.chain(db, session_id, head, limit)
+            key = self._key(db, session_id)
+            head = _sessions.resolve_loop(db, key, loop_id)
+            return [] if head is None else _sessions.chain(db, key, head, limit)
 
         return await self._read(work)

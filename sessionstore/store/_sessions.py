@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, and_, insert, or_, select, update
+from sqlalchemy import Connection, Row, and_, insert, or_, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 
 from sessionstore.errors import (
+    AmbiguousSessionError,
     LoopNotFoundError,
     SessionExistsError,
     SessionNotFoundError,
@@ -43,6 +44,7 @@ from sessionstore.store._tables import loop_model, session_model
 
 __all__ = [
     "Locked",
+    "SessionKey",
     "Tenant",
     "chain",
     "check_session_id",
@@ -59,6 +61,7 @@ __all__ = [
     "new_session_values",
     "now",
     "resolve_loop",
+    "session_key",
     "start_loop",
     "switch_loop",
     "visible_session",
@@ -106,6 +109,48 @@ def _params(tenant: Tenant | None) -> dict[str, str]:
 
 
 @dataclass(frozen=True, slots=True)
+class SessionKey:
+    """A session's key, `(session_id, app_name, user_id)`: its id is unique within its tenant.
+
+    Every row of the session carries it, and every statement about the session is
+    scoped by it (`_statements.keyed`).
+    """
+
+    session_id: str
+    app_name: str
+    user_id: str
+
+    @property
+    def params(self) -> dict[str, str]:
+        """The bind parameters of `_statements.keyed`."""
+        return {"sid": self.session_id, "app": self.app_name, "user": self.user_id}
+
+    @property
+    def columns(self) -> dict[str, str]:
+        """The key's columns, as a row of the session's tables holds them."""
+        return {"session_id": self.session_id, "app_name": self.app_name, "user_id": self.user_id}
+
+
+def session_key(db: Connection, tenant: Tenant | None, session_id: str) -> SessionKey:
+    """Return the key of the session a call names.
+
+    A tenant handle names its tenant: the key is known without a query (whether the
+    session exists is then checked by the statements, which are all scoped by the key).
+    The unscoped store names an id only: the tenant is looked up by the id, on the one
+    shard that holds every session of that id; an id several tenants use is ambiguous.
+    """
+    check_session_id(session_id)
+    if tenant is not None:
+        return SessionKey(session_id, tenant.app_name, tenant.user_id)
+    rows = db.execute(sql.SELECT_SESSION_TENANTS, {"sid": session_id}).all()
+    if not rows:
+        raise SessionNotFoundError(session_id)
+    if len(rows) > 1:
+        raise AmbiguousSessionError(session_id)
+    return SessionKey(session_id, rows[0][0], rows[0][1])
+
+
+@dataclass(frozen=True, slots=True)
 class Locked:
     """What the version-bumping UPDATE of a session returns."""
 
@@ -114,17 +159,16 @@ class Locked:
     loop_count: int
 
 
-def lock(db: Connection, tenant: Tenant | None, session_id: str, moment: datetime) -> Locked:
+def lock(db: Connection, key: SessionKey, moment: datetime) -> Locked:
     """Bump the session's version (taking its write lock) and return its state."""
-    check_session_id(session_id)
-    statement = sql.lock_session(tenant is not None)
-    params = {"sid": session_id, "now": moment, **_params(tenant)}
+    statement = sql.LOCK_SESSION
+    params = {"now": moment, **key.params}
     # On SQLite straight on the driver (the hot path of every append): the time bound ready.
     process = sql.sessions.c.updated_at.type.dialect_impl(db.dialect).bind_processor(db.dialect)
     rows = run_plain(db, statement, {**params, "now": process(moment) if process else moment})
     row = db.execute(statement, params).first() if rows is None else (rows[0] if rows else None)
     if row is None:
-        raise SessionNotFoundError(session_id)
+        raise SessionNotFoundError(key.session_id)
     return Locked(row[0], row[1], row[2])
 
 
@@ -135,32 +179,28 @@ def check_version(session_id: str, locked: Locked, expected: int | None) -> None
         raise StaleWriteError(session_id, expected=expected, actual=locked.version - 1)
 
 
-def visible_session(db: Connection, tenant: Tenant | None, session_id: str) -> Row[Any]:
-    """Return the session's row; raise `SessionNotFoundError` if the tenant cannot see it."""
-    check_session_id(session_id)
-    params = {"sid": session_id, **_params(tenant)}
-    row = db.execute(sql.select_session(tenant is not None), params).first()
+def visible_session(db: Connection, key: SessionKey) -> Row[Any]:
+    """Return the session's row; raise `SessionNotFoundError` if there is none."""
+    row = db.execute(sql.SELECT_SESSION, key.params).first()
     if row is None:
-        raise SessionNotFoundError(session_id)
+        raise SessionNotFoundError(key.session_id)
     return row
 
 
-def loop_row(db: Connection, session_id: str, loop_id: int) -> Row[Any]:
+def loop_row(db: Connection, key: SessionKey, loop_id: int) -> Row[Any]:
     """Return a loop's row; raise `LoopNotFoundError` if it is not a loop of the session."""
-    row = db.execute(sql.SELECT_LOOP, {"lid": loop_id, "sid": session_id}).first()
+    row = db.execute(sql.SELECT_LOOP, {"lid": loop_id, **key.params}).first()
     if row is None:
-        raise LoopNotFoundError(loop_id, session_id=session_id)
+        raise LoopNotFoundError(loop_id, session_id=key.session_id)
     return row
 
 
-def resolve_loop(
-    db: Connection, tenant: Tenant | None, session_id: str, loop_id: int | None
-) -> int | None:
+def resolve_loop(db: Connection, key: SessionKey, loop_id: int | None) -> int | None:
     """Return `loop_id` (checked to be in the session) or the session's active loop."""
-    session = visible_session(db, tenant, session_id)
+    session = visible_session(db, key)
     if loop_id is None:
         return session.active_loop_id  # type: ignore[no-any-return]  # a nullable int column
-    loop_row(db, session_id, loop_id)
+    loop_row(db, key, loop_id)
     return loop_id
 
 
@@ -211,11 +251,12 @@ def new_session_values(
 
 
 def insert_session(db: Connection, values: Mapping[str, Any]) -> None:
-    """Insert a session row; raise `SessionExistsError` if its id is taken."""
+    """Insert a session row; raise `SessionExistsError` if its tenant already uses its id."""
     try:
         db.execute(insert(sql.sessions), values)
     except IntegrityError as exc:
-        # The id is the table's only unique key (app and user are plain columns).
+        # The key (id, app_name, user_id) is the table's only unique key: another tenant's
+        # use of the id is no conflict, so this reveals nothing about other tenants.
         raise SessionExistsError(values["id"]) from exc
 
 
@@ -237,17 +278,24 @@ def list_sessions(
         if user_id is not None:
             filters.append(columns.user_id == user_id)
     if cursor is not None:
-        created_at, last_id = _decode_cursor(cursor)
+        created_at, last = _decode_cursor(cursor)
+        # Ids are per tenant: the tenant breaks a tie of time and id (a total order).
+        after = [columns.id, columns.app_name, columns.user_id][: len(last)]
         filters.append(
             or_(
                 columns.created_at < created_at,
-                and_(columns.created_at == created_at, columns.id < last_id),
+                and_(columns.created_at == created_at, tuple_(*after) < tuple_(*last)),
             )
         )
     stmt = (
         select(sql.sessions)
         .where(*filters)
-        .order_by(columns.created_at.desc(), columns.id.desc())
+        .order_by(
+            columns.created_at.desc(),
+            columns.id.desc(),
+            columns.app_name.desc(),
+            columns.user_id.desc(),
+        )
         .limit(limit + 1)
     )
     rows = db.execute(stmt, _params(tenant)).all()
@@ -256,37 +304,40 @@ def list_sessions(
     return Page(items=items, next_cursor=next_cursor)
 
 
-def delete_session(db: Connection, tenant: Tenant | None, session_id: str) -> None:
+def delete_session(db: Connection, key: SessionKey) -> None:
     """Delete a session; its loops, messages and blocks go with it (cascade)."""
-    lock(db, tenant, session_id, now())
-    delete_session_rows(db, sql.sessions.c.id == session_id)
+    lock(db, key, now())
+    delete_session_rows(db, *sql.SESSION_WHERE, params=key.params)
 
 
-def delete_session_rows(db: Connection, *where: Any) -> list[str]:
+def delete_session_rows(
+    db: Connection, *where: Any, params: Mapping[str, Any] | None = None
+) -> list[str]:
     """Delete the session rows matching `where` and return their ids.
 
     Every other row of those sessions, in every table, goes with them (ON DELETE CASCADE):
     this is the one way the store deletes anything (`delete_session`, retention).
     """
     stmt = sql.sessions.delete().where(*where).returning(sql.sessions.c.id)
-    return list(db.execute(stmt).scalars())
+    return list(db.execute(stmt, dict(params or {})).scalars())
 
 
 def _encode_cursor(session: Session) -> str:
-    raw = json.dumps([session.created_at.isoformat(), session.id]).encode()
-    return base64.urlsafe_b64encode(raw).decode()
+    last = [session.created_at.isoformat(), session.id, session.app_name, session.user_id]
+    return base64.urlsafe_b64encode(json.dumps(last).encode()).decode()
 
 
-def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+def _decode_cursor(cursor: str) -> tuple[datetime, list[str]]:
+    """Return the time and `[id, app_name, user_id]` of a cursor (`[id]` from older ones)."""
     invalid = f"invalid cursor {cursor!r}: pass a next_cursor from list_sessions"
     try:
-        created_at, session_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        created_at, *last = json.loads(base64.urlsafe_b64decode(cursor.encode()))
         moment = datetime.fromisoformat(created_at)
     except (binascii.Error, ValueError, TypeError) as exc:
         raise ValueError(invalid) from exc
-    if moment.tzinfo is None:  # every cursor this store writes is aware UTC
+    if moment.tzinfo is None or len(last) not in (1, 3):  # cursors this store writes
         raise ValueError(invalid)
-    return moment, str(session_id)
+    return moment, [str(value) for value in last]
 
 
 # ── loops ───────────────────────────────────────────────────────────────────────
@@ -294,7 +345,7 @@ def _decode_cursor(cursor: str) -> tuple[datetime, str]:
 
 def start_loop(
     db: Connection,
-    session_id: str,
+    key: SessionKey,
     parent_loop_id: int | None,
     sequence: int,
     moment: datetime,
@@ -306,16 +357,19 @@ def start_loop(
     depth = 0
     columns = sql.loops.c
     if parent_loop_id is not None:
-        parent = loop_row(db, session_id, parent_loop_id)
+        parent = loop_row(db, key, parent_loop_id)
         depth = parent.depth + 1
         if parent.closed_at is None:
             db.execute(
                 update(sql.loops)
-                .where(columns.id == parent_loop_id, columns.session_id == session_id)
-                .values(closed_at=moment)
+                .where(columns.id == parent_loop_id, *sql.keyed(sql.loops))
+                .values(closed_at=moment),
+                key.params,
             )
     values: dict[str, Any] = {
-        "session_id": session_id,
+        "session_id": key.session_id,
+        "app_name": key.app_name,
+        "user_id": key.user_id,
         "parent_loop_id": parent_loop_id,
         "sequence": sequence,
         "depth": depth,
@@ -329,54 +383,53 @@ def start_loop(
     row = db.execute(insert(sql.loops).returning(*sql.LOOP_COLUMNS), values).one()
     db.execute(
         update(sql.sessions)
-        .where(sql.sessions.c.id == session_id)
-        .values(active_loop_id=row.id, loop_count=sequence + 1)
+        .where(*sql.SESSION_WHERE)
+        .values(active_loop_id=row.id, loop_count=sequence + 1),
+        key.params,
     )
     return loop_model(row)
 
 
-def is_empty_open_loop(db: Connection, session_id: str, loop_id: int) -> bool:
+def is_empty_open_loop(db: Connection, key: SessionKey, loop_id: int) -> bool:
     """Return whether a loop is open and holds no message yet."""
-    row = db.execute(sql.SELECT_LOOP_STATE, {"lid": loop_id, "sid": session_id}).first()
+    row = db.execute(sql.SELECT_LOOP_STATE, {"lid": loop_id, **key.params}).first()
     return row is not None and row.closed_at is None and row.message_count == 0
 
 
-def close_loop(db: Connection, session_id: str, loop_id: int, moment: datetime) -> Row[Any]:
+def close_loop(db: Connection, key: SessionKey, loop_id: int, moment: datetime) -> Row[Any]:
     """Close a loop (if open) and return its row."""
-    loop_row(db, session_id, loop_id)
+    loop_row(db, key, loop_id)
     columns = sql.loops.c
     db.execute(
         update(sql.loops)
-        .where(columns.id == loop_id, columns.session_id == session_id, columns.closed_at.is_(None))
-        .values(closed_at=moment)
+        .where(columns.id == loop_id, *sql.keyed(sql.loops), columns.closed_at.is_(None))
+        .values(closed_at=moment),
+        key.params,
     )
-    return loop_row(db, session_id, loop_id)
+    return loop_row(db, key, loop_id)
 
 
-def switch_loop(db: Connection, session_id: str, loop_id: int) -> None:
+def switch_loop(db: Connection, key: SessionKey, loop_id: int) -> None:
     """Make `loop_id` the session's active loop."""
-    loop_row(db, session_id, loop_id)
+    loop_row(db, key, loop_id)
     db.execute(
-        update(sql.sessions).where(sql.sessions.c.id == session_id).values(active_loop_id=loop_id)
+        update(sql.sessions).where(*sql.SESSION_WHERE).values(active_loop_id=loop_id),
+        key.params,
     )
 
 
-def list_loops(db: Connection, session_id: str) -> list[LoopRecord]:
+def list_loops(db: Connection, key: SessionKey) -> list[LoopRecord]:
     """Return every loop of a session, in order of creation."""
-    stmt = (
-        select(*sql.LOOP_COLUMNS)
-        .where(sql.loops.c.session_id == session_id)
-        .order_by(sql.loops.c.sequence)
-    )
-    return [loop_model(row) for row in db.execute(stmt).all()]
+    stmt = select(*sql.LOOP_COLUMNS).where(*sql.keyed(sql.loops)).order_by(sql.loops.c.sequence)
+    return [loop_model(row) for row in db.execute(stmt, key.params).all()]
 
 
-def chain(db: Connection, session_id: str, head: int, limit: int | None) -> list[LoopRecord]:
+def chain(db: Connection, key: SessionKey, head: int, limit: int | None) -> list[LoopRecord]:
     """Return the chain of loops ending at `head`, root first (the newest `limit` of them)."""
     # A window grown past what a chain can hold reads the whole chain; the query's hop
     # counter is 32-bit on PostgreSQL.
     if limit is not None:
         limit = min(limit, MAX_INT)
-    params = {"sid": session_id, "head": head, "limit": limit}
+    params = {"head": head, "limit": limit, **key.params}
     rows = db.execute(sql.select_chain(limit is not None), params).all()
     return [loop_model(row) for row in rows]

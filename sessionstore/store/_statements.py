@@ -29,6 +29,7 @@ from sqlalchemy import (
 
 from sessionstore.store._nul import NulSafeJSONText
 from sessionstore.store._tables import (
+    KEY_COLUMNS,
     BlockRow,
     CompactionEventRow,
     DigestRow,
@@ -102,23 +103,39 @@ TENANT_WHERE = (
 )
 
 
-@cache
-def lock_session(tenant: bool) -> Any:
-    """Bump a session's version, which takes its write lock, and return its state."""
+def keyed(table: Any) -> tuple[Any, ...]:
+    """The conditions that scope `table` to one session: its key `(:sid, :app, :user)`.
+
+    `session_id` (`id` of the sessions table) is the distribution column, so a statement
+    with these conditions is routed to the one shard that holds the session.
+    """
+    sid = table.c.id if table is sessions else table.c.session_id
     return (
-        update(sessions)
-        .where(sessions.c.id == bindparam("sid"), *(TENANT_WHERE if tenant else ()))
-        .values(version=sessions.c.version + 1, updated_at=bindparam("now"))
-        .returning(sessions.c.version, sessions.c.active_loop_id, sessions.c.loop_count)
+        sid == bindparam("sid"),
+        table.c.app_name == bindparam("app"),
+        table.c.user_id == bindparam("user"),
     )
 
 
-@cache
-def select_session(tenant: bool) -> Any:
-    """Select one session, within the tenant when `tenant`."""
-    return select(sessions).where(
-        sessions.c.id == bindparam("sid"), *(TENANT_WHERE if tenant else ())
-    )
+SESSION_WHERE = keyed(sessions)
+
+LOCK_SESSION = (
+    update(sessions)
+    .where(*SESSION_WHERE)
+    .values(version=sessions.c.version + 1, updated_at=bindparam("now"))
+    .returning(sessions.c.version, sessions.c.active_loop_id, sessions.c.loop_count)
+)
+"""Bump a session's version, which takes its write lock, and return its state."""
+
+SELECT_SESSION = select(sessions).where(*SESSION_WHERE)
+
+SELECT_SESSION_TENANTS = (
+    select(sessions.c.app_name, sessions.c.user_id)
+    .where(sessions.c.id == bindparam("sid"))
+    .order_by(sessions.c.app_name, sessions.c.user_id)
+    .limit(2)
+)
+"""The tenants that use a session id (two at most: enough to tell one from several)."""
 
 
 @cache
@@ -127,19 +144,17 @@ def insert_returning_id(table: Table, many: bool) -> Any:
     return insert(table).returning(table.c.id, sort_by_parameter_order=many)
 
 
-SELECT_LOOP = select(loops).where(
-    loops.c.id == bindparam("lid"), loops.c.session_id == bindparam("sid")
-)
+SELECT_LOOP = select(loops).where(loops.c.id == bindparam("lid"), *keyed(loops))
 SELECT_LOOP_STATE = select(
     loops.c.message_count,
     loops.c.token_total,
     loops.c.turn_count,
     loops.c.open_tool_call_ids,
     loops.c.closed_at,
-).where(loops.c.id == bindparam("lid"), loops.c.session_id == bindparam("sid"))
+).where(loops.c.id == bindparam("lid"), *keyed(loops))
 UPDATE_LOOP_COUNTERS = (
     update(loops)
-    .where(loops.c.id == bindparam("lid"), loops.c.session_id == bindparam("sid"))
+    .where(loops.c.id == bindparam("lid"), *keyed(loops))
     .values(
         message_count=loops.c.message_count + bindparam("n"),
         token_total=loops.c.token_total + bindparam("tokens"),
@@ -153,10 +168,10 @@ UPDATE_LOOP_COUNTERS = (
 INSERT_MESSAGES_AND_COUNT = text(
     """
 WITH inserted AS (
-    INSERT INTO sessionstore_messages (session_id, loop_id, position, turn_index, kind,
-        tool_call_id, tool_name, payload, token_count, content_hash, client_id, created_at,
-        search_text)
-    SELECT :sid, :lid, r.position, r.turn_index, r.kind, r.tool_call_id, r.tool_name,
+    INSERT INTO sessionstore_messages (session_id, app_name, user_id, loop_id, position,
+        turn_index, kind, tool_call_id, tool_name, payload, token_count, content_hash,
+        client_id, created_at, search_text)
+    SELECT :sid, :app, :user, :lid, r.position, r.turn_index, r.kind, r.tool_call_id, r.tool_name,
         CAST(r.payload AS JSONB), r.token_count, r.content_hash, r.client_id, :created,
         r.search_text
     FROM unnest(CAST(:positions AS INTEGER[]), CAST(:turn_indexes AS INTEGER[]),
@@ -171,14 +186,14 @@ WITH inserted AS (
     UPDATE sessionstore_loops
     SET message_count = message_count + :n, token_total = token_total + :tokens,
         turn_count = :turns, open_tool_call_ids = CAST(:open_ids AS JSONB)
-    WHERE id = :lid AND session_id = :sid
+    WHERE id = :lid AND session_id = :sid AND app_name = :app AND user_id = :user
 )
 SELECT id, position FROM inserted
 """
 ).bindparams(bindparam("created", type_=messages.c.created_at.type))
 
 _RAW_TURNS_WHERE = (
-    messages.c.session_id == bindparam("sid"),
+    *keyed(messages),
     messages.c.loop_id == bindparam("lid"),
     messages.c.turn_index.between(bindparam("a"), bindparam("b")),
 )
@@ -191,7 +206,7 @@ SELECT_RAW_TURNS_AS_OF = (
 
 # Matches the partial index ix_sessionstore_messages_user (kind = 'user').
 _USER_WHERE = (
-    messages.c.session_id == bindparam("sid"),
+    *keyed(messages),
     messages.c.loop_id == bindparam("lid"),
     messages.c.kind == literal_column("'user'"),
 )
@@ -207,16 +222,17 @@ SELECT_LATEST_USER_AS_OF = (
 
 SELECT_TURN_BOUNDS = (
     select(func.min(messages.c.position), func.max(messages.c.position))
-    .where(messages.c.session_id == bindparam("sid"), messages.c.loop_id == bindparam("lid"))
+    .where(*keyed(messages), messages.c.loop_id == bindparam("lid"))
     .group_by(messages.c.turn_index)
     .order_by(messages.c.turn_index)
 )
 
 
-def select_blocks(session_id: str, loop_id: int, overlay: str | None) -> Any:
-    """Select the blocks of one loop (of one overlay, or all)."""
-    stmt = select(blocks).where(blocks.c.session_id == session_id, blocks.c.loop_id == loop_id)
-    return stmt if overlay is None else stmt.where(blocks.c.overlay == overlay)
+@cache
+def select_blocks(by_overlay: bool) -> Any:
+    """Select the blocks of one loop `:lid` (of one overlay `:overlay`, or all)."""
+    stmt = select(blocks).where(*keyed(blocks), blocks.c.loop_id == bindparam("lid"))
+    return stmt.where(blocks.c.overlay == bindparam("overlay")) if by_overlay else stmt
 
 
 @cache
@@ -228,9 +244,7 @@ def select_newest_digest(by_heads: bool, as_of: bool) -> Any:
         cast(column, Text).label("folded") if column is columns.folded else column
         for column in columns
     ]
-    stmt = select(*shown).where(
-        columns.session_id == bindparam("sid"), columns.overlay == bindparam("overlay")
-    )
+    stmt = select(*shown).where(*keyed(digests), columns.overlay == bindparam("overlay"))
     if by_heads:
         stmt = stmt.where(columns.head_loop_id.in_(bindparam("heads", expanding=True)))
     if as_of:
@@ -239,7 +253,7 @@ def select_newest_digest(by_heads: bool, as_of: bool) -> Any:
 
 
 @cache
-def select_loop_messages(tenant: bool, active: bool, newest: bool) -> Any:
+def select_loop_messages(active: bool, newest: bool) -> Any:
     """Select a loop's messages in one statement, only if the session is visible.
 
     With `active`, the loop is the session's active loop (`:sid`); else it is `:lid`.
@@ -247,36 +261,54 @@ def select_loop_messages(tenant: bool, active: bool, newest: bool) -> Any:
     No row means an empty loop, or a session, loop or tenant that does not match: the
     caller tells those apart with the usual checks, off the hot path.
     """
-    visible = select(sessions.c.active_loop_id if active else sessions.c.id).where(
-        sessions.c.id == bindparam("sid"), *(TENANT_WHERE if tenant else ())
-    )
     columns = messages.c
     if active:
-        where = (
-            columns.session_id == bindparam("sid"),
-            columns.loop_id == visible.scalar_subquery(),
-        )
+        visible = select(sessions.c.active_loop_id).where(*SESSION_WHERE)
+        where = (*keyed(messages), columns.loop_id == visible.scalar_subquery())
     else:
-        where = (
-            columns.session_id == visible.scalar_subquery(),
-            columns.loop_id == bindparam("lid"),
-        )
+        # The key scopes the rows to the session (and its tenant): no visibility subquery.
+        where = (*keyed(messages), columns.loop_id == bindparam("lid"))
     stmt = select(*MESSAGE_COLUMNS).where(*where)
     if newest:
         return stmt.order_by(columns.position.desc()).limit(bindparam("n"))
     return stmt.order_by(columns.position)
 
 
+def _same_session(table: Any, other: Any) -> tuple[Any, ...]:
+    """Join conditions: `table`'s row belongs to the same session as `other`'s."""
+    return tuple(table.c[name] == other.c[name] for name in KEY_COLUMNS)
+
+
 def _chain_walk(limited: bool) -> Any:
-    """The recursive CTE of a chain's loop ids, from `:head` back to the root (`hops` from 1)."""
+    """The recursive CTE of a chain's loops, from `:head` back to the root (`hops` from 1).
+
+    Each step finds the parent by its whole primary key, taken from the row before it (the
+    distribution column is also bound, so Citus routes the walk to the session's shard):
+    the planner then looks each parent up by the key, even when its statistics say the
+    session has few loops (a scan of the session's loops at each step would be quadratic).
+    """
     walk = (
-        select(loops.c.id, loops.c.parent_loop_id, literal(1).label("hops"))
-        .where(loops.c.id == bindparam("head"), loops.c.session_id == bindparam("sid"))
+        select(
+            loops.c.id,
+            loops.c.parent_loop_id,
+            literal(1).label("hops"),
+            loops.c.depth,
+            *(loops.c[name] for name in KEY_COLUMNS),
+        )
+        .where(loops.c.id == bindparam("head"), *keyed(loops))
         .cte("chain", recursive=True)
     )
     parent = loops.alias("parent")
-    step = select(parent.c.id, parent.c.parent_loop_id, walk.c.hops + 1).where(
-        parent.c.id == walk.c.parent_loop_id, parent.c.session_id == bindparam("sid")
+    step = select(
+        parent.c.id,
+        parent.c.parent_loop_id,
+        walk.c.hops + 1,
+        parent.c.depth,
+        *(parent.c[name] for name in KEY_COLUMNS),
+    ).where(
+        parent.c.id == walk.c.parent_loop_id,
+        parent.c.session_id == bindparam("sid"),
+        *_same_session(parent, walk),
     )
     if limited:
         step = step.where(walk.c.hops < bindparam("limit"))
@@ -287,17 +319,21 @@ def _chain_walk(limited: bool) -> Any:
 def select_chain(limited: bool) -> Any:
     """Select the loops of the chain ending at `:head`, root first (the newest `:limit`)."""
     walk = _chain_walk(limited)
-    return select(*LOOP_COLUMNS).join(walk, walk.c.id == loops.c.id).order_by(loops.c.depth)
+    return (
+        select(*LOOP_COLUMNS)
+        .join(walk, walk.c.id == loops.c.id)
+        .where(*keyed(loops))
+        .order_by(loops.c.depth)
+    )
 
 
 _WHOLE_CHAIN = _chain_walk(False)
 
 SELECT_HISTORY = (
     select(*MESSAGE_COLUMNS)
-    .join(loops, loops.c.id == messages.c.loop_id)
     .join(_WHOLE_CHAIN, _WHOLE_CHAIN.c.id == messages.c.loop_id)
-    .where(messages.c.session_id == bindparam("sid"), loops.c.session_id == bindparam("sid"))
-    .order_by(loops.c.depth, messages.c.position)
+    .where(*keyed(messages))
+    .order_by(_WHOLE_CHAIN.c.depth, messages.c.position)
 )
 """Every message of the chain ending at `:head`, in order: joined to the chain's recursive
 CTE, so no loop id is sent as a parameter (a driver's parameter limit does not apply)."""
@@ -305,6 +341,7 @@ CTE, so no loop id is sent as a parameter (a driver's parameter limit does not a
 SELECT_CHAIN_COUNTS = (
     select(loops.c.id, loops.c.message_count)
     .join(_WHOLE_CHAIN, _WHOLE_CHAIN.c.id == loops.c.id)
+    .where(*keyed(loops))
     .order_by(loops.c.depth)
 )
 """The ids and message counts of the chain ending at `:head`, root first."""
@@ -312,7 +349,7 @@ SELECT_CHAIN_COUNTS = (
 SELECT_LOOP_PAGE = (
     select(*MESSAGE_COLUMNS)
     .where(
-        messages.c.session_id == bindparam("sid"),
+        *keyed(messages),
         messages.c.loop_id == bindparam("lid"),
         messages.c.position >= bindparam("start"),
         messages.c.position < bindparam("stop"),
@@ -327,7 +364,7 @@ def select_block_rows(as_of: bool) -> Any:
     """Select the blocks of an overlay (`:overlay`) of some loops (`:loops`), by a time."""
     columns = blocks.c
     stmt = select(blocks).where(
-        columns.session_id == bindparam("sid"),
+        *keyed(blocks),
         columns.loop_id.in_(bindparam("loops", expanding=True)),
         columns.overlay == bindparam("overlay"),
     )
@@ -335,7 +372,7 @@ def select_block_rows(as_of: bool) -> Any:
 
 
 SELECT_SECTIONS = select(sections).where(
-    sections.c.session_id == bindparam("sid"),
+    *keyed(sections),
     sections.c.block_id.in_(bindparam("blocks", expanding=True)),
 )
 SELECT_SECTION_MESSAGES = (
@@ -348,7 +385,7 @@ SELECT_SECTION_MESSAGES = (
         section_messages.c.covers,
     )
     .where(
-        section_messages.c.session_id == bindparam("sid"),
+        *keyed(section_messages),
         section_messages.c.section_id.in_(bindparam("sections", expanding=True)),
     )
     .order_by(section_messages.c.section_id, section_messages.c.position)
@@ -360,7 +397,7 @@ SELECT_APPENDED_INTO_TURNS: Select[tuple[Any]] = (
     select(literal_column("1"))
     .select_from(messages)
     .where(
-        messages.c.session_id == bindparam("sid"),
+        *keyed(messages),
         messages.c.loop_id == bindparam("lid"),
         messages.c.position >= bindparam("n"),
         messages.c.turn_index <= bindparam("t"),

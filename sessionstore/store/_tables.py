@@ -1,14 +1,18 @@
 """The SQL schema as SQLAlchemy 2 typed rows, and the conversions between rows and models.
 
-Every table carries `session_id` and every query the store makes is scoped by it, so the
-schema can be distributed by session. The schema itself is created only by the alembic
-migrations in `migrations/`; this module describes it for queries and for the test
-that compares the two.
+A session is keyed by `(id, app_name, user_id)`: its id is unique within its tenant only.
+Every other table carries that key (`session_id`, `app_name`, `user_id`), and every primary
+key, unique constraint and foreign key includes it, so every table can be distributed by
+`session_id` (the distribution column: a call naming a session id reaches one shard) and
+colocated with the others; every query the store makes about a session is scoped by the
+key. The schema itself is created only by the alembic migrations in `migrations/`; this
+module describes it for queries and for the test that compares the two.
 
 Every column that references a loop, block, section or message is indexed (`index=True`),
 so deleting a session, which cascades to all of them, costs a look-up per row instead of
 a scan (migration 0007, which on SQLite also detaches a session's loops from each other
-before the cascade, so no chain is deleted recursively).
+before the cascade, so no chain is deleted recursively; 0008 makes that trigger find the
+loops by the session's whole key).
 """
 
 from __future__ import annotations
@@ -23,10 +27,11 @@ from sqlalchemy import (
     DateTime,
     Dialect,
     Float,
-    ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Integer,
     MetaData,
+    PrimaryKeyConstraint,
     Table,
     Text,
     UniqueConstraint,
@@ -62,6 +67,7 @@ from sessionstore.models._limits import STORED
 from sessionstore.store._nul import NulSafeJSON, NulSafeString
 
 __all__ = [
+    "KEY_COLUMNS",
     "Base",
     "BlockRow",
     "CompactionEventRow",
@@ -158,8 +164,51 @@ class Base(AsyncAttrs, DeclarativeBase):
     }
 
 
-def _session_fk() -> Any:
-    return ForeignKey("sessionstore_sessions.id", ondelete="CASCADE")
+KEY_COLUMNS = ("session_id", "app_name", "user_id")
+"""A session's key as the other tables carry it; `session_id` is the distribution column."""
+
+_SESSIONS = "sessionstore_sessions"
+
+
+def _session_fk() -> ForeignKeyConstraint:
+    """The key's foreign key to its session (named `fk_<table>_session_id`)."""
+    return ForeignKeyConstraint(
+        list(KEY_COLUMNS),
+        [f"{_SESSIONS}.id", f"{_SESSIONS}.app_name", f"{_SESSIONS}.user_id"],
+        ondelete="CASCADE",
+    )
+
+
+def _keyed_fk(column: str, target: str) -> ForeignKeyConstraint:
+    """A foreign key to a row of the same session (named `fk_<table>_<column>`)."""
+    return ForeignKeyConstraint(
+        [column, *KEY_COLUMNS],
+        [f"{target}.id", *(f"{target}.{name}" for name in KEY_COLUMNS)],
+        ondelete="CASCADE",
+    )
+
+
+def _keyed_pk() -> PrimaryKeyConstraint:
+    """A row's id with its session's key.
+
+    On SQLite, which numbers only a one-column INTEGER PRIMARY KEY, the table keeps `id`
+    as its primary key and a unique constraint on these columns (`uq_<table>_sqlite_key`)
+    is what foreign keys reference; PostgreSQL (and Citus) have this key itself.
+    """
+    return PrimaryKeyConstraint("id", *KEY_COLUMNS)
+
+
+def _keyed_unique(table: str, name: str, *columns: str) -> UniqueConstraint:
+    """A unique constraint within a session: `columns` with the session's key first."""
+    return UniqueConstraint(*KEY_COLUMNS, *columns, name=f"uq_{table}_{name}")
+
+
+def _app_name() -> Any:
+    return mapped_column(NulSafeString(APP_NAME_MAX_LENGTH))
+
+
+def _user_id() -> Any:
+    return mapped_column(NulSafeString(USER_ID_MAX_LENGTH))
 
 
 class SessionRow(Base):
@@ -169,9 +218,10 @@ class SessionRow(Base):
     __table_args__ = (
         Index("ix_sessionstore_sessions_tenant", "app_name", "user_id", "created_at", "id"),
         Index("ix_sessionstore_sessions_created", "created_at", "id"),
+        PrimaryKeyConstraint("id", "app_name", "user_id"),
     )
 
-    id: Mapped[str] = mapped_column(SessionId, primary_key=True)
+    id: Mapped[str] = mapped_column(SessionId)
     app_name: Mapped[str] = mapped_column(NulSafeString(APP_NAME_MAX_LENGTH))
     user_id: Mapped[str] = mapped_column(NulSafeString(USER_ID_MAX_LENGTH))
     title: Mapped[str | None] = mapped_column(NulSafeString(TITLE_MAX_LENGTH))
@@ -189,16 +239,19 @@ class LoopRow(Base):
 
     __tablename__ = "sessionstore_loops"
     __table_args__ = (
-        UniqueConstraint("session_id", "sequence"),
+        _keyed_pk(),
+        _keyed_unique("sessionstore_loops", "sequence", "sequence"),
+        _session_fk(),
+        _keyed_fk("parent_loop_id", "sessionstore_loops"),
         Index("ix_sessionstore_loops_parent", "session_id", "parent_loop_id"),
         {"sqlite_autoincrement": True},
     )
 
-    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(SessionId, _session_fk())
-    parent_loop_id: Mapped[int | None] = mapped_column(
-        Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE"), index=True
-    )
+    id: Mapped[int] = mapped_column(Id, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(SessionId)
+    app_name: Mapped[str] = _app_name()
+    user_id: Mapped[str] = _user_id()
+    parent_loop_id: Mapped[int | None] = mapped_column(Id, index=True)
     sequence: Mapped[int] = mapped_column(Integer)
     depth: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime]
@@ -216,8 +269,11 @@ class MessageRow(Base):
 
     __tablename__ = "sessionstore_messages"
     __table_args__ = (
-        UniqueConstraint("session_id", "loop_id", "position"),
-        UniqueConstraint("session_id", "client_id"),
+        _keyed_pk(),
+        _keyed_unique("sessionstore_messages", "position", "loop_id", "position"),
+        _keyed_unique("sessionstore_messages", "client_id", "client_id"),
+        _session_fk(),
+        _keyed_fk("loop_id", "sessionstore_loops"),
         Index("ix_sessionstore_messages_turn", "session_id", "loop_id", "turn_index"),
         Index(
             "ix_sessionstore_messages_user",
@@ -230,11 +286,11 @@ class MessageRow(Base):
         {"sqlite_autoincrement": True},
     )
 
-    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(SessionId, _session_fk())
-    loop_id: Mapped[int] = mapped_column(
-        Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE"), index=True
-    )
+    id: Mapped[int] = mapped_column(Id, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(SessionId)
+    app_name: Mapped[str] = _app_name()
+    user_id: Mapped[str] = _user_id()
+    loop_id: Mapped[int] = mapped_column(Id, index=True)
     position: Mapped[int] = mapped_column(Integer)
     turn_index: Mapped[int] = mapped_column(Integer)
     kind: Mapped[str] = mapped_column(NulSafeString(32))
@@ -254,15 +310,18 @@ class BlockRow(Base):
 
     __tablename__ = "sessionstore_blocks"
     __table_args__ = (
-        UniqueConstraint("session_id", "loop_id", "overlay", "generation"),
+        _keyed_pk(),
+        _keyed_unique("sessionstore_blocks", "generation", "loop_id", "overlay", "generation"),
+        _session_fk(),
+        _keyed_fk("loop_id", "sessionstore_loops"),
         {"sqlite_autoincrement": True},
     )
 
-    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(SessionId, _session_fk())
-    loop_id: Mapped[int] = mapped_column(
-        Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE"), index=True
-    )
+    id: Mapped[int] = mapped_column(Id, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(SessionId)
+    app_name: Mapped[str] = _app_name()
+    user_id: Mapped[str] = _user_id()
+    loop_id: Mapped[int] = mapped_column(Id, index=True)
     overlay: Mapped[str] = mapped_column(NulSafeString(OVERLAY_MAX_LENGTH))
     generation: Mapped[int] = mapped_column(Integer)
     keep_first_start: Mapped[int | None] = mapped_column(Integer)
@@ -278,13 +337,18 @@ class SectionRow(Base):
     """A section of a block (`compacted` or `recent`) and the turn range it stands for."""
 
     __tablename__ = "sessionstore_block_sections"
-    __table_args__ = (UniqueConstraint("session_id", "block_id", "kind"),)
-
-    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(SessionId, _session_fk())
-    block_id: Mapped[int] = mapped_column(
-        Id, ForeignKey("sessionstore_blocks.id", ondelete="CASCADE"), index=True
+    __table_args__ = (
+        _keyed_pk(),
+        _keyed_unique("sessionstore_block_sections", "kind", "block_id", "kind"),
+        _session_fk(),
+        _keyed_fk("block_id", "sessionstore_blocks"),
     )
+
+    id: Mapped[int] = mapped_column(Id, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(SessionId)
+    app_name: Mapped[str] = _app_name()
+    user_id: Mapped[str] = _user_id()
+    block_id: Mapped[int] = mapped_column(Id, index=True)
     kind: Mapped[str] = mapped_column(NulSafeString(16))
     start_turn: Mapped[int] = mapped_column(Integer)
     end_turn: Mapped[int] = mapped_column(Integer)
@@ -294,13 +358,18 @@ class SectionMessageRow(Base):
     """A replacement message of a section, with the ids of the raw messages it covers."""
 
     __tablename__ = "sessionstore_section_messages"
-    __table_args__ = (UniqueConstraint("session_id", "section_id", "position"),)
-
-    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(SessionId, _session_fk())
-    section_id: Mapped[int] = mapped_column(
-        Id, ForeignKey("sessionstore_block_sections.id", ondelete="CASCADE"), index=True
+    __table_args__ = (
+        _keyed_pk(),
+        _keyed_unique("sessionstore_section_messages", "position", "section_id", "position"),
+        _session_fk(),
+        _keyed_fk("section_id", "sessionstore_block_sections"),
     )
+
+    id: Mapped[int] = mapped_column(Id, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(SessionId)
+    app_name: Mapped[str] = _app_name()
+    user_id: Mapped[str] = _user_id()
+    section_id: Mapped[int] = mapped_column(Id, index=True)
     position: Mapped[int] = mapped_column(Integer)
     kind: Mapped[str] = mapped_column(NulSafeString(32))
     payload: Mapped[dict[str, Any]]
@@ -314,16 +383,20 @@ class CompactionEventRow(Base):
     """A compaction started or ended, with token estimates and duration."""
 
     __tablename__ = "sessionstore_compaction_events"
-    __table_args__ = (Index("ix_sessionstore_compaction_events_session", "session_id", "id"),)
+    __table_args__ = (
+        _keyed_pk(),
+        _session_fk(),
+        _keyed_fk("loop_id", "sessionstore_loops"),
+        _keyed_fk("block_id", "sessionstore_blocks"),
+        Index("ix_sessionstore_compaction_events_session", "session_id", "id"),
+    )
 
-    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(SessionId, _session_fk())
-    loop_id: Mapped[int | None] = mapped_column(
-        Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE"), index=True
-    )
-    block_id: Mapped[int | None] = mapped_column(
-        Id, ForeignKey("sessionstore_blocks.id", ondelete="CASCADE"), index=True
-    )
+    id: Mapped[int] = mapped_column(Id, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(SessionId)
+    app_name: Mapped[str] = _app_name()
+    user_id: Mapped[str] = _user_id()
+    loop_id: Mapped[int | None] = mapped_column(Id, index=True)
+    block_id: Mapped[int | None] = mapped_column(Id, index=True)
     event: Mapped[str] = mapped_column(NulSafeString(16))
     tokens_before: Mapped[int] = mapped_column(BigInteger)
     tokens_after: Mapped[int | None] = mapped_column(BigInteger)
@@ -337,19 +410,21 @@ class DigestRow(Base):
 
     __tablename__ = "sessionstore_digests"
     __table_args__ = (
+        _keyed_pk(),
+        _session_fk(),
+        _keyed_fk("head_loop_id", "sessionstore_loops"),
+        _keyed_fk("through_loop_id", "sessionstore_loops"),
         Index("ix_sessionstore_digests_head", "session_id", "overlay", "head_loop_id", "id"),
         {"sqlite_autoincrement": True},
     )
 
-    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(SessionId, _session_fk())
+    id: Mapped[int] = mapped_column(Id, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(SessionId)
+    app_name: Mapped[str] = _app_name()
+    user_id: Mapped[str] = _user_id()
     overlay: Mapped[str] = mapped_column(NulSafeString(OVERLAY_MAX_LENGTH))
-    head_loop_id: Mapped[int] = mapped_column(
-        Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE"), index=True
-    )
-    through_loop_id: Mapped[int] = mapped_column(
-        Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE"), index=True
-    )
+    head_loop_id: Mapped[int] = mapped_column(Id, index=True)
+    through_loop_id: Mapped[int] = mapped_column(Id, index=True)
     folded: Mapped[list[list[int]]] = mapped_column(JSONPayload)
     payload: Mapped[dict[str, Any]]
     token_count: Mapped[int] = mapped_column(Integer)
@@ -362,21 +437,23 @@ class UsageRow(Base):
 
     __tablename__ = "sessionstore_usage"
     __table_args__ = (
-        UniqueConstraint("session_id", "message_id"),
+        _keyed_pk(),
+        _keyed_unique("sessionstore_usage", "message_id", "message_id"),
+        _session_fk(),
+        _keyed_fk("loop_id", "sessionstore_loops"),
+        _keyed_fk("message_id", "sessionstore_messages"),
         Index("ix_sessionstore_usage_turn", "session_id", "loop_id", "turn_index"),
         {"sqlite_autoincrement": True},
     )
 
-    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(SessionId, _session_fk())
-    loop_id: Mapped[int] = mapped_column(
-        Id, ForeignKey("sessionstore_loops.id", ondelete="CASCADE"), index=True
-    )
+    id: Mapped[int] = mapped_column(Id, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(SessionId)
+    app_name: Mapped[str] = _app_name()
+    user_id: Mapped[str] = _user_id()
+    loop_id: Mapped[int] = mapped_column(Id, index=True)
     turn_index: Mapped[int] = mapped_column(Integer)
     # Set when the usage came with an appended assistant message; NULL from `record_usage`.
-    message_id: Mapped[int | None] = mapped_column(
-        Id, ForeignKey("sessionstore_messages.id", ondelete="CASCADE"), index=True
-    )
+    message_id: Mapped[int | None] = mapped_column(Id, index=True)
     model: Mapped[str | None] = mapped_column(NulSafeString(255))
     input_tokens: Mapped[int] = mapped_column(BigInteger)
     output_tokens: Mapped[int] = mapped_column(BigInteger)
@@ -393,7 +470,8 @@ def include_object(
 
     Migration 0005 creates them per dialect (FTS5 tables and their shadow tables on
     SQLite, a generated `tsvector` column and its GIN index on PostgreSQL), which one
-    dialect-neutral metadata cannot describe.
+    dialect-neutral metadata cannot describe; so are the SQLite-only unique keys that
+    stand in for the keyed primary keys there (see `_keyed_pk`).
     """
     name = name or ""
     if type_ == "table":
@@ -402,6 +480,9 @@ def include_object(
         return name != "search_vector"
     if type_ == "index":
         return not name.endswith("_search")
+    if type_ == "unique_constraint":
+        # SQLite only: what foreign keys reference there (see `_keyed_pk`).
+        return not name.endswith("_sqlite_key")
     return True
 
 

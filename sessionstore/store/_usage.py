@@ -20,7 +20,7 @@ from sessionstore.models import (
 )
 from sessionstore.models._limits import STORED, check_big_count
 from sessionstore.store import _statements as sql
-from sessionstore.store._sessions import loop_row
+from sessionstore.store._sessions import SessionKey, loop_row
 
 __all__ = ["USAGE_FIELDS", "insert_message_usage", "insert_usage", "session_usage"]
 
@@ -35,7 +35,7 @@ USAGE_FIELDS = (
 
 
 def _row(
-    session_id: str,
+    key: SessionKey,
     loop_id: int,
     turn_index: int,
     message_id: int | None,
@@ -47,7 +47,7 @@ def _row(
     for name, count in counts.items():  # also a Usage built with model_construct
         check_big_count(count, f"usage.{name}")
     return {
-        "session_id": session_id,
+        **key.columns,
         "loop_id": loop_id,
         "turn_index": turn_index,
         "message_id": message_id,
@@ -57,10 +57,10 @@ def _row(
     }
 
 
-def insert_message_usage(db: Connection, stored: Sequence[StoredMessage]) -> None:
+def insert_message_usage(db: Connection, key: SessionKey, stored: Sequence[StoredMessage]) -> None:
     """Record the usage carried by freshly stored assistant messages, one row per message."""
     rows = [
-        _row(s.session_id, s.loop_id, s.turn_index, s.id, m.model, m.usage, s.created_at)
+        _row(key, s.loop_id, s.turn_index, s.id, m.model, m.usage, s.created_at)
         for s in stored
         if isinstance(m := s.message, AssistantMessage) and m.usage is not None
     ]
@@ -70,7 +70,7 @@ def insert_message_usage(db: Connection, stored: Sequence[StoredMessage]) -> Non
 
 def insert_usage(
     db: Connection,
-    session_id: str,
+    key: SessionKey,
     loop_id: int | None,
     turn_index: int | None,
     usage: Usage,
@@ -79,19 +79,19 @@ def insert_usage(
 ) -> UsageRecord:
     """Record one model call's usage on a turn of a loop (default: the loop's last turn)."""
     if loop_id is None:
-        raise NotFoundError(f"session {session_id!r} has no loop to record usage on")
-    loop = loop_row(db, session_id, loop_id)
+        raise NotFoundError(f"session {key.session_id!r} has no loop to record usage on")
+    loop = loop_row(db, key, loop_id)
     turn = loop.turn_count - 1 if turn_index is None else turn_index
     if not 0 <= turn < loop.turn_count:
         raise NotFoundError(
             f"loop {loop_id} has no turn {turn} (it has {loop.turn_count}): "
             "record usage after appending the messages of the call"
         )
-    row = _row(session_id, loop_id, turn, None, model, usage, moment)
+    row = _row(key, loop_id, turn, None, model, usage, moment)
     new_id = db.execute(sql.insert_returning_id(sql.usage, False), row).scalar_one()
     return UsageRecord(
         id=new_id,
-        session_id=session_id,
+        session_id=key.session_id,
         loop_id=loop_id,
         turn_index=turn,
         message_id=None,
@@ -113,7 +113,7 @@ def _split_sums(column: Any) -> tuple[Any, Any]:
     return func.sum(column // _HALF), func.sum(column % _HALF)
 
 
-def session_usage(db: Connection, session_id: str) -> SessionUsage:
+def session_usage(db: Connection, key: SessionKey) -> SessionUsage:
     """Return a session's usage per turn and loop, with its total."""
     columns = sql.usage.c
     stmt = (
@@ -123,12 +123,12 @@ def session_usage(db: Connection, session_id: str) -> SessionUsage:
             func.count(),
             *(half for name in USAGE_FIELDS for half in _split_sums(columns[name])),
         )
-        .where(columns.session_id == session_id)
+        .where(*sql.keyed(sql.usage))
         .group_by(columns.loop_id, columns.turn_index)
         .order_by(columns.loop_id, columns.turn_index)
     )
     turns_by_loop: dict[int, list[TurnUsage]] = {}
-    for loop_id, turn_index, calls, *halves in db.execute(stmt).all():
+    for loop_id, turn_index, calls, *halves in db.execute(stmt, key.params).all():
         totals = [
             int(h) * _HALF + int(low) for h, low in zip(halves[::2], halves[1::2], strict=True)
         ]
@@ -147,7 +147,7 @@ def session_usage(db: Connection, session_id: str) -> SessionUsage:
         for loop_id, turns in turns_by_loop.items()
     ]
     return SessionUsage(
-        session_id=session_id,
+        session_id=key.session_id,
         calls=sum(loop.calls for loop in loops),
         usage=sum((loop.usage for loop in loops), Usage()),
         loops=loops,

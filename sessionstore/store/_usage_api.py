@@ -54,9 +54,10 @@ class UsageMethods(_Handle):
         moment = now()
 
         def work(db: Connection) -> UsageRecord:
-            locked = _sessions.lock(db, self._tenant, session_id, moment)
+            key = self._key(db, session_id)
+            locked = _sessions.lock(db, key, moment)
             target = loop_id if loop_id is not None else locked.active_loop_id
-            return _usage.insert_usage(db, session_id, target, turn_index, usage, model, moment)
+            return _usage.insert_usage(db, key, target, turn_index, usage, model, moment)
 
         return await self._write(work)
 
@@ -70,7 +71,8 @@ class UsageMethods(_Handle):
         """
 
         def work(db: Connection) -> SessionUsage:
-            _sessions.visible_session(db, self._tenant, session_id)
-            return _usage.session_usage(db, session_id)
+            key = self._key(db, session_id)
+            _sessions.visible_session(db, key)
+            return _usage.session_usage(db, key)
 
         return await self._read(work)

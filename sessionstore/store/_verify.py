@@ -28,16 +28,16 @@ from sessionstore.models import (
 from sessionstore.store import _statements as sql
 from sessionstore.store._blocks import load_blocks, validate_block
 from sessionstore.store._reads import loop_messages
-from sessionstore.store._sessions import Tenant, list_loops
+from sessionstore.store._sessions import SessionKey, Tenant, list_loops
 
-__all__ = ["Findings", "session_ids", "verify_session"]
+__all__ = ["Findings", "session_keys", "verify_session"]
 
 
 @dataclass(slots=True)
 class Findings:
     """What one session's check counted and found."""
 
-    session_id: str
+    key: SessionKey
     loops: int = 0
     messages: int = 0
     blocks: int = 0
@@ -46,27 +46,29 @@ class Findings:
     def add(self, check: IntegrityCheck, detail: str, **where: int | None) -> None:
         """Record a problem."""
         self.problems.append(
-            IntegrityProblem(check=check, session_id=self.session_id, detail=detail, **where)
+            IntegrityProblem(check=check, session_id=self.key.session_id, detail=detail, **where)
         )
 
 
-def session_ids(db: Connection, tenant: Tenant | None) -> list[str]:
-    """Return the ids of the sessions to check (the tenant's, on a tenant handle)."""
+def session_keys(db: Connection, tenant: Tenant | None) -> list[SessionKey]:
+    """Return the keys of the sessions to check (the tenant's, on a tenant handle)."""
     columns = sql.sessions.c
-    stmt = select(columns.id).order_by(columns.created_at, columns.id)
+    stmt = select(columns.id, columns.app_name, columns.user_id).order_by(
+        columns.created_at, columns.id, columns.app_name, columns.user_id
+    )
     if tenant is not None:
         stmt = stmt.where(*sql.TENANT_WHERE)
-        return list(db.execute(stmt, tenant.params).scalars())
-    return list(db.execute(stmt).scalars())
+    rows = db.execute(stmt, tenant.params if tenant is not None else {}).all()
+    return [SessionKey(*row) for row in rows]
 
 
-def verify_session(db: Connection, *, session_id: str) -> Findings:
+def verify_session(db: Connection, *, key: SessionKey) -> Findings:
     """Check one session (see the module's docstring); a session deleted since is empty."""
-    found = Findings(session_id)
-    session = db.execute(sql.select_session(False), {"sid": session_id}).first()
+    found = Findings(key)
+    session = db.execute(sql.SELECT_SESSION, key.params).first()
     if session is None:
         return found
-    loops = list_loops(db, session_id)
+    loops = list_loops(db, key)
     found.loops = len(loops)
     _check_chain(found, session, loops)
     for loop in loops:
@@ -98,7 +100,7 @@ def _check_chain(found: Findings, session: Any, loops: list[LoopRecord]) -> None
 
 
 def _check_loop(db: Connection, found: Findings, loop: LoopRecord) -> None:
-    stored = loop_messages(db, None, found.session_id, loop.id, None)
+    stored = loop_messages(db, found.key, loop.id, None)
     found.messages += len(stored)
     positions = [message.position for message in stored]
     if positions != list(range(len(stored))):
@@ -160,7 +162,7 @@ def _check_loop(db: Connection, found: Findings, loop: LoopRecord) -> None:
             f"the loop counts {loop.turn_count} turns but its messages make {assigner.next_turn}",
             loop_id=loop.id,
         )
-    row = db.execute(sql.SELECT_LOOP_STATE, {"lid": loop.id, "sid": found.session_id}).one()
+    row = db.execute(sql.SELECT_LOOP_STATE, {"lid": loop.id, **found.key.params}).one()
     if sorted(row.open_tool_call_ids) != sorted(assigner.open_call_ids):
         found.add(
             "counters",
@@ -170,7 +172,8 @@ def _check_loop(db: Connection, found: Findings, loop: LoopRecord) -> None:
 
 
 def _check_blocks(db: Connection, found: Findings, loops: dict[int, LoopRecord]) -> None:
-    rows = db.execute(select(sql.blocks).where(sql.blocks.c.session_id == found.session_id)).all()
+    stmt = select(sql.blocks).where(*sql.keyed(sql.blocks))
+    rows = db.execute(stmt, found.key.params).all()
     found.blocks = len(rows)
     for row in rows:
         where: dict[str, int | None] = {"loop_id": row.loop_id, "block_id": row.id}
@@ -179,8 +182,8 @@ def _check_blocks(db: Connection, found: Findings, loops: dict[int, LoopRecord])
             found.add("provenance", "the block's loop is not a loop of the session", **where)
             continue
         try:
-            (block,) = load_blocks(db, found.session_id, [row])
-            validate_block(db, found.session_id, loop.id, loop.turn_count, block)
+            (block,) = load_blocks(db, found.key, [row])
+            validate_block(db, found.key, loop.id, loop.turn_count, block)
         except (InvalidBlockError, ValidationError, ValueError) as exc:
             detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             found.add("provenance", detail, **where)

@@ -45,15 +45,19 @@ def line(session_id: str, **extra: Any) -> str:
 
 
 async def test_import_reports_new_and_existing_sessions_in_line_order(store: SessionStore) -> None:
-    first = await import_jsonl(store, [line("b"), "", "  \n", line("a")], app_name="x", user_id="y")
-    again = await import_jsonl(store, [line("a").encode(), line("c").encode()], **TENANT)
+    owner = {"app_name": "x", "user_id": "y"}
+    first = await import_jsonl(store, [line("b"), "", "  \n", line("a")], **owner)
+    again = await import_jsonl(store, [line("a").encode(), line("c").encode()], **owner)
+    # Ids are per tenant: another tenant's "a" is its own session.
+    other = await import_jsonl(store, [line("a")], **TENANT)
 
     assert (first.imported, first.skipped) == (["b", "a"], [])
     assert (again.imported, again.skipped) == (["c"], ["a"])
-    session = await store.get_session("a")
+    assert (other.imported, other.skipped) == (["a"], [])
+    session = await store.for_tenant("x", "y").get_session("a")
     assert (session.title, session.app_name, session.user_id) == ("a", "x", "y")
     assert session.metadata == {"source": "test"}
-    assert len(await store.list_loops("a")) == 2
+    assert len(await store.for_tenant("x", "y").list_loops("a")) == 2
 
 
 async def test_a_bad_line_stops_the_import_and_keeps_the_lines_before(store: SessionStore) -> None:

@@ -59,7 +59,7 @@ def _diff(connection: Any) -> list[Any]:
     return list(compare_metadata(context, Base.metadata))
 
 
-HEAD = "0007_delete_paths"
+HEAD = "0008_session_keys"
 
 
 def _tables(connection: Any) -> set[str]:
@@ -190,17 +190,22 @@ TABLES = (
 LATER_COLUMNS = {"search_text", "search_vector"}
 """Columns a later migration adds (0005) and fills again on upgrade: compared apart."""
 
+TENANT_COLUMNS = {"app_name", "user_id"}
+"""Columns 0008 adds to every table but the sessions (the session's key): compared apart."""
 
-def _dump(connection: Any) -> dict[str, list[tuple[Any, ...]]]:
+
+def _dump(connection: Any, *, keys: bool = False) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table, without the columns later revisions add (but with `keys`)."""
     present = _tables(connection)
     dump = {}
     for table in TABLES:
         if table not in present:
             continue
+        left_out = LATER_COLUMNS
+        if not keys and table != "sessionstore_sessions":
+            left_out = LATER_COLUMNS | TENANT_COLUMNS
         columns = [
-            c["name"]
-            for c in inspect(connection).get_columns(table)
-            if c["name"] not in LATER_COLUMNS
+            c["name"] for c in inspect(connection).get_columns(table) if c["name"] not in left_out
         ]
         listed = ", ".join(columns)
         rows = connection.execute(text(f"SELECT {listed} FROM {table} ORDER BY id")).all()
@@ -397,3 +402,162 @@ async def test_0007_goes_down_and_up_with_rows_and_deletes_deep_chains_only_when
         await store.delete_session(deep.id)
         await store.delete_session(session_id)
         assert await _inspect(empty_db_url, _dump) == {table: [] for table in TABLES}
+
+
+def _shape(connection: Any) -> dict[str, Any]:
+    """Every table's columns, keys, foreign keys and indexes, as the database reports them."""
+    found = inspect(connection)
+    shape: dict[str, Any] = {}
+    for table in TABLES:
+        shape[table] = {
+            "columns": sorted(
+                (c["name"], str(c["type"]), c["nullable"]) for c in found.get_columns(table)
+            ),
+            "pk": found.get_pk_constraint(table)["constrained_columns"],
+            "unique": sorted(
+                (u["name"], tuple(u["column_names"])) for u in found.get_unique_constraints(table)
+            ),
+            "fks": sorted(
+                (
+                    fk["name"],
+                    tuple(fk["constrained_columns"]),
+                    fk["referred_table"],
+                    tuple(fk["referred_columns"]),
+                    fk["options"].get("ondelete"),
+                )
+                for fk in found.get_foreign_keys(table)
+            ),
+            "indexes": sorted(
+                (i["name"], tuple(i["column_names"]), bool(i["unique"]))
+                for i in found.get_indexes(table)
+            ),
+        }
+    return shape
+
+
+def _triggers(connection: Any) -> list[tuple[str, str]]:
+    if connection.dialect.name == "sqlite":
+        query = "SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger' ORDER BY name"
+    else:
+        query = (
+            "SELECT tgname, tgrelid::regclass::text FROM pg_trigger "
+            "WHERE NOT tgisinternal ORDER BY tgname"
+        )
+    return [tuple(row) for row in connection.exec_driver_sql(query).all()]
+
+
+async def _every_read(store: SessionStore, session_id: str) -> dict[str, Any]:
+    """What each read of the store returns for a session (models compare by value)."""
+    loops = await store.list_loops(session_id)
+    blocks = [await store.block_history(session_id, loop.id) for loop in loops]
+    replacements = [
+        m.id
+        for loop_blocks in blocks
+        for b in loop_blocks
+        for _, s in b.sections()
+        for m in s.messages
+        if m.id is not None
+    ]
+    history = await store.get_history(session_id)
+    return {
+        "session": await store.get_session(session_id),
+        "loops": loops,
+        "loop": [await store.get_loop(session_id, loop.id) for loop in loops],
+        "chains": [await store.active_chain(session_id, loop_id=loop.id) for loop in loops],
+        "history": history,
+        "tail": await store.get_history(session_id, last=3),
+        "pages": [m async for chunk in store.iter_history(session_id, chunk_size=4) for m in chunk],
+        "by_id": await store.get_messages_by_id(session_id, [m.id for m in history]),
+        "messages": [await store.get_messages(session_id, loop_id=loop.id) for loop in loops],
+        "newest": await store.get_messages(session_id, last=2),
+        "turn_maps": [await store.get_turn_map(session_id, loop.id) for loop in loops],
+        "turns": [
+            await store.get_turns(session_id, loop.id, TurnRange(start_turn=0, end_turn=0))
+            for loop in loops
+            if loop.turn_count
+        ],
+        "blocks": blocks,
+        "block": [await store.get_block(session_id, loop.id) for loop in loops],
+        "replacements": [await store.get_replacement_message(session_id, i) for i in replacements],
+        "chain_blocks": await store.chain_blocks(session_id),
+        "views": [
+            (view.loop, list(view.messages), view.turn_map, view.previous)
+            for view in [await store.get_loop_view(session_id, loop) for loop in loops]
+        ],
+        "digest": await store.get_digest(session_id),
+        "events": await store.list_compaction_events(session_id),
+        "usage": await store.usage(session_id),
+        "search": await store.search(
+            "turn", session_id=session_id, include_summaries=True, limit=1000
+        ),
+        "context": (await build_context(store, session_id, max_context_tokens=400)).messages,
+    }
+
+
+async def test_0008_moves_a_0007_database_with_its_data_and_back(empty_db_url: str) -> None:
+    """Session keys (0008) move every row of a 0007 database, and every read stays the same.
+
+    The 0007 database is made by downgrading one filled at the head (a release's store
+    cannot run on this one's tables); its shape is checked against a database made at 0007.
+    """
+    await migrate.upgrade(empty_db_url, "0007_delete_paths")
+    shape_0007 = await _inspect(empty_db_url, _shape)
+    triggers_0007 = await _inspect(empty_db_url, _triggers)
+    await migrate.upgrade(empty_db_url)
+    async with SessionStore.from_url(empty_db_url) as store:
+        first = await _fill_every_table(store)
+        loops = await store.list_loops(first)
+        await store.start_loop(first, parent_loop_id=loops[1].id)  # a branch
+        await store.append_messages(
+            first,
+            [
+                UserMessage(content="the branch's turn"),
+                AssistantMessage(content="ok", model="m", usage=Usage(input_tokens=5)),
+            ],
+        )
+        await store.record_usage(first, Usage(output_tokens=2), model="m")
+        await store.switch_loop(first, loops[-1].id)
+        second = await store.for_tenant("other", "bob").import_session(
+            [[UserMessage(content="bob's turn")], [UserMessage(content="a second turn")]],
+            session_id="bobs",
+        )
+        sessions = [first, second.id]
+        reads = {sid: await _every_read(store, sid) for sid in sessions}
+        full = await _inspect(empty_db_url, lambda c: _dump(c, keys=True))
+        plain = await _inspect(empty_db_url, _dump)
+        head_triggers = await _inspect(empty_db_url, _triggers)
+        assert all(full[table] for table in TABLES), {t: len(r) for t, r in full.items()}
+
+        await migrate.downgrade(empty_db_url, "0007_delete_paths")
+        assert await migrate.current(empty_db_url) == "0007_delete_paths"
+        assert await _inspect(empty_db_url, _dump) == plain
+        # The same tables and triggers as the database had when it was made at 0007.
+        assert await _inspect(empty_db_url, _shape) == shape_0007
+        assert await _inspect(empty_db_url, _triggers) == triggers_0007
+
+        await migrate.upgrade(empty_db_url)
+        assert await _inspect(empty_db_url, _diff) == []
+        assert await _inspect(empty_db_url, lambda c: _dump(c, keys=True)) == full
+        assert await _inspect(empty_db_url, _triggers) == head_triggers
+        for sid in sessions:
+            assert await _every_read(store, sid) == reads[sid], sid
+        assert (await store.verify()).is_ok
+        # Writes go on, and ids keep growing past the ones moved.
+        more = await store.append_messages(first, [UserMessage(content="after the move")])
+        assert more[0].id > max(m.id for m in reads[first]["history"])
+        # The immutability triggers hold, by the new keys.
+        with pytest.raises(IntegrityError, match="immutable"):
+            await _inspect(
+                empty_db_url,
+                lambda c: c.exec_driver_sql(
+                    f"DELETE FROM sessionstore_messages WHERE id = {more[0].id}"
+                ),
+            )
+        # Ids are per tenant now; going back below 0008 is refused while one is shared.
+        await store.for_tenant("third", "eve").create_session(session_id="bobs")
+        with pytest.raises(SchemaError, match="'bobs' is used by more than one tenant"):
+            await migrate.downgrade(empty_db_url, "0007_delete_paths")
+        assert await migrate.current(empty_db_url) == HEAD
+        await store.for_tenant("third", "eve").delete_session("bobs")
+        await store.delete_session(first)
+        assert await store.get_history("bobs") == reads["bobs"]["history"]

@@ -8,9 +8,9 @@ that it exists, or delete it. Another tenant's session, loop, block, message or
 replacement id must be answered exactly like an id that does not exist (same error type,
 same words), and B's rows must be byte-for-byte the same after every case.
 
-The one documented exception: session ids are unique across tenants, so creating (or
-importing) a session under an id another tenant took is refused as `SessionExistsError`.
-Generated ids (random UUIDs) cannot be guessed; see docs/concepts/tenancy.md.
+Session ids are per tenant: creating (or importing) a session under an id another tenant
+uses succeeds, as a session of one's own, and tells nothing (issue 17, item 9); see
+docs/concepts/tenancy.md.
 """
 
 from __future__ import annotations
@@ -161,8 +161,10 @@ async def make_world(store: SessionStore) -> World:
     )
 
 
-async def snapshot(store: SessionStore, session_id: str) -> list[tuple[str, list[Any]]]:
-    """Every row of one session, in every table, in a stable order."""
+async def snapshot(
+    store: SessionStore, session_id: str, tenant: tuple[str, str] = ("app", "bob")
+) -> list[tuple[str, list[Any]]]:
+    """Every row of one session (of `tenant`), in every table, in a stable order."""
     rows = []
     async with store.engine.connect() as conn:
         for table in Base.metadata.sorted_tables:
@@ -172,7 +174,8 @@ async def snapshot(store: SessionStore, session_id: str) -> list[tuple[str, list
                 key = table.c.session_id
             else:
                 continue
-            found = await conn.execute(select(table).where(key == session_id))
+            mine = (table.c.app_name == tenant[0], table.c.user_id == tenant[1])
+            found = await conn.execute(select(table).where(key == session_id, *mine))
             rows.append((table.name, sorted(map(tuple, found.all()), key=repr)))
     return rows
 
@@ -305,12 +308,19 @@ async def _events_listed(w: World) -> None:
 
 @case(*both("create_session"), *both("import_session"))
 async def _create(w: World) -> None:
-    # The documented exception: ids are global, so B's id is taken for A too...
-    with pytest.raises(SessionExistsError):
-        await w.ada.create_session(session_id=w.bob_sid)
-    with pytest.raises(SessionExistsError):
+    # Ids are per tenant (issue 17, item 9): B's id is free for A, and A's session under
+    # it is A's own; A's refusals tell nothing about B (the same as for an unused id).
+    await like_missing(w.ada.get_session, w.bob_sid, MISSING_SESSION)
+    mine = await w.ada.create_session(session_id=w.bob_sid)
+    assert (mine.app_name, mine.user_id, mine.loop_count) == ("app", "ada", 0)
+    with pytest.raises(SessionExistsError):  # A's own id, now taken for A
         await w.ada.import_session([[UserMessage(content="x")]], session_id=w.bob_sid)
-    # ...but A still cannot reach it, and cannot create for B.
+    assert await w.ada.get_messages(w.bob_sid) == []
+    await w.ada.delete_session(w.bob_sid)
+    imported = await w.ada.import_session([[UserMessage(content="x")]], session_id=w.bob_sid)
+    assert imported.loop_count == 1
+    assert [m.message for m in await w.ada.get_history(w.bob_sid)] == [UserMessage(content="x")]
+    await w.ada.delete_session(w.bob_sid)
     await like_missing(w.ada.get_session, w.bob_sid, MISSING_SESSION)
     for create in (w.ada.create_session, lambda **kw: w.ada.import_session([], **kw)):
         with pytest.raises(ValueError, match="own tenant"):
@@ -602,10 +612,14 @@ async def _export(w: World) -> None:
 
 @case("import_jsonl")
 async def _import(w: World) -> None:
-    # The documented exception again: B's id is taken, so A's line is skipped, untouched.
+    # Ids are per tenant: B's id imports as A's own session, and B's stays untouched.
     line = f'{{"id": "{w.bob_sid}", "messages": [{{"role": "user", "content": "x"}}]}}'
     report = await import_jsonl(w.ada, [line])
+    assert (report.imported, report.skipped) == ([w.bob_sid], [])
+    assert [m.message for m in await w.ada.get_history(w.bob_sid)] == [UserMessage(content="x")]
+    report = await import_jsonl(w.ada, [line])  # A's own id now: skipped
     assert (report.imported, report.skipped) == ([], [w.bob_sid])
+    await w.ada.delete_session(w.bob_sid)
     await like_missing(w.ada.get_session, w.bob_sid, MISSING_SESSION)
     fresh = '{"id": "fresh", "messages": [{"role": "user", "content": "x"}]}'
     with pytest.raises(SessionStoreError, match="own tenant"):

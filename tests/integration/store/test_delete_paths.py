@@ -27,7 +27,7 @@ from sessionstore import (
     make_engine,
 )
 from sessionstore.errors import SessionNotFoundError
-from sessionstore.store._tables import Base
+from sessionstore.store._tables import KEY_COLUMNS, Base
 from tests.factories import conversation
 from tests.integration._helpers import SMALL
 from tests.integration.store.test_retention import populate, rows_by_session
@@ -85,17 +85,24 @@ async def test_a_chain_deeper_than_sqlites_trigger_limit_is_deleted_whole(
 
 
 def _unindexed(connection: Any) -> list[str]:
-    """The referencing columns (other than `session_id`) no index of their table leads with."""
+    """The referencing columns (beside the session's key) no index of their table leads with.
+
+    A foreign key to a row of the same session is `(column, *KEY_COLUMNS)`: `column` holds
+    the row's id, unique on its own, so an index leading with it finds the referencing rows;
+    a foreign key to the session itself is the key alone, which the unique keys lead with.
+    """
     inspector = inspect(connection)
     missing = []
     for table in Base.metadata.sorted_tables:
         leading = {ix["column_names"][0] for ix in inspector.get_indexes(table.name)}
         leading |= {uq["column_names"][0] for uq in inspector.get_unique_constraints(table.name)}
         leading |= set(inspector.get_pk_constraint(table.name)["constrained_columns"][:1])
-        for fk in table.foreign_keys:
-            column = fk.parent.name
-            if column != "session_id" and column not in leading:
-                missing.append(f"{table.name}.{column}")
+        for fk in table.foreign_key_constraints:
+            referencing = [c.name for c in fk.columns if c.name not in KEY_COLUMNS]
+            if not referencing:
+                assert "session_id" in leading, table.name
+            elif referencing[0] not in leading:
+                missing.append(f"{table.name}.{referencing[0]}")
     return missing
 
 

@@ -84,12 +84,14 @@ async def test_database_refuses_rewriting_a_message_by_replace_or_delete_and_ins
     session_id = await new_session(store)
     stored = await store.append_messages(session_id, conversation(2))
     target = stored[1]
+    session = await store.get_session(session_id)
     columns = (
-        "session_id, loop_id, position, turn_index, kind, payload, token_count, "
-        "content_hash, created_at"
+        "session_id, app_name, user_id, loop_id, position, turn_index, kind, payload, "
+        "token_count, content_hash, created_at"
     )
     values = (
-        f"'{session_id}', {target.loop_id}, {target.position}, {target.turn_index}, 'user', "
+        f"'{session_id}', '{session.app_name}', '{session.user_id}', {target.loop_id}, "
+        f"{target.position}, {target.turn_index}, 'user', "
         """'{"kind":"user","content":"forged"}', 1, 'x', '2026-01-01 00:00:00'"""
     )
     if store.engine.dialect.name == "sqlite":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -20,6 +21,7 @@ from sessionstore import (
     make_engine,
 )
 from sessionstore.store._tables import Base
+from tests.citus_cluster import CITUS_ENV
 from tests.factories import conversation
 
 SESSION_TABLES = sorted(
@@ -186,14 +188,16 @@ async def legal_hold(db_url: str, session_id: str) -> AsyncIterator[None]:
             f"WHEN OLD.id = '{session_id}' BEGIN SELECT RAISE(ABORT, '{refusal}'); END"
         ]
         drop = ["DROP TRIGGER IF EXISTS test_legal_hold"]
+    # One transaction a statement: on Citus, dropping the trigger (on every shard, in
+    # parallel) and then the function (a distributed object) in one transaction is refused.
     try:
-        async with engine.begin() as conn:
-            for statement in create:
+        for statement in create:
+            async with engine.begin() as conn:
                 await conn.execute(text(statement))
         yield
     finally:
-        async with engine.begin() as conn:
-            for statement in drop:
+        for statement in drop:
+            async with engine.begin() as conn:
                 await conn.execute(text(statement))
         await engine.dispose()
 
@@ -236,6 +240,10 @@ async def test_a_session_locked_past_the_lock_timeout_does_not_block_the_others(
     makes that session fail with a lock timeout; the others are purged."""
     if not db_url.startswith("postgresql"):
         pytest.skip("SQLite locks the whole database, not one session")
+    if os.environ.get(CITUS_ENV) == "1":
+        # The lock is waited for on a worker, where the coordinator's lock_timeout does not
+        # reach (docs/guides/scale-out.md, known limits): the purge would wait for ever.
+        pytest.skip("Citus: lock_timeout does not reach the workers")
     async with SessionStore.from_url(db_url, lock_timeout=0.2) as store:
         held = await populate(store)
         others = {await populate(store), await populate(store)}

@@ -50,7 +50,7 @@ async def test_create_and_get_session_round_trips_fields(store: SessionStore) ->
 async def test_create_session_with_taken_id_is_refused(store: SessionStore) -> None:
     await store.create_session(session_id="s-1", app_name="app", user_id="ada")
     with pytest.raises(SessionExistsError) as info:
-        await store.create_session(session_id="s-1", app_name="app", user_id="bob")
+        await store.create_session(session_id="s-1", app_name="app", user_id="ada")
     assert info.value.session_id == "s-1"
 
 

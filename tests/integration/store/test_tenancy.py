@@ -17,7 +17,12 @@ from sessionstore import (
     TurnRange,
     UserMessage,
 )
-from sessionstore.errors import BlockNotFoundError, LoopNotFoundError
+from sessionstore.errors import (
+    AmbiguousSessionError,
+    BlockNotFoundError,
+    LoopNotFoundError,
+    SessionExistsError,
+)
 from sessionstore.store import TenantStore
 
 MISSING = 2**40  # an id no test database reaches
@@ -122,3 +127,60 @@ def test_a_tenant_handle_reaches_only_its_tenant(store: SessionStore) -> None:
     assert ada.tenant == ("app", "ada")
     for name in ("for_tenant", "engine", "upgrade", "check_schema", "close"):
         assert not hasattr(ada, name), name
+
+
+async def test_a_session_id_is_per_tenant_and_creating_it_reveals_nothing(
+    store: SessionStore,
+) -> None:
+    """Issue 17, item 9: an id another tenant uses is free for this one, and tells nothing.
+
+    `create_session(session_id=...)` with bob's id used to raise `SessionExistsError` for
+    ada: an oracle for which ids other tenants use. Ids are per tenant now.
+    """
+    ada, bob = store.for_tenant("app", "ada"), store.for_tenant("app", "bob")
+    await bob.create_session(session_id="shared", title="bob's")
+    bob_history = await bob.append_messages("shared", [UserMessage(content="bob's secret")])
+
+    # Exactly as with an id no one uses: created, ada's own, empty.
+    mine = await ada.create_session(session_id="shared", title="ada's")
+    unused = await ada.create_session(session_id="unused", title="ada's")
+    assert mine.model_dump(exclude={"id", "created_at", "updated_at"}) == unused.model_dump(
+        exclude={"id", "created_at", "updated_at"}
+    )
+    assert await ada.get_history("shared") == []
+    ada_history = await ada.append_messages("shared", [UserMessage(content="ada's note")])
+    assert await ada.get_history("shared") == ada_history
+    assert await bob.get_history("shared") == bob_history
+    assert ada_history[0].loop_id != bob_history[0].loop_id
+    [hit] = await ada.search("note")
+    assert (hit.session_id, hit.message_id) == ("shared", ada_history[0].id)
+    assert await ada.search("secret") == []
+    imported = await ada.import_session([[UserMessage(content="x")]], session_id="imported")
+    assert (await bob.import_session([[UserMessage(content="y")]], session_id="imported")).id == (
+        imported.id
+    )
+
+    # Within one tenant the id is taken.
+    with pytest.raises(SessionExistsError):
+        await ada.create_session(session_id="shared")
+    with pytest.raises(SessionExistsError):
+        await store.create_session(session_id="shared", app_name="app", user_id="bob")
+
+    # The unscoped store names a session by its id alone: such an id is ambiguous there.
+    with pytest.raises(AmbiguousSessionError, match="for_tenant"):
+        await store.get_session("shared")
+    with pytest.raises(AmbiguousSessionError):
+        await store.append_messages("shared", [UserMessage(content="whose?")])
+    assert await bob.get_history("shared") == bob_history
+
+    # Deleting ada's session leaves bob's whole (the cascade and its triggers go by the key).
+    await ada.delete_session("shared")
+    assert await bob.get_history("shared") == bob_history
+    assert (await store.get_session("shared")).user_id == "bob"
+    page = await store.list_sessions(app_name="app", limit=1)
+    listed = [page.items[0].id]
+    while page.next_cursor:
+        page = await store.list_sessions(app_name="app", limit=1, cursor=page.next_cursor)
+        listed += [session.id for session in page.items]
+    assert sorted(listed) == ["imported", "imported", "shared", "unused"]
+    assert (await store.verify()).is_ok

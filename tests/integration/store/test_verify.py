@@ -57,6 +57,8 @@ async def _without_triggers(db_url: str, statements: list[str]) -> None:
     try:
         async with engine.begin() as conn:
             if conn.dialect.name == "postgresql":
+                # On Citus the setting must reach the workers' connections too.
+                await conn.execute(text("SET LOCAL citus.propagate_set_commands = 'local'"))
                 await conn.execute(text("SET LOCAL session_replication_role = replica"))
                 for statement in statements:
                     await conn.execute(text(statement))
