@@ -18,6 +18,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from multiprocessing.connection import Connection
+from multiprocessing.context import ForkServerContext, SpawnContext
 from typing import Any
 
 import pytest
@@ -34,10 +35,18 @@ pytestmark = pytest.mark.slow
 
 
 def _kill_at_random(
-    target: Callable[..., None], args: tuple[Any, ...], rng: random.Random, max_delay: float
+    target: Callable[..., None],
+    args: tuple[Any, ...],
+    rng: random.Random,
+    max_delay: float,
+    *,
+    context: Callable[[], ForkServerContext | SpawnContext] = _workers.context,
 ) -> list[tuple[str, int]]:
-    """Start a worker, wait for its first acknowledged write, let it run a while, SIGKILL it."""
-    ctx = _workers.context()
+    """Start a worker, wait for its first acknowledged write, let it run a while, SIGKILL it.
+
+    `context` makes the worker processes (`_workers.context` preloads the library).
+    """
+    ctx = context()
     parent, child = ctx.Pipe(duplex=False)
     process = ctx.Process(target=target, args=(*args, child))
     process.start()

@@ -18,7 +18,6 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import timedelta
-from multiprocessing.connection import Connection
 from typing import Any
 
 import pytest
@@ -28,6 +27,7 @@ from sessionstore import AssistantMessage, Message, SessionStore, Usage, UserMes
 from tests.integration.store.test_retention import populate, rows_by_session
 from tests.reliability import _purge_workers, _workers
 from tests.reliability._soak import backend_of, record, scaled
+from tests.reliability.test_crash_safety import _drain
 
 KILLS = scaled(20)
 """Kills per backend and test in CI; bench/soak_reliability.py scales it up."""
@@ -56,17 +56,6 @@ def _kill_at_random(
     assert process.exitcode == -signal.SIGKILL, "the worker ended before it was killed"
     reports.extend(_drain(parent))
     return reports
-
-
-def _drain(pipe: Connection) -> list[tuple[str, int]]:
-    reports: list[tuple[str, int]] = []
-    while True:
-        try:
-            if not pipe.poll(0.5):
-                return reports
-            reports.append(pipe.recv())
-        except (EOFError, OSError):  # the worker died; a half-sent report is not an ack
-            return reports
 
 
 async def _expired(store: SessionStore, count: int, tag: str) -> list[str]:

@@ -11,10 +11,7 @@ wrong, and the session keeps working (issue 17: the crash suite covers the SDK a
 
 from __future__ import annotations
 
-import os
 import random
-import signal
-import time
 from collections import defaultdict
 from typing import Any
 
@@ -26,7 +23,7 @@ from sessionstore import SessionStore
 from sessionstore.integrations.openai_agents import SessionStoreSession
 from tests.reliability import _sdk_workers
 from tests.reliability._soak import backend_of, record, scaled
-from tests.reliability.test_crash_safety import _check_messages, _drain
+from tests.reliability.test_crash_safety import _check_messages, _kill_at_random
 
 KILLS = scaled(10)
 """Kills per backend and test in CI; bench/soak_reliability.py runs longer soaks."""
@@ -34,29 +31,6 @@ SIZE = 6
 """Items an `add_items` batch holds."""
 
 pytestmark = pytest.mark.slow
-
-
-def _kill_at_random(args: tuple[Any, ...], rng: random.Random) -> list[tuple[str, int]]:
-    """Start a worker, wait for its first acknowledged write, let it run a while, SIGKILL it."""
-    ctx = _sdk_workers.context()
-    parent, child = ctx.Pipe(duplex=False)
-    process = ctx.Process(target=_sdk_workers.add_until_killed, args=(*args, child))
-    process.start()
-    child.close()
-    reports: list[tuple[str, int]] = []
-    deadline = time.monotonic() + 120
-    while not any(kind != "ready" for kind, _ in reports):  # connected, then one write
-        while not parent.poll(0.05):
-            assert process.is_alive(), f"the worker died before its first write: {reports}"
-            assert time.monotonic() < deadline, f"no write within 120 s: {reports}"
-        reports.append(parent.recv())
-    time.sleep(rng.uniform(0, 0.25))
-    assert process.pid is not None
-    os.kill(process.pid, signal.SIGKILL)
-    process.join(30)
-    assert process.exitcode == -signal.SIGKILL, "the worker died before it was killed"
-    reports.extend(_drain(parent))
-    return reports
 
 
 async def _kill_many(
@@ -68,7 +42,13 @@ async def _kill_many(
     popped: dict[str, set[int]] = {}
     for kill in range(KILLS):
         tag = f"k{kill:02d}"
-        reports = _kill_at_random((db_url, session_id, tag, SIZE, pop), rng)
+        reports = _kill_at_random(
+            _sdk_workers.add_until_killed,
+            (db_url, session_id, tag, SIZE, pop),
+            rng,
+            0.25,
+            context=_sdk_workers.context,
+        )
         assert reports[0] == ("ready", -1), reports
         acked[tag] = {index for kind, index in reports if kind == "ack"}
         popped[tag] = {index for kind, index in reports if kind == "pop"}
