@@ -314,9 +314,18 @@ def read_context(
     left_out = 0
     if isinstance(used, TokenBudget) and digest is None and len(entries) > earlier + 1:
         left_out = loop_context_tokens(*entries[len(entries) - earlier - 2])
+    chain: list[LoopRecord] | None = [loop for loop, _ in entries] if complete else None
+
+    def whole_chain() -> list[LoopRecord]:
+        """The whole chain, root first, read once and only when the window did not hold it."""
+        nonlocal chain
+        if chain is None:
+            chain, _ = chain_as_of(db, key, head, None, moment)
+        return chain
+
     root: LoopRecord | None = None
     if in_scope and in_scope[0].parent_loop_id is not None:
-        root = entries[0][0] if complete else chain_as_of(db, key, head, None, moment)[0][0]
+        root = whole_chain()[0]
         if isinstance(used, TokenBudget) and digest is None:
             # No digest stands for the loops the budget left out: the chain's first loop,
             # which holds the session's task, stays in (the trimmer shortens it, last).
@@ -334,9 +343,8 @@ def read_context(
     newest = [loop.id for loop, _ in reversed(entries)]
     latest = _latest_user(db, key, newest, moment)
     if latest is None and not complete:
-        full, _ = chain_as_of(db, key, head, None, moment)
         known = set(newest)
-        older = [loop.id for loop in reversed(full) if loop.id not in known]
+        older = [loop.id for loop in reversed(whole_chain()) if loop.id not in known]
         latest = _latest_user(db, key, older, moment)
     system = [] if root is None else _system_prompt(db, key, root, moment)
     return ContextSources(sources, latest, moment, used, digest, left_out, system)
