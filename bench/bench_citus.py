@@ -36,9 +36,7 @@ from sqlalchemy import text
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sessionstore import SessionStore, UserMessage, make_engine, migrate
-from tests.citus_cluster import Cluster, start_cluster
-
-PORTS = (55442, 55443, 55444, 55445)
+from tests.citus_cluster import Cluster, free_ports, start_cluster
 
 
 async def _per_worker(url: str) -> dict[int, int]:
@@ -96,7 +94,8 @@ async def _time_calls(store: SessionStore, calls: int) -> dict[str, float]:
     return {"append_ms": append, "read_ms": statistics.median(reads)}
 
 
-async def _rebalance_under_writes(cluster_url: str, psql, ids: list[str]) -> dict[str, int]:
+async def _rebalance_under_writes(cluster: Cluster, ids: list[str]) -> dict[str, int]:
+    cluster_url, psql, ports = cluster.url, cluster.psql, cluster.ports
     acknowledged: list[tuple[str, str]] = []
     stop = asyncio.Event()
 
@@ -116,9 +115,9 @@ async def _rebalance_under_writes(cluster_url: str, psql, ids: list[str]) -> dic
     async with SessionStore.from_url(cluster_url) as store:
         tasks = [asyncio.create_task(writer(store, n)) for n in range(4)]
         await asyncio.sleep(2)
-        psql(PORTS[0], f"SELECT citus_add_node('127.0.0.1', {PORTS[3]})")
-        psql(PORTS[0], "SELECT citus_rebalance_start()")
-        await asyncio.to_thread(psql, PORTS[0], "SELECT citus_rebalance_wait()")
+        psql(ports[0], f"SELECT citus_add_node('127.0.0.1', {ports[3]})")
+        psql(ports[0], "SELECT citus_rebalance_start()")
+        await asyncio.to_thread(psql, ports[0], "SELECT citus_rebalance_wait()")
         await asyncio.sleep(2)
         stop.set()
         await asyncio.gather(*tasks)
@@ -162,7 +161,7 @@ async def run(args: argparse.Namespace, cluster: Cluster) -> None:
                 flush=True,
             )
 
-        moved = await _rebalance_under_writes(url, cluster.psql, ids)
+        moved = await _rebalance_under_writes(cluster, ids)
         print("after the rebalance, sessions per worker:", await _per_worker(url))
         print(f"appends during the move: {moved['appends_during_move']}, lost: {moved['lost']}")
     finally:
@@ -179,7 +178,7 @@ def main() -> None:
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="sessionstore-bench-citus-"))
     base.chmod(0o755)
-    cluster = start_cluster(base / "cluster", PORTS, registered=2)
+    cluster = start_cluster(base / "cluster", free_ports(4), registered=2)
     try:
         asyncio.run(run(args, cluster))
     finally:

@@ -13,17 +13,32 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
+import socket
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["CITUS_ENV", "Cluster", "citus_installed", "start_cluster"]
+__all__ = ["CITUS_ENV", "Cluster", "citus_installed", "free_ports", "start_cluster"]
 
 CITUS_ENV = "SESSIONSTORE_TEST_CITUS"
 """Set to 1 to run the PostgreSQL store suite on a local Citus cluster."""
 
-PORTS = (55432, 55433, 55434)
-"""The coordinator's port, then the workers': away from a server on 5432."""
+
+def free_ports(count: int) -> tuple[int, ...]:
+    """`count` loopback ports that nothing listens on now (the kernel picks them).
+
+    Fixed ports fail the whole run when anything else holds one of them, such as an
+    instance a killed run left behind; asking the kernel avoids that.
+    """
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return tuple(sock.getsockname()[1] for sock in sockets)
+    finally:
+        for sock in sockets:
+            sock.close()
+
 
 DATABASE = "sessionstore_test"
 
@@ -99,14 +114,34 @@ class Cluster:
             )
 
 
+def _start(bin_dir: Path, data: Path) -> None:
+    log = data / "server.log"
+    started = subprocess.run(
+        _as_server_user(
+            [str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(log), "-w", "-t", "120", "start"]
+        ),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if started.returncode != 0:
+        tail = log.read_text(errors="replace")[-2000:] if log.is_file() else "(no server log)"
+        raise RuntimeError(
+            f"PostgreSQL with Citus did not start in {data}: {started.stderr.strip()}\n{tail}"
+        )
+
+
 def start_cluster(
-    base: Path, ports: tuple[int, ...] = PORTS, *, registered: int | None = None
+    base: Path, ports: tuple[int, ...] | None = None, *, registered: int | None = None
 ) -> Cluster:
     """Start a coordinator (the first port) and workers, with Citus, under `base`.
 
-    The first `registered` workers (all by default) are added to the coordinator; the
-    others run, ready for `citus_add_node` (a rebalance).
+    Without `ports`, three free loopback ports (a coordinator and two workers). The first
+    `registered` workers (all by default) are added to the coordinator; the others run,
+    ready for `citus_add_node` (a rebalance). When an instance does not start, the error
+    carries the end of its server log.
     """
+    ports = free_ports(3) if ports is None else ports
     bin_dir = _bin_dir()
     base.mkdir(parents=True, exist_ok=True)
     if os.geteuid() == 0:
@@ -152,23 +187,7 @@ def start_cluster(
             )
             with (data / "postgresql.conf").open("a") as conf:
                 conf.write(settings)
-            subprocess.run(
-                _as_server_user(
-                    [
-                        str(bin_dir / "pg_ctl"),
-                        "-D",
-                        str(data),
-                        "-l",
-                        str(data / "server.log"),
-                        "-w",
-                        "-t",
-                        "120",
-                        "start",
-                    ]
-                ),
-                capture_output=True,
-                check=True,
-            )
+            _start(bin_dir, data)
         for port in ports:
             cluster.psql(port, f"CREATE DATABASE {DATABASE}", database="postgres")
             cluster.psql(port, "CREATE EXTENSION citus")
