@@ -9,7 +9,6 @@ It measures the context (a provider's reported usage when there is one, through
 from __future__ import annotations
 
 import time
-import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -17,11 +16,12 @@ from sessionstore._compaction import CompactionCallbacks, CompactionResult, comp
 from sessionstore._context import build_context
 from sessionstore._engine._contract import CompressionOutcome, EngineStatus
 from sessionstore._engine._gate import FailureGate, GatePolicy, ThrashingGate, classify_failure
+from sessionstore._engine._inputs import CheckedSummarizer, ForcedCut, clean_focus, usage_counts
 from sessionstore._redact import redact, redact_message
 from sessionstore._tokens import HeuristicTokenCounter, TokenCounter
 from sessionstore._tracker import ContextTracker
 from sessionstore.config import CompactionConfig, validated_config
-from sessionstore.errors import LoopNotFoundError, SummarizerResponseError
+from sessionstore.errors import LoopNotFoundError
 from sessionstore.models import (
     BranchSummaryMessage,
     CompactionEnded,
@@ -32,7 +32,6 @@ from sessionstore.models import (
 from sessionstore.store import SessionStore, TenantStore
 from sessionstore.strategies import (
     BlockCompactionStrategy,
-    LoopView,
     SummarizingBlockCompaction,
     get_block_strategy,
 )
@@ -40,113 +39,14 @@ from sessionstore.strategies._plan import Compress, forced_boundary, split_histo
 from sessionstore.summarizers import (
     ExtractiveSummarizer,
     Summarizer,
-    Summary,
     SummaryRequest,
     summary_budget,
 )
 
 __all__ = ["StoreContextEngine"]
 
-_FOCUS_MAX_CHARS = 500
 ENGINE_DETAILS = "engine"
 """The key of the engine's own details in a compaction's `ended` event."""
-
-
-def clean_focus(topic: str | None) -> str | None:
-    """Return a focus topic safe to put in a prompt: control characters become spaces.
-
-    Raises:
-        TypeError: `topic` is not a string.
-    """
-    if topic is None:
-        return None
-    if not isinstance(topic, str):
-        raise TypeError(f"focus_topic must be a string, got {type(topic).__name__}")
-    text = "".join(" " if unicodedata.category(c).startswith("C") else c for c in topic)
-    text = " ".join(text.split())[:_FOCUS_MAX_CHARS]
-    return text or None
-
-
-class _CheckedSummarizer:
-    """A `Summarizer` whose empty or far-over-budget answer is a `SummarizerResponseError`."""
-
-    def __init__(self, inner: Summarizer, counter: TokenCounter, overrun: float) -> None:
-        self.inner = inner
-        self.counter = counter
-        self.overrun = overrun
-
-    def __repr__(self) -> str:
-        return repr(self.inner)
-
-    async def summarize(self, request: SummaryRequest) -> Summary:
-        summary = await self.inner.summarize(request)
-        if not summary.text.strip():
-            raise SummarizerResponseError("the summarizer returned an empty digest")
-        tokens = self.counter.count_text(summary.text)
-        if tokens > request.budget_tokens * self.overrun:
-            raise SummarizerResponseError(
-                f"the summarizer returned {tokens:,} tokens, over its budget of "
-                f"{request.budget_tokens:,}"
-            )
-        return summary
-
-
-class _ForcedCut(SummarizingBlockCompaction):
-    """`SummarizingBlockCompaction` cut where a forced `/compact` cuts (seed 003).
-
-    Everything before the loop's last user message is folded; the last user turn and
-    what follows are the tail. With no user message, or none before it, nothing is.
-    """
-
-    def _boundaries(
-        self, view: LoopView, config: CompactionConfig
-    ) -> tuple[TurnRange | None, TurnRange | None, TurnRange | None]:
-        messages = view.messages
-        cut = forced_boundary([m.message for m in messages])
-        if not cut:
-            return None, None, None
-        turn_count = view.turn_map.turn_count()
-        tail_first = messages[cut].turn_index
-        if tail_first < 1:
-            return None, None, None
-        return (
-            None,
-            TurnRange(start_turn=0, end_turn=tail_first - 1),
-            TurnRange(start_turn=tail_first, end_turn=turn_count - 1),
-        )
-
-
-def _usage_counts(usage: Mapping[str, Any] | object) -> tuple[int, int]:
-    """Return `(prompt, completion)` tokens from an OpenAI or Anthropic usage report."""
-
-    def get(name: str) -> Any:
-        if isinstance(usage, Mapping):
-            return usage.get(name)
-        return getattr(usage, name, None)
-
-    def count(name: str) -> int:
-        value = get(name)
-        if value is None:
-            return 0
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"usage {name} must be an int, got {type(value).__name__}")
-        if value < 0:
-            raise ValueError(f"usage {name} must not be negative, got {value}")
-        return value
-
-    if usage is None or isinstance(usage, str | bytes):
-        raise TypeError(f"usage must be a mapping or an object, got {type(usage).__name__}")
-    if get("prompt_tokens") is not None:  # OpenAI: cached tokens are included
-        prompt = count("prompt_tokens")
-    else:  # Anthropic: cached tokens are reported apart from input_tokens
-        prompt = sum(
-            count(name)
-            for name in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-        )
-    completion = count("completion_tokens") or count("output_tokens")
-    if prompt <= 0:
-        raise ValueError("usage reports no prompt tokens (prompt_tokens or input_tokens)")
-    return prompt, completion
 
 
 class StoreContextEngine:
@@ -254,7 +154,7 @@ class StoreContextEngine:
             TypeError: `usage` is not a mapping or an object, or a count is not an int.
             ValueError: a negative count, or no prompt tokens at all.
         """
-        prompt, completion = _usage_counts(usage)
+        prompt, completion = usage_counts(usage)
         self._tracker.record_usage(prompt, completion)
         self.last_prompt_tokens = prompt
         self.last_completion_tokens = completion
@@ -365,8 +265,8 @@ class StoreContextEngine:
         base = self.strategy
         if not isinstance(base, SummarizingBlockCompaction):
             return base
-        kind = _ForcedCut if force else SummarizingBlockCompaction
-        chosen = summarizer or _CheckedSummarizer(
+        kind = ForcedCut if force else SummarizingBlockCompaction
+        chosen = summarizer or CheckedSummarizer(
             base.summarizer, base.counter, self.policy.max_summary_overrun
         )
         return kind(
@@ -597,7 +497,7 @@ class StoreContextEngine:
         counter = self._tracker.counter
         fallback_reason = None
         try:
-            summary = await _CheckedSummarizer(
+            summary = await CheckedSummarizer(
                 summarizer, counter, self.policy.max_summary_overrun
             ).summarize(request)
         except Exception as error:

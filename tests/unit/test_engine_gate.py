@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from sessionstore._engine import GatePolicy, budget_limit, should_compress, threshold_tokens
 from sessionstore._engine._gate import FailureGate, ThrashingGate, classify_failure
-from sessionstore._engine._store_engine import clean_focus
+from sessionstore._engine._inputs import clean_focus
 from sessionstore.errors import (
     ConfigurationError,
     SummarizerAuthError,
