@@ -12,13 +12,8 @@ pairs stay as valid as they were.
   with one-line stubs that say what ran and how it ended, keeps only the newest copy of
   identical outputs, shrinks long tool-call arguments keeping their JSON valid, and
   replaces images older than the newest few with `[image removed]`.
-- `truncate_head_tail_tokens` cuts a text to its first and last lines within a token
-  budget, the token twin of the legacy `truncate_head_tail`.
-- `squeeze_output` takes the noise out of a tool output (progress dots and bars,
-  carriage-return redraws, repeated lines, long rules) and says what it took;
-  `shorten_output` squeezes a tool result or a shell run and cuts it to its first and
-  last lines within a token budget. The context loader uses them on bulky tool output
-  before it drops anything else.
+- `truncate_head_tail_tokens`, `squeeze_output` and `shorten_output` (shortening one
+  output within a token budget) live in `_shorten` and are re-exported here.
 
 >>> from sessionstore.models import AssistantMessage, ToolCall, ToolResultMessage
 >>> call = ToolCall(id="c1", name="read_file", arguments={"path": "a.py"})
@@ -37,7 +32,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sessionstore._tokens import TokenCounter, estimate_tokens, message_tokens
+from sessionstore._tokens import TokenCounter, message_tokens
 from sessionstore._tool_calls import (
     READ_TOOLS,
     SHELL_TOOLS,
@@ -50,7 +45,6 @@ from sessionstore._tool_calls import (
 )
 from sessionstore.models import (
     AssistantMessage,
-    BashExecutionMessage,
     ImageContent,
     Message,
     TextContent,
@@ -58,7 +52,16 @@ from sessionstore.models import (
     ToolResultMessage,
     UserMessage,
 )
-from sessionstore.strategies._legacy import truncate_head_tail
+from sessionstore.strategies._shorten import (
+    _check_count,
+    _line_count,
+    _only_text,
+    _text_counter,
+    _with_text,
+    shorten_output,
+    squeeze_output,
+    truncate_head_tail_tokens,
+)
 from sessionstore.strategies._units import answered_calls, unit_of
 
 __all__ = [
@@ -118,28 +121,6 @@ class PassResult:
 
 def _counter_fn(counter: TokenCounter | None) -> Callable[[Message], int]:
     return message_tokens if counter is None else counter.count_message
-
-
-def _text_counter(counter: TokenCounter | None) -> Callable[[str], int]:
-    return estimate_tokens if counter is None else counter.count_text
-
-
-def _check_count(name: str, value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-    if value < 0:
-        raise ValueError(f"{name} must not be negative, got {value}")
-
-
-def _with_text(message: ToolResultMessage, text: str) -> ToolResultMessage:
-    return message.model_copy(update={"content": [TextContent(text=text)]})
-
-
-def _only_text(message: ToolResultMessage) -> str | None:
-    """Return the result's text when it holds text blocks only, else None."""
-    if any(not isinstance(block, TextContent) for block in message.content):
-        return None
-    return message.text
 
 
 def _finish(
@@ -223,10 +204,6 @@ def microcompact(
 def _one_line(text: str, limit: int) -> str:
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
-def _line_count(text: str) -> int:
-    return text.count("\n") + (0 if text == "" or text.endswith("\n") else 1)
 
 
 def _last_line(text: str) -> str:
@@ -516,156 +493,3 @@ def prune_tool_results(
         arguments_shrunk=shrunk,
         images_dropped=dropped,
     )
-
-
-# ── truncation ─────────────────────────────────────────────────────────────────
-
-
-def _largest(fits: Callable[[int], bool], high: int) -> int:
-    """Return the largest k in [0, high] with fits(k), assuming fits is monotone; -1 if none."""
-    low, best = 0, -1
-    while low <= high:
-        middle = (low + high) // 2
-        if fits(middle):
-            best, low = middle, middle + 1
-        else:
-            high = middle - 1
-    return best
-
-
-def truncate_head_tail_tokens(
-    text: str, max_tokens: int, *, counter: TokenCounter | None = None
-) -> str:
-    r"""Return `text` cut to its first and last lines so that it fits `max_tokens`.
-
-    The line cut is `truncate_head_tail` (the legacy level-1 cut, same marker) with the
-    most lines that fit. When fewer than two lines would fit (one huge line of minified
-    JSON), characters are cut instead, around
-    `"\n\n[... {omitted} characters truncated ...]\n\n"`. A text that fits is
-    returned as it is; when not even the marker fits, the result is empty.
-
-    Raises:
-        ValueError: `max_tokens` is negative.
-    """
-    _check_count("max_tokens", max_tokens)
-    count = _text_counter(counter)
-    if count(text) <= max_tokens:
-        return text
-    lines = _line_count(text)
-    best = _largest(lambda k: count(truncate_head_tail(text, k)) <= max_tokens, lines - 1)
-    if best >= 2:
-        return truncate_head_tail(text, best)
-
-    def by_chars(kept: int) -> str:
-        head = kept // 2
-        tail = kept - head
-        omitted = len(text) - kept
-        marker = f"\n\n[... {omitted} characters truncated ...]\n\n"
-        return text[:head] + marker + (text[-tail:] if tail else "")
-
-    chars = _largest(lambda k: count(by_chars(k)) <= max_tokens, len(text) - 1)
-    return by_chars(chars) if chars >= 0 else ""
-
-
-# ── squeezing ──────────────────────────────────────────────────────────────────
-
-_PROGRESS_LINE = re.compile(r"^[.sFEx]{24,}$")
-"""A line of test-runner progress marks (pytest, unittest: `....F..s`)."""
-_PROGRESS_BAR = re.compile(r"(\d{1,3}(?:\.\d+)?\s?%|\d+/\d+)")
-_BAR_CHARS = re.compile(r"[#=█▉▊▋▌▍▎▏━─>|\[\] ]{10,}")
-_RULE = re.compile(r"([^\w\s])\1{23,}")
-_REPEAT_MIN = 3
-
-
-def _is_bar(line: str) -> bool:
-    return bool(_PROGRESS_BAR.search(line) and _BAR_CHARS.search(line))
-
-
-def _progress_summary(line: str) -> str:
-    counts = {mark: line.count(mark) for mark in ".sFEx" if mark in line}
-    names = {".": "passed", "s": "skipped", "F": "failed", "E": "errors", "x": "xfailed"}
-    told = ", ".join(f"{names[mark]} {count}" for mark, count in counts.items())
-    return f"[progress marks: {told}]"
-
-
-def squeeze_output(text: str) -> str:
-    """Return a tool output without its noise, saying in brackets what was taken out.
-
-    - a carriage-return redraw keeps what was drawn last on its line;
-    - a line of test progress marks (`....F..s`, 24 or more) becomes their tally;
-    - a run of progress-bar lines (a percentage or `n/m` with a bar) keeps its last line;
-    - a line repeated three or more times in a row is kept once, with the count;
-    - a rule of one punctuation character (`-----`, `=====`) is cut to 8 characters.
-
-    A text without noise is returned as it is (the same object).
-    """
-    if len(text) < 200:
-        return text
-    lines = text.split("\n")
-    result: list[str] = []
-    changed = False
-    index = 0
-    while index < len(lines):
-        line = lines[index]
-        if "\r" in line.rstrip("\r"):
-            line = line.rstrip("\r").rsplit("\r", 1)[-1]
-            changed = True
-        if _PROGRESS_LINE.match(line.strip()):
-            line = _progress_summary(line.strip())
-            changed = True
-        elif _is_bar(line):
-            end = index
-            while end + 1 < len(lines) and _is_bar(lines[end + 1]):
-                end += 1
-            if end > index:
-                line = f"[{end - index} progress lines]\n{lines[end]}"
-                changed = True
-                index = end
-        shortened = _RULE.sub(lambda match: match.group(1) * 8, line)
-        if shortened != line:
-            line, changed = shortened, True
-        repeats = 1
-        while index + repeats < len(lines) and lines[index + repeats] == lines[index]:
-            repeats += 1
-        if repeats >= _REPEAT_MIN:
-            result.append(f"{line}\n[the line above repeated {repeats - 1} more times]")
-            index += repeats
-            changed = True
-            continue
-        result.append(line)
-        index += 1
-    return "\n".join(result) if changed else text
-
-
-def shorten_output(message: Message, max_tokens: int | None) -> Message:
-    """Return a tool result or shell run with its output squeezed, then cut to `max_tokens`.
-
-    The output (the text of a tool result that holds text only, or a shell run's output)
-    is squeezed (`squeeze_output`); with `max_tokens`, it is then cut to its first and
-    last lines so that the message costs at most about that many tokens
-    (`truncate_head_tail_tokens`, which says how many lines it left out). Any other
-    message, or one with nothing to take out, is returned as it is.
-    """
-    if isinstance(message, ToolResultMessage):
-        text = _only_text(message)
-        if text is None:
-            return message
-        overhead = message_tokens(message) - estimate_tokens(text)
-        output = _shortened_text(text, max_tokens, overhead)
-        return message if output is text else _with_text(message, output)
-    if isinstance(message, BashExecutionMessage):
-        overhead = message_tokens(message) - estimate_tokens(message.output)
-        output = _shortened_text(message.output, max_tokens, overhead)
-        return (
-            message if output is message.output else message.model_copy(update={"output": output})
-        )
-    return message
-
-
-def _shortened_text(text: str, max_tokens: int | None, overhead: int) -> str:
-    squeezed = squeeze_output(text)
-    if max_tokens is None:
-        return squeezed
-    room = max(max_tokens - overhead, 0)
-    cut = truncate_head_tail_tokens(squeezed, room)
-    return text if cut == text else cut
