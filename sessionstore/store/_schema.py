@@ -29,7 +29,7 @@ from sessionstore.store._engine import connection_error, make_engine, storage_er
 if TYPE_CHECKING:
     from alembic.config import Config
 
-__all__ = ["VERSION_TABLE", "check", "current", "downgrade", "head", "upgrade"]
+__all__ = ["VERSION_TABLE", "check", "current", "downgrade", "head", "scanned_head", "upgrade"]
 
 VERSION_TABLE = "sessionstore_alembic_version"
 """alembic's version table, named so it never clashes with the host application's."""
@@ -203,14 +203,19 @@ _HEADER = re.compile(
 
 @cache
 def _scanned_head() -> str | None:
-    """The newest revision, read from the scripts' headers without importing alembic.
+    """The newest revision this version ships, read without alembic (see `scanned_head`)."""
+    return scanned_head(_script_location() / "versions")
+
+
+def scanned_head(versions: Path) -> str | None:
+    """The newest revision of the scripts in `versions`, read from their headers.
 
     None when the scripts are not a single plain chain of one revision each (a merge,
     a branch, a header this scan cannot read): `check` then asks alembic. A test keeps
     the result equal to alembic's head.
     """
     revisions: dict[str, str | None] = {}
-    for script in (_script_location() / "versions").glob("*.py"):
+    for script in versions.glob("*.py"):
         found = {m["key"]: m["value"] for m in _HEADER.finditer(script.read_text("utf-8"))}
         if "revision" not in found or found["revision"] == "None":
             return None
