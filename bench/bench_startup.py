@@ -15,8 +15,13 @@ It prints each median and its ratio to `python -c pass` and to `import sqlalchem
 then the modules that cost most in one `python -X importtime` run of each command
 (cumulative microseconds, the slowest top-level imports first).
 
+With `--baseline DIR` (another source tree, such as an older commit's `git archive`), the
+two commands of that tree are timed in the same runs, for a before / after in one run.
+
     python bench/bench_startup.py
     python bench/bench_startup.py --repeat 15 --top 15
+    git archive "$OLD_COMMIT" sessionstore migrations | tar -x -C ../old
+    python bench/bench_startup.py --baseline ../old
     python bench/bench_startup.py --json > startup.json
 """
 
@@ -64,22 +69,35 @@ async def _populate(url: str, sessions: int) -> str:
         return last
 
 
-def _commands(url: str, session_id: str) -> dict[str, list[str]]:
+Command = tuple[list[str], dict[str, str]]
+"""A command line and the environment it runs in."""
+
+
+def _commands(url: str, session_id: str, baseline: Path | None) -> dict[str, Command]:
     python = sys.executable
     cli = [python, "-m", "sessionstore", "--url", url]
-    return {
-        "python -c pass": [python, "-c", "pass"],
-        "python -c 'import sqlalchemy'": [python, "-c", "import sqlalchemy"],
-        "sessionstore --help": [*cli, "--help"],
-        "sessionstore sessions list": [*cli, "sessions", "list"],
-        "sessionstore context SESSION": [*cli, "context", session_id, "--budget", "100000"],
+    env = _environment(ROOT)
+    commands = {
+        "python -c pass": ([python, "-c", "pass"], env),
+        "python -c 'import sqlalchemy'": ([python, "-c", "import sqlalchemy"], env),
+        "sessionstore --help": ([*cli, "--help"], env),
+        "sessionstore sessions list": ([*cli, "sessions", "list"], env),
+        "sessionstore context SESSION": (
+            [*cli, "context", session_id, "--budget", "100000"],
+            env,
+        ),
     }
+    if baseline is not None:
+        old = _environment(baseline)
+        for name in ("sessionstore sessions list", "sessionstore context SESSION"):
+            commands[f"{name} (baseline)"] = (commands[name][0], old)
+    return commands
 
 
-def _environment() -> dict[str, str]:
-    """This checkout first on the path, so the subprocesses import the code under test."""
+def _environment(source: Path) -> dict[str, str]:
+    """`source` first on the path, so the subprocesses import the code under test."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source), env.get("PYTHONPATH")]))
     return env
 
 
@@ -95,15 +113,15 @@ def _time_once(command: list[str], env: dict[str, str], cwd: str) -> tuple[float
 
 
 def _time_all(
-    commands: dict[str, list[str]], env: dict[str, str], cwd: str, repeat: int
+    commands: dict[str, Command], cwd: str, repeat: int
 ) -> dict[str, tuple[float, float]]:
     """Each command's median (wall, CPU) time in s, the commands interleaved run by run."""
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
-    for command in commands.values():  # a warm-up run each: bytecode caches, disk
+    for command, env in commands.values():  # a warm-up run each: bytecode caches, disk
         _time_once(command, env, cwd)
     for run in range(repeat):
         log(f"run {run + 1}/{repeat}")
-        for name, command in commands.items():
+        for name, (command, env) in commands.items():
             samples[name].append(_time_once(command, env, cwd))
     return {
         name: (
@@ -117,11 +135,9 @@ def _time_all(
 _IMPORT_LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)")
 
 
-def _top_imports(
-    command: list[str], env: dict[str, str], cwd: str, top: int
-) -> list[tuple[str, int]]:
+def _top_imports(command: Command, cwd: str, top: int) -> list[tuple[str, int]]:
     """The `top` slowest imports of one run: (module, cumulative µs), nested ones included."""
-    python, *rest = command
+    (python, *rest), env = command
     done = subprocess.run(
         [python, "-X", "importtime", *rest],
         env=env,
@@ -160,15 +176,21 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=9, help="timed runs per command")
     parser.add_argument("--top", type=int, default=12, help="imports listed per command")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="DIR",
+        help="another source tree (holding a `sessionstore` package, such as an older "
+        "commit's `git archive`) whose two commands are timed in the same runs",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="sessionstore-startup-") as tmp:
         url = f"sqlite+aiosqlite:///{Path(tmp) / 'sessions.db'}"
         session_id = asyncio.run(_populate(url, args.sessions))
-        env = _environment()
-        commands = _commands(url, session_id)
-        medians = _time_all(commands, env, tmp, max(3, args.repeat))
+        commands = _commands(url, session_id, args.baseline)
+        medians = _time_all(commands, tmp, max(3, args.repeat))
         offenders = {
-            name: _top_imports(commands[name], env, tmp, args.top)
+            name: _top_imports(commands[name], tmp, args.top)
             for name in ("sessionstore sessions list", "sessionstore context SESSION")
         }
     figures: dict[str, Any] = {
