@@ -6,8 +6,10 @@ A command that opens a store pays for its imports before it reads a row, and on 
 interleaved run by run, median of `--repeat` runs (wall clock, and the child's CPU time,
 steadier than the wall clock on a shared machine):
 
-- `python -c pass` (the interpreter's own start) and `python -c "import sqlalchemy"`
-  (the floor of any command that queries through SQLAlchemy);
+- `python -c pass` (the interpreter's own start), `python -c "import sqlalchemy"`
+  (the floor of any command that queries through SQLAlchemy) and the import of every
+  third-party library a reading command needs (SQLAlchemy's asyncio extension, which
+  loads its ORM, aiosqlite, pydantic, click, rich's tables);
 - `python -m sessionstore sessions list` and `python -m sessionstore context SESSION`;
 - `python -m sessionstore --help` (imports no library code).
 
@@ -69,6 +71,9 @@ async def _populate(url: str, sessions: int) -> str:
         return last
 
 
+_LIBRARIES = "import aiosqlite, click, pydantic, rich.table, sqlalchemy.ext.asyncio"
+"""The third-party imports a command that reads a SQLite file cannot do without."""
+
 Command = tuple[list[str], dict[str, str]]
 """A command line and the environment it runs in."""
 
@@ -80,6 +85,7 @@ def _commands(url: str, session_id: str, baseline: Path | None) -> dict[str, Com
     commands = {
         "python -c pass": ([python, "-c", "pass"], env),
         "python -c 'import sqlalchemy'": ([python, "-c", "import sqlalchemy"], env),
+        "python -c 'import <the libraries>'": ([python, "-c", _LIBRARIES], env),
         "sessionstore --help": ([*cli, "--help"], env),
         "sessionstore sessions list": ([*cli, "sessions", "list"], env),
         "sessionstore context SESSION": (
