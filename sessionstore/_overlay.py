@@ -33,7 +33,6 @@ from sessionstore._items import (
     LoopSource,
 )
 from sessionstore._pairing import interrupted_result
-from sessionstore._redact import redact_message
 from sessionstore._tokens import message_tokens
 from sessionstore._trim import fit_context
 from sessionstore.config import CompactionScope
@@ -209,6 +208,9 @@ def pair_tool_calls(
 
 def _redacted(item: ContextItem) -> ContextItem:
     """Return the item with secrets redacted from its message (recounted if it changed)."""
+    # Imported here: its patterns compile only for a context built with redact_secrets.
+    from sessionstore._redact import redact_message
+
     message = redact_message(item.message)
     if message == item.message:
         return item

@@ -71,8 +71,6 @@ from sessionstore.models import (
     UserMessage,
 )
 from sessionstore.strategies._passes import shorten_output, truncate_head_tail_tokens
-from sessionstore.summarizers._fit import fit_handoff
-from sessionstore.summarizers._handoff import looks_like_handoff, parse_handoff
 
 __all__ = [
     "SUMMARY_FLOOR_SHARE",
@@ -269,6 +267,11 @@ def shorten_summary(text: str, max_tokens: int) -> str:
     """
     if max_tokens <= 0:
         return ""
+    # Imported here: only a summary over its share needs the handoff parser (and its
+    # patterns), so opening a store or a context that fits does not load it.
+    from sessionstore.summarizers._fit import fit_handoff
+    from sessionstore.summarizers._handoff import looks_like_handoff, parse_handoff
+
     if looks_like_handoff(text):
         return fit_handoff(parse_handoff(text), max_tokens)
     return truncate_head_tail_tokens(text, max_tokens)

@@ -10,22 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from sessionstore import (
-    CompactionConfig,
-    CompactionResult,
-    FixedCount,
-    OpenAICompatibleSummarizer,
-    SessionStore,
-    SummarizingBlockCompaction,
-    audit_session,
-    build_context,
-    compact_session_loops,
-)
-from sessionstore._audit import AuditSnapshot, audit_snapshots
+from sessionstore import CompactionConfig, FixedCount
 from sessionstore.cli._options import (
     AS_OF,
     COUNT,
@@ -41,15 +30,14 @@ from sessionstore.cli._options import (
     summarizer_options,
 )
 from sessionstore.cli._progress import progress, progress_option
-from sessionstore.cli._render import (
-    ContextFormat,
-    compaction_json,
-    print_audit,
-    print_compaction,
-    print_context,
-    print_json,
-)
-from sessionstore.cli._render._redacted import redacted_audit, redacted_snapshots
+from sessionstore.cli._render import print_json
+
+# The commands import what only they use when they run (the strategies and summarizers,
+# the audit, the renderers), so `context` does not load what `compact` or `audit` need.
+if TYPE_CHECKING:
+    from sessionstore import CompactionResult, SessionStore
+    from sessionstore._audit import AuditSnapshot
+    from sessionstore.cli._render import ContextFormat
 
 __all__ = ["audit", "compact", "context"]
 
@@ -187,6 +175,13 @@ def compact(
         strategy = "summarize"
     elif focus is not None and strategy != "summarize":
         raise click.UsageError("--focus needs --strategy summarize")
+    from sessionstore import (
+        OpenAICompatibleSummarizer,
+        SummarizingBlockCompaction,
+        compact_session_loops,
+    )
+    from sessionstore.cli._render import compaction_json, print_compaction
+
     config = CompactionConfig(
         compaction_scope=scope,
         keep_first_turns=keep_first,
@@ -315,6 +310,9 @@ def context(
         sessionstore context 3f2a9c... --budget 32000 --as-of 1 --json
         sessionstore context 3f2a9c... --budget 8000 --redact-secrets
     """
+    from sessionstore import build_context
+    from sessionstore.cli._render import print_context
+
     if as_json and output_format not in (None, "json"):
         raise click.UsageError(f"--json contradicts --format {output_format}")
     chosen: ContextFormat = "json" if as_json else output_format or "text"
@@ -408,6 +406,10 @@ def audit(
             show_progress=show_progress,
         )
         return
+    from sessionstore import audit_session
+    from sessionstore.cli._render import print_audit
+    from sessionstore.cli._render._redacted import redacted_audit
+
     result = run_with_store(
         settings.url,
         lambda store: audit_session(
@@ -441,7 +443,9 @@ def _write_html_audit(
     show_progress: bool | None,
 ) -> None:
     # Imported here: the template engine is only needed by this option.
+    from sessionstore._audit import audit_snapshots
     from sessionstore.cli._render._html import audit_page
+    from sessionstore.cli._render._redacted import redacted_snapshots
 
     async def work(store: SessionStore) -> list[AuditSnapshot]:
         # The overlay asked for must exist, as for the other outputs.

@@ -14,20 +14,24 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 import click
 from pydantic import ValidationError
-from sqlalchemy.engine import URL
 
-from sessionstore import FixedCount, SessionStore, SessionStoreError, TokenBudget
+from sessionstore import FixedCount, SessionStoreError, TokenBudget
 from sessionstore._defaults import DEFAULT_LOCK_TIMEOUT
 from sessionstore.cli._settings import URL_ENVVAR, Settings, lock_timeout_option, url_option
 from sessionstore.errors import describe_validation_error
 from sessionstore.models import MAX_BIG_INT, MAX_INT
 from sessionstore.models._limits import check_overlay
-from sessionstore.store._engine import normalize_url
+
+# The store (and SQLAlchemy) load when a command opens one, not when it parses options.
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
+
+    from sessionstore import SessionStore
 
 __all__ = [
     "AS_OF",
@@ -68,6 +72,8 @@ def _lock_timeout() -> float:
 
 def _sqlite_file(url: str | URL) -> Path | None:
     """The file of a plain SQLite file URL, or None (another database, memory, a `file:` URI)."""
+    from sessionstore.store._engine import normalize_url
+
     try:
         parsed = normalize_url(url)
     except SessionStoreError:
@@ -139,6 +145,8 @@ async def open_store(
     Only `upgrade` may create a SQLite file; `read_only` opens it without writing
     (see `database_url`).
     """
+    from sessionstore import SessionStore
+
     opened = database_url(url, read_only=read_only and not upgrade, may_create=upgrade)
     async with SessionStore.from_url(opened, lock_timeout=_lock_timeout()) as store:
         if upgrade:

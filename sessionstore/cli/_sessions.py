@@ -12,23 +12,10 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
-from rich.progress import DownloadColumn, MofNCompleteColumn
 
-from sessionstore import (
-    ImportLineError,
-    ImportReport,
-    LoopRecord,
-    Page,
-    PurgeReport,
-    Session,
-    SessionStore,
-    SessionUsage,
-    import_jsonl,
-    stream_conversation,
-)
 from sessionstore.cli._options import Settings, json_option, loop_option, run_with_store
 from sessionstore.cli._progress import progress, progress_option
 from sessionstore.cli._render import (
@@ -42,6 +29,19 @@ from sessionstore.cli._render import (
 )
 from sessionstore.cli._replaced_file import replaced_on_success
 
+# Imported by the commands that use them when they run (the formats, the progress bars),
+# so `sessions list` loads neither.
+if TYPE_CHECKING:
+    from sessionstore import (
+        ImportReport,
+        LoopRecord,
+        Page,
+        PurgeReport,
+        Session,
+        SessionStore,
+        SessionUsage,
+    )
+
 __all__ = ["export", "import_", "sessions"]
 
 
@@ -51,6 +51,8 @@ __all__ = ["export", "import_", "sessions"]
 async def _import(
     store: SessionStore, lines: Iterable[bytes], *, app_name: str, user_id: str
 ) -> ImportReport:
+    from sessionstore import ImportLineError, import_jsonl
+
     try:
         return await import_jsonl(store, lines, app_name=app_name, user_id=user_id)
     except ImportLineError as exc:
@@ -104,6 +106,8 @@ def import_(
         sessionstore import conversations.jsonl
         sessionstore import --app-name bench --user-id ci --upgrade runs.jsonl --json
     """
+    from rich.progress import DownloadColumn
+
     progress = progress_bar("Importing", DownloadColumn())
     with file.open("rb") as lines, progress:
         # A pipe has no size: the bar then only shows that the import is running.
@@ -181,6 +185,8 @@ def export(
         sessionstore export 3f2a9c... --compact >> sessions.jsonl
         sessionstore export 3f2a9c... --redact-secrets -o shared.json
     """
+    from sessionstore import stream_conversation
+
     indent = None if compact else 2
 
     def export_to(sink: IO[str]) -> None:
@@ -447,6 +453,8 @@ def sessions_purge(
             abort=True,
             err=True,
         )
+    from rich.progress import MofNCompleteColumn
+
     progress = progress_bar("Counting" if dry_run else "Purging", MofNCompleteColumn())
 
     async def purge(store: SessionStore) -> PurgeReport:

@@ -3,22 +3,22 @@
 The alembic scripts ship inside the package (`sessionstore/_migrations` in a wheel) and
 sit at the top of a checkout (`migrations/`), so both `sessionstore db upgrade` after
 `pip install` and `alembic upgrade head` in a checkout run the same revisions.
+
+alembic is imported only to migrate or to explain a mismatch: `check`, which every command
+that opens a store runs, reads the version row with SQLAlchemy and the newest revision
+from the scripts' headers (`_scanned_head`), so a command that only reads starts fast.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from alembic.script.revision import ResolutionError
-from sqlalchemy import inspect
+from sqlalchemy import column, inspect, select, table
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -26,7 +26,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sessionstore.errors import SchemaError
 from sessionstore.store._engine import connection_error, make_engine, storage_error
 
-__all__ = ["VERSION_TABLE", "check", "current", "downgrade", "head", "upgrade"]
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+__all__ = ["VERSION_TABLE", "check", "current", "downgrade", "head", "scanned_head", "upgrade"]
 
 VERSION_TABLE = "sessionstore_alembic_version"
 """alembic's version table, named so it never clashes with the host application's."""
@@ -45,6 +48,8 @@ def _script_location() -> Path:
 
 
 def _config(connection: Connection | None = None) -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(_script_location()))
     if connection is not None:
@@ -54,6 +59,8 @@ def _config(connection: Connection | None = None) -> Config:
 
 def head() -> str:
     """Return the revision id of the newest migration this version of sessionstore ships."""
+    from alembic.script import ScriptDirectory
+
     revision = ScriptDirectory.from_config(_config()).get_current_head()
     if revision is None:  # pragma: no cover - the package always ships 0001_initial
         raise SchemaError("no migration scripts found")
@@ -113,6 +120,8 @@ async def upgrade(url_or_engine: str | URL | AsyncEngine, revision: str = "head"
     Raises:
         SchemaError: the database is at a revision this version does not know (a newer one).
     """
+    from alembic import command
+
     await _run(
         url_or_engine,
         lambda conn: _migrate(conn, lambda config: command.upgrade(config, revision)),
@@ -126,6 +135,8 @@ async def downgrade(url_or_engine: str | URL | AsyncEngine, revision: str) -> No
     Raises:
         SchemaError: the database is at a revision this version does not know (a newer one).
     """
+    from alembic import command
+
     await _run(
         url_or_engine,
         lambda conn: _migrate(conn, lambda config: command.downgrade(config, revision)),
@@ -134,6 +145,8 @@ async def downgrade(url_or_engine: str | URL | AsyncEngine, revision: str) -> No
 
 
 def _current_revision(connection: Connection) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
     if not inspect(connection).has_table(VERSION_TABLE):
         return None
     context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
@@ -141,6 +154,9 @@ def _current_revision(connection: Connection) -> str | None:
 
 
 def _is_known(revision: str) -> bool:
+    from alembic.script import ScriptDirectory
+    from alembic.script.revision import ResolutionError
+
     try:
         ScriptDirectory.from_config(_config()).revision_map.get_revision(revision)
     except ResolutionError:
@@ -160,6 +176,9 @@ async def check(url_or_engine: str | URL | AsyncEngine) -> str:
     Raises:
         SchemaError: the database is empty, behind, or at a revision this version does not know.
     """
+    stored: list[str] | None = await _run(url_or_engine, _stored_revisions)
+    if stored is not None and len(stored) == 1 and stored[0] == _scanned_head():
+        return stored[0]  # at the head: the common case, answered without alembic
     revision = await current(url_or_engine)
     expected = head()
     if revision is not None and revision != expected and not _is_known(revision):
@@ -171,3 +190,45 @@ async def check(url_or_engine: str | URL | AsyncEngine) -> str:
             "run `sessionstore db upgrade`"
         )
     return revision
+
+
+# ── the check without alembic ──────────────────────────────────────────────────
+
+_HEADER = re.compile(
+    r"^(?P<key>revision|down_revision)\s*(?::[^=]*)?=\s*(?P<value>None|\"[^\"]*\"|'[^']*')\s*$",
+    flags=re.MULTILINE,
+)
+"""A script's `revision` or `down_revision` line, as the template writes them."""
+
+
+@cache
+def _scanned_head() -> str | None:
+    """The newest revision this version ships, read without alembic (see `scanned_head`)."""
+    return scanned_head(_script_location() / "versions")
+
+
+def scanned_head(versions: Path) -> str | None:
+    """The newest revision of the scripts in `versions`, read from their headers.
+
+    None when the scripts are not a single plain chain of one revision each (a merge,
+    a branch, a header this scan cannot read): `check` then asks alembic. A test keeps
+    the result equal to alembic's head.
+    """
+    revisions: dict[str, str | None] = {}
+    for script in versions.glob("*.py"):
+        found = {m["key"]: m["value"] for m in _HEADER.finditer(script.read_text("utf-8"))}
+        if "revision" not in found or found["revision"] == "None":
+            return None
+        down = found.get("down_revision", "None")
+        revisions[found["revision"][1:-1]] = None if down == "None" else down[1:-1]
+    heads = set(revisions) - set(revisions.values())
+    is_chain = len(set(revisions.values())) == len(revisions)  # no revision has two children
+    return heads.pop() if len(heads) == 1 and is_chain else None
+
+
+def _stored_revisions(connection: Connection) -> list[str] | None:
+    """The rows of the version table, or None when there is no such table."""
+    if not inspect(connection).has_table(VERSION_TABLE):
+        return None
+    version = table(VERSION_TABLE, column("version_num"))
+    return list(connection.scalars(select(version.c.version_num)))

@@ -21,57 +21,60 @@ DefaultCompaction(safe_tool_pairs=True)
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
+from sessionstore._lazy import lazy_exports
 from sessionstore._protocols import BlockCompactionStrategy, CompactionStrategy
 from sessionstore.errors import ConfigurationError
-from sessionstore.strategies._block import (
-    LoopView,
-    SectionedBlockStrategy,
-    SectionLayout,
-    section_layout,
-)
-from sessionstore.strategies._compress import (
-    CompressedMessages,
-    SummarizingCompaction,
-    compress_messages,
-)
-from sessionstore.strategies._default import DefaultBlockCompaction
-from sessionstore.strategies._legacy import (
-    DefaultCompaction,
-    compact_messages,
-    keep_within_budget,
-    level1_truncate_tool_outputs,
-    level2_summarize_old_turns,
-    level3_drop_middle,
-    total_tokens,
-    truncate_head_tail,
-    truncate_tool_result,
-)
-from sessionstore.strategies._passes import (
-    PassResult,
-    microcompact,
-    prune_tool_results,
-    truncate_head_tail_tokens,
-)
-from sessionstore.strategies._plan import (
-    Compress,
-    CompressionPlan,
-    NoCompression,
-    OrphanReport,
-    fit_suffix,
-    forced_boundary,
-    plan_slice,
-    sanitize_orphans,
-    split_history,
-)
-from sessionstore.strategies._rehydrate import (
-    RESTORED_FILE_PREFIX,
-    RestoredFile,
-    apply_rehydrate,
-    rehydrate_recent_reads,
-)
-from sessionstore.strategies._summarizing import SummarizingBlockCompaction, digest_of
+
+if TYPE_CHECKING:
+    from sessionstore.strategies._block import (
+        LoopView,
+        SectionedBlockStrategy,
+        SectionLayout,
+        section_layout,
+    )
+    from sessionstore.strategies._compress import (
+        CompressedMessages,
+        SummarizingCompaction,
+        compress_messages,
+    )
+    from sessionstore.strategies._default import DefaultBlockCompaction
+    from sessionstore.strategies._legacy import (
+        DefaultCompaction,
+        compact_messages,
+        keep_within_budget,
+        level1_truncate_tool_outputs,
+        level2_summarize_old_turns,
+        level3_drop_middle,
+        total_tokens,
+        truncate_head_tail,
+        truncate_tool_result,
+    )
+    from sessionstore.strategies._passes import (
+        PassResult,
+        microcompact,
+        prune_tool_results,
+        truncate_head_tail_tokens,
+    )
+    from sessionstore.strategies._plan import (
+        Compress,
+        CompressionPlan,
+        NoCompression,
+        OrphanReport,
+        fit_suffix,
+        forced_boundary,
+        plan_slice,
+        sanitize_orphans,
+        split_history,
+    )
+    from sessionstore.strategies._rehydrate import (
+        RESTORED_FILE_PREFIX,
+        RestoredFile,
+        apply_rehydrate,
+        rehydrate_recent_reads,
+    )
+    from sessionstore.strategies._summarizing import SummarizingBlockCompaction, digest_of
 
 __all__ = [
     "RESTORED_FILE_PREFIX",
@@ -118,15 +121,98 @@ __all__ = [
     "truncate_tool_result",
 ]
 
+# Where each name lives: imported on first use (PEP 562), so importing one module of
+# the package does not import the others.
+_SOURCES: dict[str, tuple[str, ...]] = {
+    "sessionstore.strategies._block": (
+        "LoopView",
+        "SectionedBlockStrategy",
+        "SectionLayout",
+        "section_layout",
+    ),
+    "sessionstore.strategies._compress": (
+        "CompressedMessages",
+        "SummarizingCompaction",
+        "compress_messages",
+    ),
+    "sessionstore.strategies._default": ("DefaultBlockCompaction",),
+    "sessionstore.strategies._legacy": (
+        "DefaultCompaction",
+        "compact_messages",
+        "keep_within_budget",
+        "level1_truncate_tool_outputs",
+        "level2_summarize_old_turns",
+        "level3_drop_middle",
+        "total_tokens",
+        "truncate_head_tail",
+        "truncate_tool_result",
+    ),
+    "sessionstore.strategies._passes": (
+        "PassResult",
+        "microcompact",
+        "prune_tool_results",
+        "truncate_head_tail_tokens",
+    ),
+    "sessionstore.strategies._plan": (
+        "Compress",
+        "CompressionPlan",
+        "NoCompression",
+        "OrphanReport",
+        "fit_suffix",
+        "forced_boundary",
+        "plan_slice",
+        "sanitize_orphans",
+        "split_history",
+    ),
+    "sessionstore.strategies._rehydrate": (
+        "RESTORED_FILE_PREFIX",
+        "RestoredFile",
+        "apply_rehydrate",
+        "rehydrate_recent_reads",
+    ),
+    "sessionstore.strategies._summarizing": (
+        "SummarizingBlockCompaction",
+        "digest_of",
+    ),
+}
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _SOURCES)
+
 _S = TypeVar("_S")
 
+
+# The built-in factories import their class when called, so resolving a name is what
+# loads a strategy (and the summarizers it calls), never importing this package.
+def _default_block() -> BlockCompactionStrategy:
+    from sessionstore.strategies._default import DefaultBlockCompaction
+
+    return DefaultBlockCompaction()
+
+
+def _summarizing_block() -> BlockCompactionStrategy:
+    from sessionstore.strategies._summarizing import SummarizingBlockCompaction
+
+    return SummarizingBlockCompaction()
+
+
+def _default_compaction() -> CompactionStrategy:
+    from sessionstore.strategies._legacy import DefaultCompaction
+
+    return DefaultCompaction()
+
+
+def _summarizing_compaction() -> CompactionStrategy:
+    from sessionstore.strategies._compress import SummarizingCompaction
+
+    return SummarizingCompaction()
+
+
 _BLOCK_STRATEGIES: dict[str, Callable[[], BlockCompactionStrategy]] = {
-    "default": DefaultBlockCompaction,
-    "summarize": SummarizingBlockCompaction,
+    "default": _default_block,
+    "summarize": _summarizing_block,
 }
 _COMPACTION_STRATEGIES: dict[str, Callable[[], CompactionStrategy]] = {
-    "default": DefaultCompaction,
-    "summarize": SummarizingCompaction,
+    "default": _default_compaction,
+    "summarize": _summarizing_compaction,
 }
 
 

@@ -32,6 +32,7 @@ from sessionstore import (
     migrate,
 )
 from sessionstore.errors import SchemaError
+from sessionstore.store._schema import scanned_head
 from sessionstore.store._tables import Base, include_object
 from tests.integration._helpers import session_with_loops
 
@@ -115,6 +116,33 @@ async def test_upgrade_twice_is_a_no_op(empty_db_url: str) -> None:
     await migrate.upgrade(empty_db_url)
     await migrate.upgrade(empty_db_url)
     assert await migrate.current(empty_db_url) == migrate.head()
+
+
+def test_the_head_read_without_alembic_is_alembics_head() -> None:
+    assert scanned_head(ROOT / "migrations" / "versions") == migrate.head() == HEAD
+
+
+def _script(directory: Path, revision: str, down: str) -> None:
+    (directory / f"{revision}.py").write_text(
+        f'revision: str = "{revision}"\ndown_revision: str | None = {down}\n'
+    )
+
+
+def test_the_head_scan_gives_up_on_what_is_not_a_plain_chain(tmp_path: Path) -> None:
+    _script(tmp_path, "a", "None")
+    _script(tmp_path, "b", '"a"')
+    assert scanned_head(tmp_path) == "b"
+    _script(tmp_path, "c", '"a"')  # a branch: two heads
+    assert scanned_head(tmp_path) is None
+    _script(tmp_path, "d", '("b", "c")')  # a merge, which the scan does not read
+    assert scanned_head(tmp_path) is None
+
+
+async def test_check_names_the_revision_of_a_database_behind_the_head(empty_db_url: str) -> None:
+    await migrate.upgrade(empty_db_url, "0007_delete_paths")
+
+    with pytest.raises(SchemaError, match=r"at revision 0007_delete_paths.*db upgrade"):
+        await migrate.check(empty_db_url)
 
 
 async def test_migrate_accepts_an_engine(empty_db_url: str) -> None:

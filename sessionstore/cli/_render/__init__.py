@@ -7,13 +7,18 @@ the demo's report, which reuses the last three; `_output` holds what they share,
 `audit --html`, so no other command loads the template engine.
 """
 
-from sessionstore.cli._render._audit import print_audit
-from sessionstore.cli._render._compaction import compaction_json, print_compaction
-from sessionstore.cli._render._context import ContextFormat, print_context
-from sessionstore.cli._render._demo import demo_json, print_demo
-from sessionstore.cli._render._output import print_json, progress_bar
-from sessionstore.cli._render._printable import echo, json_text, printable
-from sessionstore.cli._render._sessions import print_session, print_session_page, session_json
+from typing import TYPE_CHECKING
+
+from sessionstore._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from sessionstore.cli._render._audit import print_audit
+    from sessionstore.cli._render._compaction import compaction_json, print_compaction
+    from sessionstore.cli._render._context import ContextFormat, print_context
+    from sessionstore.cli._render._demo import demo_json, print_demo
+    from sessionstore.cli._render._output import print_json, progress_bar
+    from sessionstore.cli._render._printable import echo, json_text, printable
+    from sessionstore.cli._render._sessions import print_session, print_session_page, session_json
 
 __all__ = [
     "ContextFormat",
@@ -32,3 +37,36 @@ __all__ = [
     "progress_bar",
     "session_json",
 ]
+
+# Where each name lives: imported on first use (PEP 562), so importing one module of
+# the package does not import the others.
+_SOURCES: dict[str, tuple[str, ...]] = {
+    "sessionstore.cli._render._audit": ("print_audit",),
+    "sessionstore.cli._render._compaction": (
+        "compaction_json",
+        "print_compaction",
+    ),
+    "sessionstore.cli._render._context": (
+        "ContextFormat",
+        "print_context",
+    ),
+    "sessionstore.cli._render._demo": (
+        "demo_json",
+        "print_demo",
+    ),
+    "sessionstore.cli._render._output": (
+        "print_json",
+        "progress_bar",
+    ),
+    "sessionstore.cli._render._printable": (
+        "echo",
+        "json_text",
+        "printable",
+    ),
+    "sessionstore.cli._render._sessions": (
+        "print_session",
+        "print_session_page",
+        "session_json",
+    ),
+}
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _SOURCES)

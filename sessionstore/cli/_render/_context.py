@@ -24,7 +24,6 @@ from sessionstore import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
-    to_openai,
 )
 from sessionstore._items import Source
 from sessionstore.cli._render._output import ids, print_json, share
@@ -188,6 +187,8 @@ def print_context(
             echo(line)
         return
     if output_format == "openai":
+        from sessionstore import to_openai  # the converter loads only for this format
+
         print_json(to_openai(built.messages))
     else:
         print_json(

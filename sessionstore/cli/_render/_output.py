@@ -5,14 +5,16 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeRemainingColumn
 from rich.text import Text
 
 from sessionstore.cli._render._printable import json_text, printable, printable_console
+
+if TYPE_CHECKING:  # imported when a bar is made: a command that shows none never loads them
+    from rich.progress import Progress, ProgressColumn
 
 __all__ = [
     "cells",
@@ -46,6 +48,8 @@ def progress_bar(label: str, amount: ProgressColumn, *, transient: bool = False)
 
     It reads `label`, the bar, `amount` (how much is done) and the time remaining.
     """
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
     stderr = Console(stderr=True)
     return Progress(
         TextColumn(label),

@@ -1,12 +1,16 @@
-"""`sessionstore --help` and `--version` import click and nothing heavy.
+"""`sessionstore --help` and `--version` import click and nothing heavy; a command, what it uses.
 
 The group lists its commands from `COMMANDS` and imports a command's module only to run
 it, so the top-level help stays fast; these tests guard what it imports and keep each
-listed summary equal to the command's own help.
+listed summary equal to the command's own help. A command that reads (`sessions list`,
+`context`) runs in a fresh interpreter against a real SQLite file, and must not have
+imported what only migrating, compacting or converting needs (`bench/bench_startup.py`
+times the difference).
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import json
 import subprocess
@@ -16,6 +20,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from sessionstore import AssistantMessage, SessionStore, UserMessage
 from sessionstore.cli import COMMANDS, main
 
 HEAVY = (
@@ -52,6 +57,96 @@ def _modules_imported_by(*args: str) -> list[str]:
     ).stdout
     modules: list[str] = json.loads(out.splitlines()[-1])
     return modules
+
+
+NOT_FOR_READING = (
+    "alembic",  # migrating: the schema check reads the version row itself
+    "httpx",  # the OpenAI-compatible summarizer
+    "jinja2",  # audit --html
+    "rich.progress",  # the bars of import, purge and demo
+    "sessionstore.summarizers",  # compacting
+    "sessionstore.strategies._compress",
+    "sessionstore.strategies._default",
+    "sessionstore.strategies._summarizing",
+    "sessionstore.formats._anthropic",  # converting from and to the providers' formats
+    "sessionstore.formats._responses",
+    "sessionstore.formats._import",
+    "sessionstore.formats._export",
+    "sessionstore._compaction",
+    "sessionstore._audit",
+    "sessionstore.integrations",
+)
+"""What a command that only reads (`sessions list`, `context`) must not import."""
+
+_READ_PROBE = """
+import json, sys
+from sessionstore.cli import main
+try:
+    main(sys.argv[1:], prog_name="sessionstore")
+except SystemExit as exc:
+    assert not exc.code, exc.code
+print(json.dumps(sorted(sys.modules)), file=sys.stderr)
+"""
+
+
+@pytest.fixture(scope="module")
+def sqlite_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """A migrated SQLite file with one session of one loop: (URL, session id)."""
+    url = f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('start') / 'sessions.db'}"
+
+    async def populate() -> str:
+        async with SessionStore.from_url(url) as store:
+            await store.upgrade()
+            session = await store.create_session(app_name="cli", user_id="ada", title="t")
+            await store.start_loop(session.id)
+            await store.append_messages(
+                session.id, [UserMessage(content="hi"), AssistantMessage(content="hello")]
+            )
+            return session.id
+
+    return url, asyncio.run(populate())
+
+
+def _modules_of_a_run(url: str, *args: str) -> tuple[str, list[str]]:
+    """Run the command in a fresh interpreter: what it printed, and every module it imported."""
+    done = subprocess.run(
+        [sys.executable, "-c", _READ_PROBE, "--url", url, *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    modules: list[str] = json.loads(done.stderr.splitlines()[-1])
+    return done.stdout, modules
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("sessions", "list"),
+        ("sessions", "list", "--json"),
+        ("context", "{session}", "--budget", "1000"),
+        ("context", "{session}", "--budget", "1000", "--format", "json"),
+    ],
+    ids=" ".join,
+)
+def test_a_command_that_reads_imports_only_what_it_uses(sqlite_file, args):
+    url, session_id = sqlite_file
+
+    out, modules = _modules_of_a_run(url, *(arg.format(session=session_id) for arg in args))
+
+    assert session_id[:20] in out or "hello" in out  # it did read the session
+    assert "sqlalchemy" in modules  # and opened the store
+    assert [m for m in modules if m == "alembic" or m.startswith(NOT_FOR_READING)] == []
+
+
+def test_the_probe_sees_a_heavy_import(sqlite_file):
+    """The check above can fail: `compact` does load the summarizers and the strategies."""
+    url, session_id = sqlite_file
+
+    _, modules = _modules_of_a_run(url, "compact", session_id, "--budget", "1000")
+
+    assert "sessionstore.summarizers" in modules
+    assert "sessionstore._compaction" in modules
 
 
 @pytest.mark.parametrize("args", [("--help",), ("--version",), ("-h",)])
