@@ -19,7 +19,9 @@ __all__ = [
     "Source",
 ]
 
-Source = Literal["raw", "compacted", "recent", "synthetic", "marker", "digest", "shortened"]
+Source = Literal[
+    "raw", "compacted", "recent", "synthetic", "marker", "digest", "shortened", "built"
+]
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,6 +45,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from sessionstore._build_digest import BUILD_DIGEST_SHARE, FoldedTurns
 from sessionstore._framing import (
     COMPRESSION_NOTE,
     COMPRESSION_NOTE_BRIEF,
@@ -120,9 +121,14 @@ class _Summary:
     texts: list[str]
     restored: list[str]
     first: ContextItem
-    source: Literal["compacted", "digest"]
+    source: Literal["compacted", "digest", "built"]
     covers: tuple[int, ...]
     pinned: bool
+
+    @property
+    def is_placeholder(self) -> bool:
+        """True for the digest of dropped turns that has no stored summary to merge into."""
+        return self.source == "built" and not self.texts
 
 
 @dataclass(slots=True)
@@ -220,6 +226,25 @@ def _units(items: Sequence[ContextItem], task_loop_id: int | None) -> list[_Unit
     for unit in units:
         unit.size = sum(item.tokens for item in unit.items)
     return units
+
+
+def _make_fold_host(units: list[_Unit]) -> None:
+    """Put an empty digest before the first raw unit unless a handoff is right before it.
+
+    Raw turns the budget drops fold into the handoff before them (see `FoldedTurns`);
+    with none there, into this placeholder, which is sent only when they are dropped.
+    """
+    first = next((i for i, unit in enumerate(units) if unit.kind == "raw"), None)
+    if first is None:
+        return
+    before = next((unit for unit in reversed(units[:first]) if unit.kind == "summary"), None)
+    if before is not None:
+        assert before.summary is not None
+        if looks_like_handoff("\n".join(before.summary.texts)):
+            return
+    first_item = ContextItem(message=text_message(""), tokens=0, source="built")
+    placeholder = _Summary(DIGEST_HEADER, [], [], first_item, "built", (), False)
+    units.insert(first, _Unit("summary", [], placeholder))
 
 
 def _digest_unit(digest: SessionDigest) -> _Unit:
@@ -340,7 +365,47 @@ class _Fitter:
         summaries = [i for i, unit in enumerate(units) if unit.kind == "summary"]
         digests = [i for i in summaries if units[i].items == []]
         self.summary_order = [i for i in summaries if i not in digests] + digests
-        self._summaries: dict[tuple[int, int | None, str | None, bool], ContextItem | None] = {}
+        self._summaries: dict[
+            tuple[int, int | None, str | None, bool, int], ContextItem | None
+        ] = {}
+        self.host, self.folded = self._fold_into()
+
+    def _fold_into(self) -> tuple[int | None, FoldedTurns | None]:
+        """Return the summary the dropped raw turns fold into, and their digests.
+
+        The summary right before the first droppable turn, when it is a handoff the
+        summarizer can update; else the placeholder `fit_context` put there.
+        """
+        if not self.drop_order:
+            return None, None
+        first = self.drop_order[0]
+        host = next((i for i in range(first - 1, -1, -1) if self.units[i].kind == "summary"), None)
+        if host is None:
+            return None, None
+        summary = self.units[host].summary
+        assert summary is not None
+        prior = None if summary.is_placeholder else "\n".join(summary.texts)
+        units = [[item.message for item in self.units[i].items] for i in self.drop_order]
+        covers = [
+            tuple(raw_id for item in self.units[i].items for raw_id in item.covers)
+            for i in self.drop_order
+        ]
+        return host, FoldedTurns(units, covers, prior)
+
+    def folded_count(self, index: int, state: _State) -> int:
+        """Return how many dropped raw units the summary at `index` stands for too."""
+        return state.dropped if index == self.host else 0
+
+    def summary_size(self, index: int, state: _State) -> int:
+        """Return the cap a summary is shown within before it is shortened (its own size).
+
+        A summary that dropped turns fold into may grow to `BUILD_DIGEST_SHARE` of the
+        budget, or its own size when larger.
+        """
+        size = self.units[index].size
+        if self.folded_count(index, state):
+            size = max(size, int(self.budget * BUILD_DIGEST_SHARE / self.scale))
+        return size
 
     # ── rendering a state ─────────────────────────────────────────────────────
 
@@ -364,13 +429,26 @@ class _Fitter:
         return cached
 
     def summary(
-        self, index: int, cap: int | None, note: str | None = None, more: bool = False
+        self,
+        index: int,
+        cap: int | None,
+        note: str | None = None,
+        more: bool = False,
+        folded: int = 0,
     ) -> ContextItem | None:
-        key = (index, cap, note, more)
+        key = (index, cap, note, more, folded)
         if key in self._summaries:
             return self._summaries[key]
         summary = self.units[index].summary
         assert summary is not None
+        if folded:
+            assert self.folded is not None
+            summary = replace(
+                summary,
+                texts=[self.folded.text(folded)],
+                covers=summary.covers + self.folded.covers(folded),
+                source="built",
+            )
         result = self._fit_summary(summary, cap, note, more)
         self._summaries[key] = result
         return result
@@ -428,6 +506,12 @@ class _Fitter:
         """Positions in `kept` that messages were left out before."""
         shortened = False
         for index, unit in enumerate(units):
+            if (
+                unit.summary is not None
+                and unit.summary.is_placeholder
+                and (index in dropped_units or not self.folded_count(index, state))
+            ):
+                continue  # the dropped turns it stands for are counted already
             if index in dropped_units or (unit.kind == "task" and state.drop_task):
                 trimmed += len(unit.items) or 1
                 gaps.append(len(kept))
@@ -456,7 +540,12 @@ class _Fitter:
             else:
                 gaps.append(len(kept))
         summaries = [index for index, shown in kept if shown is None]
-        caps = dict(state.summary_caps)
+        caps = {
+            index: self.summary_size(index, state)
+            for index in summaries
+            if self.folded_count(index, state)
+        }
+        caps.update(state.summary_caps)
         system_at = next(
             (
                 position
@@ -481,6 +570,7 @@ class _Fitter:
                 caps.get(index),
                 trim_note if index == host_summary else None,
                 more=state.brief and index != summaries[0],
+                folded=self.folded_count(index, state),
             )
             for index in summaries
         }
@@ -490,6 +580,7 @@ class _Fitter:
                 host_summary,
                 caps.get(host_summary),
                 more=state.brief and host_summary != summaries[0],
+                folded=self.folded_count(host_summary, state),
             )
             host_summary = None
         lost = [index for index, item in rendered_summaries.items() if item is None]
@@ -634,7 +725,7 @@ class _Fitter:
         """
         for index in self.summary_order:
             caps = dict(state.summary_caps)
-            current = caps.get(index, self.units[index].size)
+            current = caps.get(index, self.summary_size(index, state))
             if current <= floor:
                 continue
 
@@ -757,6 +848,7 @@ def fit_context(
     if digest is not None:
         leading = next((i for i, unit in enumerate(units) if unit.kind != "system"), len(units))
         units.insert(leading, _digest_unit(digest))
+    _make_fold_host(units)
     fitter = _Fitter(units, budget, token_scale)
     loaded = sum(item.tokens for item in fitter.render(_State()).items)
     state, fits = fitter.fit()
