@@ -40,22 +40,29 @@ whenever the context holds compacted or trimmed turns and a system prompt.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from sessionstore._build_digest import BUILD_DIGEST_SHARE, FoldedTurns
+from sessionstore._fit_units import (
+    Unit,
+    UnitSummary,
+    digest_unit,
+    first_sentence_cost,
+    group_units,
+    make_fold_host,
+    shorten_sentences,
+    shorten_summary,
+    summary_item,
+)
 from sessionstore._framing import (
     COMPRESSION_NOTE,
     COMPRESSION_NOTE_BRIEF,
     DIGEST_HEADER,
     TRIM_MARKER,
     framed,
-    is_restored_file,
-    is_summary_item,
     role_of,
-    summary_body,
     text_message,
 )
 from sessionstore._items import ContextItem
@@ -63,8 +70,6 @@ from sessionstore._tokens import message_tokens
 from sessionstore.errors import ContextOverflowError
 from sessionstore.models import (
     BashExecutionMessage,
-    BranchSummaryMessage,
-    CompactionSummaryMessage,
     SessionDigest,
     SystemMessage,
     TextContent,
@@ -72,8 +77,6 @@ from sessionstore.models import (
     UserMessage,
 )
 from sessionstore.strategies._passes import shorten_output, truncate_head_tail_tokens
-from sessionstore.summarizers._fit import fit_handoff
-from sessionstore.summarizers._handoff import looks_like_handoff, parse_handoff
 
 __all__ = [
     "SUMMARY_FLOOR_SHARE",
@@ -97,10 +100,6 @@ MIN_SUMMARY_TEXT = 24
 SYSTEM_SHARE = 0.25
 """The share of the budget a system prompt keeps, by whole sentences, once older turns are
 gone: a larger one cannot be sent whole beside the session's memory anyway."""
-SENTENCES_LEFT_OUT = "[… {count} more sentence(s) left out to fit the budget]"
-"""What follows a system prompt shortened by whole sentences."""
-
-Kind = Literal["system", "pinned", "task", "summary", "raw"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,31 +112,6 @@ class FitResult:
     """Messages left out to fit the budget."""
     loaded_tokens: int
     """What everything loaded costs, summaries framed, before any cut (unscaled)."""
-
-
-@dataclass(slots=True)
-class _Summary:
-    header: str
-    texts: list[str]
-    restored: list[str]
-    first: ContextItem
-    source: Literal["compacted", "digest", "built"]
-    covers: tuple[int, ...]
-    pinned: bool
-
-    @property
-    def is_placeholder(self) -> bool:
-        """True for the digest of dropped turns that has no stored summary to merge into."""
-        return self.source == "built" and not self.texts
-
-
-@dataclass(slots=True)
-class _Unit:
-    kind: Kind
-    items: list[ContextItem]
-    summary: _Summary | None = None
-    size: int = 0
-    """The unit's cost as loaded (messages)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,184 +139,12 @@ class _Rendered:
     trimmed: int = 0
 
 
-def _units(items: Sequence[ContextItem], task_loop_id: int | None) -> list[_Unit]:
-    """Group items into units: summaries (with their restored reads), system, raw units."""
-    units: list[_Unit] = []
-    task_found = task_loop_id is None
-    for item in items:
-        message = item.message
-        last = units[-1] if units else None
-        if isinstance(message, ToolResultMessage) and last is not None and last.kind != "summary":
-            last.items.append(item)
-            continue
-        if is_summary_item(item):
-            assert isinstance(message, CompactionSummaryMessage | BranchSummaryMessage)
-            if (
-                last is not None
-                and last.summary is not None
-                and last.summary.source == "compacted"
-                and not last.summary.restored
-                and last.items[0].loop_id == item.loop_id
-            ):
-                last.summary.texts.append(message.summary)
-                last.summary.covers += item.covers
-                last.summary.pinned = last.summary.pinned or item.pinned
-                last.items.append(item)
-                continue
-            summary = _Summary(
-                "", [message.summary], [], item, "compacted", item.covers, item.pinned
-            )
-            units.append(_Unit("summary", [item], summary))
-            continue
-        if (
-            last is not None
-            and last.summary is not None
-            and last.summary.source == "compacted"
-            and item.source == "compacted"
-            and item.loop_id == last.items[0].loop_id
-            and not item.pinned
-            and is_restored_file(message)
-        ):
-            assert isinstance(message, UserMessage)
-            last.summary.restored.append(message.text)
-            last.summary.covers += item.covers
-            last.items.append(item)
-            continue
-        kind: Kind = "raw"
-        first_request = (
-            not task_found
-            and isinstance(message, UserMessage)
-            and item.source == "raw"
-            and item.loop_id == task_loop_id
-        )
-        task_found = task_found or first_request
-        if item.pinned:
-            kind = "pinned"
-        elif isinstance(message, SystemMessage) and item.source == "raw":
-            kind = "system"
-        elif first_request:
-            kind = "task"
-        units.append(_Unit(kind, [item]))
-    for unit in units:
-        unit.size = sum(item.tokens for item in unit.items)
-    return units
-
-
-def _make_fold_host(units: list[_Unit]) -> None:
-    """Put an empty digest before the first raw unit unless a handoff is right before it.
-
-    Raw turns the budget drops fold into the handoff before them (see `FoldedTurns`);
-    with none there, into this placeholder, which is sent only when they are dropped.
-    """
-    first = next((i for i, unit in enumerate(units) if unit.kind == "raw"), None)
-    if first is None:
-        return
-    before = next((unit for unit in reversed(units[:first]) if unit.kind == "summary"), None)
-    if before is not None:
-        assert before.summary is not None
-        if looks_like_handoff("\n".join(before.summary.texts)):
-            return
-    first_item = ContextItem(message=text_message(""), tokens=0, source="built")
-    placeholder = _Summary(DIGEST_HEADER, [], [], first_item, "built", (), False)
-    units.insert(first, _Unit("summary", [], placeholder))
-
-
-def _digest_unit(digest: SessionDigest) -> _Unit:
-    summary = _Summary(
-        DIGEST_HEADER,
-        [digest.message.summary],
-        [],
-        ContextItem(message=text_message(""), tokens=0, source="digest"),
-        "digest",
-        (),
-        False,
-    )
-    unit = _Unit("summary", [], summary)
-    unit.size = _summary_item(summary, [digest.message.summary], [], None).tokens
-    return unit
-
-
-def _summary_item(
-    summary: _Summary,
-    texts: Sequence[str],
-    restored: Sequence[str],
-    note: str | None,
-    more: bool = False,
-) -> ContextItem:
-    body = summary_body(texts, restored)
-    if summary.header:
-        body = f"{summary.header}\n{body}"
-    message = text_message(framed(body, note, more=more))
-    first = summary.first
-    return ContextItem(
-        message=message,
-        tokens=message_tokens(message),
-        source=summary.source,
-        loop_id=first.loop_id,
-        replacement_id=first.replacement_id,
-        covers=summary.covers,
-        pinned=summary.pinned,
-        flexible=True,
-    )
-
-
-def shorten_summary(text: str, max_tokens: int) -> str:
-    """Return a summary's text within `max_tokens` (as `estimate_tokens` counts).
-
-    A structured handoff is re-fitted by priority (`fit_handoff`: the least valuable
-    items go first, the task last); any other text keeps its first and last lines.
-    """
-    if max_tokens <= 0:
-        return ""
-    if looks_like_handoff(text):
-        return fit_handoff(parse_handoff(text), max_tokens)
-    return truncate_head_tail_tokens(text, max_tokens)
-
-
-_SENTENCE_END = re.compile(r"(?<=[.!?:;])\s+|\n+")
-
-
-def shorten_sentences(text: str, max_tokens: int) -> str:
-    """Return the leading whole sentences of `text` that fit `max_tokens`, and a note.
-
-    Sentences end at `.`, `!`, `?`, `:` or `;` before white space, or at a line break;
-    none is ever cut. The note says how many were left out. Empty when not even the
-    first sentence fits.
-    """
-    if (
-        message_tokens(SystemMessage.model_construct(content=[TextContent(text=text)]))
-        <= max_tokens
-    ):
-        return text
-    ends = [match.start() for match in _SENTENCE_END.finditer(text)] + [len(text)]
-    total = len(ends)
-
-    def cost(count: int) -> int:
-        kept = text[: ends[count - 1]].rstrip()
-        note = SENTENCES_LEFT_OUT.format(count=total - count)
-        return message_tokens(
-            SystemMessage.model_construct(content=[TextContent(text=f"{kept}\n{note}")])
-        )
-
-    low, high, best = 1, total - 1, 0
-    while low <= high:
-        middle = (low + high) // 2
-        if cost(middle) <= max_tokens:
-            best, low = middle, middle + 1
-        else:
-            high = middle - 1
-    if best == 0:
-        return ""
-    kept = text[: ends[best - 1]].rstrip()
-    return f"{kept}\n{SENTENCES_LEFT_OUT.format(count=total - best)}"
-
-
 def _is_output(item: ContextItem) -> bool:
     return isinstance(item.message, ToolResultMessage | BashExecutionMessage)
 
 
 class _Fitter:
-    def __init__(self, units: list[_Unit], budget: int, token_scale: float) -> None:
+    def __init__(self, units: list[Unit], budget: int, token_scale: float) -> None:
         self.units = units
         self.budget = budget
         self.scale = token_scale
@@ -454,22 +256,22 @@ class _Fitter:
         return result
 
     def _fit_summary(
-        self, summary: _Summary, cap: int | None, note: str | None, more: bool
+        self, summary: UnitSummary, cap: int | None, note: str | None, more: bool
     ) -> ContextItem | None:
         restored = list(summary.restored)
-        item = _summary_item(summary, summary.texts, restored, note, more)
+        item = summary_item(summary, summary.texts, restored, note, more)
         if cap is None or item.tokens <= cap:
             return item
         while restored:
             restored.pop(0)  # the oldest restored read goes first
-            item = _summary_item(summary, summary.texts, restored, note, more)
+            item = summary_item(summary, summary.texts, restored, note, more)
             if item.tokens <= cap:
                 return item
-        overhead = _summary_item(summary, [""], [], note, more).tokens
+        overhead = summary_item(summary, [""], [], note, more).tokens
         room = cap - overhead
         text = "\n".join(summary.texts)
         while room >= MIN_SUMMARY_TEXT:
-            item = _summary_item(summary, [shorten_summary(text, room)], [], note, more)
+            item = summary_item(summary, [shorten_summary(text, room)], [], note, more)
             if item.tokens <= cap:
                 return item
             room -= max(1, item.tokens - cap)
@@ -767,7 +569,7 @@ class _Fitter:
         sizes = [unit.size for unit in systems]
         share = max(1, int(self.budget * SYSTEM_SHARE / self.scale))
         # Never less than its first sentence: the share shortens, it does not drop.
-        share = max([share, *(_first_sentence_cost(unit.items[0]) for unit in systems)])
+        share = max([share, *(first_sentence_cost(unit.items[0]) for unit in systems)])
         if not sizes or max(sizes) <= share:
             return state, False
         cap = self.largest(share, max(sizes) - 1, lambda c: replace(state, system_cap=c))
@@ -783,19 +585,6 @@ class _Fitter:
             if cap is not None:
                 return replace(state, system_cap=cap), True
         return replace(state, system_cap=0), self.fits(replace(state, system_cap=0))
-
-
-def _first_sentence_cost(item: ContextItem) -> int:
-    """Return what a system message costs shortened to its first sentence (and the note)."""
-    message = item.message
-    assert isinstance(message, SystemMessage)
-    text = message.text
-    end = _SENTENCE_END.search(text)
-    if end is None:
-        return item.tokens
-    rest = len(_SENTENCE_END.findall(text))
-    shortened = f"{text[: end.start()].rstrip()}\n{SENTENCES_LEFT_OUT.format(count=rest)}"
-    return min(item.tokens, message_tokens(SystemMessage(content=shortened)))
 
 
 def _joins_same_roles(kept: Sequence[tuple[int, list[ContextItem] | None]], gap: int) -> bool:
@@ -844,11 +633,11 @@ def fit_context(
     Raises:
         ContextOverflowError: the latest user request and one trim marker exceed the budget.
     """
-    units = _units(items, task_loop_id)
+    units = group_units(items, task_loop_id)
     if digest is not None:
         leading = next((i for i, unit in enumerate(units) if unit.kind != "system"), len(units))
-        units.insert(leading, _digest_unit(digest))
-    _make_fold_host(units)
+        units.insert(leading, digest_unit(digest))
+    make_fold_host(units)
     fitter = _Fitter(units, budget, token_scale)
     loaded = sum(item.tokens for item in fitter.render(_State()).items)
     state, fits = fitter.fit()
