@@ -20,7 +20,7 @@ from sessionstore.summarizers import ExtractiveSummarizer, SummaryRequest
 
 __all__ = ["BUILD_DIGEST_SHARE", "FoldedTurns"]
 
-BUILD_DIGEST_SHARE = 0.3
+BUILD_DIGEST_SHARE = 0.5
 """The share of the budget a digest of dropped turns may take before summaries shorten
 (a summary it is merged into keeps at least its own size)."""
 WHOLE = 1_000_000

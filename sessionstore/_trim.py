@@ -449,7 +449,32 @@ class _Fitter:
         return low
 
     def fit(self) -> tuple[_State, bool]:
-        """Return the state that cuts least and fits, or the one that cuts most, and if it fits."""
+        """Return the state that cuts least and fits, or the one that cuts most, and if it fits.
+
+        The digest of the dropped turns then takes the room the cuts left, if any.
+        """
+        state, fits = self._cut()
+        return (self.grow_folded(state), True) if fits else (state, False)
+
+    def grow_folded(self, state: _State) -> _State:
+        """Let the digest of the dropped raw turns grow into the room left unused."""
+        host = self.host
+        if host is None or not self.folded_count(host, state):
+            return state
+        caps = dict(state.summary_caps)
+        current = caps.get(host, self.summary_size(host, state))
+        whole = self.summary(host, None, folded=self.folded_count(host, state))
+        assert whole is not None  # a summary with no cap is always rendered
+
+        def capped(cap: int) -> _State:
+            return replace(state, summary_caps=tuple({**caps, host: cap}.items()))
+
+        if whole.tokens <= current:
+            return state
+        cap = self.largest(current, whole.tokens, capped)
+        return state if cap is None else capped(cap)
+
+    def _cut(self) -> tuple[_State, bool]:
         state = _State()
         if self.fits(state):
             return state, True
