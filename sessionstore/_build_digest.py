@@ -23,6 +23,10 @@ __all__ = ["BUILD_DIGEST_SHARE", "FoldedTurns"]
 BUILD_DIGEST_SHARE = 0.5
 """The share of the budget a digest of dropped turns may take before summaries shorten
 (a summary it is merged into keeps at least its own size)."""
+MAX_FOLDED_MESSAGES = 80
+"""The most messages a build digests: the newest dropped units up to this many (at least
+one unit). Older dropped turns are left out as before; this keeps a build's time bounded
+whatever the loop's length (the summarizer reads each message once per size tried)."""
 WHOLE = 1_000_000
 """The summarizer's budget for the whole digest: the trimmer fits it to the room left."""
 
@@ -31,6 +35,8 @@ _SUMMARIZER = ExtractiveSummarizer()
 
 class FoldedTurns:
     """The digests of the first `count` dropped units, for any `count`, computed once each.
+
+    Only the newest of them, up to `MAX_FOLDED_MESSAGES` messages, are read.
 
     Args:
         units: The messages of each droppable unit, in the order they are dropped
@@ -50,11 +56,22 @@ class FoldedTurns:
         self.prior = prior
         self._texts: dict[int, str] = {}
 
+    def first(self, count: int) -> int:
+        """Return the oldest of the first `count` units the digest reads (see the cap)."""
+        start, total = count, 0
+        while start > 0 and (
+            start == count or total + len(self.units[start - 1]) <= MAX_FOLDED_MESSAGES
+        ):
+            start -= 1
+            total += len(self.units[start])
+        return start
+
     def text(self, count: int) -> str:
         """Return the digest of the first `count` units, merged into the prior summary."""
         cached = self._texts.get(count)
         if cached is None:
-            messages = [message for unit in self.units[:count] for message in unit]
+            units = self.units[self.first(count) : count]
+            messages = [message for unit in units for message in unit]
             request = SummaryRequest(
                 messages=messages, prior_digest=self.prior, budget_tokens=WHOLE
             )
@@ -63,4 +80,5 @@ class FoldedTurns:
 
     def covers(self, count: int) -> tuple[int, ...]:
         """Return the raw message ids the first `count` units stand for, in order."""
-        return tuple(raw_id for unit in self.unit_covers[:count] for raw_id in unit)
+        units = self.unit_covers[self.first(count) : count]
+        return tuple(raw_id for unit in units for raw_id in unit)

@@ -424,8 +424,9 @@ def test_fitting_loses_least_first(
     built = [i for i in items if i.source == "built"]
     assert len(built) <= 1, "one digest stands for the dropped turns, merged, not several"
     if built:
-        # It stands for every raw turn the budget dropped: what is left out otherwise is
-        # only the system prompt, the session's task and orphan results.
+        # It stands for every raw turn the budget dropped (these chains are shorter than
+        # the `MAX_FOLDED_MESSAGES` a build digests): what is left out otherwise is only
+        # the system prompt, the session's task and orphan results.
         covered = {raw_id for item in items for raw_id in item.covers}
         first_request = next(
             (
