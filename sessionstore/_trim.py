@@ -13,7 +13,10 @@ that fits:
    `squeeze_output`), then cut to its first and last lines, down to
    `TOOL_OUTPUT_FLOOR` tokens a result;
 2. older raw turns are dropped, oldest first, as whole units (an assistant message with
-   its tool results); the newest units within `TAIL_SHARE` of the budget are kept;
+   its tool results); the newest units within `TAIL_SHARE` of the budget are kept. A
+   digest of exactly the dropped units (`sessionstore._build_digest`) stands for them,
+   merged into the handoff right before them (else in a digest of its own there), up to
+   `BUILD_DIGEST_SHARE` of the budget, and takes whatever room the cuts leave at the end;
 3. summaries (the session digest and each loop's summary) are shortened one by one,
    older loops' first and the session digest last, down to `SUMMARY_FLOOR_SHARE` of the
    budget (a structured handoff is re-fitted by `fit_handoff`, other text keeps its
