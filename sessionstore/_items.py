@@ -19,7 +19,9 @@ __all__ = [
     "Source",
 ]
 
-Source = Literal["raw", "compacted", "recent", "synthetic", "marker", "digest", "shortened"]
+Source = Literal[
+    "raw", "compacted", "recent", "synthetic", "marker", "digest", "shortened", "built"
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +35,9 @@ class ContextItem:
     """`raw` (a raw message, verbatim), `compacted` / `recent` (a replacement message of
     that block section), `synthetic` (added by the loader), `marker` (a trim marker),
     `digest` (the session digest of the loops before the scope), `shortened` (a raw
-    message cut to fit the budget: a tool output, the task or the system prompt)."""
+    message cut to fit the budget: a tool output, the task or the system prompt), `built`
+    (a digest written at build time, never stored, of the raw turns dropped to fit,
+    merged into the summary before them; `covers` names them all)."""
     loop_id: int | None = None
     message_id: int | None = None
     """The raw message's id, for `raw` items."""

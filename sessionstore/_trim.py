@@ -13,7 +13,10 @@ that fits:
    `squeeze_output`), then cut to its first and last lines, down to
    `TOOL_OUTPUT_FLOOR` tokens a result;
 2. older raw turns are dropped, oldest first, as whole units (an assistant message with
-   its tool results); the newest units within `TAIL_SHARE` of the budget are kept;
+   its tool results); the newest units within `TAIL_SHARE` of the budget are kept. A
+   digest of exactly the dropped units (`sessionstore._build_digest`) stands for them,
+   merged into the handoff right before them (else in a digest of its own there), up to
+   `BUILD_DIGEST_SHARE` of the budget, and takes whatever room the cuts leave at the end;
 3. summaries (the session digest and each loop's summary) are shortened one by one,
    older loops' first and the session digest last, down to `SUMMARY_FLOOR_SHARE` of the
    budget (a structured handoff is re-fitted by `fit_handoff`, other text keeps its
@@ -40,21 +43,29 @@ whenever the context holds compacted or trimmed turns and a system prompt.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from sessionstore._build_digest import BUILD_DIGEST_SHARE, FoldedTurns
+from sessionstore._fit_units import (
+    Unit,
+    UnitSummary,
+    digest_unit,
+    first_sentence_cost,
+    group_units,
+    make_fold_host,
+    shorten_sentences,
+    shorten_summary,
+    summary_item,
+)
 from sessionstore._framing import (
     COMPRESSION_NOTE,
     COMPRESSION_NOTE_BRIEF,
     DIGEST_HEADER,
     TRIM_MARKER,
     framed,
-    is_restored_file,
-    is_summary_item,
     role_of,
-    summary_body,
     text_message,
 )
 from sessionstore._items import ContextItem
@@ -62,8 +73,6 @@ from sessionstore._tokens import message_tokens
 from sessionstore.errors import ContextOverflowError
 from sessionstore.models import (
     BashExecutionMessage,
-    BranchSummaryMessage,
-    CompactionSummaryMessage,
     SessionDigest,
     SystemMessage,
     TextContent,
@@ -94,10 +103,6 @@ MIN_SUMMARY_TEXT = 24
 SYSTEM_SHARE = 0.25
 """The share of the budget a system prompt keeps, by whole sentences, once older turns are
 gone: a larger one cannot be sent whole beside the session's memory anyway."""
-SENTENCES_LEFT_OUT = "[… {count} more sentence(s) left out to fit the budget]"
-"""What follows a system prompt shortened by whole sentences."""
-
-Kind = Literal["system", "pinned", "task", "summary", "raw"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,26 +115,6 @@ class FitResult:
     """Messages left out to fit the budget."""
     loaded_tokens: int
     """What everything loaded costs, summaries framed, before any cut (unscaled)."""
-
-
-@dataclass(slots=True)
-class _Summary:
-    header: str
-    texts: list[str]
-    restored: list[str]
-    first: ContextItem
-    source: Literal["compacted", "digest"]
-    covers: tuple[int, ...]
-    pinned: bool
-
-
-@dataclass(slots=True)
-class _Unit:
-    kind: Kind
-    items: list[ContextItem]
-    summary: _Summary | None = None
-    size: int = 0
-    """The unit's cost as loaded (messages)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,170 +142,12 @@ class _Rendered:
     trimmed: int = 0
 
 
-def _units(items: Sequence[ContextItem], task_loop_id: int | None) -> list[_Unit]:
-    """Group items into units: summaries (with their restored reads), system, raw units."""
-    units: list[_Unit] = []
-    task_found = task_loop_id is None
-    for item in items:
-        message = item.message
-        last = units[-1] if units else None
-        if isinstance(message, ToolResultMessage) and last is not None and last.kind != "summary":
-            last.items.append(item)
-            continue
-        if is_summary_item(item):
-            assert isinstance(message, CompactionSummaryMessage | BranchSummaryMessage)
-            if (
-                last is not None
-                and last.summary is not None
-                and last.summary.source == "compacted"
-                and not last.summary.restored
-                and last.items[0].loop_id == item.loop_id
-            ):
-                last.summary.texts.append(message.summary)
-                last.summary.covers += item.covers
-                last.summary.pinned = last.summary.pinned or item.pinned
-                last.items.append(item)
-                continue
-            summary = _Summary(
-                "", [message.summary], [], item, "compacted", item.covers, item.pinned
-            )
-            units.append(_Unit("summary", [item], summary))
-            continue
-        if (
-            last is not None
-            and last.summary is not None
-            and last.summary.source == "compacted"
-            and item.source == "compacted"
-            and item.loop_id == last.items[0].loop_id
-            and not item.pinned
-            and is_restored_file(message)
-        ):
-            assert isinstance(message, UserMessage)
-            last.summary.restored.append(message.text)
-            last.summary.covers += item.covers
-            last.items.append(item)
-            continue
-        kind: Kind = "raw"
-        first_request = (
-            not task_found
-            and isinstance(message, UserMessage)
-            and item.source == "raw"
-            and item.loop_id == task_loop_id
-        )
-        task_found = task_found or first_request
-        if item.pinned:
-            kind = "pinned"
-        elif isinstance(message, SystemMessage) and item.source == "raw":
-            kind = "system"
-        elif first_request:
-            kind = "task"
-        units.append(_Unit(kind, [item]))
-    for unit in units:
-        unit.size = sum(item.tokens for item in unit.items)
-    return units
-
-
-def _digest_unit(digest: SessionDigest) -> _Unit:
-    summary = _Summary(
-        DIGEST_HEADER,
-        [digest.message.summary],
-        [],
-        ContextItem(message=text_message(""), tokens=0, source="digest"),
-        "digest",
-        (),
-        False,
-    )
-    unit = _Unit("summary", [], summary)
-    unit.size = _summary_item(summary, [digest.message.summary], [], None).tokens
-    return unit
-
-
-def _summary_item(
-    summary: _Summary,
-    texts: Sequence[str],
-    restored: Sequence[str],
-    note: str | None,
-    more: bool = False,
-) -> ContextItem:
-    body = summary_body(texts, restored)
-    if summary.header:
-        body = f"{summary.header}\n{body}"
-    message = text_message(framed(body, note, more=more))
-    first = summary.first
-    return ContextItem(
-        message=message,
-        tokens=message_tokens(message),
-        source=summary.source,
-        loop_id=first.loop_id,
-        replacement_id=first.replacement_id,
-        covers=summary.covers,
-        pinned=summary.pinned,
-        flexible=True,
-    )
-
-
-def shorten_summary(text: str, max_tokens: int) -> str:
-    """Return a summary's text within `max_tokens` (as `estimate_tokens` counts).
-
-    A structured handoff is re-fitted by priority (`fit_handoff`: the least valuable
-    items go first, the task last); any other text keeps its first and last lines.
-    """
-    if max_tokens <= 0:
-        return ""
-    # Imported here: only a summary over its share needs the handoff parser (and its
-    # patterns), so opening a store or a context that fits does not load it.
-    from sessionstore.summarizers._fit import fit_handoff
-    from sessionstore.summarizers._handoff import looks_like_handoff, parse_handoff
-
-    if looks_like_handoff(text):
-        return fit_handoff(parse_handoff(text), max_tokens)
-    return truncate_head_tail_tokens(text, max_tokens)
-
-
-_SENTENCE_END = re.compile(r"(?<=[.!?:;])\s+|\n+")
-
-
-def shorten_sentences(text: str, max_tokens: int) -> str:
-    """Return the leading whole sentences of `text` that fit `max_tokens`, and a note.
-
-    Sentences end at `.`, `!`, `?`, `:` or `;` before white space, or at a line break;
-    none is ever cut. The note says how many were left out. Empty when not even the
-    first sentence fits.
-    """
-    if (
-        message_tokens(SystemMessage.model_construct(content=[TextContent(text=text)]))
-        <= max_tokens
-    ):
-        return text
-    ends = [match.start() for match in _SENTENCE_END.finditer(text)] + [len(text)]
-    total = len(ends)
-
-    def cost(count: int) -> int:
-        kept = text[: ends[count - 1]].rstrip()
-        note = SENTENCES_LEFT_OUT.format(count=total - count)
-        return message_tokens(
-            SystemMessage.model_construct(content=[TextContent(text=f"{kept}\n{note}")])
-        )
-
-    low, high, best = 1, total - 1, 0
-    while low <= high:
-        middle = (low + high) // 2
-        if cost(middle) <= max_tokens:
-            best, low = middle, middle + 1
-        else:
-            high = middle - 1
-    if best == 0:
-        return ""
-    kept = text[: ends[best - 1]].rstrip()
-    return f"{kept}\n{SENTENCES_LEFT_OUT.format(count=total - best)}"
-
-
 def _is_output(item: ContextItem) -> bool:
     return isinstance(item.message, ToolResultMessage | BashExecutionMessage)
 
 
 class _Fitter:
-    def __init__(self, units: list[_Unit], budget: int, token_scale: float) -> None:
+    def __init__(self, units: list[Unit], budget: int, token_scale: float) -> None:
         self.units = units
         self.budget = budget
         self.scale = token_scale
@@ -343,7 +170,47 @@ class _Fitter:
         summaries = [i for i, unit in enumerate(units) if unit.kind == "summary"]
         digests = [i for i in summaries if units[i].items == []]
         self.summary_order = [i for i in summaries if i not in digests] + digests
-        self._summaries: dict[tuple[int, int | None, str | None, bool], ContextItem | None] = {}
+        self._summaries: dict[
+            tuple[int, int | None, str | None, bool, int], ContextItem | None
+        ] = {}
+        self.host, self.folded = self._fold_into()
+
+    def _fold_into(self) -> tuple[int | None, FoldedTurns | None]:
+        """Return the summary the dropped raw turns fold into, and their digests.
+
+        The summary right before the first droppable turn, when it is a handoff the
+        summarizer can update; else the placeholder `fit_context` put there.
+        """
+        if not self.drop_order:
+            return None, None
+        first = self.drop_order[0]
+        host = next((i for i in range(first - 1, -1, -1) if self.units[i].kind == "summary"), None)
+        if host is None:
+            return None, None
+        summary = self.units[host].summary
+        assert summary is not None
+        prior = None if summary.is_placeholder else "\n".join(summary.texts)
+        units = [[item.message for item in self.units[i].items] for i in self.drop_order]
+        covers = [
+            tuple(raw_id for item in self.units[i].items for raw_id in item.covers)
+            for i in self.drop_order
+        ]
+        return host, FoldedTurns(units, covers, prior)
+
+    def folded_count(self, index: int, state: _State) -> int:
+        """Return how many dropped raw units the summary at `index` stands for too."""
+        return state.dropped if index == self.host else 0
+
+    def summary_size(self, index: int, state: _State) -> int:
+        """Return the cap a summary is shown within before it is shortened (its own size).
+
+        A summary that dropped turns fold into may grow to `BUILD_DIGEST_SHARE` of the
+        budget, or its own size when larger.
+        """
+        size = self.units[index].size
+        if self.folded_count(index, state):
+            size = max(size, int(self.budget * BUILD_DIGEST_SHARE / self.scale))
+        return size
 
     # ── rendering a state ─────────────────────────────────────────────────────
 
@@ -367,34 +234,47 @@ class _Fitter:
         return cached
 
     def summary(
-        self, index: int, cap: int | None, note: str | None = None, more: bool = False
+        self,
+        index: int,
+        cap: int | None,
+        note: str | None = None,
+        more: bool = False,
+        folded: int = 0,
     ) -> ContextItem | None:
-        key = (index, cap, note, more)
+        key = (index, cap, note, more, folded)
         if key in self._summaries:
             return self._summaries[key]
         summary = self.units[index].summary
         assert summary is not None
+        if folded:
+            assert self.folded is not None
+            summary = replace(
+                summary,
+                texts=[self.folded.text(folded)],
+                covers=summary.covers + self.folded.covers(folded),
+                source="built",
+            )
         result = self._fit_summary(summary, cap, note, more)
         self._summaries[key] = result
         return result
 
     def _fit_summary(
-        self, summary: _Summary, cap: int | None, note: str | None, more: bool
+        self, summary: UnitSummary, cap: int | None, note: str | None, more: bool
     ) -> ContextItem | None:
         restored = list(summary.restored)
-        item = _summary_item(summary, summary.texts, restored, note, more)
+        item = summary_item(summary, summary.texts, restored, note, more)
         if cap is None or item.tokens <= cap:
             return item
         while restored:
             restored.pop(0)  # the oldest restored read goes first
-            item = _summary_item(summary, summary.texts, restored, note, more)
+            item = summary_item(summary, summary.texts, restored, note, more)
             if item.tokens <= cap:
                 return item
-        overhead = _summary_item(summary, [""], [], note, more).tokens
+        overhead = summary_item(summary, [""], [], note, more).tokens
         room = cap - overhead
         text = "\n".join(summary.texts)
         while room >= MIN_SUMMARY_TEXT:
-            item = _summary_item(summary, [shorten_summary(text, room)], [], note, more)
+            item = summary_item(summary, [shorten_summary(text, room)], [], note, more)
             if item.tokens <= cap:
                 return item
             room -= max(1, item.tokens - cap)
@@ -431,6 +311,12 @@ class _Fitter:
         """Positions in `kept` that messages were left out before."""
         shortened = False
         for index, unit in enumerate(units):
+            if (
+                unit.summary is not None
+                and unit.summary.is_placeholder
+                and (index in dropped_units or not self.folded_count(index, state))
+            ):
+                continue  # the dropped turns it stands for are counted already
             if index in dropped_units or (unit.kind == "task" and state.drop_task):
                 trimmed += len(unit.items) or 1
                 gaps.append(len(kept))
@@ -459,7 +345,12 @@ class _Fitter:
             else:
                 gaps.append(len(kept))
         summaries = [index for index, shown in kept if shown is None]
-        caps = dict(state.summary_caps)
+        caps = {
+            index: self.summary_size(index, state)
+            for index in summaries
+            if self.folded_count(index, state)
+        }
+        caps.update(state.summary_caps)
         system_at = next(
             (
                 position
@@ -484,6 +375,7 @@ class _Fitter:
                 caps.get(index),
                 trim_note if index == host_summary else None,
                 more=state.brief and index != summaries[0],
+                folded=self.folded_count(index, state),
             )
             for index in summaries
         }
@@ -493,6 +385,7 @@ class _Fitter:
                 host_summary,
                 caps.get(host_summary),
                 more=state.brief and host_summary != summaries[0],
+                folded=self.folded_count(host_summary, state),
             )
             host_summary = None
         lost = [index for index, item in rendered_summaries.items() if item is None]
@@ -559,7 +452,32 @@ class _Fitter:
         return low
 
     def fit(self) -> tuple[_State, bool]:
-        """Return the state that cuts least and fits, or the one that cuts most, and if it fits."""
+        """Return the state that cuts least and fits, or the one that cuts most, and if it fits.
+
+        The digest of the dropped turns then takes the room the cuts left, if any.
+        """
+        state, fits = self._cut()
+        return (self.grow_folded(state), True) if fits else (state, False)
+
+    def grow_folded(self, state: _State) -> _State:
+        """Let the digest of the dropped raw turns grow into the room left unused."""
+        host = self.host
+        if host is None or not self.folded_count(host, state):
+            return state
+        caps = dict(state.summary_caps)
+        current = caps.get(host, self.summary_size(host, state))
+        whole = self.summary(host, None, folded=self.folded_count(host, state))
+        assert whole is not None  # a summary with no cap is always rendered
+
+        def capped(cap: int) -> _State:
+            return replace(state, summary_caps=tuple({**caps, host: cap}.items()))
+
+        if whole.tokens <= current:
+            return state
+        cap = self.largest(current, whole.tokens, capped)
+        return state if cap is None else capped(cap)
+
+    def _cut(self) -> tuple[_State, bool]:
         state = _State()
         if self.fits(state):
             return state, True
@@ -637,7 +555,7 @@ class _Fitter:
         """
         for index in self.summary_order:
             caps = dict(state.summary_caps)
-            current = caps.get(index, self.units[index].size)
+            current = caps.get(index, self.summary_size(index, state))
             if current <= floor:
                 continue
 
@@ -679,7 +597,7 @@ class _Fitter:
         sizes = [unit.size for unit in systems]
         share = max(1, int(self.budget * SYSTEM_SHARE / self.scale))
         # Never less than its first sentence: the share shortens, it does not drop.
-        share = max([share, *(_first_sentence_cost(unit.items[0]) for unit in systems)])
+        share = max([share, *(first_sentence_cost(unit.items[0]) for unit in systems)])
         if not sizes or max(sizes) <= share:
             return state, False
         cap = self.largest(share, max(sizes) - 1, lambda c: replace(state, system_cap=c))
@@ -695,19 +613,6 @@ class _Fitter:
             if cap is not None:
                 return replace(state, system_cap=cap), True
         return replace(state, system_cap=0), self.fits(replace(state, system_cap=0))
-
-
-def _first_sentence_cost(item: ContextItem) -> int:
-    """Return what a system message costs shortened to its first sentence (and the note)."""
-    message = item.message
-    assert isinstance(message, SystemMessage)
-    text = message.text
-    end = _SENTENCE_END.search(text)
-    if end is None:
-        return item.tokens
-    rest = len(_SENTENCE_END.findall(text))
-    shortened = f"{text[: end.start()].rstrip()}\n{SENTENCES_LEFT_OUT.format(count=rest)}"
-    return min(item.tokens, message_tokens(SystemMessage(content=shortened)))
 
 
 def _joins_same_roles(kept: Sequence[tuple[int, list[ContextItem] | None]], gap: int) -> bool:
@@ -756,10 +661,11 @@ def fit_context(
     Raises:
         ContextOverflowError: the latest user request and one trim marker exceed the budget.
     """
-    units = _units(items, task_loop_id)
+    units = group_units(items, task_loop_id)
     if digest is not None:
         leading = next((i for i, unit in enumerate(units) if unit.kind != "system"), len(units))
-        units.insert(leading, _digest_unit(digest))
+        units.insert(leading, digest_unit(digest))
+    make_fold_host(units)
     fitter = _Fitter(units, budget, token_scale)
     loaded = sum(item.tokens for item in fitter.render(_State()).items)
     state, fits = fitter.fit()

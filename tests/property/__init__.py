@@ -373,6 +373,14 @@ def _check_provenance(context: BuiltContext, history: History) -> None:
             assert all(isinstance(x.message, SystemMessage) for x in before)
             assert not item.covers
             continue
+        if item.source == "built":
+            # A digest the build wrote for the raw turns it dropped (merged into the summary
+            # before them, if any): it names raw messages of the chain, of any loop.
+            every = {raw_id for own in ids_of.values() for raw_id in own}
+            assert item.covers, "a built digest that stands for nothing"
+            assert set(item.covers) <= every, f"covers {item.covers} outside the chain"
+            seen.update(item.covers)
+            continue
         assert item.loop_id in ids_of, f"an item of loop {item.loop_id}, not of the chain"
         if item.loop_id not in context.loop_ids:
             # The latest request, and the system prompt of the chain's first loop.
@@ -400,7 +408,7 @@ def trim_notes(context: BuiltContext) -> list[str]:
         item.message.text
         for item in context.items
         if isinstance(item.message, UserMessage | AssistantMessage | SystemMessage)
-        and item.source in ("marker", "synthetic", "compacted", "digest")
+        and item.source in ("marker", "synthetic", "compacted", "digest", "built")
     ]
     return [text for text in texts if said in text]
 

@@ -421,9 +421,30 @@ def test_fitting_loses_least_first(
                 assert all(raw_id < item.message_id for raw_id in dropped), (
                     "a turn was dropped while an older tool output was left whole"
                 )
+    built = [i for i in items if i.source == "built"]
+    assert len(built) <= 1, "one digest stands for the dropped turns, merged, not several"
+    if built:
+        # It stands for every raw turn the budget dropped (these chains are shorter than
+        # the `MAX_FOLDED_MESSAGES` a build digests): what is left out otherwise is only
+        # the system prompt, the session's task and orphan results.
+        covered = {raw_id for item in items for raw_id in item.covers}
+        first_request = next(
+            (
+                m.id
+                for m in chain.history.raw[chain.history.chain[0]]
+                if isinstance(m.message, UserMessage)
+            ),
+            None,
+        )
+        for source in chain.sources:
+            for m in source.raw:
+                if m.id in covered or m.id in context.orphan_results or m.id == first_request:
+                    continue
+                assert isinstance(m.message, SystemMessage), f"raw {m.id} dropped unfolded"
     if digest is None:
         return
-    shown = [i for i in items if i.source == "digest"]
+    # The digest is sent alone, or with the raw turns the budget dropped folded into it.
+    shown = [i for i in items if i.source in ("digest", "built")]
     if not shown:
         # Dropped only once everything but the task and the latest request is gone, and
         # then only when its smallest form does not fit beside them.

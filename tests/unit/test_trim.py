@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+from sessionstore._items import ContextItem
 from sessionstore._tokens import estimate_tokens, message_tokens
-from sessionstore._trim import shorten_sentences, shorten_summary
-from sessionstore.models import SystemMessage
+from sessionstore._trim import fit_context, shorten_sentences, shorten_summary
+from sessionstore.models import (
+    AssistantMessage,
+    CompactionSummaryMessage,
+    Message,
+    SessionDigest,
+    SystemMessage,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
 
 POLICY = (
     "You are an airline agent. Help users book, change or cancel flights. Never book "
@@ -43,3 +53,78 @@ def test_a_handoff_is_refitted_by_priority_not_cut_at_its_end() -> None:
     assert estimate_tokens(short) <= 100
     assert short.startswith("[Summary] turn 0")
     assert short.endswith("turn 199: ran the tests")
+
+
+# ── the digest of the raw turns a build drops ─────────────────────────────────
+
+
+def _turns(count: int) -> list[Message]:
+    """A coding run: the task, then `count` test runs, each failing on its own error."""
+    messages: list[Message] = [UserMessage(content="Fix the crash in src/parser.py")]
+    for i in range(count):
+        call = ToolCall(id=f"c{i}", name="bash", arguments={"command": f"pytest tests/t{i}.py"})
+        lines = "\n".join(f"tests/t{i}.py::case_{j} collected from module {j}" for j in range(12))
+        output = f"{lines}\nE   ValueError: bad token {i}\n1 failed in 0.{i}s\nExit code: 1"
+        messages += [
+            AssistantMessage(content=[call]),
+            ToolResultMessage(tool_call_id=f"c{i}", content=output),
+        ]
+    return [*messages, UserMessage(content="go on")]
+
+
+def _items(messages: list[Message]) -> list[ContextItem]:
+    items = []
+    for raw_id, message in enumerate(messages, start=1):
+        pinned = raw_id == len(messages)
+        tokens = message_tokens(message)
+        items.append(
+            ContextItem(message, tokens, "raw", 1, raw_id, covers=(raw_id,), pinned=pinned)
+        )
+    return items
+
+
+def _digest(text: str) -> SessionDigest:
+    message = CompactionSummaryMessage(summary=text, tokens_before=1_000)
+    return SessionDigest(head_loop_id=1, through_loop_id=1, message=message, token_count=0)
+
+
+def test_dropped_raw_turns_are_folded_into_a_digest_built_for_the_context() -> None:
+    items = _items(_turns(12))
+    fitted = fit_context(items, 900, task_loop_id=1)
+    assert sum(item.tokens for item in fitted.items) <= 900
+    assert fitted.trimmed > 0
+    (built,) = [item for item in fitted.items if item.source == "built"]
+    text = built.message.text  # type: ignore[union-attr]
+    kept = {raw_id for item in fitted.items if item.source != "built" for raw_id in item.covers}
+    dropped = {item.message_id for item in items} - kept
+    # It names exactly the raw messages it stands for; the task is kept apart.
+    assert set(built.covers) == dropped
+    assert 1 not in built.covers
+    # The dropped turns' errors, commands and files are in it.
+    assert "ValueError: bad token" in text
+    assert "pytest tests/t" in text
+    assert "tests/t1.py" in text
+    # Built the same way every time; never stored (a context item, no replacement id).
+    assert fit_context(items, 900, task_loop_id=1) == fitted
+    assert built.replacement_id is None
+
+
+def test_dropped_turns_are_merged_into_the_session_digest_not_sent_beside_it() -> None:
+    digest = _digest(
+        "## Active Task\nFix the crash in src/parser.py\n\n## Critical Context\n- ticket: ABC-123"
+    )
+    items = _items(_turns(12))[1:]  # the task is folded into the digest already
+    fitted = fit_context(items, 900, digest=digest)
+    summaries = [item for item in fitted.items if item.source in ("digest", "built")]
+    (built,) = summaries
+    assert built.source == "built"
+    text = built.message.text  # type: ignore[union-attr]
+    assert text.count("## Active Task") == 1
+    assert "ABC-123" in text  # the stored digest's facts carry over
+    assert "ValueError: bad token" in text
+
+
+def test_nothing_is_built_while_every_raw_turn_fits() -> None:
+    items = _items(_turns(2))
+    fitted = fit_context(items, 10_000, task_loop_id=1)
+    assert [item.source for item in fitted.items] == ["raw"] * len(items)

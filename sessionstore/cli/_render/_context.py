@@ -95,7 +95,16 @@ def context_footer(context: BuiltContext, max_context_tokens: int) -> list[str]:
             "for the system prompt)"
         )
     counts = Counter(item.source for item in context.items)
-    kinds: tuple[Source, ...] = ("digest", "raw", "compacted", "recent", "synthetic", "marker")
+    kinds: tuple[Source, ...] = (
+        "digest",
+        "built",
+        "raw",
+        "compacted",
+        "recent",
+        "shortened",
+        "synthetic",
+        "marker",
+    )
     sources = [(s, counts[s]) for s in kinds]
     lines = [
         f"tokens: {context.tokens:,} of {room} ({share(context.tokens, context.budget)}), "
@@ -162,6 +171,13 @@ def _origin(item: ContextItem) -> str:
         where = "synthetic (added by the loader)"
     elif item.source == "digest":
         where = "session digest (the loops before the scope)"
+    elif item.source == "built":
+        where = (
+            f"digest built for this context (not stored) · covers {len(item.covers)} "
+            "message(s) left out to fit"
+        )
+    elif item.source == "shortened":
+        where = f"shortened to fit · loop {item.loop_id} · message {item.message_id}"
     else:
         where = "marker (messages trimmed to fit)"
     return where + (" · latest user request" if item.pinned else "")

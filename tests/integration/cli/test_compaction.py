@@ -372,7 +372,8 @@ def test_context_trims_to_the_budget_and_answers_interrupted_calls(db_url):
     data = json_out(result)
     assert data["tokens"] <= 3000
     assert data["trimmed_messages"] > 0
-    assert data["sources"]["marker"] >= 1
+    # Said in a trim marker, or in the digest built for the turns left out.
+    assert data["sources"].get("marker", 0) + data["sources"].get("built", 0) >= 1
     (call,) = data["interrupted_calls"]
     assert call["at_end"] is True
     assert f"trimmed to fit the budget: {data['trimmed_messages']} message(s)" in result.stderr

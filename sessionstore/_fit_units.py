@@ -1,0 +1,271 @@
+"""The parts `fit_context` cuts: units, summaries and the system prompt's sentences (pure).
+
+`group_units` groups the loaded items into what the trimmer keeps or drops whole: each
+loop's run of summary messages (with the restored file reads after it) as one summary,
+the system prompt, the session's task, the pinned latest request, and raw units (an
+assistant message with its tool results). The helpers here shorten one summary or one
+system prompt; `sessionstore._trim` decides how far.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from sessionstore._framing import (
+    DIGEST_HEADER,
+    framed,
+    is_restored_file,
+    is_summary_item,
+    summary_body,
+    text_message,
+)
+from sessionstore._items import ContextItem
+from sessionstore._tokens import message_tokens
+from sessionstore.models import (
+    BranchSummaryMessage,
+    CompactionSummaryMessage,
+    SessionDigest,
+    SystemMessage,
+    TextContent,
+    ToolResultMessage,
+    UserMessage,
+)
+from sessionstore.strategies._passes import truncate_head_tail_tokens
+from sessionstore.summarizers._handoff import looks_like_handoff, parse_handoff
+
+__all__ = [
+    "SENTENCES_LEFT_OUT",
+    "SENTENCE_END",
+    "Kind",
+    "Unit",
+    "UnitSummary",
+    "digest_unit",
+    "first_sentence_cost",
+    "group_units",
+    "make_fold_host",
+    "shorten_sentences",
+    "shorten_summary",
+    "summary_item",
+]
+
+SENTENCES_LEFT_OUT = "[… {count} more sentence(s) left out to fit the budget]"
+"""What follows a system prompt shortened by whole sentences."""
+
+Kind = Literal["system", "pinned", "task", "summary", "raw"]
+
+
+@dataclass(slots=True)
+class UnitSummary:
+    header: str
+    texts: list[str]
+    restored: list[str]
+    first: ContextItem
+    source: Literal["compacted", "digest", "built"]
+    covers: tuple[int, ...]
+    pinned: bool
+
+    @property
+    def is_placeholder(self) -> bool:
+        """True for the digest of dropped turns that has no stored summary to merge into."""
+        return self.source == "built" and not self.texts
+
+
+@dataclass(slots=True)
+class Unit:
+    kind: Kind
+    items: list[ContextItem]
+    summary: UnitSummary | None = None
+    size: int = 0
+    """The unit's cost as loaded (messages)."""
+
+
+def group_units(items: Sequence[ContextItem], task_loop_id: int | None) -> list[Unit]:
+    """Group items into units: summaries (with their restored reads), system, raw units."""
+    units: list[Unit] = []
+    task_found = task_loop_id is None
+    for item in items:
+        message = item.message
+        last = units[-1] if units else None
+        if isinstance(message, ToolResultMessage) and last is not None and last.kind != "summary":
+            last.items.append(item)
+            continue
+        if is_summary_item(item):
+            assert isinstance(message, CompactionSummaryMessage | BranchSummaryMessage)
+            if (
+                last is not None
+                and last.summary is not None
+                and last.summary.source == "compacted"
+                and not last.summary.restored
+                and last.items[0].loop_id == item.loop_id
+            ):
+                last.summary.texts.append(message.summary)
+                last.summary.covers += item.covers
+                last.summary.pinned = last.summary.pinned or item.pinned
+                last.items.append(item)
+                continue
+            summary = UnitSummary(
+                "", [message.summary], [], item, "compacted", item.covers, item.pinned
+            )
+            units.append(Unit("summary", [item], summary))
+            continue
+        if (
+            last is not None
+            and last.summary is not None
+            and last.summary.source == "compacted"
+            and item.source == "compacted"
+            and item.loop_id == last.items[0].loop_id
+            and not item.pinned
+            and is_restored_file(message)
+        ):
+            assert isinstance(message, UserMessage)
+            last.summary.restored.append(message.text)
+            last.summary.covers += item.covers
+            last.items.append(item)
+            continue
+        kind: Kind = "raw"
+        first_request = (
+            not task_found
+            and isinstance(message, UserMessage)
+            and item.source == "raw"
+            and item.loop_id == task_loop_id
+        )
+        task_found = task_found or first_request
+        if item.pinned:
+            kind = "pinned"
+        elif isinstance(message, SystemMessage) and item.source == "raw":
+            kind = "system"
+        elif first_request:
+            kind = "task"
+        units.append(Unit(kind, [item]))
+    for unit in units:
+        unit.size = sum(item.tokens for item in unit.items)
+    return units
+
+
+def make_fold_host(units: list[Unit]) -> None:
+    """Put an empty digest before the first raw unit unless a handoff is right before it.
+
+    Raw turns the budget drops fold into the handoff before them (see `FoldedTurns`);
+    with none there, into this placeholder, which is sent only when they are dropped.
+    """
+    first = next((i for i, unit in enumerate(units) if unit.kind == "raw"), None)
+    if first is None:
+        return
+    before = next((unit for unit in reversed(units[:first]) if unit.kind == "summary"), None)
+    if before is not None:
+        assert before.summary is not None
+        if looks_like_handoff("\n".join(before.summary.texts)):
+            return
+    first_item = ContextItem(message=text_message(""), tokens=0, source="built")
+    placeholder = UnitSummary(DIGEST_HEADER, [], [], first_item, "built", (), False)
+    units.insert(first, Unit("summary", [], placeholder))
+
+
+def digest_unit(digest: SessionDigest) -> Unit:
+    summary = UnitSummary(
+        DIGEST_HEADER,
+        [digest.message.summary],
+        [],
+        ContextItem(message=text_message(""), tokens=0, source="digest"),
+        "digest",
+        (),
+        False,
+    )
+    unit = Unit("summary", [], summary)
+    unit.size = summary_item(summary, [digest.message.summary], [], None).tokens
+    return unit
+
+
+def summary_item(
+    summary: UnitSummary,
+    texts: Sequence[str],
+    restored: Sequence[str],
+    note: str | None,
+    more: bool = False,
+) -> ContextItem:
+    body = summary_body(texts, restored)
+    if summary.header:
+        body = f"{summary.header}\n{body}"
+    message = text_message(framed(body, note, more=more))
+    first = summary.first
+    return ContextItem(
+        message=message,
+        tokens=message_tokens(message),
+        source=summary.source,
+        loop_id=first.loop_id,
+        replacement_id=first.replacement_id,
+        covers=summary.covers,
+        pinned=summary.pinned,
+        flexible=True,
+    )
+
+
+def shorten_summary(text: str, max_tokens: int) -> str:
+    """Return a summary's text within `max_tokens` (as `estimate_tokens` counts).
+
+    A structured handoff is re-fitted by priority (`fit_handoff`: the least valuable
+    items go first, the task last); any other text keeps its first and last lines.
+    """
+    if max_tokens <= 0:
+        return ""
+    if looks_like_handoff(text):
+        # Imported here: only a summary over its share needs the fitter (and its
+        # patterns), so opening a store or a context that fits does not load it.
+        from sessionstore.summarizers._fit import fit_handoff
+
+        return fit_handoff(parse_handoff(text), max_tokens)
+    return truncate_head_tail_tokens(text, max_tokens)
+
+
+SENTENCE_END = re.compile(r"(?<=[.!?:;])\s+|\n+")
+
+
+def shorten_sentences(text: str, max_tokens: int) -> str:
+    """Return the leading whole sentences of `text` that fit `max_tokens`, and a note.
+
+    Sentences end at `.`, `!`, `?`, `:` or `;` before white space, or at a line break;
+    none is ever cut. The note says how many were left out. Empty when not even the
+    first sentence fits.
+    """
+    if (
+        message_tokens(SystemMessage.model_construct(content=[TextContent(text=text)]))
+        <= max_tokens
+    ):
+        return text
+    ends = [match.start() for match in SENTENCE_END.finditer(text)] + [len(text)]
+    total = len(ends)
+
+    def cost(count: int) -> int:
+        kept = text[: ends[count - 1]].rstrip()
+        note = SENTENCES_LEFT_OUT.format(count=total - count)
+        return message_tokens(
+            SystemMessage.model_construct(content=[TextContent(text=f"{kept}\n{note}")])
+        )
+
+    low, high, best = 1, total - 1, 0
+    while low <= high:
+        middle = (low + high) // 2
+        if cost(middle) <= max_tokens:
+            best, low = middle, middle + 1
+        else:
+            high = middle - 1
+    if best == 0:
+        return ""
+    kept = text[: ends[best - 1]].rstrip()
+    return f"{kept}\n{SENTENCES_LEFT_OUT.format(count=total - best)}"
+
+
+def first_sentence_cost(item: ContextItem) -> int:
+    """Return what a system message costs shortened to its first sentence (and the note)."""
+    message = item.message
+    assert isinstance(message, SystemMessage)
+    text = message.text
+    end = SENTENCE_END.search(text)
+    if end is None:
+        return item.tokens
+    rest = len(SENTENCE_END.findall(text))
+    shortened = f"{text[: end.start()].rstrip()}\n{SENTENCES_LEFT_OUT.format(count=rest)}"
+    return min(item.tokens, message_tokens(SystemMessage(content=shortened)))
