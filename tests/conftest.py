@@ -26,6 +26,7 @@ from sqlalchemy.engine import make_url
 
 from sessionstore import SessionStore, make_engine, migrate
 from tests.citus_cluster import CITUS_ENV, Cluster, citus_installed, start_cluster
+from tests.datasets import DATASET, DATASET_LABEL
 from tests.factories import reseed_random
 from tests.routing import Recorder, violations
 
@@ -172,7 +173,6 @@ async def empty_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncI
 @pytest.fixture
 def dataset_dir() -> Path:
     """The shared real-transcripts dataset (skips when the checkout has no shared/ beside it)."""
-    path = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "real-transcripts"
-    if not path.is_dir():
-        pytest.skip("the shared real-transcripts dataset is not beside this checkout")
-    return path
+    if not DATASET.is_dir():
+        pytest.skip(f"the real-transcripts dataset is not at {DATASET_LABEL}")
+    return DATASET
