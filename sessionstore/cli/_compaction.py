@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -26,6 +26,7 @@ from sessionstore import (
     compact_session_loops,
 )
 from sessionstore._audit import AuditSnapshot, audit_snapshots
+from sessionstore.cli._loops import session_loops
 from sessionstore.cli._options import (
     AS_OF,
     COUNT,
@@ -43,6 +44,7 @@ from sessionstore.cli._options import (
 from sessionstore.cli._progress import progress, progress_option
 from sessionstore.cli._render import (
     ContextFormat,
+    audit_json,
     compaction_json,
     print_audit,
     print_compaction,
@@ -50,6 +52,10 @@ from sessionstore.cli._render import (
     print_json,
 )
 from sessionstore.cli._render._redacted import redacted_audit, redacted_snapshots
+
+if TYPE_CHECKING:
+    from sessionstore import BuiltContext, SessionAudit
+    from sessionstore.cli._render._loops import LoopNumbers
 
 __all__ = ["audit", "compact", "context"]
 
@@ -147,7 +153,7 @@ def _setting_option(
 def compact(
     settings: Settings,
     session_id: str,
-    loop_id: int | None,
+    loop_number: int | None,
     max_context_tokens: int,
     strategy: str,
     scope: Scope,
@@ -196,7 +202,12 @@ def compact(
         block_strategy=strategy,
     )
 
-    async def work(store: SessionStore) -> CompactionResult:
+    async def work(store: SessionStore) -> tuple[CompactionResult, LoopNumbers]:
+        # Compaction adds no loop: the numbers read first name the loops it compacted.
+        numbers, loop_id = await session_loops(store, session_id, loop_number)
+        return await compact_with(store, loop_id), numbers
+
+    async def compact_with(store: SessionStore, loop_id: int | None) -> CompactionResult:
         if strategy != "summarize":
             return await compact_session_loops(
                 store,
@@ -236,11 +247,11 @@ def compact(
             )
 
     with progress(f"Compacting session {session_id}", show_progress, as_json=as_json):
-        result = run_with_store(settings.url, work)
+        result, numbers = run_with_store(settings.url, work)
     if as_json:
-        print_json(compaction_json(session_id, result))
+        print_json(compaction_json(session_id, result, numbers))
     else:
-        print_compaction(session_id, result, strategy=strategy, overlay=overlay)
+        print_compaction(session_id, result, numbers, strategy=strategy, overlay=overlay)
 
 
 # ── context ────────────────────────────────────────────────────────────────────
@@ -292,7 +303,7 @@ def context(
     session_id: str,
     max_context_tokens: int,
     system_prompt_tokens: int,
-    loop_id: int | None,
+    loop_number: int | None,
     as_of: int | datetime | None,
     overlay: str,
     scope: Scope | None,
@@ -318,9 +329,10 @@ def context(
     if as_json and output_format not in (None, "json"):
         raise click.UsageError(f"--json contradicts --format {output_format}")
     chosen: ContextFormat = "json" if as_json else output_format or "text"
-    built = run_with_store(
-        settings.url,
-        lambda store: build_context(
+
+    async def work(store: SessionStore) -> tuple[BuiltContext, LoopNumbers]:
+        numbers, loop_id = await session_loops(store, session_id, loop_number)
+        built = await build_context(
             store,
             session_id,
             max_context_tokens=max_context_tokens,
@@ -330,10 +342,11 @@ def context(
             overlay=overlay,
             as_of=as_of,
             redact_secrets=redact_secrets,
-        ),
-        read_only=True,
-    )
-    print_context(session_id, built, max_context_tokens, chosen)
+        )
+        return built, numbers
+
+    built, numbers = run_with_store(settings.url, work, read_only=True)
+    print_context(session_id, built, max_context_tokens, chosen, numbers)
 
 
 # ── audit ──────────────────────────────────────────────────────────────────────
@@ -365,7 +378,7 @@ def context(
 def audit(
     settings: Settings,
     session_id: str,
-    loop_id: int | None,
+    loop_number: int | None,
     overlay: str,
     scope: Scope | None,
     max_context_tokens: int,
@@ -399,7 +412,7 @@ def audit(
         _write_html_audit(
             settings,
             session_id,
-            loop_id,
+            loop_number,
             overlay,
             scope,
             max_context_tokens,
@@ -408,22 +421,24 @@ def audit(
             show_progress=show_progress,
         )
         return
-    result = run_with_store(
-        settings.url,
-        lambda store: audit_session(
+
+    async def work(store: SessionStore) -> tuple[SessionAudit, LoopNumbers]:
+        numbers, loop_id = await session_loops(store, session_id, loop_number)
+        audited = await audit_session(
             store,
             session_id,
             loop_id=loop_id,
             overlay=overlay,
             scope=scope,
             max_context_tokens=max_context_tokens,
-        ),
-        read_only=True,
-    )
+        )
+        return audited, numbers
+
+    result, numbers = run_with_store(settings.url, work, read_only=True)
     if redact_secrets:
         result = redacted_audit(result)
     if as_json:
-        print_json(result.to_dict())
+        print_json(audit_json(result, numbers))
     else:
         print_audit(session_id, overlay, result)
 
@@ -431,7 +446,7 @@ def audit(
 def _write_html_audit(
     settings: Settings,
     session_id: str,
-    loop_id: int | None,
+    loop_number: int | None,
     overlay: str,
     scope: Scope | None,
     max_context_tokens: int,
@@ -443,21 +458,23 @@ def _write_html_audit(
     # Imported here: the template engine is only needed by this option.
     from sessionstore.cli._render._html import audit_page
 
-    async def work(store: SessionStore) -> list[AuditSnapshot]:
+    async def work(store: SessionStore) -> tuple[list[AuditSnapshot], LoopNumbers]:
+        numbers, loop_id = await session_loops(store, session_id, loop_number)
         # The overlay asked for must exist, as for the other outputs.
         await store.chain_blocks(session_id, loop_id=loop_id, overlay=overlay, limit=1)
-        return await audit_snapshots(
+        snapshots = await audit_snapshots(
             store, session_id, loop_id=loop_id, scope=scope, max_context_tokens=max_context_tokens
         )
+        return snapshots, numbers
 
     with progress(f"Reading session {session_id}", show_progress) as shown:
-        snapshots = run_with_store(settings.url, work)
+        snapshots, numbers = run_with_store(settings.url, work)
         if redact_secrets:
             shown.step("Redacting secrets")
             snapshots = redacted_snapshots(snapshots)
         shown.step(f"Rendering {len(snapshots)} view(s)")
         now = datetime.now(UTC)
-        page = audit_page(session_id, snapshots, overlay=overlay, generated_at=now)
+        page = audit_page(session_id, snapshots, overlay=overlay, generated_at=now, numbers=numbers)
         if str(path) != "-":
             shown.step(f"Writing {len(page.encode()) / 1e6:,.1f} MB to {path}")
             path.write_text(page, encoding="utf-8")

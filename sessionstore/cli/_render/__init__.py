@@ -7,7 +7,7 @@ the demo's report, which reuses the last three; `_output` holds what they share,
 `audit --html`, so no other command loads the template engine.
 """
 
-from sessionstore.cli._render._audit import print_audit
+from sessionstore.cli._render._audit import audit_json, print_audit
 from sessionstore.cli._render._compaction import compaction_json, print_compaction
 from sessionstore.cli._render._context import ContextFormat, print_context
 from sessionstore.cli._render._demo import demo_json, print_demo
@@ -17,6 +17,7 @@ from sessionstore.cli._render._sessions import print_session, print_session_page
 
 __all__ = [
     "ContextFormat",
+    "audit_json",
     "compaction_json",
     "demo_json",
     "echo",
