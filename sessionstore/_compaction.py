@@ -479,14 +479,16 @@ async def _next_digest(
 
 def _not_smaller_note(loop: LoopRecord, will: Shown, was: Shown) -> str:
     return (
-        f"Loop {loop.id} was left as it was: its new block would show {will.tokens:,} tokens, "
+        f"Loop {loop.number} (id {loop.id}) was left as it was: its new block would show "
+        f"{will.tokens:,} tokens, "
         f"not fewer than the {was.tokens:,} its current block shows."
     )
 
 
 def _oversized_note(loop: LoopRecord, block: CompactionBlock, will: Shown, raw: int) -> str:
     return (
-        f"Loop {loop.id} was left as it was: its new block would show {will.tokens:,} tokens, "
+        f"Loop {loop.number} (id {loop.id}) was left as it was: its new block would show "
+        f"{will.tokens:,} tokens, "
         f"not fewer than its {raw:,} raw tokens."
     )
 

@@ -9,10 +9,18 @@ between tests.
 With `SESSIONSTORE_TEST_CITUS=1`, the PostgreSQL tests of `store` and `db_url` run on a
 local Citus cluster instead (a coordinator and two workers, `tests/citus_cluster.py`),
 whose schema is migrated and then distributed (`migrate.distribute`).
+
+The default run is spread over processes by pytest-xdist (`-n auto` in `pyproject.toml`).
+Each worker (`gw0`, `gw1`, ...) gets a PostgreSQL database of its own, named after the
+one `SESSIONSTORE_TEST_POSTGRES_URL` names (`test` → `test_gw0`), created through the
+server's `postgres` database when missing and wiped like it; the worker's environment
+variable is set to it, so the processes a test starts use it too. SQLite files live under
+each worker's own temporary directory. Citus runs are serial (`-n 0`): one cluster.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import tempfile
@@ -22,15 +30,20 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import text
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 
 from sessionstore import SessionStore, make_engine, migrate
 from tests.citus_cluster import CITUS_ENV, Cluster, citus_installed, start_cluster
+from tests.datasets import DATASET, DATASET_LABEL
 from tests.factories import reseed_random
 from tests.routing import Recorder, violations
 
 POSTGRES_ENV = "SESSIONSTORE_TEST_POSTGRES_URL"
 SEED = 20261122
+WORKER_ENV = "PYTEST_XDIST_WORKER"
+
+_worker_database_error: str | None = None
+"""Why this xdist worker has no PostgreSQL database of its own (the tests needing it fail)."""
 
 BACKENDS = [
     pytest.param("sqlite", id="sqlite"),
@@ -42,7 +55,62 @@ def postgres_url() -> str:
     url = os.environ.get(POSTGRES_ENV)
     if not url:
         pytest.skip(f"{POSTGRES_ENV} is not set")
+    if _worker_database_error is not None:
+        pytest.fail(_worker_database_error, pytrace=False)
     return str(make_url(url).set(drivername="postgresql+asyncpg").render_as_string(False))
+
+
+def _worker_url(url: str, worker: str) -> URL:
+    """The database of one xdist worker: the configured one's name with `_<worker>` added."""
+    base = make_url(url)
+    return base.set(drivername="postgresql+asyncpg", database=f"{base.database}_{worker}")
+
+
+async def _create_database(url: URL) -> None:
+    """Create `url`'s database through the server's `postgres` database, if it is missing."""
+    admin = make_engine(url.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    try:
+        async with admin.connect() as conn:
+            found = await conn.scalar(
+                text("SELECT 1 FROM pg_database WHERE datname = :name"), {"name": url.database}
+            )
+            if found is None:
+                await conn.execute(text(f'CREATE DATABASE "{url.database}"'))
+    finally:
+        await admin.dispose()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In an xdist worker, point `SESSIONSTORE_TEST_POSTGRES_URL` at the worker's database."""
+    global _worker_database_error
+    worker = os.environ.get(WORKER_ENV)
+    url = os.environ.get(POSTGRES_ENV)
+    if not worker or not url or citus_requested():
+        return
+    mine = _worker_url(url, worker)
+    try:
+        asyncio.run(_create_database(mine))
+    except Exception as exc:  # any failure: the tests that need PostgreSQL say why
+        cause = getattr(exc, "orig", None) or exc  # the driver's words, not SQLAlchemy's wrapper
+        _worker_database_error = (
+            f"xdist worker {worker} could not create its PostgreSQL database "
+            f"{mine.database!r} beside the one {POSTGRES_ENV} names: "
+            f"{str(cause).splitlines()[0]}. The role needs CREATEDB (or create the database "
+            "yourself), or run the tests in one process with `-n 0`."
+        )
+        return
+    os.environ[POSTGRES_ENV] = mine.render_as_string(hide_password=False)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`slow_on_postgres`: the test's PostgreSQL cases are slow (`-m slow` runs them).
+
+    For tests whose point is a SQLite limit (a chain deeper than its trigger recursion)
+    and that take a minute on PostgreSQL: the SQLite case stays in the default run.
+    """
+    for item in items:
+        if item.get_closest_marker("slow_on_postgres") and item.get_closest_marker("postgres"):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True)
@@ -172,7 +240,6 @@ async def empty_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncI
 @pytest.fixture
 def dataset_dir() -> Path:
     """The shared real-transcripts dataset (skips when the checkout has no shared/ beside it)."""
-    path = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "real-transcripts"
-    if not path.is_dir():
-        pytest.skip("the shared real-transcripts dataset is not beside this checkout")
-    return path
+    if not DATASET.is_dir():
+        pytest.skip(f"the real-transcripts dataset is not at {DATASET_LABEL}")
+    return DATASET

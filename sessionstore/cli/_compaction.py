@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from sessionstore import CompactionConfig, FixedCount
+from sessionstore.cli._loops import session_loops
 from sessionstore.cli._options import (
     AS_OF,
     COUNT,
@@ -35,9 +36,10 @@ from sessionstore.cli._render import print_json
 # The commands import what only they use when they run (the strategies and summarizers,
 # the audit, the renderers), so `context` does not load what `compact` or `audit` need.
 if TYPE_CHECKING:
-    from sessionstore import CompactionResult, SessionStore
+    from sessionstore import BuiltContext, CompactionResult, SessionAudit, SessionStore
     from sessionstore._audit import AuditSnapshot
     from sessionstore.cli._render import ContextFormat
+    from sessionstore.cli._render._loops import LoopNumbers
 
 __all__ = ["audit", "compact", "context"]
 
@@ -135,7 +137,7 @@ def _setting_option(
 def compact(
     settings: Settings,
     session_id: str,
-    loop_id: int | None,
+    loop_number: int | None,
     max_context_tokens: int,
     strategy: str,
     scope: Scope,
@@ -175,13 +177,6 @@ def compact(
         strategy = "summarize"
     elif focus is not None and strategy != "summarize":
         raise click.UsageError("--focus needs --strategy summarize")
-    from sessionstore import (
-        OpenAICompatibleSummarizer,
-        SummarizingBlockCompaction,
-        compact_session_loops,
-    )
-    from sessionstore.cli._render import compaction_json, print_compaction
-
     config = CompactionConfig(
         compaction_scope=scope,
         keep_first_turns=keep_first,
@@ -191,7 +186,19 @@ def compact(
         block_strategy=strategy,
     )
 
-    async def work(store: SessionStore) -> CompactionResult:
+    from sessionstore import (
+        OpenAICompatibleSummarizer,
+        SummarizingBlockCompaction,
+        compact_session_loops,
+    )
+    from sessionstore.cli._render import compaction_json, print_compaction
+
+    async def work(store: SessionStore) -> tuple[CompactionResult, LoopNumbers]:
+        # Compaction adds no loop: the numbers read first name the loops it compacted.
+        numbers, loop_id = await session_loops(store, session_id, loop_number)
+        return await compact_with(store, loop_id), numbers
+
+    async def compact_with(store: SessionStore, loop_id: int | None) -> CompactionResult:
         if strategy != "summarize":
             return await compact_session_loops(
                 store,
@@ -231,11 +238,11 @@ def compact(
             )
 
     with progress(f"Compacting session {session_id}", show_progress, as_json=as_json):
-        result = run_with_store(settings.url, work)
+        result, numbers = run_with_store(settings.url, work)
     if as_json:
-        print_json(compaction_json(session_id, result))
+        print_json(compaction_json(session_id, result, numbers))
     else:
-        print_compaction(session_id, result, strategy=strategy, overlay=overlay)
+        print_compaction(session_id, result, numbers, strategy=strategy, overlay=overlay)
 
 
 # ── context ────────────────────────────────────────────────────────────────────
@@ -287,7 +294,7 @@ def context(
     session_id: str,
     max_context_tokens: int,
     system_prompt_tokens: int,
-    loop_id: int | None,
+    loop_number: int | None,
     as_of: int | datetime | None,
     overlay: str,
     scope: Scope | None,
@@ -310,15 +317,16 @@ def context(
         sessionstore context 3f2a9c... --budget 32000 --as-of 1 --json
         sessionstore context 3f2a9c... --budget 8000 --redact-secrets
     """
-    from sessionstore import build_context
-    from sessionstore.cli._render import print_context
-
     if as_json and output_format not in (None, "json"):
         raise click.UsageError(f"--json contradicts --format {output_format}")
     chosen: ContextFormat = "json" if as_json else output_format or "text"
-    built = run_with_store(
-        settings.url,
-        lambda store: build_context(
+
+    from sessionstore import build_context
+    from sessionstore.cli._render import print_context
+
+    async def work(store: SessionStore) -> tuple[BuiltContext, LoopNumbers]:
+        numbers, loop_id = await session_loops(store, session_id, loop_number)
+        built = await build_context(
             store,
             session_id,
             max_context_tokens=max_context_tokens,
@@ -328,10 +336,11 @@ def context(
             overlay=overlay,
             as_of=as_of,
             redact_secrets=redact_secrets,
-        ),
-        read_only=True,
-    )
-    print_context(session_id, built, max_context_tokens, chosen)
+        )
+        return built, numbers
+
+    built, numbers = run_with_store(settings.url, work, read_only=True)
+    print_context(session_id, built, max_context_tokens, chosen, numbers)
 
 
 # ── audit ──────────────────────────────────────────────────────────────────────
@@ -363,7 +372,7 @@ def context(
 def audit(
     settings: Settings,
     session_id: str,
-    loop_id: int | None,
+    loop_number: int | None,
     overlay: str,
     scope: Scope | None,
     max_context_tokens: int,
@@ -397,7 +406,7 @@ def audit(
         _write_html_audit(
             settings,
             session_id,
-            loop_id,
+            loop_number,
             overlay,
             scope,
             max_context_tokens,
@@ -406,26 +415,28 @@ def audit(
             show_progress=show_progress,
         )
         return
+
     from sessionstore import audit_session
-    from sessionstore.cli._render import print_audit
+    from sessionstore.cli._render import audit_json, print_audit
     from sessionstore.cli._render._redacted import redacted_audit
 
-    result = run_with_store(
-        settings.url,
-        lambda store: audit_session(
+    async def work(store: SessionStore) -> tuple[SessionAudit, LoopNumbers]:
+        numbers, loop_id = await session_loops(store, session_id, loop_number)
+        audited = await audit_session(
             store,
             session_id,
             loop_id=loop_id,
             overlay=overlay,
             scope=scope,
             max_context_tokens=max_context_tokens,
-        ),
-        read_only=True,
-    )
+        )
+        return audited, numbers
+
+    result, numbers = run_with_store(settings.url, work, read_only=True)
     if redact_secrets:
         result = redacted_audit(result)
     if as_json:
-        print_json(result.to_dict())
+        print_json(audit_json(result, numbers))
     else:
         print_audit(session_id, overlay, result)
 
@@ -433,7 +444,7 @@ def audit(
 def _write_html_audit(
     settings: Settings,
     session_id: str,
-    loop_id: int | None,
+    loop_number: int | None,
     overlay: str,
     scope: Scope | None,
     max_context_tokens: int,
@@ -447,21 +458,23 @@ def _write_html_audit(
     from sessionstore.cli._render._html import audit_page
     from sessionstore.cli._render._redacted import redacted_snapshots
 
-    async def work(store: SessionStore) -> list[AuditSnapshot]:
+    async def work(store: SessionStore) -> tuple[list[AuditSnapshot], LoopNumbers]:
+        numbers, loop_id = await session_loops(store, session_id, loop_number)
         # The overlay asked for must exist, as for the other outputs.
         await store.chain_blocks(session_id, loop_id=loop_id, overlay=overlay, limit=1)
-        return await audit_snapshots(
+        snapshots = await audit_snapshots(
             store, session_id, loop_id=loop_id, scope=scope, max_context_tokens=max_context_tokens
         )
+        return snapshots, numbers
 
     with progress(f"Reading session {session_id}", show_progress) as shown:
-        snapshots = run_with_store(settings.url, work)
+        snapshots, numbers = run_with_store(settings.url, work)
         if redact_secrets:
             shown.step("Redacting secrets")
             snapshots = redacted_snapshots(snapshots)
         shown.step(f"Rendering {len(snapshots)} view(s)")
         now = datetime.now(UTC)
-        page = audit_page(session_id, snapshots, overlay=overlay, generated_at=now)
+        page = audit_page(session_id, snapshots, overlay=overlay, generated_at=now, numbers=numbers)
         if str(path) != "-":
             shown.step(f"Writing {len(page.encode()) / 1e6:,.1f} MB to {path}")
             path.write_text(page, encoding="utf-8")

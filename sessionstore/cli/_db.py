@@ -226,7 +226,7 @@ def _print_report(report: IntegrityReport) -> None:
     for problem in report.problems:
         where = [f"session {problem.session_id}"]
         for label, value in (
-            ("loop", problem.loop_id),
+            ("loop id", problem.loop_id),  # not the number `--loop` takes: data may be broken
             ("message", problem.message_id),
             ("block", problem.block_id),
         ):

@@ -29,6 +29,7 @@ from sessionstore import (
 from sessionstore._demo import generate_session
 from sessionstore.cli._options import Settings, budget_option, json_option, run_with_store
 from sessionstore.cli._render import demo_json, print_demo, print_json, progress_bar
+from sessionstore.cli._render._loops import LoopNumbers
 
 __all__ = ["DemoRun", "demo"]
 
@@ -45,6 +46,8 @@ class DemoRun:
     compaction: CompactionResult
     context: BuiltContext
     audit: SessionAudit
+    numbers: LoopNumbers
+    """The loops' numbers in the session (1, 2, ...), which the report shows."""
 
 
 def _agent_batches(messages: Sequence[Message]) -> Iterator[list[Message]]:
@@ -81,7 +84,8 @@ async def _demo(
             stored = await store.append_messages(session.id, batch)
             raw_tokens += sum(m.token_count for m in stored)
             advance(len(batch))
-    turns = sum(loop.turn_count for loop in await store.list_loops(session.id))
+    loops = await store.list_loops(session.id)
+    turns = sum(loop.turn_count for loop in loops)
     compaction = await compact_session_loops(
         store, session.id, config=config, max_context_tokens=budget
     )
@@ -96,6 +100,7 @@ async def _demo(
         compaction=compaction,
         context=built,
         audit=audited,
+        numbers=LoopNumbers(loops),
     )
 
 

@@ -236,7 +236,8 @@ AS_OF = AsOfType()
 TOKENS = click.IntRange(min=1, max=MAX_BIG_INT)
 COUNT = click.IntRange(min=0, max=MAX_BIG_INT)
 LOOP_ID = click.IntRange(min=1, max=MAX_BIG_INT)
-"""A loop id: what the id column can hold, so a larger number is a usage error."""
+"""A loop number (`--loop N`): at most what the id column can hold, so a larger one is a
+usage error."""
 
 
 # ── options ────────────────────────────────────────────────────────────────────
@@ -277,8 +278,18 @@ def summarizer_options(what: str) -> Callable[[_F], _F]:
 
 
 def loop_option(help_text: str) -> Callable[[_F], _F]:
-    """Return `--loop LOOP_ID`: the loop to work on instead of the active one."""
-    return click.option("--loop", "loop_id", type=LOOP_ID, metavar="LOOP_ID", help=help_text)
+    """Return `--loop N`: the loop to work on instead of the active one, by its number.
+
+    The number is the loop's in its session (1, 2, ...), as every output of the CLI shows
+    it (`sessions show` lists them), not the loop id of the store API (`cli/_loops.py`).
+    """
+    return click.option(
+        "--loop",
+        "loop_number",
+        type=LOOP_ID,
+        metavar="N",
+        help=f"{help_text} N is the loop's number in the session, as `sessions show` lists it.",
+    )
 
 
 def _overlay_name(ctx: click.Context, param: click.Parameter, value: str) -> str:

@@ -16,6 +16,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import click
 
+from sessionstore.cli._loops import session_loops
 from sessionstore.cli._options import Settings, json_option, loop_option, run_with_store
 from sessionstore.cli._progress import progress, progress_option
 from sessionstore.cli._render import (
@@ -164,7 +165,7 @@ def import_(
 def export(
     settings: Settings,
     session_id: str,
-    loop_id: int | None,
+    loop_number: int | None,
     output: Path,
     compact: bool,
     redact_secrets: bool,
@@ -191,6 +192,9 @@ def export(
 
     def export_to(sink: IO[str]) -> None:
         async def work(store: SessionStore) -> None:
+            loop_id = None
+            if loop_number is not None:
+                _, loop_id = await session_loops(store, session_id, loop_number)
             # Streamed a chunk of messages at a time: memory stays bounded on any history.
             chunks = stream_conversation(
                 store, session_id, loop_id=loop_id, indent=indent, redact_secrets=redact_secrets

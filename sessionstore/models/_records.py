@@ -174,6 +174,15 @@ class LoopRecord(_Record):
     turn_count: int
     """How many turns it holds (cached)."""
 
+    @property
+    def number(self) -> int:
+        """Its number in the session, from 1 (`sequence + 1`): the loop number the CLI shows.
+
+        `id` is unique in the database, so it depends on every session written before;
+        `number` counts this session's loops only, in order of creation (all branches).
+        """
+        return self.sequence + 1
+
 
 class StoredMessage(_LazyRecord):
     """A message as stored: the immutable message plus where and when it was written."""

@@ -26,6 +26,8 @@ class SearchHit(BaseModel):
     """The session of the message."""
     loop_id: int
     """The loop of the message (of the summarised loop, for a summary)."""
+    loop_number: int
+    """That loop's number in its session, from 1 (`LoopRecord.number`): what the CLI shows."""
     message_id: int
     """The raw message's id, or the replacement message's id for a summary."""
     position: int

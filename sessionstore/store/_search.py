@@ -24,11 +24,13 @@ from sessionstore.store._tables import JSONPayload, UTCDateTime
 __all__ = ["search"]
 
 _RAW_COLUMNS = (
-    "m.id, m.session_id, m.loop_id, m.position, m.turn_index, m.kind, m.created_at, "
+    "m.id, m.session_id, m.loop_id, l.sequence + 1 AS loop_number, m.position, m.turn_index, "
+    "m.kind, m.created_at, "
     "CAST(m.payload AS TEXT) AS payload"
 )
 _SUMMARY_COLUMNS = (
-    "sm.id, sm.session_id, b.loop_id, sm.position, b.id AS block_id, sm.kind, b.created_at, "
+    "sm.id, sm.session_id, b.loop_id, l.sequence + 1 AS loop_number, sm.position, "
+    "b.id AS block_id, sm.kind, b.created_at, "
     "CAST(sm.payload AS TEXT) AS payload, sm.covers"
 )
 # Only the newest block of a loop and overlay speaks for it; older generations are audit data.
@@ -50,7 +52,10 @@ _SUMMARY_JOINS = (
     "JOIN sessionstore_block_sections sec ON sec.id = sm.section_id AND sec.kind = 'compacted' "
     f"AND {_same_session('sec', 'sm')} "
     f"JOIN sessionstore_blocks b ON b.id = sec.block_id AND {_same_session('b', 'sec')} "
+    # The loop's number in its session (`LoopRecord.number`), which the CLI shows.
+    f"JOIN sessionstore_loops l ON l.id = b.loop_id AND {_same_session('l', 'b')} "
 )
+_RAW_JOINS = f"JOIN sessionstore_loops l ON l.id = m.loop_id AND {_same_session('l', 'm')} "
 
 
 def _filters(tenant: bool, app: bool, user: bool, session: bool, alias: str) -> str:
@@ -74,7 +79,7 @@ def _statement(postgres: bool, summaries: bool, filters: tuple[bool, bool, bool,
     alias = "sm" if summaries else "m"
     table = "sessionstore_section_messages" if summaries else "sessionstore_messages"
     columns = _SUMMARY_COLUMNS if summaries else _RAW_COLUMNS
-    joins = _SUMMARY_JOINS if summaries else ""
+    joins = _SUMMARY_JOINS if summaries else _RAW_JOINS
     where = _filters(*filters, alias=alias) + (f" AND {_NEWEST_BLOCK}" if summaries else "")
     if postgres:
         sql = (
@@ -157,6 +162,7 @@ def search(
         SearchHit(
             session_id=row.session_id,
             loop_id=row.loop_id,
+            loop_number=row.loop_number,
             message_id=row.id,
             position=row.position,
             turn_index=row.turn_index,
@@ -172,6 +178,7 @@ def search(
             SearchHit(
                 session_id=row.session_id,
                 loop_id=row.loop_id,
+                loop_number=row.loop_number,
                 message_id=row.id,
                 position=row.position,
                 turn_index=None,

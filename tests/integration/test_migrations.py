@@ -401,6 +401,7 @@ def _delete_path_objects(connection: Any) -> tuple[set[str], set[str]]:
     return indexes, triggers
 
 
+@pytest.mark.slow_on_postgres  # deep chains, down and up: half a minute on PostgreSQL
 async def test_0007_goes_down_and_up_with_rows_and_deletes_deep_chains_only_when_up(
     empty_db_url: str,
 ) -> None:

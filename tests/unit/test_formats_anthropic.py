@@ -1,7 +1,6 @@
 import copy
 import itertools
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,8 +24,7 @@ from sessionstore import (
     to_anthropic,
 )
 from sessionstore.errors import FormatError
-
-DATASET = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "real-transcripts"
+from tests.datasets import DATASET, DATASET_LABEL
 
 PNG_BASE64 = (
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6"
@@ -136,7 +134,7 @@ AGENT_RUN: list[dict[str, Any]] = [
 def transcripts() -> list[dict[str, Any]]:
     files = sorted(DATASET.glob("*.jsonl"))
     if not files:
-        pytest.skip(f"the real-transcripts dataset is not at {DATASET}")
+        pytest.skip(f"the real-transcripts dataset is not at {DATASET_LABEL}")
     conversations: list[dict[str, Any]] = []
     for path in files:
         with path.open(encoding="utf-8") as lines:

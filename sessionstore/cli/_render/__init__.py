@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from sessionstore._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from sessionstore.cli._render._audit import print_audit
+    from sessionstore.cli._render._audit import audit_json, print_audit
     from sessionstore.cli._render._compaction import compaction_json, print_compaction
     from sessionstore.cli._render._context import ContextFormat, print_context
     from sessionstore.cli._render._demo import demo_json, print_demo
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ContextFormat",
+    "audit_json",
     "compaction_json",
     "demo_json",
     "echo",
@@ -41,7 +42,7 @@ __all__ = [
 # Where each name lives: imported on first use (PEP 562), so importing one module of
 # the package does not import the others.
 _SOURCES: dict[str, tuple[str, ...]] = {
-    "sessionstore.cli._render._audit": ("print_audit",),
+    "sessionstore.cli._render._audit": ("audit_json", "print_audit"),
     "sessionstore.cli._render._compaction": (
         "compaction_json",
         "print_compaction",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from rich.console import Console
 from rich.table import Column, Table
@@ -29,9 +30,10 @@ from sessionstore import (
 )
 from sessionstore._audit import AuditedTurn, LoopAudit
 from sessionstore._framing import digest_tokens
+from sessionstore.cli._render._loops import LoopNumbers
 from sessionstore.cli._render._output import cells, one_line, share, stdout, turn_span
 
-__all__ = ["print_audit", "print_audit_summary", "turn_table"]
+__all__ = ["audit_json", "print_audit", "print_audit_summary", "turn_table"]
 
 _SUMMARY_PREFIX = re.compile(r"^\[Summary\] turn \d+: ")
 """The default strategy's one-liners repeat the turn number, which the tables already show."""
@@ -163,8 +165,8 @@ def turn_table(
     ]
     table = Table(*columns[0 if show_loop else 1 :])
 
-    def add(loop_id: int | None, *cells: Text, end_section: bool) -> None:
-        first = [Text("" if loop_id is None else str(loop_id))] if show_loop else []
+    def add(number: int | None, *cells: Text, end_section: bool) -> None:
+        first = [Text("" if number is None else str(number))] if show_loop else []
         table.add_row(*first, *cells, end_section=end_section)
 
     for position, loop in enumerate(loops):
@@ -173,7 +175,7 @@ def turn_table(
             is_next_out = position + 1 < len(loops) and not loops[position + 1].in_scope
             messages = sum(len(turn.messages) for turn in loop.turns)
             add(
-                loop.loop.id,
+                loop.loop.number,
                 Text(turn_span(0, len(loop.turns) - 1) if loop.turns else "-"),
                 _line(f"{len(loop.turns)} turns, {messages} messages"),
                 Text(f"{loop.raw_tokens:,}"),
@@ -204,7 +206,7 @@ def turn_table(
                 )
                 continue
             add(
-                loop.loop.id,
+                loop.loop.number,
                 Text(str(turn.turn_index)),
                 _raw_cell(turn),
                 Text(f"{turn.raw_tokens:,}"),
@@ -233,7 +235,7 @@ def _loop_table(audit: SessionAudit) -> Table:
         block = loop.block
         table.add_row(
             *cells(
-                f"{loop.loop.id}*" if loop.loop.id == current else loop.loop.id,
+                f"{loop.loop.number}*" if loop.loop.id == current else loop.loop.number,
                 len(loop.turns),
                 sum(len(turn.messages) for turn in loop.turns),
                 f"{loop.raw_tokens:,}",
@@ -267,8 +269,26 @@ def print_audit_summary(console: Console, audit: SessionAudit) -> None:
     console.print(_totals(audit), markup=False, soft_wrap=True)
 
 
+def audit_json(audit: SessionAudit, numbers: LoopNumbers) -> dict[str, Any]:
+    """Return the audit as JSON data: `SessionAudit.to_dict`, each loop with its number too.
+
+    Loops keep their ids (the store API's) and gain `loop_number`, their number in the
+    session as the tables show it; the digest gains the numbers of the loops it folds.
+    """
+    data = audit.to_dict()
+    for loop in data["loops"]:
+        loop["loop_number"] = numbers(loop["loop_id"])
+    if (digest := data["digest"]) is not None:
+        digest["through_loop_number"] = numbers.optional(digest["through_loop_id"])
+        digest["folded_loop_numbers"] = numbers.all(digest["folded_loop_ids"])
+    return data
+
+
 def print_audit(session_id: str, overlay: str, audit: SessionAudit) -> None:
-    """Print the audit of a session: the turn table, the loop table and the totals."""
+    """Print the audit of a session: the turn table, the loop table and the totals.
+
+    Loops are named by their number in the session (`LoopRecord.number`), not by id.
+    """
     console = stdout()
     if not audit.loops:
         console.print(f"Session {session_id!r} has no loops.", markup=False, soft_wrap=True)

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Column, Table
 
 from sessionstore import CompactedSection, CompactionBlock, CompactionResult
+from sessionstore.cli._render._loops import LoopNumbers
 from sessionstore.cli._render._output import cells, ids, share, stdout, turn_span
 
 __all__ = ["compaction_json", "print_compaction", "print_compaction_blocks"]
@@ -23,11 +24,12 @@ def _section_json(section: CompactedSection | None) -> dict[str, int] | None:
     }
 
 
-def _block_json(block: CompactionBlock) -> dict[str, Any]:
+def _block_json(block: CompactionBlock, numbers: LoopNumbers) -> dict[str, Any]:
     first = block.keep_first
     return {
         "id": block.id,
         "loop_id": block.loop_id,
+        "loop_number": numbers.optional(block.loop_id),
         "generation": block.generation,
         "overlay": block.overlay,
         "strategy": block.strategy,
@@ -40,11 +42,18 @@ def _block_json(block: CompactionBlock) -> dict[str, Any]:
     }
 
 
-def compaction_json(session_id: str, result: CompactionResult) -> dict[str, Any]:
-    """Return what a compaction did as JSON data: the loops, the tokens and every block."""
+def compaction_json(
+    session_id: str, result: CompactionResult, numbers: LoopNumbers
+) -> dict[str, Any]:
+    """Return what a compaction did as JSON data: the loops, the tokens and every block.
+
+    Loops are named by id (the store API's) and by number in the session (`loop_numbers`,
+    as the text output shows them).
+    """
     return {
         "session_id": session_id,
         "loop_ids": result.loop_ids,
+        "loop_numbers": numbers.all(result.loop_ids),
         "skipped_loop_ids": result.skipped_loop_ids,
         "tokens_before": result.tokens_before,
         "tokens_after": result.tokens_after,
@@ -53,7 +62,7 @@ def compaction_json(session_id: str, result: CompactionResult) -> dict[str, Any]
         "unchanged_loop_ids": result.unchanged_loop_ids,
         "oversized_loop_ids": result.oversized_loop_ids,
         "feedback": None if result.feedback is None else result.feedback.to_dict(),
-        "blocks": [_block_json(block) for block in result.blocks],
+        "blocks": [_block_json(block, numbers) for block in result.blocks],
     }
 
 
@@ -64,8 +73,13 @@ def _section_cell(section: CompactedSection | None) -> str:
     return f"{turns} ({len(section.messages)} msg)"
 
 
-def print_compaction_blocks(console: Console, session_id: str, result: CompactionResult) -> None:
-    """Print one row per block written, the loops skipped, and the tokens of the loops in scope."""
+def print_compaction_blocks(
+    console: Console, session_id: str, result: CompactionResult, numbers: LoopNumbers
+) -> None:
+    """Print one row per block written, the loops skipped, and the tokens of the loops in scope.
+
+    Loops are named by their number in the session (`numbers`), not by id.
+    """
     if not result.loop_ids:
         console.print(
             f"Nothing to compact: session {session_id!r} has no loops.",
@@ -73,7 +87,7 @@ def print_compaction_blocks(console: Console, session_id: str, result: Compactio
             soft_wrap=True,
         )
         return
-    current = result.loop_ids[-1]
+    current = numbers(result.loop_ids[-1])
     if result.blocks:
         table = Table(
             Column("Loop", justify="right", no_wrap=True),
@@ -86,9 +100,10 @@ def print_compaction_blocks(console: Console, session_id: str, result: Compactio
         )
         for block in result.blocks:
             first = block.keep_first
+            number = numbers.optional(block.loop_id)
             table.add_row(
                 *cells(
-                    f"{block.loop_id}*" if block.loop_id == current else block.loop_id,
+                    f"{number}*" if number == current else number,
                     block.generation,
                     "-" if first is None else turn_span(first.start_turn, first.end_turn),
                     _section_cell(block.keep_compacted),
@@ -103,15 +118,15 @@ def print_compaction_blocks(console: Console, session_id: str, result: Compactio
         console.print("No block was written: no loop in scope has turns to compact.")
     if result.skipped_loop_ids:
         console.print(
-            f"Skipped loop(s) {ids(sorted(result.skipped_loop_ids))}: their current block already "
-            "summarises them with the same strategy and settings.",
+            f"Skipped loop(s) {ids(sorted(numbers.all(result.skipped_loop_ids)))}: their current "
+            "block already summarises them with the same strategy and settings.",
             markup=False,
             soft_wrap=True,
         )
     if result.unchanged_loop_ids:
         console.print(
-            f"Unchanged loop(s) {ids(sorted(result.unchanged_loop_ids))}: compacting them again "
-            "gives the blocks they already have, so nothing was written.",
+            f"Unchanged loop(s) {ids(sorted(numbers.all(result.unchanged_loop_ids)))}: compacting "
+            "them again gives the blocks they already have, so nothing was written.",
             markup=False,
             soft_wrap=True,
         )
@@ -119,7 +134,7 @@ def print_compaction_blocks(console: Console, session_id: str, result: Compactio
         for line in result.feedback.lines():
             console.print(line, markup=False, soft_wrap=True)
     console.print(
-        f"Loops in scope {ids(result.loop_ids)}: {result.tokens_before:,} → "
+        f"Loops in scope {ids(numbers.all(result.loop_ids))}: {result.tokens_before:,} → "
         f"{result.tokens_after:,} context tokens "
         f"({share(result.tokens_after, result.tokens_before)}).",
         markup=False,
@@ -128,7 +143,12 @@ def print_compaction_blocks(console: Console, session_id: str, result: Compactio
 
 
 def print_compaction(
-    session_id: str, result: CompactionResult, *, strategy: str, overlay: str
+    session_id: str,
+    result: CompactionResult,
+    numbers: LoopNumbers,
+    *,
+    strategy: str,
+    overlay: str,
 ) -> None:
     """Print what `compact` did: a line naming the strategy and overlay, then the blocks."""
     console = stdout()
@@ -139,4 +159,4 @@ def print_compaction(
             markup=False,
             soft_wrap=True,
         )
-    print_compaction_blocks(console, session_id, result)
+    print_compaction_blocks(console, session_id, result, numbers)

@@ -26,6 +26,7 @@ from sessionstore import (
     UserMessage,
 )
 from sessionstore._items import Source
+from sessionstore.cli._render._loops import LoopNumbers
 from sessionstore.cli._render._output import ids, print_json, share
 from sessionstore.cli._render._printable import echo
 from sessionstore.formats._text import render_as_text
@@ -46,8 +47,13 @@ def _as_of_json(as_of: object) -> object:
     return as_of.isoformat() if isinstance(as_of, datetime) else as_of
 
 
-def context_summary_json(context: BuiltContext, max_context_tokens: int) -> dict[str, Any]:
-    """Return the summary of a built context, without its messages, as JSON data."""
+def context_summary_json(
+    context: BuiltContext, max_context_tokens: int, numbers: LoopNumbers
+) -> dict[str, Any]:
+    """Return the summary of a built context, without its messages, as JSON data.
+
+    Loops are named by id and by number in the session (`loop_numbers`, `loop_number`).
+    """
     return {
         "max_context_tokens": max_context_tokens,
         "budget": context.budget,
@@ -56,10 +62,12 @@ def context_summary_json(context: BuiltContext, max_context_tokens: int) -> dict
         "messages": len(context.items),
         "sources": dict(Counter(item.source for item in context.items)),
         "loop_ids": context.loop_ids,
+        "loop_numbers": numbers.all(context.loop_ids),
         "trimmed_messages": context.trimmed_messages,
         "interrupted_calls": [
             {
                 "loop_id": call.loop_id,
+                "loop_number": numbers.optional(call.loop_id),
                 "message_id": call.message_id,
                 "call_id": call.call_id,
                 "tool_name": call.tool_name,
@@ -73,10 +81,11 @@ def context_summary_json(context: BuiltContext, max_context_tokens: int) -> dict
     }
 
 
-def _item_json(item: ContextItem) -> dict[str, Any]:
+def _item_json(item: ContextItem, numbers: LoopNumbers) -> dict[str, Any]:
     return {
         "source": item.source,
         "loop_id": item.loop_id,
+        "loop_number": numbers.optional(item.loop_id),
         "message_id": item.message_id,
         "replacement_id": item.replacement_id,
         "covers": list(item.covers),
@@ -86,8 +95,10 @@ def _item_json(item: ContextItem) -> dict[str, Any]:
     }
 
 
-def context_footer(context: BuiltContext, max_context_tokens: int) -> list[str]:
-    """Return the summary of a built context as lines of text."""
+def context_footer(
+    context: BuiltContext, max_context_tokens: int, numbers: LoopNumbers
+) -> list[str]:
+    """Return the summary of a built context as lines of text, loops named by number."""
     room = f"{context.budget:,}"
     if context.budget != max_context_tokens:
         room += (
@@ -111,12 +122,13 @@ def context_footer(context: BuiltContext, max_context_tokens: int) -> list[str]:
         f"{len(context.items)} messages",
         "sources: "
         + (", ".join(f"{source} {count}" for source, count in sources if count) or "none"),
-        f"loops in scope: {ids(context.loop_ids)}",
+        f"loops in scope: {ids(numbers.all(context.loop_ids))}",
         f"trimmed to fit the budget: {context.trimmed_messages} message(s)",
     ]
     calls = context.interrupted_calls
     described = "; ".join(
-        f"{call.tool_name} {call.call_id} in loop {call.loop_id}" for call in calls
+        f"{call.tool_name} {call.call_id} in loop {numbers.optional(call.loop_id)}"
+        for call in calls
     )
     lines.append(
         f"interrupted calls: {len(calls)}"
@@ -159,13 +171,13 @@ def message_text(message: Message) -> str:
     return "(a custom message that is not shown to the model)" if rendered is None else rendered
 
 
-def _origin(item: ContextItem) -> str:
+def _origin(item: ContextItem, numbers: LoopNumbers) -> str:
     if item.source == "raw":
-        where = f"raw · loop {item.loop_id} · message {item.message_id}"
+        where = f"raw · loop {numbers.optional(item.loop_id)} · message {item.message_id}"
     elif item.source in ("compacted", "recent"):
         where = (
-            f"{item.source} · loop {item.loop_id} · replacement {item.replacement_id} "
-            f"· covers {len(item.covers)} message(s)"
+            f"{item.source} · loop {numbers.optional(item.loop_id)} "
+            f"· replacement {item.replacement_id} · covers {len(item.covers)} message(s)"
         )
     elif item.source == "synthetic":
         where = "synthetic (added by the loader)"
@@ -184,16 +196,21 @@ def _origin(item: ContextItem) -> str:
 
 
 def print_context(
-    session_id: str, built: BuiltContext, max_context_tokens: int, output_format: ContextFormat
+    session_id: str,
+    built: BuiltContext,
+    max_context_tokens: int,
+    output_format: ContextFormat,
+    numbers: LoopNumbers,
 ) -> None:
     """Print a built context in `output_format`, then its summary (on stderr unless text).
 
     Stored text is printed as printable text (`printable`): escape sequences are shown.
     """
-    footer = context_footer(built, max_context_tokens)
+    footer = context_footer(built, max_context_tokens, numbers)
     if output_format == "text":
         for number, item in enumerate(built.items, start=1):
-            echo(f"── {number}. {item.message.kind} · {_origin(item)} · {item.tokens:,} tokens")
+            origin = _origin(item, numbers)
+            echo(f"── {number}. {item.message.kind} · {origin} · {item.tokens:,} tokens")
             echo(message_text(item.message))
             echo()
         if not built.items:
@@ -210,8 +227,8 @@ def print_context(
         print_json(
             {
                 "session_id": session_id,
-                **context_summary_json(built, max_context_tokens),
-                "items": [_item_json(item) for item in built.items],
+                **context_summary_json(built, max_context_tokens, numbers),
+                "items": [_item_json(item, numbers) for item in built.items],
             }
         )
     for line in footer:

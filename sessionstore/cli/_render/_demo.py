@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Text
 from sqlalchemy.engine import make_url
 
-from sessionstore.cli._render._audit import print_audit_summary, turn_table
+from sessionstore.cli._render._audit import audit_json, print_audit_summary, turn_table
 from sessionstore.cli._render._compaction import compaction_json, print_compaction_blocks
 from sessionstore.cli._render._context import context_footer, context_summary_json
 from sessionstore.cli._render._output import stdout
@@ -24,7 +24,7 @@ def _shown_url(url: str) -> str:
 
 def demo_json(run: DemoRun, url: str, budget: int) -> dict[str, Any]:
     """Return the demo's report as JSON data, with each audited loop's turns counted."""
-    audited = run.audit.to_dict()
+    audited = audit_json(run.audit, run.numbers)
     for loop in audited["loops"]:
         loop["turns"] = len(loop["turns"])
     return {
@@ -37,8 +37,8 @@ def demo_json(run: DemoRun, url: str, budget: int) -> dict[str, Any]:
             "turns": run.turns,
             "raw_tokens": run.raw_tokens,
         },
-        "compaction": compaction_json(run.session.id, run.compaction),
-        "context": context_summary_json(run.context, budget),
+        "compaction": compaction_json(run.session.id, run.compaction, run.numbers),
+        "context": context_summary_json(run.context, budget, run.numbers),
         "audit": audited,
     }
 
@@ -75,19 +75,22 @@ def print_demo(run: DemoRun, url: str, budget: int, *, is_url_given: bool) -> No
         "stored as an agent does: start_loop, then append_messages per model call",
     ):
         console.print(f"   {line}", markup=False, soft_wrap=True)
-    current = run.compaction.loop_ids[-1] if run.compaction.loop_ids else None
+    loop_ids = run.compaction.loop_ids
+    current = run.numbers(loop_ids[-1]) if loop_ids else None
     heading(
         f"2. Compacted the current loop ({current}) and the "
         f"{max(0, len(run.compaction.loop_ids) - 1)} before it, in "
         f"{run.compaction.duration_ms:.0f} ms"
     )
-    print_compaction_blocks(console, sid, run.compaction)
+    print_compaction_blocks(console, sid, run.compaction, run.numbers)
     heading(f"3. Rebuilt the model's context within {budget:,} tokens")
-    for line in context_footer(run.context, budget):
+    for line in context_footer(run.context, budget, run.numbers):
         console.print(f"   {line}", markup=False, soft_wrap=True)
     if run.audit.loops:
         current_audit = run.audit.loops[-1]
-        heading(f"4. Audit of loop {current_audit.loop.id}: raw turns against what the model sees")
+        heading(
+            f"4. Audit of loop {current_audit.loop.number}: raw turns against what the model sees"
+        )
         console.print(turn_table([current_audit], max_turns=15, show_loop=False))
     print_audit_summary(console, run.audit)
     heading("Next, try:")

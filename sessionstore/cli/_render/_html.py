@@ -22,6 +22,7 @@ from sessionstore import AssistantMessage, StoredMessage, ToolResultMessage
 from sessionstore._audit import Action, AuditedTurn, AuditSnapshot, LoopAudit
 from sessionstore._framing import digest_tokens
 from sessionstore.cli._render._context import message_text
+from sessionstore.cli._render._loops import LoopNumbers
 from sessionstore.cli._render._output import share, when
 from sessionstore.cli._render._printable import printable
 from sessionstore.models import Message, ReplacementMessage
@@ -71,7 +72,8 @@ class _Turn:
 
 @dataclass(frozen=True, slots=True)
 class _Loop:
-    id: int
+    number: int
+    """The loop's number in its session (1, 2, ...): its label and its anchor `#loop-N`."""
     is_current: bool
     status: str
     """`in scope`, `digest` (folded into the session digest) or `out of scope`."""
@@ -210,7 +212,7 @@ def _loop(loop: LoopAudit, *, is_current: bool, digested: set[int], scale: int) 
         for turn in loop.turns
     ]
     return _Loop(
-        id=loop.loop.id,
+        number=loop.loop.number,
         is_current=is_current,
         status=status,
         block="no block" if loop.block is None else f"block gen {loop.block.generation}",
@@ -228,16 +230,24 @@ def _width(tokens: int, scale: int) -> float:
     return round(100 * tokens / scale, 2) if scale else 0.0
 
 
-def _view_label(number: int, snapshot: AuditSnapshot) -> str:
+def _view_label(number: int, snapshot: AuditSnapshot, numbers: LoopNumbers) -> str:
     if snapshot.as_of is None:
         return "now (latest)"
     newest = max(snapshot.blocks, key=lambda block: block.loop_id or 0)
-    label = f"{number} · {when(snapshot.as_of)} · loop {newest.loop_id} gen {newest.generation}"
+    loop = numbers.optional(newest.loop_id)
+    label = f"{number} · {when(snapshot.as_of)} · loop {loop} gen {newest.generation}"
     others = len(snapshot.blocks) - 1
     return label + (f" (+{others} earlier loop{'s' if others != 1 else ''})" if others else "")
 
 
-def _view(index: int, overlay_index: int, label: str, snapshot: AuditSnapshot, scale: int) -> _View:
+def _view(
+    index: int,
+    overlay_index: int,
+    label: str,
+    snapshot: AuditSnapshot,
+    scale: int,
+    numbers: LoopNumbers,
+) -> _View:
     audit = snapshot.audit
     digest = audit.digest
     digested = {loop_id for loop_id, _ in digest.folded} if digest is not None else set()
@@ -261,7 +271,7 @@ def _view(index: int, overlay_index: int, label: str, snapshot: AuditSnapshot, s
         if digest is None
         else _Digest(
             tokens=digest_tokens(digest),
-            loops=", ".join(str(loop_id) for loop_id, _ in digest.folded),
+            loops=", ".join(str(numbers(loop_id)) for loop_id, _ in digest.folded),
             text=digest.message.summary,
         ),
     )
@@ -310,11 +320,16 @@ def audit_page(
     *,
     overlay: str = "default",
     generated_at: datetime,
+    numbers: LoopNumbers | None = None,
 ) -> str:
     """Return the audit report of a session as one self-contained HTML page.
 
-    `overlay` is the overlay the page opens on (at its latest snapshot).
+    `overlay` is the overlay the page opens on (at its latest snapshot). Loops are named
+    and linked (`#loop-N`) by their number in the session: `numbers` (the CLI reads the
+    session's loops), else the numbers of the loops the snapshots hold.
     """
+    if numbers is None:
+        numbers = LoopNumbers(loop.loop for s in snapshots for loop in s.audit.loops)
     scale = max(
         (loop.raw_tokens for s in snapshots for loop in s.audit.loops),
         default=0,
@@ -324,8 +339,8 @@ def audit_page(
         if not overlays or overlays[-1].name != snapshot.overlay:
             overlays.append(_Overlay(len(overlays), snapshot.overlay, []))
         current = overlays[-1]
-        label = _view_label(len(current.views) + 1, snapshot)
-        current.views.append(_view(index, current.index, label, snapshot, scale))
+        label = _view_label(len(current.views) + 1, snapshot, numbers)
+        current.views.append(_view(index, current.index, label, snapshot, scale, numbers))
     if not overlays:
         raise ValueError("an audit page needs at least one snapshot")
     opened = next((o for o in overlays if o.name == overlay), overlays[0])

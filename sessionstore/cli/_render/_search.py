@@ -21,7 +21,7 @@ def print_search_hits(hits: list[SearchHit]) -> None:
     for hit in hits:
         where = "summary" if hit.is_summary else f"turn {hit.turn_index}"
         head = text(
-            f"{hit.session_id}  loop {hit.loop_id}  {where}  message {hit.message_id}  "
+            f"{hit.session_id}  loop {hit.loop_number}  {where}  message {hit.message_id}  "
             f"{hit.kind}  score {hit.score:.3g}",
             style="bold",
         )

@@ -9,6 +9,7 @@ import click
 from rich.table import Column, Table
 
 from sessionstore import LoopRecord, Page, Session, SessionUsage, Usage
+from sessionstore.cli._render._loops import LoopNumbers
 from sessionstore.cli._render._output import cells, stdout, when
 
 __all__ = ["print_session", "print_session_page", "session_json"]
@@ -49,21 +50,39 @@ def print_session_page(page: Page) -> None:
 def session_json(
     session: Session, loops: list[LoopRecord], usage: SessionUsage | None = None
 ) -> dict[str, Any]:
-    """Return a session and its loops, each flagged `is_active`, and its usage, as JSON data."""
+    """Return a session and its loops, each flagged `is_active`, and its usage, as JSON data.
+
+    Each loop has its `id` (the store API's) and its `number` in the session (as the
+    tables show it); each loop of the usage its `loop_number` beside its `loop_id`.
+    """
+    numbers = LoopNumbers(loops)
+    usage_json = None if usage is None else usage.model_dump(mode="json")
+    if usage_json is not None:
+        for loop_usage in usage_json["loops"]:
+            loop_usage["loop_number"] = numbers.optional(loop_usage["loop_id"])
     return {
         "session": session.model_dump(mode="json"),
         "loops": [
-            {**loop.model_dump(mode="json"), "is_active": loop.id == session.active_loop_id}
+            {
+                **loop.model_dump(mode="json"),
+                "number": loop.number,
+                "is_active": loop.id == session.active_loop_id,
+            }
             for loop in loops
         ],
-        **({} if usage is None else {"usage": usage.model_dump(mode="json")}),
+        **({} if usage_json is None else {"usage": usage_json}),
     }
 
 
 def print_session(
     session: Session, loops: list[LoopRecord], usage: SessionUsage | None = None
 ) -> None:
-    """Print a session's fields, one row per loop with the active one marked, and its usage."""
+    """Print a session's fields, one row per loop with the active one marked, and its usage.
+
+    Loops are named by their number in the session (1, 2, ...; `LoopRecord.number`), the
+    number `--loop` takes, not by their id in the database.
+    """
+    numbers = LoopNumbers(loops)
     fields = Table.grid(padding=(0, 2))
     fields.add_column(style="bold")
     fields.add_column(overflow="fold")
@@ -74,7 +93,7 @@ def print_session(
         ("Created", when(session.created_at)),
         ("Updated", when(session.updated_at)),
         ("Version", session.version),
-        ("Active loop", session.active_loop_id),
+        ("Active loop", numbers.optional(session.active_loop_id)),
         ("Metadata", json.dumps(session.metadata, ensure_ascii=False)),
     ]:
         fields.add_row(*cells(name, value))
@@ -86,7 +105,7 @@ def print_session(
     table = Table(
         *(
             Column(name, justify="right")
-            for name in ("Loop", "Parent", "Seq", "Depth", "Messages", "Tokens", "Turns")
+            for name in ("Loop", "Parent", "Depth", "Messages", "Tokens", "Turns")
         ),
         "Closed",
         "Active",
@@ -94,9 +113,8 @@ def print_session(
     for loop in loops:
         table.add_row(
             *cells(
-                loop.id,
-                loop.parent_loop_id,
-                loop.sequence,
+                loop.number,
+                numbers.optional(loop.parent_loop_id),
                 loop.depth,
                 loop.message_count,
                 loop.token_total,
@@ -107,10 +125,10 @@ def print_session(
         )
     console.print(table)
     if usage is not None and usage.calls:
-        console.print(_usage_table(usage))
+        console.print(_usage_table(usage, numbers))
 
 
-def _usage_table(usage: SessionUsage) -> Table:
+def _usage_table(usage: SessionUsage, numbers: LoopNumbers) -> Table:
     table = Table(
         *(
             Column(name, justify="right")
@@ -140,6 +158,6 @@ def _usage_table(usage: SessionUsage) -> Table:
         ]
 
     for loop in usage.loops:
-        table.add_row(*cells(loop.loop_id, loop.calls, *counts(loop.usage)))
+        table.add_row(*cells(numbers.optional(loop.loop_id), loop.calls, *counts(loop.usage)))
     table.add_row(*cells("Total", usage.calls, *counts(usage.usage)), style="bold")
     return table

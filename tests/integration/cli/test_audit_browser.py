@@ -135,8 +135,8 @@ def test_switching_generation_changes_the_view(browser, db_url, tmp_path):
     assert not now.is_displayed()
     assert first in then.text
     # The first compaction was written before the fourth loop began.
-    assert timeline(then) == [f"loop {loop.id}" for loop in chain[:2]] + [
-        f"loop {chain[2].id} (current)"
+    assert timeline(then) == [f"loop {loop.number}" for loop in chain[:2]] + [
+        f"loop {chain[2].number} (current)"
     ]
     assert console_log(browser) == []
 

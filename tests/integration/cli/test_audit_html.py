@@ -70,8 +70,8 @@ def test_the_page_holds_every_overlay_after_every_compaction(db_url: str, tmp_pa
     assert "Overlay tight · now (latest)" in text
     # The first compaction saw three loops, the second four: the time travel shows both.
     chain = with_store(db_url, lambda store: store.active_chain(session_id))
-    assert f"loop {chain[2].id} gen 1 (+2 earlier loops)" in text
-    assert f"loop {chain[3].id} gen 1 (+3 earlier loops)" in text
+    assert f"loop {chain[2].number} gen 1 (+2 earlier loops)" in text
+    assert f"loop {chain[3].number} gen 1 (+3 earlier loops)" in text
     for action in ("kept", "truncated", "summarised"):
         assert f"act-{action}" in report.read_text(encoding="utf-8")
     # The totals of the view that opens are the library audit's.
@@ -189,7 +189,7 @@ def test_a_long_session_folds_its_older_loops_and_links_every_loop_and_turn(
     db_url: str, tmp_path: Path
 ) -> None:
     session_id = with_store(db_url, _many_loops)
-    loops = [loop.id for loop in with_store(db_url, lambda s: s.list_loops(session_id))]
+    loops = [loop.number for loop in with_store(db_url, lambda s: s.list_loops(session_id))]
     report = tmp_path / "report.html"
     # A one-loop scope: every loop before the current one is out of scope.
     ok(db_url, "audit", session_id, "--scope", "0", "--html", str(report))
@@ -197,7 +197,7 @@ def test_a_long_session_folds_its_older_loops_and_links_every_loop_and_turn(
     page = parse(report.read_text(encoding="utf-8"))
     ids = [attrs["id"] for _, attrs in page.tags if attrs.get("id")]
     assert len(ids) == len(set(ids))  # one id each, for the view the page opens on
-    assert {f"loop-{loop_id}" for loop_id in loops} <= set(ids)
+    assert {f"loop-{number}" for number in loops} <= set(ids)  # numbers in the session: 1, 2, ...
     assert f"loop-{loops[-1]}-turn-0" in ids
     assert f"loop-{loops[-1]}-turn-1" in ids
     hrefs = {attrs.get("href") for tag, attrs in page.tags if tag == "a"}
@@ -208,7 +208,7 @@ def test_a_long_session_folds_its_older_loops_and_links_every_loop_and_turn(
     folded = [a for a in timeline if "hidden" in a]
     assert len(timeline) == len(loops)
     assert len(folded) == len(loops) - LOOPS_SHOWN
-    assert [a["data-loop"] for a in folded] == [str(loop_id) for loop_id in loops[:6]]
+    assert [a["data-loop"] for a in folded] == [str(number) for number in loops[:6]]
     button = [a for tag, a in page.tags if tag == "button"]
     assert button
     assert button[0]["data-count"] == "6"

@@ -58,6 +58,11 @@ async def _chain_ids(store: SessionStore, session_id: str) -> list[int]:
     return [loop.id for loop in await store.active_chain(session_id)]
 
 
+async def _chain_numbers(store: SessionStore, session_id: str) -> list[int]:
+    """The active chain's loops by their number in the session, as the CLI names them."""
+    return [loop.number for loop in await store.active_chain(session_id)]
+
+
 async def _all_blocks(store: SessionStore, session_id: str) -> list[CompactionBlock]:
     blocks = []
     for loop in await store.list_loops(session_id):
@@ -111,6 +116,7 @@ def test_compact_writes_a_block_per_loop_in_scope(db_url):
 def test_compact_again_on_an_unchanged_session_writes_nothing_and_says_so(db_url):
     session_id = make_session(db_url)
     chain = with_store(db_url, _chain_ids, session_id)
+    numbers = with_store(db_url, _chain_numbers, session_id)
     first = json_out(ok(db_url, "compact", session_id, "--json"))
     assert first["noop"] is False
     assert first["feedback"]["headline"].startswith("Compressed: ")
@@ -119,14 +125,15 @@ def test_compact_again_on_an_unchanged_session_writes_nothing_and_says_so(db_url
     text = ok(db_url, "compact", session_id, env={"COLUMNS": "120"}).stdout
 
     assert f"Compacted session {session_id!r} (strategy 'default', overlay 'default'" in text
-    assert f"Skipped loop(s) {', '.join(map(str, chain[-4:-1]))}" in text
-    assert f"Unchanged loop(s) {chain[-1]}" in text
+    assert f"Skipped loop(s) {', '.join(map(str, numbers[-4:-1]))}" in text
+    assert f"Unchanged loop(s) {numbers[-1]}" in text
     assert "No changes from compression: " in text
-    assert f"Loops in scope {', '.join(map(str, chain[-4:]))}: " in text
+    assert f"Loops in scope {', '.join(map(str, numbers[-4:]))}: " in text
     data = json_out(ok(db_url, "compact", session_id, "--json"))
     assert data["blocks"] == []
     assert data["noop"] is True
     assert data["unchanged_loop_ids"] == [chain[-1]]
+    assert data["loop_numbers"] == numbers[-4:]
     assert data["skipped_loop_ids"] == chain[-4:-1][::-1]
     # Nothing was written: one generation, and no new events.
     history = with_store(db_url, lambda s: s.block_history(session_id, chain[-1]))
@@ -272,8 +279,10 @@ def test_context_formats(db_url):
     openai = ok(db_url, "context", session_id, *budget, "--format", "openai")
     assert json.loads(openai.stdout) == to_openai(expected.messages)
     assert f"tokens: {expected.tokens:,} of 20,000" in openai.stderr
-    loop_ids = ", ".join(map(str, expected.loop_ids))
-    assert f"loops in scope: {loop_ids}" in openai.stderr
+    numbers = with_store(db_url, _chain_numbers, session_id)
+    ids_to_numbers = dict(zip(with_store(db_url, _chain_ids, session_id), numbers, strict=True))
+    in_scope = ", ".join(str(ids_to_numbers[loop_id]) for loop_id in expected.loop_ids)
+    assert f"loops in scope: {in_scope}" in openai.stderr
 
     data = json_out(ok(db_url, "context", session_id, *budget, "--format", "json"))
     assert data["session_id"] == session_id
@@ -310,7 +319,7 @@ def test_context_formats(db_url):
     assert all(line.endswith(" tokens") for line in headers)
     assert any(" · compacted · loop " in line for line in headers)
     assert f"tokens: {expected.tokens:,} of 20,000" in text.stdout
-    assert f"loops in scope: {loop_ids}" in text.stdout
+    assert f"loops in scope: {in_scope}" in text.stdout
     assert "interrupted calls: 0" in text.stdout
 
 
@@ -537,6 +546,10 @@ def test_audit_json_is_the_library_audit(db_url):
     data = json_out(ok(db_url, "audit", session_id, "--json"))
 
     expected = with_store(db_url, lambda s: audit_session(s, session_id))
+    numbers = [loop.pop("loop_number") for loop in data["loops"]]
+    assert numbers == [loop.loop.number for loop in expected.loops]
+    if data["digest"] is not None:
+        del data["digest"]["through_loop_number"], data["digest"]["folded_loop_numbers"]
     assert data == json.loads(json.dumps(expected.to_dict()))
     assert [loop["in_scope"] for loop in data["loops"]] == [False, True, True, True, True]
     actions = {turn["action"] for turn in data["loops"][-1]["turns"]}
@@ -574,9 +587,11 @@ def test_audit_table_is_readable(db_url, width):
 def test_audit_loop_and_errors(db_url):
     session_id = make_session(db_url)
     chain = with_store(db_url, _chain_ids, session_id)
+    numbers = with_store(db_url, _chain_numbers, session_id)
 
-    data = json_out(ok(db_url, "audit", session_id, "--loop", str(chain[2]), "--json"))
+    data = json_out(ok(db_url, "audit", session_id, "--loop", str(numbers[2]), "--json"))
     assert [loop["loop_id"] for loop in data["loops"]] == chain[:3]
+    assert [loop["loop_number"] for loop in data["loops"]] == numbers[:3]
     assert data["loops"][-1]["generation"] is None  # never compacted: all kept
     assert {turn["action"] for turn in data["loops"][-1]["turns"]} == {"kept"}
     assert data["context_tokens"] == data["raw_tokens"]

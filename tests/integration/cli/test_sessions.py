@@ -365,8 +365,8 @@ def test_export_loop_gives_the_chain_ending_at_that_loop(db_url, tmp_path):
     ok(db_url, "import", str(write_jsonl(tmp_path / "s.jsonl", [SMALL])))
     loops = with_store(db_url, lambda s: s.list_loops("small-1"))
 
-    first = json_out(ok(db_url, "export", "small-1", "--loop", str(loops[0].id)))
-    whole = json_out(ok(db_url, "export", "small-1", "--loop", str(loops[1].id)))
+    first = json_out(ok(db_url, "export", "small-1", "--loop", str(loops[0].number)))
+    whole = json_out(ok(db_url, "export", "small-1", "--loop", str(loops[1].number)))
 
     assert first["messages"] == SMALL["messages"][:5]
     assert whole["messages"] == SMALL["messages"]

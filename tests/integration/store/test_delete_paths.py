@@ -54,6 +54,7 @@ async def _deep_chain(store: SessionStore, depth: int) -> str:
     return session.id
 
 
+@pytest.mark.slow_on_postgres  # 1,200 loops cascading: a minute on PostgreSQL
 @pytest.mark.parametrize("via", ["store", "sql"])
 async def test_a_chain_deeper_than_sqlites_trigger_limit_is_deleted_whole(
     store: SessionStore, db_url: str, via: str

@@ -152,7 +152,7 @@ def test_db_verify_exits_non_zero_and_lists_the_problems(db_url: str) -> None:
     result = cli(db_url, "db", "verify")
     assert result.exit_code == 1
     assert "Traceback" not in result.output
-    assert f"session {damaged}, loop {stored[0].loop_id}: [positions]" in result.stdout
+    assert f"session {damaged}, loop id {stored[0].loop_id}: [positions]" in result.stdout
     assert "problems in 2 sessions" in result.stderr
     result = cli(db_url, "db", "verify", "--json")
     assert result.exit_code == 1
