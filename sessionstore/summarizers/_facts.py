@@ -145,6 +145,7 @@ _TRACE_PATH = re.compile(r'^\s*File "([^"]+)", line \d+', re.MULTILINE)
 _LOCATED_PATH = re.compile(r"^([\w./-]+\.[A-Za-z]\w{0,7})(?::\d+|::\w)", re.MULTILINE)
 _THINK_TOOLS = frozenset({"think", "thought", "reasoning", "scratchpad"})
 _OPEN_FILE = re.compile(r"^\(Open file: (.+?)\)\s*$", re.MULTILINE)
+_CURRENT_DIRECTORY = re.compile(r"^\(Current directory: (.+?)\)\s*$", re.MULTILINE)
 _FILE_HEADER = re.compile(r"^\[File: (.+?) \(\d+ lines total\)\]", re.MULTILINE)
 _SNIPPET_HEADER = re.compile(r"(?:snippet of|cat -n` on) (\S+?):?\s*$", re.MULTILINE)
 _SED_SCRIPT = re.compile(
@@ -202,7 +203,9 @@ class _Walker:
     results: int = 0
     """Tool results read so far."""
     open_file: str = ""
-    """The file an editor harness has open (`(Open file: ...)`)."""
+    """The file an editor harness has open (`(Open file: ...)`), relative to `harness_dir`."""
+    harness_dir: str = ""
+    """The directory an editor harness says the agent is in (`(Current directory: ...)`)."""
     file_lines: dict[str, dict[int, str]] = field(default_factory=dict)
     changes: dict[str, tuple[int, str]] = field(default_factory=dict)
     """Per file, the latest change made to it (file, symbol, first changed line)."""
@@ -463,13 +466,28 @@ class _Walker:
                 known.update(lines)
                 if len(known) > MAX_FILE_LINES:
                     self.file_lines[shown] = dict(sorted(known.items())[-MAX_FILE_LINES:])
+        directory = _CURRENT_DIRECTORY.findall(output[-1_000:])
+        if directory:
+            self.harness_dir = directory[-1].strip().rstrip("/")
         opened = _OPEN_FILE.findall(output[-1_000:])
         if opened and opened[-1].strip() not in ("n/a", "None", ""):
-            self.open_file = opened[-1].strip()
+            self.open_file = self.relative(opened[-1].strip())
         elif header:
-            self.open_file = header.group(1)
+            self.open_file = self.relative(header.group(1))
         elif call.verb == "CREATED" and call.edit_lines is None and call.files:
             self.open_file = call.files[0][0]
+
+    def relative(self, path: str) -> str:
+        """Return a path the harness shows absolute as relative to its current directory.
+
+        An editor harness names the open file by its absolute path; under the directory
+        the agent works in, the relative form says the same in fewer tokens (every edit
+        line names it) and is how the agent's own commands name the file.
+        """
+        prefix = f"{self.harness_dir}/" if self.harness_dir else ""
+        if prefix and len(prefix) > 1 and path.startswith(prefix) and len(path) > len(prefix):
+            return path[len(prefix) :]
+        return path
 
     def lines_of(self, path: str) -> dict[int, str]:
         """Return the numbered lines seen of `path` (matched on the path's end)."""
@@ -603,16 +621,7 @@ class _Walker:
             kept = errors[-RESOLVED_LINES:] if index == len(self.resolved) - 1 else errors[-1:]
             shown = f" {' | '.join(kept)}" if kept else ""
             handoff.blocked.append(Item(f"resolved by action {number}: {header}:{shown}", rank=1))
-        earlier, latest = self.failures[:-MAX_FAILURES], self.failures[-MAX_FAILURES:]
-        for header, _, errors, _ in earlier:
-            last = f" {errors[-1]}" if errors else ""
-            handoff.blocked.append(Item(f"earlier: {header}:{last}", rank=0))
-        for index, (header, number, errors, _) in enumerate(latest):
-            rank = 3 if index == len(latest) - 1 else 2
-            since = sum(1 for a in handoff.actions if a.first > number)
-            since_note = f"; {since} action(s) since" if since else ""
-            handoff.blocked.append(Item(f"{header}{since_note}:", rank))
-            handoff.blocked.extend(Item(line, rank) for line in errors)
+        handoff.blocked.extend(self.blocked_items(handoff))
         if self.last_test:
             handoff.state.append(Item(f"Last test run: {self.last_test}", rank=4, key="last test"))
         changes = sorted(self.changes.items(), key=lambda kv: kv[1][0])[-MAX_CHANGES:]
@@ -638,6 +647,37 @@ class _Walker:
                 Item(f"Waiting for the user's answer: {q}") for q in self.assistant_questions
             )
         return handoff
+
+    def blocked_items(self, handoff: Handoff) -> list[Item]:
+        """Return the Blocked lines of the failures not resolved: each error line once.
+
+        A failure that printed the same error lines as the one before it (the same call
+        retried) is one header naming both, so the lines are not repeated; an earlier
+        failure whose last line a latest one shows is left out.
+        """
+        earlier, latest = self.failures[:-MAX_FAILURES], self.failures[-MAX_FAILURES:]
+        shown = {line for _, _, errors, _ in latest for line in errors}
+        items: list[Item] = []
+        for header, _, errors, _ in earlier:
+            if errors and errors[-1] in shown:
+                continue
+            last = f" {errors[-1]}" if errors else ""
+            items.append(Item(f"earlier: {header}:{last}", rank=0))
+        groups: list[tuple[str, int, list[str], list[int]]] = []
+        for header, number, errors, _ in latest:
+            if groups and errors and groups[-1][2] == errors:
+                groups[-1][3].append(groups[-1][1])
+                groups[-1] = (header, number, errors, groups[-1][3])
+            else:
+                groups.append((header, number, errors, []))
+        for index, (header, number, errors, before) in enumerate(groups):
+            rank = 3 if index == len(groups) - 1 else 2
+            since = sum(1 for a in handoff.actions if a.first > number)
+            since_note = f"; {since} action(s) since" if since else ""
+            also = f" (as did action {', '.join(map(str, before))})" if before else ""
+            items.append(Item(f"{header}{also}{since_note}:", rank))
+            items.extend(Item(line, rank) for line in errors)
+        return items
 
     def rank_of(self, key: str) -> int:
         """Return a value's rank as `critical_values` gives it."""
