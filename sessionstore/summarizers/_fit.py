@@ -12,10 +12,11 @@ many items it drops or shortens), and stops at the first that fits:
 3. older reads and runs fold into one line (the newest three actions and the changes
    kept); active state, pending asks, in progress and the user's constraints go; the
    actions collapse too;
-4. first-priority facts, least valuable first: values seen only in tool output, files
-   seen only in output, older failures; older actions fold (a folded change stays named
-   by its tool and key), the goal shortens, then the newest actions fold, the fold line
-   goes, then values, blockers, files and the goal go;
+4. first-priority facts, least valuable first: files seen only in output, older
+   failures; older actions fold (a folded change stays named by its tool and key), the
+   goal shortens; the fold line's tallies go, then the values of records read and the
+   constraints, the newest actions but the last, then values, blockers, files, the last
+   action and the goal;
 5. the task snapshot is cut to what is left, and a hard cut guarantees the budget.
 
 The values action lines show are listed with the critical values (`with_action_values`)
@@ -106,6 +107,8 @@ class _Fitter:
         self.action_order = plain + changing + newest + sorted(focused)
         self.plain_actions = len(plain)
         self.older_actions = len(plain) + len(changing)
+        self.shown_actions = len(doc.actions) - self.older_actions
+        """Actions still shown once the older ones are folded (the newest, the focused)."""
 
     def drop_order(self, items: list[Item]) -> list[int]:
         """Return the indices of `items` in the order they go: off-topic, low rank, old first."""
@@ -145,10 +148,18 @@ class _Fitter:
         return render_handoff(view, branch=self.branch) if view.critical else shown
 
     def actions(self, plan: _Plan) -> list[Action]:
+        """Return the action lines a plan shows.
+
+        `plan.fold` actions (in `action_order`) are folded into one line of tallies;
+        with `plan.drop_actions` at 1 that line keeps only the changes it names, each
+        step past 1 drops one more of the actions still shown (in `action_order`), and
+        past all of them the fold line goes too.
+        """
         actions = self.doc.actions
-        if plan.drop_actions or not actions:
+        if not actions or plan.drop_actions > self.shown_actions:
             return []
         folded = set(self.action_order[: plan.fold])
+        dropped = set(self.action_order[plan.fold : plan.fold + max(0, plan.drop_actions - 1)])
         collapsed = set(self.action_order[: plan.collapse])
         result: list[Action] = []
         if folded:
@@ -161,10 +172,13 @@ class _Fitter:
                 f"{first}-{last}. " if first and last > first else f"{first}. " if first else ""
             )
             done = _changes_done(gone)
-            result.append(Action(0, 0, "", "", line=f"{numbers}(earlier: {tally}{done})"))
+            if not plan.drop_actions:
+                result.append(Action(0, 0, "", "", line=f"{numbers}(earlier: {tally}{done})"))
+            elif done:
+                result.append(Action(0, 0, "", "", line=f"{numbers}(earlier{done})"))
         run: list[Action] = []
         for index, action in enumerate(actions):
-            if index in folded:
+            if index in folded or index in dropped:
                 continue
             if index in collapsed and action.verb:
                 if run and (run[-1].verb, run[-1].tool) != (action.verb, action.tool):
@@ -233,21 +247,26 @@ class _Fitter:
             drop("Pending User Asks"),
             drop("In Progress"),
             knob("collapse", total),
-            drop("Critical Context", max_rank=1),
             drop("Relevant Files", max_rank=1),
             drop("Blocked", max_rank=1),
             knob("goal_cut", max(0, len(doc.goal) - SHORT_GOAL_CHARS)),
             drop("Active State", max_rank=2),
             knob("fold", self.older_actions),
+            # A line of tallies holds no fact an agent can use (the changes it names stay).
+            knob("drop_actions", 1),
+            # Values of the records read (a user's reservations, payment methods) are the
+            # ids the next calls need: they outlive the constraints and the action lines.
+            drop("Critical Context", max_rank=1),
             drop("Constraints & Preferences"),
-            knob("fold", total),
+            # The newest actions go oldest first (an action line costs the tokens of
+            # several values); the last command stays until the values have gone.
+            knob("drop_actions", max(1, self.shown_actions)),
             drop("Critical Context", max_rank=2),
             drop("Relevant Files", max_rank=2),
             drop("Blocked", max_rank=2),
-            # A line of tallies holds no fact an agent can use: it goes before the values.
-            knob("drop_actions", 1),
             drop("Critical Context"),
             drop("Relevant Files"),
+            knob("drop_actions", self.shown_actions + 1),
             knob("goal_cut", len(doc.goal)),
             drop("Active State", max_rank=3),
             drop("Active State"),

@@ -121,3 +121,29 @@ def test_a_short_command_stays_as_typed_when_its_line_is_collapsed() -> None:
     collapsed = _collapse(run[:2])
     assert (collapsed.first, collapsed.last, collapsed.target) == (1, 2, "python run.py")
     assert _collapse(run[2:]).target == "module_with_a_long_name.py"
+
+
+def test_the_last_action_is_the_last_to_go_and_folded_changes_stay_named() -> None:
+    reads = [
+        Action(n, n, "READ", f"cat src/module_{n}.py", "120 lines", "bash", brief=f"m{n}.py")
+        for n in range(1, 7)
+    ]
+    cancel = Action(
+        7, 7, "CANCELLED", "reservation (reservation_id=K1NW8N)", "ok", "cancel_reservation"
+    )
+    newest = [
+        Action(n, n, "RAN", f"python check_{n}.py", "printed: ok", "bash") for n in (8, 9, 10)
+    ]
+    doc = Handoff(task="Check the modules.", actions=[*reads, cancel, *newest])
+    shown_alone = False
+    for budget in range(20, 400, 3):
+        actions = section(fit_handoff(doc, budget), "Completed Actions")
+        lines = [line for line in actions.split("\n") if line and "(earlier" not in line]
+        if lines:
+            # Whatever else went, the newest action (the last command) is still there.
+            assert "python check_10.py" in actions
+        if lines == ["10. RAN python check_10.py - printed: ok [tool: bash]"]:
+            shown_alone = True
+            assert "done: cancel_reservation K1NW8N" in actions
+            assert "READ x" not in actions  # the tallies went first
+    assert shown_alone
