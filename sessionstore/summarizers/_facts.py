@@ -440,9 +440,10 @@ class _Walker:
             self.track_changes(call, verb, path, output)
         self.track_output(call, output)
         search = call.verb in ("SEARCHED", "LISTED")
-        for found_key, value in outcome_values(output)[:MAX_VALUES_PER_RESULT]:
+        found = outcome_values(output)
+        for found_key, value in found[:MAX_VALUES_PER_RESULT]:
             self.value(value, f"{found_key}={value}", rank=1, output=True, search=search)
-        if not outcome_values(output):
+        if not found:
             for value in record_values(output)[:MAX_VALUES_PER_RESULT]:
                 self.value(value, value, rank=1, output=True, search=search)
         for found_path, rank in _output_paths(output):

@@ -91,16 +91,14 @@ class _Fitter:
         doc = self.doc
         focused = {i for i, a in enumerate(doc.actions) if self.is_focus(_action_text(a))}
         newest = [i for i in range(len(doc.actions)) if i not in focused][-KEEP_ACTIONS:]
+        last = set(newest)
         changing = [
             i
             for i, a in enumerate(doc.actions)
-            if a.verb in MUTATING_VERBS and i not in focused and i not in newest
+            if a.verb in MUTATING_VERBS and i not in focused and i not in last
         ]
-        plain = [
-            i
-            for i in range(len(doc.actions))
-            if i not in focused and i not in newest and i not in changing
-        ]
+        later = focused | last | set(changing)
+        plain = [i for i in range(len(doc.actions)) if i not in later]
         # Older reads and runs fold first; then what changed something (edits, bookings,
         # a submission); then the newest actions (what the agent was doing, its last
         # commands); what the focus topic names, last.
@@ -140,10 +138,11 @@ class _Fitter:
         view.pending = [i for i in view.pending if collapse(i.text.rstrip("…")) not in task]
         critical, view.critical = view.critical, []
         shown = render_handoff(view, branch=self.branch)
+        tokens = shown_tokens(shown)
         view.critical = [
             item
             for item in critical
-            if len(item.identity) < MIN_SHOWN_CHARS or item.identity not in shown
+            if len(item.identity) < MIN_SHOWN_CHARS or not _is_shown(item.identity, shown, tokens)
         ]
         return render_handoff(view, branch=self.branch) if view.critical else shown
 
@@ -350,6 +349,50 @@ def with_action_values(doc: Handoff) -> Handoff:
         return doc
     values = list(found.values())[:MAX_ACTION_VALUES]
     return replace(doc, critical=[*doc.critical, *reversed(values)])
+
+
+_DELIMITERS = re.compile(r"[^\w.@#:+/$-]+")
+_SEPARATORS = re.compile(r"([.@#:+/$-])")
+MAX_TOKEN_PIECES = 24
+"""Pieces of one token (`src/pkg/io.py:12`) whose runs are indexed; a longer token is
+indexed whole and by piece only."""
+
+
+def shown_tokens(text: str) -> set[str]:
+    """Return the values `text` shows: each token, and each run of its pieces.
+
+    A token is a run of value characters (word characters and `.@#:+/$-`); its pieces
+    are the words between separators (`.`, `/`, `:`, ...), so `src/pkg/io.py:12` shows
+    `io.py`, `pkg/io.py` and `12` but not `io.p`. Membership in this set is how a value is found
+    in a rendered digest without a substring search per value: the search made fitting a
+    digest of many thousand actions quadratic.
+    """
+    found: set[str] = set()
+    for token in _DELIMITERS.split(text):
+        if not token or token in found:
+            continue
+        found.add(token)
+        parts = _SEPARATORS.split(token)
+        if len(parts) == 1:
+            continue
+        if len(parts) > 2 * MAX_TOKEN_PIECES:
+            found.update(parts[::2])
+            continue
+        for start in range(0, len(parts), 2):
+            for end in range(start + 1, len(parts) + 1, 2):
+                found.add("".join(parts[start:end]))
+    return found
+
+
+def _is_shown(value: str, text: str, tokens: set[str]) -> bool:
+    """Return True when `text` shows `value`.
+
+    A token-like value is looked up among `tokens` (a token, or a run of its pieces);
+    any other value (`May 17, 2024`) is searched for in the text.
+    """
+    if _DELIMITERS.search(value) is None:
+        return value in tokens
+    return value in text
 
 
 def _focus_words(focus: str | None) -> list[str]:

@@ -16,8 +16,8 @@ from typing import Any
 from sessionstore._tokens import estimate_tokens
 from sessionstore.models import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
 from sessionstore.summarizers import ExtractiveSummarizer, SummaryRequest
-from sessionstore.summarizers._fit import _collapse, fit_handoff
-from sessionstore.summarizers._handoff import Action, Handoff, parse_handoff
+from sessionstore.summarizers._fit import _collapse, fit_handoff, shown_tokens
+from sessionstore.summarizers._handoff import Action, Handoff, Item, parse_handoff
 
 
 def digest(messages: list[Message], budget: int = 3_000) -> str:
@@ -147,3 +147,19 @@ def test_the_last_action_is_the_last_to_go_and_folded_changes_stay_named() -> No
             assert "done: cancel_reservation K1NW8N" in actions
             assert "READ x" not in actions  # the tallies went first
     assert shown_alone
+
+
+def test_a_value_counts_as_shown_as_a_token_or_a_run_of_its_pieces() -> None:
+    tokens = shown_tokens("3. EDITED src/pkg/io.py:12 (reservation_id=K1NW8N) - paid $234.")
+    for shown in ("src/pkg/io.py:12", "io.py", "pkg/io.py", "K1NW8N", "$234", "234"):
+        assert shown in tokens
+    for partial in ("K1NW8", "io.p", "NW8N"):
+        assert partial not in tokens
+    # A value only part of a longer one is not shown by it, so fitting keeps it listed.
+    doc = Handoff(
+        task="Check HAT082.",
+        critical=[Item("flight_number=HAT08", rank=2, key="HAT08"), Item("HAT082", rank=3)],
+    )
+    text = fit_handoff(doc, 200)
+    assert "- flight_number: HAT08" in text
+    assert "- HAT082" not in text  # the task shows it
