@@ -15,8 +15,8 @@ many items it drops or shortens), and stops at the first that fits:
 4. first-priority facts, least valuable first: files seen only in output, older
    failures; older actions fold (a folded change stays named by its tool and key), the
    goal shortens; the fold line's tallies go, then the values of records read and the
-   constraints, the newest actions but the last, then values, blockers, files, the last
-   action and the goal;
+   constraints, the newest actions but the last, then values, blockers, the last action
+   (its changes stay named), files, the fold line and the goal;
 5. the task snapshot is cut to what is left, and a hard cut guarantees the budget.
 
 The values action lines show are listed with the critical values (`with_action_values`)
@@ -83,12 +83,11 @@ class _Stage:
 
 class _Fitter:
     def __init__(self, doc: Handoff, budget: int, focus: str | None, branch: bool) -> None:
-        self.doc = with_action_values(doc)
+        self.doc = doc = with_action_values(doc)
         self.budget = budget
         self.branch = branch
         self.words = _focus_words(focus)
         self.order = {name: self.drop_order(items) for name, items in doc.lists().items()}
-        doc = self.doc
         focused = {i for i, a in enumerate(doc.actions) if self.is_focus(_action_text(a))}
         newest = [i for i in range(len(doc.actions)) if i not in focused][-KEEP_ACTIONS:]
         last = set(newest)
@@ -155,16 +154,15 @@ class _Fitter:
         past all of them the fold line goes too.
         """
         actions = self.doc.actions
-        if not actions or plan.drop_actions > self.shown_actions:
+        if not actions or plan.drop_actions > self.shown_actions + 1:
             return []
         folded = set(self.action_order[: plan.fold])
         dropped = set(self.action_order[plan.fold : plan.fold + max(0, plan.drop_actions - 1)])
         collapsed = set(self.action_order[: plan.collapse])
         result: list[Action] = []
-        if folded:
-            gone = [actions[i] for i in sorted(folded)]
-            counts = tallies(gone)
-            tally = ", ".join(f"{verb} x{n}" for verb, n in counts.items())
+        if folded or dropped:
+            # Dropped actions that changed something stay named with the folded ones.
+            gone = [actions[i] for i in sorted(folded | dropped)]
             first = min(a.first for a in gone)
             last = max(a.last for a in gone)
             numbers = (
@@ -172,6 +170,7 @@ class _Fitter:
             )
             done = _changes_done(gone)
             if not plan.drop_actions:
+                tally = ", ".join(f"{verb} x{n}" for verb, n in tallies(gone).items())
                 result.append(Action(0, 0, "", "", line=f"{numbers}(earlier: {tally}{done})"))
             elif done:
                 result.append(Action(0, 0, "", "", line=f"{numbers}(earlier{done})"))
@@ -263,9 +262,12 @@ class _Fitter:
             drop("Critical Context", max_rank=2),
             drop("Relevant Files", max_rank=2),
             drop("Blocked", max_rank=2),
+            # The last action line costs the tokens of several values and files; what it
+            # changed stays named (`done:`), and its values stay listed.
+            knob("drop_actions", self.shown_actions + 1),
             drop("Critical Context"),
             drop("Relevant Files"),
-            knob("drop_actions", self.shown_actions + 1),
+            knob("drop_actions", self.shown_actions + 2),
             knob("goal_cut", len(doc.goal)),
             drop("Active State", max_rank=3),
             drop("Active State"),
@@ -318,6 +320,7 @@ _ACTION_VALUE = re.compile(r"(?<![\w.])([A-Za-z_]\w{0,40})=([\w.@#:+/$-]*\w)(?=[
 _RESULT_LIST = re.compile(r"\b\d+ results?: ([^\[]+?)(?= -| \[|$)")
 MAX_ACTION_VALUES = 40
 MIN_SHOWN_CHARS = 4
+ACTION_VALUE_RANK = 3
 """A value this short is listed in Critical Context even when other text shows it."""
 """Values of action lines listed with the critical values (the newest actions' first)."""
 
@@ -328,7 +331,8 @@ def with_action_values(doc: Handoff) -> Handoff:
     A digest does not repeat in Critical Context a value an action line shows (`(reservation_id=
     K1NW8N)`, `3 results: HAT1, HAT2`); when those lines are folded to fit a smaller budget
     (now, or when the digest is re-fitted later), the values come back there instead of being
-    lost. They rank with the values of calls (2), after the values already listed.
+    lost. They rank with the identifiers of the task (`ACTION_VALUE_RANK`): the ids a
+    call used or a record read returned are what the next calls need.
     """
     listed = {item.identity for item in doc.critical}
     found: dict[str, Item] = {}
@@ -342,7 +346,7 @@ def with_action_values(doc: Handoff) -> Handoff:
             # Shorter values are listed even where shown (`render`): they are not carried.
             if len(value) < MIN_SHOWN_CHARS or value in listed or value in found:
                 continue
-            found[value] = Item(f"{name}={value}", rank=2, key=value)
+            found[value] = Item(f"{name}={value}", rank=ACTION_VALUE_RANK, key=value)
         if len(found) >= MAX_ACTION_VALUES:
             break
     if not found:

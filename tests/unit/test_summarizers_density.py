@@ -16,7 +16,7 @@ from typing import Any
 from sessionstore._tokens import estimate_tokens
 from sessionstore.models import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
 from sessionstore.summarizers import ExtractiveSummarizer, SummaryRequest
-from sessionstore.summarizers._fit import _collapse, fit_handoff, shown_tokens
+from sessionstore.summarizers._fit import CUT_MARKER, _collapse, fit_handoff, shown_tokens
 from sessionstore.summarizers._handoff import Action, Handoff, Item, parse_handoff
 
 
@@ -163,3 +163,25 @@ def test_a_value_counts_as_shown_as_a_token_or_a_run_of_its_pieces() -> None:
     text = fit_handoff(doc, 200)
     assert "- flight_number: HAT08" in text
     assert "- HAT082" not in text  # the task shows it
+
+
+def test_values_surfaced_from_actions_are_dropped_in_order_not_cut() -> None:
+    update = Action(
+        1,
+        1,
+        "UPDATED",
+        "reservation flights (reservation_id=OWZ4XL, payment_id=gift_card_9823297)",
+        "ok: user_id=ivan_rossi_8555",
+        "update_reservation_flights",
+    )
+    doc = Handoff(task="Yes, go ahead with the gift card.", actions=[update])
+    for budget in range(12, 80):
+        text = fit_handoff(doc, budget)
+        assert estimate_tokens(text) <= budget
+        if "Yes, go ahead with the gift card." in text:
+            # Fitted by its stages (values and lines dropped), not by the last-resort cut.
+            assert CUT_MARKER.strip() not in text
+    # Once the line goes, what it changed is still named.
+    small = fit_handoff(doc, 40)
+    assert "UPDATED reservation flights" not in small
+    assert "done: update_reservation_flights OWZ4XL" in small
