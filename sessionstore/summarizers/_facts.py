@@ -5,7 +5,9 @@ an assistant taking over needs: the latest request verbatim, the first request's
 constraints, each tool call as a completed action with its outcome, the error lines of
 the latest failures, questions and whether they were answered, every file path touched,
 and the identifiers worth keeping. Digests found among the messages (earlier compaction
-or branch summaries) are returned apart, to be merged as prior digests.
+or branch summaries) are returned apart, to be merged as prior digests. What the calls
+changed (the open file, each file's latest change, the latest diff) is followed by
+`WorkingState` (`_changes.py`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from sessionstore.summarizers._actions import (
     describe_outcome,
     outcome_values,
 )
+from sessionstore.summarizers._changes import MAX_DIFF_LINES, WorkingState, output_paths
 from sessionstore.summarizers._commands import Call, describe_command
 from sessionstore.summarizers._handoff import (
     MAX_FOLLOW_UPS,
@@ -41,25 +44,19 @@ from sessionstore.summarizers._handoff import (
     with_follow_ups,
 )
 from sessionstore.summarizers._scan import (
-    Hunk,
     clean_text,
     code_identifiers,
     collapse,
     cut,
-    defined_names,
-    diff_hunks,
     find_paths,
     head_tail,
-    hunk_symbol,
     is_demonstration,
     is_noise_path,
     is_placeholder,
-    numbered_lines,
     parse_json,
     record_values,
     sentences,
     statement_part,
-    symbol_at,
     test_result_line,
     without_examples,
     without_fences,
@@ -73,12 +70,10 @@ FOLLOW_UP_CHARS = 400
 MAX_SYSTEM_CONSTRAINTS = 8
 MAX_TASK_IDENTIFIERS = 40
 LEADING_IDENTIFIERS = 15
-MAX_OUTPUT_PATHS = 10
 RESOLVED_LINES = 3
 """Error lines kept of the newest failure a later run resolved."""
 MAX_SEEN_PATHS = 8
 """Paths seen only in tool output (not read, run or changed) kept, the newest."""
-MAX_DIFF_PATHS = 500
 MAX_VALUES_PER_RESULT = 12
 MAX_FAILURES = 2
 """Latest failures whose error lines are all kept."""
@@ -87,17 +82,11 @@ MAX_EARLIER_FAILURES = 6
 FEEDBACK_CHARS = 3_000
 FEEDBACK_SHOWN_CHARS = 240
 """A harness's format complaint is kept this short: it is repeated on every bad reply."""
+RESULT_LINE_CHARS = 160
+"""The last line of a test run's output, when it printed no result line, kept this long."""
 MAX_CHANGES = 12
 """Files whose latest change is described in Active State."""
-MAX_DIFF_LINES = 16
-"""Changed lines of the latest diff kept in Active State."""
-DIFF_LINES_PER_HUNK = 4
 DIFF_LINE_CHARS = 160
-CHANGE_CHARS = 160
-MAX_DEFINED = 6
-"""Names a change defines (functions, classes) listed with it."""
-MAX_FILE_LINES = 20_000
-"""Numbered lines remembered per file (to name the symbol an edit falls in)."""
 MAX_OUTPUT_VALUES = 24
 """Values seen only in the output of record reads kept, the newest first."""
 
@@ -140,22 +129,7 @@ _OUTPUT_LIKE = re.compile(
     r"<returncode>|<output>|^\s*(?:Observation|Output|stdout)\s*:", re.MULTILINE
 )
 _FENCED_COMMAND = re.compile(r"```(?:bash|sh|shell|console|zsh)?[ \t]*\n(.*?)\n```", re.DOTALL)
-_DIFF_PATH = re.compile(r"^(?:diff --git a/(\S+) b/\S+|\+\+\+ b/(\S+)|--- a/(\S+))", re.MULTILINE)
-_TRACE_PATH = re.compile(r'^\s*File "([^"]+)", line \d+', re.MULTILINE)
-_LOCATED_PATH = re.compile(r"^([\w./-]+\.[A-Za-z]\w{0,7})(?::\d+|::\w)", re.MULTILINE)
 _THINK_TOOLS = frozenset({"think", "thought", "reasoning", "scratchpad"})
-_OPEN_FILE = re.compile(r"^\(Open file: (.+?)\)\s*$", re.MULTILINE)
-_FILE_HEADER = re.compile(r"^\[File: (.+?) \(\d+ lines total\)\]", re.MULTILINE)
-_SNIPPET_HEADER = re.compile(r"(?:snippet of|cat -n` on) (\S+?):?\s*$", re.MULTILINE)
-_SED_SCRIPT = re.compile(
-    r"""(?:^|\s)-[a-zA-Z]*i[a-zA-Z]*\s+(?:-e\s+)?(['"])(\d+)?(?:,\d+)?s(.)(.*?)\3(.*?)\3"""
-)
-_OPENED_FOR_WRITE = re.compile(
-    r"""open\(\s*(?:(['"])([^'"\n]+)\1|(\w+))\s*,\s*['"][wa]b?\+?['"]"""
-    r"""|Path\(\s*(['"])([^'"\n]+)\4\s*\)\.write_text\("""
-)
-_HEREDOC_START = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_]\w*)\1")
-_ASSIGNED = re.compile(r"""^\s*(\w+)\s*=\s*(['"])([^'"\n]+)\2\s*$""", re.MULTILINE)
 _INTERROGATIVE = re.compile(
     r"^(?:why|what|how|where|when|which|who|is|are|was|does|do|did|can|could|should|would"
     r"|will|shall|maybe|perhaps|wait|hmm)\b",
@@ -201,13 +175,8 @@ class _Walker:
     system_constraints: int = 0
     results: int = 0
     """Tool results read so far."""
-    open_file: str = ""
-    """The file an editor harness has open (`(Open file: ...)`)."""
-    file_lines: dict[str, dict[int, str]] = field(default_factory=dict)
-    changes: dict[str, tuple[int, str]] = field(default_factory=dict)
-    """Per file, the latest change made to it (file, symbol, first changed line)."""
-    diff: list[str] = field(default_factory=list)
-    """The changed lines of the latest diff an output showed."""
+    work: WorkingState = field(default_factory=WorkingState)
+    """The open file, the changes made, the latest diff."""
     output_values: dict[str, tuple[int, bool]] = field(default_factory=dict)
     """Values seen only in tool output: the number of the result that showed them last,
     and whether that result was a search or listing (rather than a record read)."""
@@ -392,7 +361,7 @@ class _Walker:
         # A run that printed a test summary was a test run, whatever the command's name.
         verb = "TESTED" if outcome.tests is not None and call.verb == "RAN" else call.verb
         target = call.target
-        path = self.open_file if call.on_open_file else ""
+        path = self.work.open_file if call.on_open_file else ""
         if path and verb == "EDITED":
             target = f"{path} {call.target}"
             self.file(path, rank=3, note="edited")
@@ -430,111 +399,24 @@ class _Walker:
             result = (
                 test_result_line(body)
                 or (outcome.errors[-1] if outcome.errors else "")
-                or (cut(lines[-1], CHANGE_CHARS) if lines else outcome.text)
+                or (cut(lines[-1], RESULT_LINE_CHARS) if lines else outcome.text)
             )
             self.last_test = f"{_one_line(call.target)} -> {result}"
         if not outcome.failed:
-            self.track_changes(call, verb, path, output)
-        self.track_output(call, output)
+            touched = self.work.track_changes(call, verb, path, output, clock=self.clock)
+            for file_path, note in touched:
+                kept = note or self.files.get(file_path, (0, 0, ""))[2] or "edited"
+                self.file(file_path, rank=3, note=kept)
+        self.work.track_output(call, output)
         search = call.verb in ("SEARCHED", "LISTED")
-        for found_key, value in outcome_values(output)[:MAX_VALUES_PER_RESULT]:
+        found = outcome_values(output)
+        for found_key, value in found[:MAX_VALUES_PER_RESULT]:
             self.value(value, f"{found_key}={value}", rank=1, output=True, search=search)
-        if not outcome_values(output):
+        if not found:
             for value in record_values(output)[:MAX_VALUES_PER_RESULT]:
                 self.value(value, value, rank=1, output=True, search=search)
-        for found_path, rank in _output_paths(output):
+        for found_path, rank in output_paths(output):
             self.file(found_path, rank=rank)
-
-    # ── the working state: the open file, changes, diffs ──────────────────────
-
-    def track_output(self, call: Call, output: str) -> None:
-        """Follow the open file and remember the numbered lines an output shows."""
-        header = _FILE_HEADER.search(output)
-        shown = header.group(1) if header else ""
-        if not shown:
-            snippet = _SNIPPET_HEADER.search(output[:600])
-            shown = snippet.group(1) if snippet else ""
-        if not shown and call.verb in ("READ", "SEARCHED") and len(call.files) == 1:
-            shown = call.files[0][0]
-        if shown:
-            lines = numbered_lines(output)
-            if lines:
-                known = self.file_lines.setdefault(shown, {})
-                known.update(lines)
-                if len(known) > MAX_FILE_LINES:
-                    self.file_lines[shown] = dict(sorted(known.items())[-MAX_FILE_LINES:])
-        opened = _OPEN_FILE.findall(output[-1_000:])
-        if opened and opened[-1].strip() not in ("n/a", "None", ""):
-            self.open_file = opened[-1].strip()
-        elif header:
-            self.open_file = header.group(1)
-        elif call.verb == "CREATED" and call.edit_lines is None and call.files:
-            self.open_file = call.files[0][0]
-
-    def lines_of(self, path: str) -> dict[int, str]:
-        """Return the numbered lines seen of `path` (matched on the path's end)."""
-        if path in self.file_lines:
-            return self.file_lines[path]
-        for known, lines in self.file_lines.items():
-            if known.endswith("/" + path.lstrip("./")) or path.endswith("/" + known.lstrip("./")):
-                return lines
-        return {}
-
-    def track_changes(self, call: Call, verb: str, path: str, output: str) -> None:
-        """Record what a successful call changed: the file, the symbol, the first new line."""
-        for hunk_path, line, symbol, first in _diff_changes(output, call.command):
-            self.change(hunk_path, line, symbol, first)
-        hunks = diff_hunks(output) if "@@" in output else []
-        if not hunks and "@@" in call.command and verb == "EDITED":
-            hunks = diff_hunks(call.command)  # a patch the command applied
-        if hunks:
-            self.diff = _diff_lines(hunks)
-        for file_path in _written_by_script(call.command):
-            self.file(file_path, rank=3, note="written")
-        if verb == "DELETED":
-            for file_path, _ in call.files:
-                self.changes.pop(file_path, None)
-            return
-        if verb not in ("EDITED", "WROTE", "CREATED"):
-            return
-        if call.edit_lines is not None and path:
-            start = call.edit_lines[0]
-            lines = self.lines_of(path)
-            new = [line for line in call.replacement.split("\n") if line.strip()]
-            old = {lines.get(n, "").strip() for n in range(start, call.edit_lines[1] + 1)}
-            first = next((line for line in new if line.strip() not in old), new[0] if new else "")
-            symbol = symbol_at(lines, start, first)
-            self.change(path, start, symbol, first, defined_names(call.replacement))
-            return
-        written = call.replacement or _heredoc_body(call.command)
-        for file_path, note in call.files:
-            if note not in ("edited", "written") and not call.replacement:
-                continue
-            located = _located_change(call, self.lines_of(file_path), output)
-            self.change(file_path, *located, defined_names(written))
-
-    def change(
-        self,
-        path: str,
-        line: int | None,
-        symbol: str,
-        first: str,
-        defines: list[str] | None = None,
-    ) -> None:
-        """Record the latest change of `path`: where, its first new line, what it defines."""
-        if is_noise_path(path):
-            return
-        self.file(path, rank=3, note=self.files.get(path, (0, 0, ""))[2] or "edited")
-        first = first.split("\\n", 1)[0]
-        names = [name for name in defines or [] if name != symbol][:MAX_DEFINED]
-        if not (symbol or line or first.strip() or names):
-            return  # Relevant Files already says it was written.
-        where = f" in {symbol}" if symbol else ""
-        at = f" at line {line}" if line else ""
-        what = f": {cut(collapse(first), CHANGE_CHARS)}" if first.strip() else ""
-        defined = f" (defines {', '.join(names)})" if names else ""
-        self.changes.pop(path, None)
-        self.changes[path] = (self.clock, f"Changed {path}{where}{at}{defined}{what}")
 
     # ── facts ─────────────────────────────────────────────────────────────────
 
@@ -603,21 +485,12 @@ class _Walker:
             kept = errors[-RESOLVED_LINES:] if index == len(self.resolved) - 1 else errors[-1:]
             shown = f" {' | '.join(kept)}" if kept else ""
             handoff.blocked.append(Item(f"resolved by action {number}: {header}:{shown}", rank=1))
-        earlier, latest = self.failures[:-MAX_FAILURES], self.failures[-MAX_FAILURES:]
-        for header, _, errors, _ in earlier:
-            last = f" {errors[-1]}" if errors else ""
-            handoff.blocked.append(Item(f"earlier: {header}:{last}", rank=0))
-        for index, (header, number, errors, _) in enumerate(latest):
-            rank = 3 if index == len(latest) - 1 else 2
-            since = sum(1 for a in handoff.actions if a.first > number)
-            since_note = f"; {since} action(s) since" if since else ""
-            handoff.blocked.append(Item(f"{header}{since_note}:", rank))
-            handoff.blocked.extend(Item(line, rank) for line in errors)
+        handoff.blocked.extend(self.blocked_items(handoff))
         if self.last_test:
             handoff.state.append(Item(f"Last test run: {self.last_test}", rank=4, key="last test"))
-        changes = sorted(self.changes.items(), key=lambda kv: kv[1][0])[-MAX_CHANGES:]
+        changes = sorted(self.work.changes.items(), key=lambda kv: kv[1][0])[-MAX_CHANGES:]
         handoff.state.extend(state_item(text) for _, (_, text) in changes)
-        for index, line in enumerate(self.diff[:MAX_DIFF_LINES]):
+        for index, line in enumerate(self.work.diff[:MAX_DIFF_LINES]):
             text = f"Diff {cut(line, DIFF_LINE_CHARS)}"
             handoff.state.append(Item(text, rank=2, key=f"diff {index}"))
         if self.last_text:
@@ -638,6 +511,37 @@ class _Walker:
                 Item(f"Waiting for the user's answer: {q}") for q in self.assistant_questions
             )
         return handoff
+
+    def blocked_items(self, handoff: Handoff) -> list[Item]:
+        """Return the Blocked lines of the failures not resolved: each error line once.
+
+        A failure that printed the same error lines as the one before it (the same call
+        retried) is one header naming both, so the lines are not repeated; an earlier
+        failure whose last line a latest one shows is left out.
+        """
+        earlier, latest = self.failures[:-MAX_FAILURES], self.failures[-MAX_FAILURES:]
+        shown = {line for _, _, errors, _ in latest for line in errors}
+        items: list[Item] = []
+        for header, _, errors, _ in earlier:
+            if errors and errors[-1] in shown:
+                continue
+            last = f" {errors[-1]}" if errors else ""
+            items.append(Item(f"earlier: {header}:{last}", rank=0))
+        groups: list[tuple[str, int, list[str], list[int]]] = []
+        for header, number, errors, _ in latest:
+            if groups and errors and groups[-1][2] == errors:
+                groups[-1][3].append(groups[-1][1])
+                groups[-1] = (header, number, errors, groups[-1][3])
+            else:
+                groups.append((header, number, errors, []))
+        for index, (header, number, errors, before) in enumerate(groups):
+            rank = 3 if index == len(groups) - 1 else 2
+            since = sum(1 for a in handoff.actions if a.first > number)
+            since_note = f"; {since} action(s) since" if since else ""
+            also = f" (as did action {', '.join(map(str, before))})" if before else ""
+            items.append(Item(f"{header}{also}{since_note}:", rank))
+            items.extend(Item(line, rank) for line in errors)
+        return items
 
     def rank_of(self, key: str) -> int:
         """Return a value's rank as `critical_values` gives it."""
@@ -728,28 +632,6 @@ def _gist(request: str) -> str:
     return gist or cut(prose, GIST_CHARS)
 
 
-def _output_paths(output: str) -> list[tuple[str, int]]:
-    """Return the paths an output shows as touched, with a rank.
-
-    Every file of a diff (rank 2), then up to ten paths of tracebacks and `path:line`
-    hits (rank 1).
-    """
-    found: dict[str, int] = {}
-    if "diff --git" in output or "+++ " in output:
-        for match in _DIFF_PATH.finditer(output):
-            found.setdefault(next(g for g in match.groups() if g), 2)
-            if len(found) >= MAX_DIFF_PATHS:
-                break
-    window = head_tail(output)
-    located: dict[str, int] = {}
-    for pattern in (_TRACE_PATH, _LOCATED_PATH):
-        for match in pattern.finditer(window):
-            path = match.group(1)
-            if path not in found and not is_noise_path(path):
-                located.setdefault(path, 1)
-    return [*found.items(), *list(located.items())[:MAX_OUTPUT_PATHS]]
-
-
 def _argument_text(arguments: str) -> str:
     """Return the text of a think-style call: its string arguments, or the raw arguments."""
     data = parse_json(arguments)
@@ -770,97 +652,3 @@ def _failure_key(call: Call, path: str) -> str:
         if files:
             return "change " + " ".join(files)
     return collapse(call.command or call.target)
-
-
-def _diff_changes(output: str, command: str) -> list[tuple[str, int | None, str, str]]:
-    """Return the changes a diff shows (in an output, or applied by a command's heredoc)."""
-    changes: list[tuple[str, int | None, str, str]] = []
-    texts = [output] if "@@" in output else []
-    if command and "@@" in command and re.search(r"\b(?:git\s+apply|patch)\b", command):
-        texts.append(command)
-    for text in texts:
-        seen: set[str] = set()
-        for hunk in diff_hunks(text):
-            if hunk.path in seen:
-                continue
-            seen.add(hunk.path)
-            first = next((line for line in hunk.added if line.strip()), "")
-            if not first and hunk.removed:
-                first = "removed " + next((line for line in hunk.removed if line.strip()), "")
-            changes.append((hunk.path, hunk.line, hunk_symbol(hunk.context), first))
-    return changes
-
-
-def _located_change(call: Call, lines: dict[int, str], output: str) -> tuple[int | None, str, str]:
-    """Return the line, symbol and first new line of an edit made by a tool or `sed -i`."""
-    first = next((line for line in call.replacement.split("\n") if line.strip()), "")
-    indented = first
-    number: int | None = None
-    sed = _SED_SCRIPT.search(call.command) if call.command else None
-    if sed is not None and not first:
-        # A sed script's text carries no indentation: the line's own is used.
-        first, indented = sed.group(5) or f"removed {sed.group(4)}", ""
-        if sed.group(2):
-            number = int(sed.group(2))
-        else:
-            old = sed.group(4).replace("\\", "")
-            number = next((n for n, text in sorted(lines.items()) if old and old in text), None)
-    if number is None and first.strip():
-        shown = numbered_lines(output)
-        wanted = first.strip()
-        number = next((n for n, text in sorted(shown.items()) if text.strip() == wanted), None)
-        lines = {**lines, **shown}
-    symbol = symbol_at(lines, number, indented) if number is not None else ""
-    return number, symbol, first
-
-
-def _written_by_script(command: str) -> list[str]:
-    """Return the files a script run from the shell opens for writing (`python - <<EOF`)."""
-    if not command or ("open(" not in command and "write_text(" not in command):
-        return []
-    assigned = {m.group(1): m.group(3) for m in _ASSIGNED.finditer(command)}
-    found: list[str] = []
-    for match in _OPENED_FOR_WRITE.finditer(command):
-        path = match.group(2) or match.group(5) or assigned.get(match.group(3) or "", "")
-        if path and find_paths(path, lenient=True) and path not in found:
-            found.append(path)
-    return found
-
-
-def _heredoc_body(command: str) -> str:
-    """Return the text of a command's first heredoc (what `cat > f <<EOF` writes)."""
-    if "<<" not in command:
-        return ""
-    lines = command.split("\n")
-    match = _HEREDOC_START.search(lines[0])
-    if match is None:
-        return ""
-    body: list[str] = []
-    for line in lines[1:]:
-        if line.strip() == match.group(2):
-            break
-        body.append(line)
-    return "\n".join(body)
-
-
-def _diff_lines(hunks: list[Hunk]) -> list[str]:
-    """Return the changed lines of a diff to keep: a few of every hunk, in turn, each once.
-
-    Hunk by hunk in rounds (the first changed line of each hunk, then the second, ...), so
-    that every change is represented before any one is shown in full.
-    """
-    per_hunk = [
-        [
-            f"{hunk.path}: {sign}{collapse(text)}"
-            for sign, texts in (("-", hunk.removed), ("+", hunk.added))
-            for text in texts
-            if text.strip()
-        ]
-        for hunk in hunks
-    ]
-    picked: dict[str, None] = {}
-    for round_ in range(DIFF_LINES_PER_HUNK):
-        for lines in per_hunk:
-            if round_ < len(lines):
-                picked.setdefault(lines[round_], None)
-    return list(picked)[:MAX_DIFF_LINES]
