@@ -72,10 +72,41 @@ BYTES_GOAL = 1.5
 PG_GOALS = {"append_one": 1.2, "append_batch": 1.5}
 """PostgreSQL: sessionstore / raw asyncpg at most this."""
 
-_WORDS = (
-    "the parser keeps every token of the input and reports the first error with its line "
-    "number so that a caller can show where the file stopped making sense to the reader"
-).split()
+_WORDS = [
+    *[
+        "the",
+        "parser",
+        "keeps",
+        "every",
+        "token",
+        "of",
+        "the",
+        "input",
+        "and",
+        "reports",
+        "the",
+        "first",
+        "error",
+        "with",
+        "its",
+    ],
+    *[
+        "line",
+        "number",
+        "so",
+        "that",
+        "a",
+        "caller",
+        "can",
+        "show",
+        "where",
+        "the",
+        "file",
+        "stopped",
+        "making",
+        "sense",
+    ],
+]
 
 
 def _text(n: int, k: int) -> str:

@@ -413,7 +413,8 @@ class TransactionRunner:
     process) holds it, and then waits for it in a worker thread as any other call. Once
     the lock is held nothing else can make it wait (WAL readers never block a writer),
     so the event loop is never blocked on a lock, and the thread hop, which costs more
-    than the whole transaction of one append, is saved.
+    than the whole transaction of one append, is saved. Such a call still yields to the
+    event loop once before it returns, so other tasks get their turn on every call.
 
     Driver errors are raised as `StorageError`, with the original chained.
     """
@@ -472,6 +473,9 @@ class TransactionRunner:
                 if inline:
                     done, result = self._try_inline(work, write)
                     if done:
+                        # A call that never waited would never yield: a task appending
+                        # in a loop would starve every other task of the process.
+                        await asyncio.sleep(0)
                         return result  # type: ignore[return-value]  # done => work's result
                 loop = asyncio.get_running_loop()
                 return await loop.run_in_executor(self._executor, self._run_sync, work, write)
