@@ -16,6 +16,7 @@ from sessionstore.models import (
     TurnRange,
 )
 from sessionstore.models._limits import check_big_count, check_count, check_id
+from sessionstore.models._records import decode_all
 from sessionstore.store import _messages, _reads, _sessions
 from sessionstore.store._engine import INLINE_READ_MAX_MESSAGES, INLINE_WRITE_MAX_MESSAGES
 from sessionstore.store._handle import Rollback, _Handle
@@ -224,7 +225,7 @@ class MessageMethods(_Handle):
         check_big_count(last, "last")
 
         def work(db: Connection) -> list[StoredMessage]:
-            return _reads.loop_messages(db, self._key(db, session_id), loop_id, last)
+            return _decoded(_reads.loop_messages(db, self._key(db, session_id), loop_id, last))
 
         # The newest few: a small read, run on the event loop when SQLite lets it start.
         return await self._read(work, inline=last is not None and last <= INLINE_READ_MAX_MESSAGES)
@@ -242,7 +243,7 @@ class MessageMethods(_Handle):
         def work(db: Connection) -> list[StoredMessage]:
             key = self._key(db, session_id)
             _sessions.visible_session(db, key)
-            return _messages.turns(db, key, loop_id, turns)
+            return _decoded(_messages.turns(db, key, loop_id, turns))
 
         return await self._read(work)
 
@@ -277,8 +278,8 @@ class MessageMethods(_Handle):
             if head is None:
                 return []
             if last is None:
-                return _reads.history(db, key, head)
-            return _reads.history_tail(db, key, head, last)
+                return _decoded(_reads.history(db, key, head))
+            return _decoded(_reads.history_tail(db, key, head, last))
 
         return await self._read(work)
 
@@ -321,7 +322,8 @@ class MessageMethods(_Handle):
             def page(
                 db: Connection, at: tuple[int, int] = at
             ) -> tuple[list[StoredMessage], tuple[int, int]]:
-                return _reads.history_page(db, key, chain, at, chunk_size)
+                chunk, after = _reads.history_page(db, key, chain, at, chunk_size)
+                return _decoded(chunk), after
 
             chunk, at = await self._read(page)
             if chunk:
@@ -338,6 +340,12 @@ class MessageMethods(_Handle):
         def work(db: Connection) -> list[StoredMessage]:
             key = self._key(db, session_id)
             _sessions.visible_session(db, key)
-            return _messages.by_id(db, key, ids)
+            return _decoded(_messages.by_id(db, key, ids))
 
         return await self._read(work)
+
+
+def _decoded(stored: list[StoredMessage]) -> list[StoredMessage]:
+    """Decode every message of a public read at once (its caller uses them; see `decode_all`)."""
+    decode_all(stored)
+    return stored
