@@ -150,7 +150,7 @@ def make_engine(
     """
     if not 0 < lock_timeout < math.inf:  # NaN fails both comparisons
         raise ValueError("lock_timeout must be a positive number of seconds")
-    level = synchronous.lower() if isinstance(synchronous, str) else synchronous
+    level: object = synchronous.lower() if isinstance(synchronous, str) else synchronous  # type: ignore[redundant-expr]  # callers without type checking
     if level not in SQLITE_SYNCHRONOUS:
         raise ValueError(f'synchronous must be "normal" or "full", not {synchronous!r}')
     milliseconds = max(1, round(lock_timeout * 1000))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Connection
@@ -24,7 +25,7 @@ async def test_every_connection_of_a_store_commits_with_the_setting(
 ) -> None:
     url = f"sqlite+aiosqlite:///{tmp_path / 'store.db'}"
     await migrate.upgrade(url)
-    options = {} if synchronous is None else {"synchronous": synchronous}
+    options: dict[str, Any] = {} if synchronous is None else {"synchronous": synchronous}
     wanted = _LEVELS[(synchronous or "normal").lower()]
     async with SessionStore.from_url(url, **options) as store:
         session_id = await new_session(store)
