@@ -440,6 +440,10 @@ class TransactionRunner:
 
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
+        self.is_read_only = engine.url.get_backend_name() == "sqlite" and is_read_only_sqlite(
+            engine.url
+        )
+        """Whether the store opened a SQLite database read-only (it can never write)."""
         self.loop_states: StateCache[tuple[Any, int], Any] = StateCache()
         """Each loop's append state as this store last committed it (see `_message_api`)."""
         self._sync_engine: Engine | None = None
