@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import json
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import pairwise
@@ -305,23 +306,35 @@ _ALL_FIELDS = frozenset(StoredMessage.model_fields)
 _COLUMN_FIELDS = _ALL_FIELDS - {"message"}
 
 
-def decode_all(records: Sequence[_LazyRecord]) -> None:
-    """Decode the lazy field of every record now, with the cyclic garbage collector paused.
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector for a bounded batch of work (nests safely).
 
-    For a read whose caller uses every message (a public list read): decoding thousands
-    of messages one at a time as they are used lets the collector run again and again
-    over the growing heap of new objects (about 60% of a decoded full read); paused for
-    the batch, it runs once afterwards. Messages decoded already are left as they are.
+    Building thousands of objects that all survive (a read's records, an append's rows)
+    makes the collector run again and again over the growing heap, each pass finding
+    nothing to free: it was about 60% of a decoded full read. Paused, it runs once after
+    the batch. Objects that die are still freed at once (reference counting).
     """
     was_enabled = gc.isenabled()
     if was_enabled:
         gc.disable()
     try:
-        for record in records:
-            record._decode()
+        yield
     finally:
         if was_enabled:
             gc.enable()
+
+
+def decode_all(records: Sequence[_LazyRecord]) -> None:
+    """Decode the lazy field of every record now, with the garbage collector paused.
+
+    For a read whose caller uses every message (a public list read): decoded one at a
+    time as they are used, the collector runs over them again and again (`paused_gc`).
+    Messages decoded already are left as they are.
+    """
+    with paused_gc():
+        for record in records:
+            record._decode()
 
 
 class Page(_Record):
