@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+import _bench_api
 from _common import fmt, log, machine_info, postgres_database
 from bench_store import (
     AsyncpgImpl,
@@ -668,6 +669,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeat", type=int, default=3, help="runs (default: %(default)s)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    _bench_api.add_arguments(parser)
     args = parser.parse_args(argv)
     defaults = (
         {"messages": 2_000, "single": 200, "reads": 3, "tail_reads": 50, "resume_size": 10_000}
@@ -709,13 +711,41 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "backends": [],
     }
     started = time.perf_counter()
-    log("sqlite: measuring")
-    results["backends"].append(await run_sqlite(args))
-    if args.postgres_url and not args.sqlite_only:
-        log("postgres: measuring")
-        results["backends"].append(await run_postgres(normalize_url(args.postgres_url), args))
+    if not args.api:
+        log("sqlite: measuring")
+        results["backends"].append(await run_sqlite(args))
+        if args.postgres_url and not args.sqlite_only:
+            log("postgres: measuring")
+            results["backends"].append(await run_postgres(normalize_url(args.postgres_url), args))
+    if not args.no_api:
+        log("the Python API section: measuring")
+        results["api"] = await run_api_section(args)
     results["elapsed_s"] = time.perf_counter() - started
     return results
+
+
+async def run_api_section(args: argparse.Namespace) -> dict[str, Any]:
+    """The Python API section (`_bench_api.py`), with this module's peers."""
+
+    def sqlite_peers(directory: Path, url: Any) -> list[Impl]:
+        return [
+            OpenAISQLite(directory / "oa_sqlite.db"),
+            OpenAIAsyncSQLite(directory / "oa_async_sqlite.db"),
+            OpenAISQLAlchemy(url("oa_sqlalchemy.db")),
+        ]
+
+    def postgres_impls(url: URL) -> list[Impl]:
+        return [OpenAISQLAlchemy(url), AsyncpgImpl(url)]
+
+    with_postgres = args.postgres_url and not args.sqlite_only
+    admin = normalize_url(args.postgres_url) if with_postgres else None
+    return await _bench_api.run_api(
+        args,
+        sqlite_peers,
+        OpenAISQLite,
+        postgres_impls if admin is not None else None,
+        (lambda: postgres_database(admin)) if admin is not None else None,
+    )
 
 
 def _version(dist: str) -> str | None:
@@ -745,15 +775,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"openai-agents {m['openai-agents']}, google-adk {m['google-adk']}; "
         f"sessionstore {m['revision'] or m['sessionstore']}"
     )
-    print(
-        f"Workload: {c['single']:,} one-message appends, {c['messages']:,} messages in batches "
-        f"of {BATCH}, {c['reads']} full reads and {c['tail_reads']} newest-{TAIL} reads a run "
-        f"(ADK: a fifth of the full reads); {results['mean_payload_bytes']} bytes of JSON a "
-        f"message on average; median of {c['repeat']} runs; {results['elapsed_s']:.0f} s"
-    )
+    if results["backends"]:
+        print(
+            f"Workload: {c['single']:,} one-message appends, {c['messages']:,} messages in batches "
+            f"of {BATCH}, {c['reads']} full reads and {c['tail_reads']} newest-{TAIL} reads a run "
+            f"(ADK: a fifth of the full reads); {results['mean_payload_bytes']} bytes of JSON a "
+            f"message on average; median of {c['repeat']} runs; {results['elapsed_s']:.0f} s"
+        )
     for backend in results["backends"]:
         print()
         print(render(backend))
+    if "api" in results:
+        print()
+        print(_bench_api.render_api(results["api"]))
     return 0
 
 

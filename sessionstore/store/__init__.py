@@ -80,7 +80,10 @@ class SessionStore(
         """Open a store on a database URL (default: `sessionstore.db` in the working directory).
 
         The schema must exist: run `await sessionstore.migrate.upgrade(url)` or
-        `sessionstore db upgrade` first, or call `await store.upgrade()`.
+        `sessionstore db upgrade` first, or call `await store.upgrade()`. `engine_kwargs`
+        go to `make_engine`: `lock_timeout`, and on SQLite `synchronous="full"` for
+        commits that survive a power cut (the default `"normal"` survives an application
+        crash).
         """
         engine = make_engine(url, **engine_kwargs)
         return cls(engine, token_counter=token_counter, _owns_engine=True)

@@ -108,13 +108,22 @@ def normalize_url(url: str | URL) -> URL:
     return parsed.set(drivername=f"{backend}+{wanted}")
 
 
+SQLITE_SYNCHRONOUS = ("normal", "full")
+"""The SQLite durability settings `make_engine` accepts (`PRAGMA synchronous`)."""
+
+
 def make_engine(
-    url: str | URL, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT, **kwargs: Any
+    url: str | URL,
+    *,
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    synchronous: str = "normal",
+    **kwargs: Any,
 ) -> AsyncEngine:
     """Create an `AsyncEngine` configured for sessionstore.
 
-    On SQLite: foreign keys on, WAL journal with `synchronous=NORMAL` (durable against
-    application crashes; a power loss can lose the last commits, never corrupt the file),
+    On SQLite: foreign keys on, WAL journal with `synchronous=NORMAL` by default (durable
+    against application crashes; a power loss can lose the last commits, never corrupt
+    the file; `synchronous="full"` makes every commit survive a power loss too),
     a busy timeout for writers in other processes, and write transactions that take the
     write lock up front (`BEGIN IMMEDIATE`) so two writers never deadlock on a lock
     upgrade. A read-only URL (`sqlite+aiosqlite:///file:path.db?mode=ro&uri=true`, or
@@ -128,17 +137,26 @@ def make_engine(
         url: The database URL.
         lock_timeout: Seconds a statement waits for a lock another transaction holds
             (a hung transaction holding a session) before raising `LockTimeoutError`.
+        synchronous: SQLite's durability (`PRAGMA synchronous`), ignored on PostgreSQL:
+            `"normal"` (the default) survives an application crash, a power cut may
+            lose the last commits; `"full"` syncs the WAL on every commit, so a commit
+            survives a power cut too, at the cost of a disk flush per write (the setting
+            of the OpenAI Agents SDK's SQLite sessions).
         **kwargs: Passed to `create_async_engine`.
 
     Raises:
-        ValueError: `lock_timeout` is not a positive number of seconds.
+        ValueError: `lock_timeout` is not a positive number of seconds, or `synchronous`
+            is not `"normal"` or `"full"`.
     """
     if not 0 < lock_timeout < math.inf:  # NaN fails both comparisons
         raise ValueError("lock_timeout must be a positive number of seconds")
+    level: object = synchronous.lower() if isinstance(synchronous, str) else synchronous  # type: ignore[redundant-expr]  # callers without type checking
+    if level not in SQLITE_SYNCHRONOUS:
+        raise ValueError(f'synchronous must be "normal" or "full", not {synchronous!r}')
     milliseconds = max(1, round(lock_timeout * 1000))
     parsed = normalize_url(url)
     if parsed.get_backend_name() == "sqlite":
-        return _sqlite_engine(parsed, milliseconds, **kwargs)
+        return _sqlite_engine(parsed, milliseconds, level, **kwargs)
     kwargs.setdefault("pool_recycle", POSTGRES_POOL_RECYCLE_S)
     # A connection setting, so it costs no round trip per transaction.
     connect_args = dict(kwargs.pop("connect_args", {}))
@@ -162,6 +180,7 @@ def is_read_only_sqlite(url: URL) -> bool:
 class _SqliteSettings:
     busy_timeout_ms: int
     is_read_only: bool
+    synchronous: str = "normal"
 
 
 # The settings of the SQLite engines make_engine created, so the worker-thread engine a
@@ -169,13 +188,13 @@ class _SqliteSettings:
 _SQLITE_SETTINGS: weakref.WeakKeyDictionary[Engine, _SqliteSettings] = weakref.WeakKeyDictionary()
 
 
-def _sqlite_engine(url: URL, busy_timeout_ms: int, **kwargs: Any) -> AsyncEngine:
+def _sqlite_engine(url: URL, busy_timeout_ms: int, synchronous: str, **kwargs: Any) -> AsyncEngine:
     in_memory = _is_memory(url)
     if in_memory:
         # Every connection to ":memory:" is a new, empty database: share one connection.
         kwargs.setdefault("poolclass", StaticPool)
     engine = create_async_engine(url, **kwargs)
-    settings = _SqliteSettings(busy_timeout_ms, is_read_only_sqlite(url))
+    settings = _SqliteSettings(busy_timeout_ms, is_read_only_sqlite(url), synchronous)
     _SQLITE_SETTINGS[engine.sync_engine] = settings
     _configure_sqlite(engine.sync_engine, in_memory=in_memory, settings=settings)
     return engine
@@ -202,7 +221,7 @@ def _configure_sqlite(
         # the mode it has (a database this store wrote is in WAL mode already).
         if not in_memory and not settings.is_read_only:
             cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute(f"PRAGMA synchronous={settings.synchronous.upper()}")
         cursor.close()
 
     @event.listens_for(engine, "begin")
@@ -413,13 +432,18 @@ class TransactionRunner:
     process) holds it, and then waits for it in a worker thread as any other call. Once
     the lock is held nothing else can make it wait (WAL readers never block a writer),
     so the event loop is never blocked on a lock, and the thread hop, which costs more
-    than the whole transaction of one append, is saved.
+    than the whole transaction of one append, is saved. Such a call still yields to the
+    event loop once before it returns, so other tasks get their turn on every call.
 
     Driver errors are raised as `StorageError`, with the original chained.
     """
 
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
+        self.is_read_only = engine.url.get_backend_name() == "sqlite" and is_read_only_sqlite(
+            engine.url
+        )
+        """Whether the store opened a SQLite database read-only (it can never write)."""
         self.loop_states: StateCache[tuple[Any, int], Any] = StateCache()
         """Each loop's append state as this store last committed it (see `_message_api`)."""
         self._sync_engine: Engine | None = None
@@ -472,6 +496,9 @@ class TransactionRunner:
                 if inline:
                     done, result = self._try_inline(work, write)
                     if done:
+                        # A call that never waited would never yield: a task appending
+                        # in a loop would starve every other task of the process.
+                        await asyncio.sleep(0)
                         return result  # type: ignore[return-value]  # done => work's result
                 loop = asyncio.get_running_loop()
                 return await loop.run_in_executor(self._executor, self._run_sync, work, write)

@@ -16,6 +16,7 @@ from sessionstore.models import (
     TurnRange,
 )
 from sessionstore.models._limits import check_big_count, check_count, check_id
+from sessionstore.models._records import decode_all, paused_gc
 from sessionstore.store import _messages, _reads, _sessions
 from sessionstore.store._engine import INLINE_READ_MAX_MESSAGES, INLINE_WRITE_MAX_MESSAGES
 from sessionstore.store._handle import Rollback, _Handle
@@ -69,7 +70,8 @@ class MessageMethods(_Handle):
         else:
             check_id(loop_id, "loop_id")
         check_id(expected_version, "expected_version")
-        batch = [_messages.prepare(_messages.validated(m), self._counter) for m in messages]
+        with paused_gc():  # a batch's models and rows all survive the call (see paused_gc)
+            batch = [_messages.prepare(_messages.validated(m), self._counter) for m in messages]
         if not batch:
             return []
         moment = now()
@@ -79,6 +81,10 @@ class MessageMethods(_Handle):
         keys: list[_sessions.SessionKey] = []
 
         def work(db: Connection) -> list[StoredMessage]:
+            with paused_gc():
+                return write(db)
+
+        def write(db: Connection) -> list[StoredMessage]:
             key = self._key(db, session_id)
             keys.append(key)
             locked = _sessions.lock(db, key, moment)
@@ -224,7 +230,8 @@ class MessageMethods(_Handle):
         check_big_count(last, "last")
 
         def work(db: Connection) -> list[StoredMessage]:
-            return _reads.loop_messages(db, self._key(db, session_id), loop_id, last)
+            with paused_gc():
+                return _decoded(_reads.loop_messages(db, self._key(db, session_id), loop_id, last))
 
         # The newest few: a small read, run on the event loop when SQLite lets it start.
         return await self._read(work, inline=last is not None and last <= INLINE_READ_MAX_MESSAGES)
@@ -242,7 +249,7 @@ class MessageMethods(_Handle):
         def work(db: Connection) -> list[StoredMessage]:
             key = self._key(db, session_id)
             _sessions.visible_session(db, key)
-            return _messages.turns(db, key, loop_id, turns)
+            return _decoded(_messages.turns(db, key, loop_id, turns))
 
         return await self._read(work)
 
@@ -276,9 +283,10 @@ class MessageMethods(_Handle):
             head = _sessions.resolve_loop(db, key, loop_id)
             if head is None:
                 return []
-            if last is None:
-                return _reads.history(db, key, head)
-            return _reads.history_tail(db, key, head, last)
+            with paused_gc():
+                if last is None:
+                    return _decoded(_reads.history(db, key, head))
+                return _decoded(_reads.history_tail(db, key, head, last))
 
         return await self._read(work)
 
@@ -321,7 +329,9 @@ class MessageMethods(_Handle):
             def page(
                 db: Connection, at: tuple[int, int] = at
             ) -> tuple[list[StoredMessage], tuple[int, int]]:
-                return _reads.history_page(db, key, chain, at, chunk_size)
+                with paused_gc():
+                    chunk, after = _reads.history_page(db, key, chain, at, chunk_size)
+                    return _decoded(chunk), after
 
             chunk, at = await self._read(page)
             if chunk:
@@ -338,6 +348,12 @@ class MessageMethods(_Handle):
         def work(db: Connection) -> list[StoredMessage]:
             key = self._key(db, session_id)
             _sessions.visible_session(db, key)
-            return _messages.by_id(db, key, ids)
+            return _decoded(_messages.by_id(db, key, ids))
 
         return await self._read(work)
+
+
+def _decoded(stored: list[StoredMessage]) -> list[StoredMessage]:
+    """Decode every message of a public read at once (its caller uses them; see `decode_all`)."""
+    decode_all(stored)
+    return stored

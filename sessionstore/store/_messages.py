@@ -278,17 +278,18 @@ def insert_messages(
             "open_ids": json.dumps(open_ids),  # bind-ready JSON text
         }
         run_plain(db, sql.UPDATE_LOOP_COUNTERS, counters)
+    build = StoredMessage._of
     stored = [
-        StoredMessage(
-            id=message_id,
-            session_id=key.session_id,
-            loop_id=loop_id,
-            position=row[2],
-            turn_index=row[3],
-            token_count=item.token_count,
-            content_hash=item.digest,
-            created_at=moment,
-            message=item.message,
+        build(
+            message_id,
+            key.session_id,
+            loop_id,
+            row[2],
+            row[3],
+            item.token_count,
+            item.digest,
+            moment,
+            item.message,
         )
         for message_id, row, item in zip(ids, rows, items, strict=True)
     ]

@@ -6,6 +6,15 @@ the dialect's own, so this is the one module besides `_engine` that branches on 
 dialect. Every query word must match; the words are taken from the user's query by
 `query_terms` and quoted (SQLite) or passed to `plainto_tsquery` (PostgreSQL), so no
 input is a full-text syntax error.
+
+On SQLite the raw messages' FTS5 index is brought up to date by the search, not by the
+append (migration 0009): tokenizing every message as it is written was the largest cost of
+an append. The index holds every row up to its highest id (`indexed_through`); rows are
+numbered in commit order (one writer at a time, AUTOINCREMENT), so the rows after it are
+exactly the ones not indexed yet. A search that finds such rows indexes them first, in a
+write transaction, and then searches in it: a search right after an append finds it. A
+read-only store cannot write the index: it matches the rows not indexed yet here, word by
+word, and ranks them after the indexed hits.
 """
 
 from __future__ import annotations
@@ -21,7 +30,39 @@ from sessionstore.store._nul import NulSafeJSONText
 from sessionstore.store._sessions import Tenant, session_key, visible_session
 from sessionstore.store._tables import JSONPayload, UTCDateTime
 
-__all__ = ["search"]
+__all__ = ["IndexBehind", "index_pending", "search"]
+
+_MESSAGES_FTS = "sessionstore_messages_fts"
+_INDEXED_THROUGH = f"SELECT coalesce(max(id), 0) FROM {_MESSAGES_FTS}_docsize"
+"""The highest id the index holds (FTS5's per-row size table is keyed by the row's id)."""
+_CATCH_UP = (
+    f"INSERT INTO {_MESSAGES_FTS}(rowid, search_text) "
+    f"SELECT id, search_text FROM sessionstore_messages WHERE id > ({_INDEXED_THROUGH}) "
+    "ORDER BY id"
+)
+_NEWEST = "SELECT coalesce(max(id), 0) FROM sessionstore_messages"
+
+
+class IndexBehind(Exception):
+    """Raised by `search` on SQLite when messages are not indexed yet: index, then search."""
+
+
+def index_pending(db: Connection) -> int:
+    """Index the raw messages the SQLite search index does not hold yet (in a write).
+
+    Returns how many rows were indexed; a no-op on PostgreSQL (its index is a column).
+    """
+    if db.dialect.name != "sqlite":
+        return 0
+    return db.exec_driver_sql(_CATCH_UP).rowcount or 0
+
+
+def _indexed_through(db: Connection) -> int | None:
+    """The highest indexed id on SQLite when rows after it exist; None when all are indexed."""
+    through = int(db.exec_driver_sql(_INDEXED_THROUGH).scalar_one())
+    newest = int(db.exec_driver_sql(_NEWEST).scalar_one())
+    return through if newest > through else None
+
 
 _RAW_COLUMNS = (
     "m.id, m.session_id, m.loop_id, l.sequence + 1 AS loop_number, m.position, m.turn_index, "
@@ -132,8 +173,14 @@ def search(
     user_id: str | None,
     limit: int,
     include_summaries: bool,
+    scan_pending: bool = False,
 ) -> list[SearchHit]:
-    """Return the best `limit` hits for every one of `terms`, best first."""
+    """Return the best `limit` hits for every one of `terms`, best first.
+
+    Raises:
+        IndexBehind: on SQLite, messages are not indexed yet (index them with
+            `index_pending` first), unless `scan_pending`: then they are matched here.
+    """
     key = None
     if session_id is not None:
         key = session_key(db, tenant, session_id)
@@ -158,6 +205,9 @@ def search(
     }
     if tenant is not None:
         params |= tenant.params
+    behind = None if postgres else _indexed_through(db)
+    if behind is not None and not scan_pending:
+        raise IndexBehind
     hits = [
         SearchHit(
             session_id=row.session_id,
@@ -173,6 +223,8 @@ def search(
         )
         for row in db.execute(_statement(postgres, False, filters), params)
     ]
+    if behind is not None:
+        hits += _pending_hits(db, terms, filters, params | {"through": behind})
     if include_summaries:
         hits += [
             SearchHit(
@@ -194,3 +246,45 @@ def search(
         ]
         hits.sort(key=lambda hit: -hit.score)
     return hits[:limit]
+
+
+@cache
+def _pending_statement(filters: tuple[bool, bool, bool, bool]) -> Any:
+    sql = (
+        f"SELECT {_RAW_COLUMNS}, m.search_text FROM sessionstore_messages m "
+        "JOIN sessionstore_sessions s ON s.id = m.session_id "
+        "AND s.app_name = m.app_name AND s.user_id = m.user_id "
+        f"WHERE m.id > :through{_filters(*filters, alias='m')} ORDER BY m.id"
+    )
+    return text(sql).columns(created_at=UTCDateTime(), payload=NulSafeJSONText())
+
+
+def _pending_hits(
+    db: Connection,
+    terms: list[str],
+    filters: tuple[bool, bool, bool, bool],
+    params: dict[str, Any],
+) -> list[SearchHit]:
+    """Match the rows not indexed yet (a read-only SQLite store): every term a whole word.
+
+    The words are those FTS5's tokenizer sees (`indexed_text` spaces them), folded as it
+    folds them; these hits rank after the indexed ones (score 0).
+    """
+    wanted = {term.casefold() for term in terms}
+    hits = []
+    for row in db.execute(_pending_statement(filters), params):
+        if wanted <= set((row.search_text or "").casefold().split()):
+            hits.append(
+                SearchHit(
+                    session_id=row.session_id,
+                    loop_id=row.loop_id,
+                    message_id=row.id,
+                    position=row.position,
+                    turn_index=row.turn_index,
+                    kind=row.kind,
+                    snippet=_snippet(row.payload, terms),
+                    score=0.0,
+                    created_at=row.created_at,
+                )
+            )
+    return hits

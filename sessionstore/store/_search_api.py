@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from sqlalchemy import Connection
+
 from sessionstore._search_text import query_terms
 from sessionstore.models import SearchHit
 from sessionstore.store import _search
@@ -58,8 +60,9 @@ class SearchMethods(_Handle):
             ):
                 raise ValueError("a tenant-scoped handle searches its own tenant's sessions only")
             app_name = user_id = None
-        return await self._read(
-            lambda db: _search.search(
+
+        def work(db: Connection, scan_pending: bool = False) -> list[SearchHit]:
+            return _search.search(
                 db,
                 self._tenant,
                 terms,
@@ -68,5 +71,18 @@ class SearchMethods(_Handle):
                 user_id=user_id,
                 limit=limit,
                 include_summaries=include_summaries,
+                scan_pending=scan_pending,
             )
-        )
+
+        try:
+            return await self._read(work)
+        except _search.IndexBehind:
+            pass  # messages appended since the last search: index them (SQLite)
+        if self._runner.is_read_only:
+            return await self._read(lambda db: work(db, scan_pending=True))
+
+        def index_and_search(db: Connection) -> list[SearchHit]:
+            _search.index_pending(db)
+            return work(db)
+
+        return await self._write(index_and_search)

@@ -142,7 +142,11 @@ def session_key(db: Connection, tenant: Tenant | None, session_id: str) -> Sessi
     check_session_id(session_id)
     if tenant is not None:
         return SessionKey(session_id, tenant.app_name, tenant.user_id)
-    rows = db.execute(sql.SELECT_SESSION_TENANTS, {"sid": session_id}).all()
+    params = {"sid": session_id}
+    # On SQLite straight on the driver: this runs before every call of the unscoped store.
+    rows = run_plain(db, sql.SELECT_SESSION_TENANTS, params)
+    if rows is None:
+        rows = list(db.execute(sql.SELECT_SESSION_TENANTS, params).all())
     if not rows:
         raise SessionNotFoundError(session_id)
     if len(rows) > 1:

@@ -20,6 +20,7 @@ from sessionstore.models import (
 )
 from sessionstore.models._limits import STORED, check_big_count
 from sessionstore.store import _statements as sql
+from sessionstore.store._engine import insert_plain
 from sessionstore.store._sessions import SessionKey, loop_row
 
 __all__ = ["USAGE_FIELDS", "insert_message_usage", "insert_usage", "session_usage"]
@@ -64,8 +65,33 @@ def insert_message_usage(db: Connection, key: SessionKey, stored: Sequence[Store
         for s in stored
         if isinstance(m := s.message, AssistantMessage) and m.usage is not None
     ]
-    if rows:
-        db.execute(insert(sql.usage), rows)
+    if not rows:
+        return
+    if db.dialect.name == "sqlite":
+        # Straight on the driver (see `insert_plain`): the values are bind-ready but the
+        # time, which is one value for the whole batch.
+        process = sql.usage.c.created_at.type.dialect_impl(db.dialect).bind_processor(db.dialect)
+        created = process(rows[0]["created_at"]) if process is not None else rows[0]["created_at"]
+        values = [
+            tuple(created if name == "created_at" else row[name] for name in _USAGE_COLUMNS)
+            for row in rows
+        ]
+        insert_plain(db, sql.usage, _USAGE_COLUMNS, values)
+        return
+    db.execute(insert(sql.usage), rows)
+
+
+_USAGE_COLUMNS = (
+    "session_id",
+    "app_name",
+    "user_id",
+    "loop_id",
+    "turn_index",
+    "message_id",
+    "model",
+    *USAGE_FIELDS,
+    "created_at",
+)
 
 
 def insert_usage(

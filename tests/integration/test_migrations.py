@@ -60,7 +60,7 @@ def _diff(connection: Any) -> list[Any]:
     return list(compare_metadata(context, Base.metadata))
 
 
-HEAD = "0008_session_keys"
+HEAD = "0009_deferred_search_index"
 
 
 def _tables(connection: Any) -> set[str]:
