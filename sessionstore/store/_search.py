@@ -254,6 +254,7 @@ def _pending_statement(filters: tuple[bool, bool, bool, bool]) -> Any:
         f"SELECT {_RAW_COLUMNS}, m.search_text FROM sessionstore_messages m "
         "JOIN sessionstore_sessions s ON s.id = m.session_id "
         "AND s.app_name = m.app_name AND s.user_id = m.user_id "
+        f"{_RAW_JOINS}"
         f"WHERE m.id > :through{_filters(*filters, alias='m')} ORDER BY m.id"
     )
     return text(sql).columns(created_at=UTCDateTime(), payload=NulSafeJSONText())
@@ -278,6 +279,7 @@ def _pending_hits(
                 SearchHit(
                     session_id=row.session_id,
                     loop_id=row.loop_id,
+                    loop_number=row.loop_number,
                     message_id=row.id,
                     position=row.position,
                     turn_index=row.turn_index,

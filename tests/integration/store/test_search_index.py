@@ -83,6 +83,7 @@ async def test_a_read_only_store_finds_messages_not_indexed_yet(tmp_path: Path) 
     async with SessionStore.from_url(read_only) as reader:
         hits = await reader.search("heron")
         assert sorted(h.snippet for h in hits) == ["**Heron**, second", "**heron** first words"]
+        assert [h.loop_number for h in hits] == [1, 1]  # the one loop, numbered as indexed hits are
         assert [h.snippet for h in await reader.search("heron second")] == ["**Heron**, **second**"]
         assert await reader.search("bird heron") == []
         other = await reader.search("heron", app_name="other")
