@@ -44,7 +44,6 @@ user messages whose text renders them, as `to_openai` does.
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias
@@ -71,12 +70,17 @@ __all__ = [
     "CALL_OUTPUT_TYPES",
     "RESPONSES_FORMAT",
     "from_openai_responses",
+    "from_openai_responses_json",
     "item_type",
+    "items_from_dump",
     "to_openai_responses",
 ]
 
 RESPONSES_FORMAT = "openai_responses"
 """The key of `extra` (and the `custom_type` of pass-through items) this format owns."""
+JSON_KEY = "json"
+"""With `from_openai_responses_json`: the key, in `extra[RESPONSES_FORMAT]`, of the JSON
+text of a list of the message's items, as they were given."""
 
 CALL_OUTPUT_TYPES: Mapping[str, str] = {
     "function_call": "function_call_output",
@@ -123,10 +127,28 @@ _KIND_OF: dict[type, str] = {
     ThinkingContent: "thinking",
     ToolCall: "call",
 }
+_DUMPED_KIND = {"text": "text", "image": "image", "thinking": "thinking", "tool_call": "call"}
+"""A block's `type` in a message's JSON dump, and its slot kind."""
 
 
 class _Invalid(Exception):
     """A problem with one item; `from_openai_responses` adds the item index."""
+
+
+def _copied(value: Any) -> Any:
+    """Return a copy of a JSON value: new dicts and lists all the way down.
+
+    What `copy.deepcopy` does for JSON, several times faster: no memo, no dispatch by type
+    beyond the three containers JSON has (a tuple, which `json.dumps` accepts, stays one).
+    """
+    kind = type(value)
+    if kind is dict:
+        return {key: _copied(inner) for key, inner in value.items()}
+    if kind is list:
+        return [_copied(inner) for inner in value]
+    if kind is tuple:
+        return tuple(_copied(inner) for inner in value)
+    return value
 
 
 # ── import ─────────────────────────────────────────────────────────────────────
@@ -150,6 +172,41 @@ def from_openai_responses(
             message without a known role, a call without `call_id` or `name`, an output
             without `call_id`). The message names the index of the bad item.
     """
+    return _import(items, tool_names, None)
+
+
+def from_openai_responses_json(
+    items: Sequence[Mapping[str, Any]],
+    texts: Sequence[str],
+    *,
+    tool_names: Mapping[str, str] | None = None,
+) -> list[Message]:
+    """Import items as `from_openai_responses` does, each message keeping its items' JSON.
+
+    `extra["openai_responses"]["json"]` of each message is the JSON text of the list of
+    the items it stands for, joined from `texts`, so a reader of the stored message can
+    answer with the items exactly as given, with one `json.loads` and no model (the
+    openai-agents session's raw mode). `to_openai_responses` does not read it: a
+    compacted or redacted copy of the message still exports its own blocks.
+
+    Args:
+        items: The items, as plain dicts, in order.
+        texts: `json.dumps(item)` of each item (ASCII, as the SDK's own sessions store it).
+        tool_names: Tool names by call id, for outputs whose call is not in `items`.
+
+    Raises:
+        FormatError: as `from_openai_responses`; or `texts` does not match `items` in length.
+    """
+    if len(texts) != len(items):
+        raise FormatError(f"expected the JSON text of {len(items)} items, got {len(texts)}")
+    return _import(items, tool_names, texts)
+
+
+def _import(
+    items: Sequence[Mapping[str, Any]],
+    tool_names: Mapping[str, str] | None,
+    texts: Sequence[str] | None,
+) -> list[Message]:
     if isinstance(items, str | bytes | Mapping) or not isinstance(items, Sequence):
         raise FormatError(f"expected a list of items, got {type(items).__name__}")
     names = dict(tool_names or {})
@@ -157,11 +214,14 @@ def from_openai_responses(
     records: list[JsonValue] = []
     blocks: list[_Block] = []
 
-    def flush() -> None:
+    first = 0  # the index of the first item of the model call being grouped
+
+    def flush(end: int) -> None:
         if records:
-            result.append(
-                AssistantMessage(content=list(blocks), extra={RESPONSES_FORMAT: {"items": records}})
-            )
+            hints: dict[str, JsonValue] = {"items": list(records)}
+            if texts is not None:
+                hints[JSON_KEY] = "[" + ",".join(texts[first:end]) + "]"
+            result.append(AssistantMessage(content=list(blocks), extra={RESPONSES_FORMAT: hints}))
         records.clear()
         blocks.clear()
 
@@ -170,6 +230,8 @@ def from_openai_responses(
             if not isinstance(item, Mapping):
                 raise _Invalid(f"expected an object, got {type(item).__name__}")  # noqa: TRY301
             if _is_model_item(item):
+                if not records:
+                    first = index
                 record, item_blocks = _import_model_item(item)
                 records.append(record)
                 blocks.extend(item_blocks)
@@ -177,13 +239,14 @@ def from_openai_responses(
                     if isinstance(block, ToolCall):
                         names[block.id] = block.name
                 continue
-            flush()
-            result.append(_import_input_item(item, names))
+            flush(index)
+            text = None if texts is None else "[" + texts[index] + "]"
+            result.append(_import_input_item(item, names, text))
         except _Invalid as exc:
             raise FormatError(f"item {index}: {exc}") from None
         except ValidationError as exc:
             raise FormatError(f"item {index}: {describe_validation_error(exc)}") from exc
-    flush()
+    flush(len(items))
     return result
 
 
@@ -206,7 +269,7 @@ def _record(skeleton: dict[str, Any], slots: list[list[Any]]) -> dict[str, JsonV
 
 
 def _import_model_item(item: Mapping[str, Any]) -> tuple[dict[str, JsonValue], list[_Block]]:
-    skeleton: dict[str, Any] = copy.deepcopy(dict(item))
+    skeleton: dict[str, Any] = _copied(dict(item))
     slots: list[list[Any]] = []
     blocks: list[_Block] = []
     kind = item_type(item)
@@ -289,9 +352,9 @@ def _image(url: str, detail: str | None) -> ImageContent:
     return ImageContent(url=url, detail=detail)
 
 
-def _import_input_item(item: Mapping[str, Any], names: dict[str, str]) -> Message:
+def _import_input_item(item: Mapping[str, Any], names: dict[str, str], text: str | None) -> Message:
     kind = item_type(item)
-    skeleton: dict[str, Any] = copy.deepcopy(dict(item))
+    skeleton: dict[str, Any] = _copied(dict(item))
     slots: list[list[Any]] = []
     blocks: list[_Block] = []
     if kind in (None, "message") and "role" in item:
@@ -299,7 +362,7 @@ def _import_input_item(item: Mapping[str, Any], names: dict[str, str]) -> Messag
         if role not in ("user", "system", "developer"):
             raise _Invalid(f"role {role!r} is not supported (expected user, system or developer)")
         _slot_content(item, skeleton, slots, blocks, images=role == "user")
-        extra = {RESPONSES_FORMAT: {"items": [_record(skeleton, slots)]}}
+        extra = {RESPONSES_FORMAT: _hints([_record(skeleton, slots)], text)}
         if role == "user":
             return UserMessage(content=blocks, extra=extra)
         return SystemMessage(content=blocks, extra=extra)
@@ -313,9 +376,14 @@ def _import_input_item(item: Mapping[str, Any], names: dict[str, str]) -> Messag
             tool_call_id=call_id,
             tool_name=names.get(call_id, ""),
             content=blocks,
-            extra={RESPONSES_FORMAT: {"items": [_record(skeleton, slots)]}},
+            extra={RESPONSES_FORMAT: _hints([_record(skeleton, slots)], text)},
         )
-    return CustomMessage(custom_type=RESPONSES_FORMAT, data=copy.deepcopy(dict(item)))
+    extra = {} if text is None else {RESPONSES_FORMAT: {JSON_KEY: text}}
+    return CustomMessage(custom_type=RESPONSES_FORMAT, data=_copied(dict(item)), extra=extra)
+
+
+def _hints(records: list[JsonValue], text: str | None) -> dict[str, JsonValue]:
+    return {"items": records} if text is None else {"items": records, JSON_KEY: text}
 
 
 # ── export ─────────────────────────────────────────────────────────────────────
@@ -347,7 +415,7 @@ def _export_message(message: Message) -> list[dict[str, Any]]:
         and message.custom_type == RESPONSES_FORMAT
         and isinstance(message.data, dict)
     ):
-        return [copy.deepcopy(message.data)]
+        return [_copied(message.data)]
     restored = _restore(message)
     if restored is not None:
         return restored
@@ -372,7 +440,7 @@ def _restore(message: Message) -> list[dict[str, Any]] | None:
         item, slots = record.get("item"), record.get("slots")
         if not isinstance(item, dict) or not isinstance(slots, list):
             return None
-        item = copy.deepcopy(item)
+        item = _copied(item)
         for slot in slots:
             if at >= len(blocks) or not isinstance(slot, list) or not slot:
                 return None
@@ -384,6 +452,87 @@ def _restore(message: Message) -> list[dict[str, Any]] | None:
             item = {"call_id": message.tool_call_id, **item}
         items.append(item)
     return items if at == len(blocks) else None
+
+
+def items_from_dump(dump: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """Return the items of a message imported here, from its JSON dump, without a model.
+
+    What `to_openai_responses([message])` returns for such a message, computed straight
+    from `message.model_dump(mode="json")` as the store keeps it, decoded with
+    `json.loads`: an SDK session's full read, without validating each message into a
+    model and copying its record back out. The dump's objects become the items (they
+    are filled in place), so give a fresh decode, used for nothing else.
+
+    Returns:
+        The items; None when the message was not imported here, or its blocks no longer
+        match its record (a compacted or redacted copy, a message written by hand):
+        export the validated message with `to_openai_responses` then.
+    """
+    kind = dump.get("kind")
+    if kind == "custom":
+        data = dump.get("data")
+        return (
+            [data] if dump.get("custom_type") == RESPONSES_FORMAT and type(data) is dict else None
+        )
+    extra, content = dump.get("extra"), dump.get("content")
+    hints = extra.get(RESPONSES_FORMAT) if type(extra) is dict else None
+    records = hints.get("items") if type(hints) is dict else None
+    if type(records) is not list or type(content) is not list:
+        return None
+    items: list[dict[str, Any]] = []
+    at, end = 0, len(content)
+    for record in records:
+        item = record.get("item") if type(record) is dict else None
+        slots = record.get("slots") if item is not None else None
+        if type(item) is not dict or type(slots) is not list:
+            return None
+        for slot in slots:
+            if at == end or type(slot) is not list or not slot:
+                return None
+            block = content[at]
+            at += 1
+            if type(block) is not dict or _DUMPED_KIND.get(str(block.get("type"))) != slot[0]:
+                return None
+            if not _fill_from_dump(item, slot, block):
+                return None
+        if kind == "tool_result":
+            item = {"call_id": dump.get("tool_call_id"), **item}
+        items.append(item)
+    return items if at == end else None
+
+
+def _fill_from_dump(item: dict[str, Any], slot: list[Any], block: dict[str, Any]) -> bool:
+    """Put a dumped block's value at its slot's place in `item`, as `_fill` does."""
+    kind = slot[0]
+    if kind != "call" and len(slot) < 2:
+        return False
+    if kind == "text":
+        value = block.get("text")
+    elif kind == "call":
+        arguments_key = _TOOL_CALL_TYPES.get(item_type(item) or "")
+        if arguments_key is None:
+            return False
+        item["call_id"], item["name"] = block.get("id"), block.get("name")
+        item[arguments_key] = block.get("arguments")
+        return True
+    elif kind == "thinking":
+        value = block.get("thinking")
+    elif block.get("url") is not None:
+        value = block["url"]
+    elif block.get("mime_type") is None:
+        return False  # the model path raises the error this deserves
+    else:
+        value = f"data:{block['mime_type']};base64,{block.get('data')}"
+    target: Any = item
+    try:
+        for step in slot[1:-1]:
+            target = target[step]
+        if type(target) is not dict:
+            return False
+        target[slot[-1]] = value
+    except (KeyError, IndexError, TypeError):
+        return False
+    return True
 
 
 def _fill(item: dict[str, Any], path: list[Any], block: object) -> bool:
