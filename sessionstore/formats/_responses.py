@@ -44,6 +44,7 @@ user messages whose text renders them, as `to_openai` does.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias
@@ -416,10 +417,79 @@ def _export_message(message: Message) -> list[dict[str, Any]]:
         and isinstance(message.data, dict)
     ):
         return [_copied(message.data)]
-    restored = _restore(message)
+    restored = _kept(message)
+    if restored is None:
+        restored = _restore(message)
     if restored is not None:
         return restored
     return _canonical(message)
+
+
+def _kept(message: Message) -> list[dict[str, Any]] | None:
+    """Return the items kept as JSON (`from_openai_responses_json`), if the blocks still say so.
+
+    What `_restore` returns, without copying the records: the kept text is decoded (new
+    objects) and each slot's value in it is compared with its block. A compacted or
+    redacted copy (other blocks, the same `extra`) fails the comparison: None.
+    """
+    hints = message.extra.get(RESPONSES_FORMAT)
+    content = getattr(message, "content", None)
+    text = hints.get(JSON_KEY) if type(hints) is dict else None
+    records = hints.get("items") if type(hints) is dict else None
+    if type(text) is not str or type(records) is not list or type(content) is not list:
+        return None
+    try:
+        items = json.loads(text)
+    except ValueError:
+        return None
+    if type(items) is not list or len(items) != len(records):
+        return None
+    at = 0
+    for item, record in zip(items, records, strict=True):
+        slots = record.get("slots") if type(record) is dict else None
+        if type(item) is not dict or type(slots) is not list:
+            return None
+        for slot in slots:
+            if at == len(content) or type(slot) is not list or not slot:
+                return None
+            block = content[at]
+            at += 1
+            if _KIND_OF.get(type(block)) != slot[0] or not _holds(item, slot[1:], block):
+                return None
+        if isinstance(message, ToolResultMessage) and item.get("call_id") != message.tool_call_id:
+            return None
+    return items if at == len(content) else None
+
+
+def _holds(item: dict[str, Any], path: list[Any], block: object) -> bool:
+    """Whether `item` holds `block`'s value where `_fill` would put it."""
+    if isinstance(block, ToolCall):
+        arguments_key = _TOOL_CALL_TYPES.get(item_type(item) or "")
+        return (
+            arguments_key is not None
+            and item.get("call_id") == block.id
+            and item.get("name") == block.name
+            and item.get(arguments_key) == block.arguments
+        )
+    if isinstance(block, TextContent):
+        value: Any = block.text
+    elif isinstance(block, ThinkingContent):
+        value = block.thinking
+    elif isinstance(block, ImageContent):
+        if block.url is None and block.mime_type is None:
+            return False
+        value = _image_url(block)
+    else:  # pragma: no cover - _KIND_OF already matched
+        return False
+    if not path:
+        return False
+    parent: Any = item
+    try:
+        for step in path[:-1]:
+            parent = parent[step]
+    except (KeyError, IndexError, TypeError):
+        return False
+    return type(parent) is dict and parent.get(path[-1]) == value
 
 
 def _restore(message: Message) -> list[dict[str, Any]] | None:

@@ -410,3 +410,15 @@ def test_the_json_variant_keeps_each_messages_items_as_given() -> None:
 def test_the_json_variant_needs_one_text_an_item() -> None:
     with pytest.raises(FormatError, match="JSON text of 2 items, got 1"):
         from_openai_responses_json([{"role": "user", "content": "a"}] * 2, ["{}"])
+
+
+@given(st.lists(items, max_size=8))
+def test_the_kept_json_exports_as_the_records_do(given_items: list[dict[str, Any]]) -> None:
+    texts = [json.dumps(item) for item in given_items]
+    kept = from_openai_responses_json(given_items, texts)
+    stored = [MESSAGE_ADAPTER.validate_json(m.model_dump_json()) for m in kept]
+    plain = from_openai_responses(given_items)
+    for with_json, without in zip(stored, plain, strict=True):
+        assert json.dumps(to_openai_responses([with_json]), sort_keys=True) == json.dumps(
+            to_openai_responses([without]), sort_keys=True
+        )
