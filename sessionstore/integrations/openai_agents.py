@@ -367,7 +367,8 @@ class SessionStoreSession:
         items are among the newest `limit` messages. A message written by `add_items`
         keeps the JSON text of its items, which the database hands back alone: all of
         them are decoded in one `json.loads`. Any other message (written through the
-        store, or by an older version) is exported from its own JSON.
+        store, or by an older version) is exported from its own JSON. A kept text that
+        is not a list of items (written by hand) sends the whole read through the models.
         """
         if limit is not None and limit <= 0:
             return []
@@ -375,7 +376,10 @@ class SessionStoreSession:
             rows = await self._store._history_strings(self.session_id, _JSON_PATH, last=limit)
         except SessionNotFoundError:
             return []
-        units: list[list[dict[str, Any]]] = _decoded([found or "null" for found, _ in rows])
+        try:
+            units: list[Any] = _decoded([found or "null" for found, _ in rows])
+        except ValueError:
+            return await self._model_items(limit)
         starts = None if limit is None else [True] * len(units)
         for index, (found, payload) in enumerate(rows):
             if found is None:
@@ -383,11 +387,27 @@ class SessionStoreSession:
                 units[index], start = _items_of_payload(payload)
                 if starts is not None:
                     starts[index] = start
-            elif starts is not None and units[index]:
-                starts[index] = item_type(units[index][0]) not in _OUTPUT_TYPES
+                continue
+            unit = units[index]
+            if type(unit) is not list or not all(type(item) is dict for item in unit):
+                return await self._model_items(limit)
+            if starts is not None and unit:
+                starts[index] = item_type(unit[0]) not in _OUTPUT_TYPES
         if starts is None:
             return [item for unit in units for item in unit]
         return _window(starts, units, limit)
+
+    async def _model_items(self, limit: int | None) -> list[dict[str, Any]]:
+        """The raw items of the active chain, each message built as a model and exported."""
+        try:
+            history = await self._store.get_history(self.session_id, last=limit)
+        except SessionNotFoundError:
+            return []
+        messages = [stored.message for stored in history]
+        units = [to_openai_responses([message]) for message in messages]
+        if limit is None:
+            return [item for unit in units for item in unit]
+        return _window([not _is_output(message) for message in messages], units, limit)
 
     async def _messages(self) -> list[Message]:
         """The context built within the window (context mode)."""

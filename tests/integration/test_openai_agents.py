@@ -601,3 +601,19 @@ async def test_raw_reads_answer_from_the_kept_json_as_the_models_would(
     # Another tenant's id, and no session at all: no items.
     assert await read(SessionStoreSession("origins", store.for_tenant("agents", "bob"))) == []
     assert await read(SessionStoreSession("none", scoped)) == []
+
+
+async def test_a_kept_text_that_is_not_items_reads_through_the_models(store: SessionStore) -> None:
+    """A message written by hand with a kept text that is not a list of items."""
+    scoped = tenant(store)
+    session = SessionStoreSession("forged", scoped)
+    await session.add_items(sdk([{"role": "user", "content": "first"}]))
+    for bad in ("{}", "not json", "[1]"):
+        message = from_openai_responses([{"role": "user", "content": bad}])[0]
+        hints = {**message.extra["openai_responses"], "json": bad}  # type: ignore[dict-item]
+        await scoped.append_messages(
+            "forged", [message.model_copy(update={"extra": {"openai_responses": hints}})]
+        )
+    expected = [{"role": "user", "content": text} for text in ("first", "{}", "not json", "[1]")]
+    assert await read(session) == expected
+    assert await read(session, 2) == expected[-2:]
