@@ -58,8 +58,8 @@ from sessionstore.formats._responses import (
     RESPONSES_FORMAT,
     from_openai_responses_json,
     item_type,
-    items_from_dump,
 )
+from sessionstore.formats._responses_dump import items_from_dump
 from sessionstore.models import CustomMessage, Message, ToolCall, ToolResultMessage
 from sessionstore.models._limits import STORED
 from sessionstore.models._messages import MESSAGE_ADAPTER

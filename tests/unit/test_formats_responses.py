@@ -22,7 +22,8 @@ from sessionstore import (
     from_openai_responses,
     to_openai_responses,
 )
-from sessionstore.formats._responses import from_openai_responses_json, items_from_dump
+from sessionstore.formats._responses import from_openai_responses_json
+from sessionstore.formats._responses_dump import items_from_dump
 from sessionstore.models import MESSAGE_ADAPTER, Message
 from sessionstore.models._messages import message_payload
 
