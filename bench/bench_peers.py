@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import _bench_api
+import _bench_sdk
 from _common import fmt, log, machine_info, postgres_database
 from bench_store import (
     AsyncpgImpl,
@@ -669,6 +670,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeat", type=int, default=3, help="runs (default: %(default)s)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument(
+        "--only",
+        choices=("api", "sdk"),
+        help="only the Python API section (api) or only the SDK sessions section (sdk)",
+    )
+    _bench_sdk.add_arguments(parser)
     _bench_api.add_arguments(parser)
     args = parser.parse_args(argv)
     defaults = (
@@ -759,8 +766,17 @@ def _version(dist: str) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.only == "api":
+        args.api = True
     try:
+        if args.only == "sdk":
+            results = {"command": " ".join(["python", "bench/bench_peers.py", *sys.argv[1:]])}
+            results["machine"] = machine_info() | {"openai-agents": _version("openai-agents")}
+            results["sdk"] = _bench_sdk.run(args)
+            return _print_sdk(results, args)
         results = asyncio.run(main_async(args))
+        if args.only is None:
+            results["sdk"] = _bench_sdk.run(args)
     except KeyboardInterrupt:
         log("interrupted")
         return 130
@@ -788,6 +804,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "api" in results:
         print()
         print(_bench_api.render_api(results["api"]))
+    if "sdk" in results:
+        print()
+        print(_bench_sdk.render(results["sdk"]))
+    return 0
+
+
+def _print_sdk(results: dict[str, Any], args: argparse.Namespace) -> int:
+    """Print the SDK section alone (`--only sdk`)."""
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    m, c = results["machine"], results["sdk"]["config"]
+    print(f"Command: {results['command']}")
+    print(
+        f"Machine: {m['platform']}, {m['cpus']} CPUs, Python {m['python']}, SQLite {m['sqlite']}, "
+        f"SQLAlchemy {m['sqlalchemy']}, aiosqlite {m['aiosqlite']}, "
+        f"openai-agents {m['openai-agents']}; sessionstore {m['revision'] or m['sessionstore']}"
+    )
+    print(
+        f"Workload: add_items in batches of {_bench_sdk.BATCH} up to N, {c['single']} one-item "
+        f"add_items after them, {c['reads']} warm full reads and {c['tail_reads']} warm "
+        f"newest-{_bench_sdk.TAIL} reads a run; median of {c['repeat']} runs"
+    )
+    print()
+    print(_bench_sdk.render(results["sdk"]))
     return 0
 
 

@@ -44,7 +44,7 @@ user messages whose text renders them, as `to_openai` does.
 
 from __future__ import annotations
 
-import copy
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias
@@ -71,12 +71,16 @@ __all__ = [
     "CALL_OUTPUT_TYPES",
     "RESPONSES_FORMAT",
     "from_openai_responses",
+    "from_openai_responses_json",
     "item_type",
     "to_openai_responses",
 ]
 
 RESPONSES_FORMAT = "openai_responses"
 """The key of `extra` (and the `custom_type` of pass-through items) this format owns."""
+JSON_KEY = "json"
+"""With `from_openai_responses_json`: the key, in `extra[RESPONSES_FORMAT]`, of the JSON
+text of a list of the message's items, as they were given."""
 
 CALL_OUTPUT_TYPES: Mapping[str, str] = {
     "function_call": "function_call_output",
@@ -129,6 +133,22 @@ class _Invalid(Exception):
     """A problem with one item; `from_openai_responses` adds the item index."""
 
 
+def _copied(value: Any) -> Any:
+    """Return a copy of a JSON value: new dicts and lists all the way down.
+
+    What `copy.deepcopy` does for JSON, several times faster: no memo, no dispatch by type
+    beyond the three containers JSON has (a tuple, which `json.dumps` accepts, stays one).
+    """
+    kind = type(value)
+    if kind is dict:
+        return {key: _copied(inner) for key, inner in value.items()}
+    if kind is list:
+        return [_copied(inner) for inner in value]
+    if kind is tuple:
+        return tuple(_copied(inner) for inner in value)
+    return value
+
+
 # ── import ─────────────────────────────────────────────────────────────────────
 
 
@@ -150,6 +170,41 @@ def from_openai_responses(
             message without a known role, a call without `call_id` or `name`, an output
             without `call_id`). The message names the index of the bad item.
     """
+    return _import(items, tool_names, None)
+
+
+def from_openai_responses_json(
+    items: Sequence[Mapping[str, Any]],
+    texts: Sequence[str],
+    *,
+    tool_names: Mapping[str, str] | None = None,
+) -> list[Message]:
+    """Import items as `from_openai_responses` does, each message keeping its items' JSON.
+
+    `extra["openai_responses"]["json"]` of each message is the JSON text of the list of
+    the items it stands for, joined from `texts`, so a reader of the stored message can
+    answer with the items exactly as given, with one `json.loads` and no model (the
+    openai-agents session's raw mode). `to_openai_responses` does not read it: a
+    compacted or redacted copy of the message still exports its own blocks.
+
+    Args:
+        items: The items, as plain dicts, in order.
+        texts: `json.dumps(item)` of each item (ASCII, as the SDK's own sessions store it).
+        tool_names: Tool names by call id, for outputs whose call is not in `items`.
+
+    Raises:
+        FormatError: as `from_openai_responses`; or `texts` does not match `items` in length.
+    """
+    if len(texts) != len(items):
+        raise FormatError(f"expected the JSON text of {len(items)} items, got {len(texts)}")
+    return _import(items, tool_names, texts)
+
+
+def _import(
+    items: Sequence[Mapping[str, Any]],
+    tool_names: Mapping[str, str] | None,
+    texts: Sequence[str] | None,
+) -> list[Message]:
     if isinstance(items, str | bytes | Mapping) or not isinstance(items, Sequence):
         raise FormatError(f"expected a list of items, got {type(items).__name__}")
     names = dict(tool_names or {})
@@ -157,11 +212,14 @@ def from_openai_responses(
     records: list[JsonValue] = []
     blocks: list[_Block] = []
 
-    def flush() -> None:
+    first = 0  # the index of the first item of the model call being grouped
+
+    def flush(end: int) -> None:
         if records:
-            result.append(
-                AssistantMessage(content=list(blocks), extra={RESPONSES_FORMAT: {"items": records}})
-            )
+            hints: dict[str, JsonValue] = {"items": list(records)}
+            if texts is not None:
+                hints[JSON_KEY] = "[" + ",".join(texts[first:end]) + "]"
+            result.append(AssistantMessage(content=list(blocks), extra={RESPONSES_FORMAT: hints}))
         records.clear()
         blocks.clear()
 
@@ -170,6 +228,8 @@ def from_openai_responses(
             if not isinstance(item, Mapping):
                 raise _Invalid(f"expected an object, got {type(item).__name__}")  # noqa: TRY301
             if _is_model_item(item):
+                if not records:
+                    first = index
                 record, item_blocks = _import_model_item(item)
                 records.append(record)
                 blocks.extend(item_blocks)
@@ -177,13 +237,14 @@ def from_openai_responses(
                     if isinstance(block, ToolCall):
                         names[block.id] = block.name
                 continue
-            flush()
-            result.append(_import_input_item(item, names))
+            flush(index)
+            text = None if texts is None else "[" + texts[index] + "]"
+            result.append(_import_input_item(item, names, text))
         except _Invalid as exc:
             raise FormatError(f"item {index}: {exc}") from None
         except ValidationError as exc:
             raise FormatError(f"item {index}: {describe_validation_error(exc)}") from exc
-    flush()
+    flush(len(items))
     return result
 
 
@@ -206,7 +267,7 @@ def _record(skeleton: dict[str, Any], slots: list[list[Any]]) -> dict[str, JsonV
 
 
 def _import_model_item(item: Mapping[str, Any]) -> tuple[dict[str, JsonValue], list[_Block]]:
-    skeleton: dict[str, Any] = copy.deepcopy(dict(item))
+    skeleton: dict[str, Any] = _copied(dict(item))
     slots: list[list[Any]] = []
     blocks: list[_Block] = []
     kind = item_type(item)
@@ -289,9 +350,9 @@ def _image(url: str, detail: str | None) -> ImageContent:
     return ImageContent(url=url, detail=detail)
 
 
-def _import_input_item(item: Mapping[str, Any], names: dict[str, str]) -> Message:
+def _import_input_item(item: Mapping[str, Any], names: dict[str, str], text: str | None) -> Message:
     kind = item_type(item)
-    skeleton: dict[str, Any] = copy.deepcopy(dict(item))
+    skeleton: dict[str, Any] = _copied(dict(item))
     slots: list[list[Any]] = []
     blocks: list[_Block] = []
     if kind in (None, "message") and "role" in item:
@@ -299,7 +360,7 @@ def _import_input_item(item: Mapping[str, Any], names: dict[str, str]) -> Messag
         if role not in ("user", "system", "developer"):
             raise _Invalid(f"role {role!r} is not supported (expected user, system or developer)")
         _slot_content(item, skeleton, slots, blocks, images=role == "user")
-        extra = {RESPONSES_FORMAT: {"items": [_record(skeleton, slots)]}}
+        extra = {RESPONSES_FORMAT: _hints([_record(skeleton, slots)], text)}
         if role == "user":
             return UserMessage(content=blocks, extra=extra)
         return SystemMessage(content=blocks, extra=extra)
@@ -313,9 +374,14 @@ def _import_input_item(item: Mapping[str, Any], names: dict[str, str]) -> Messag
             tool_call_id=call_id,
             tool_name=names.get(call_id, ""),
             content=blocks,
-            extra={RESPONSES_FORMAT: {"items": [_record(skeleton, slots)]}},
+            extra={RESPONSES_FORMAT: _hints([_record(skeleton, slots)], text)},
         )
-    return CustomMessage(custom_type=RESPONSES_FORMAT, data=copy.deepcopy(dict(item)))
+    extra = {} if text is None else {RESPONSES_FORMAT: {JSON_KEY: text}}
+    return CustomMessage(custom_type=RESPONSES_FORMAT, data=_copied(dict(item)), extra=extra)
+
+
+def _hints(records: list[JsonValue], text: str | None) -> dict[str, JsonValue]:
+    return {"items": records} if text is None else {"items": records, JSON_KEY: text}
 
 
 # ── export ─────────────────────────────────────────────────────────────────────
@@ -347,11 +413,80 @@ def _export_message(message: Message) -> list[dict[str, Any]]:
         and message.custom_type == RESPONSES_FORMAT
         and isinstance(message.data, dict)
     ):
-        return [copy.deepcopy(message.data)]
-    restored = _restore(message)
+        return [_copied(message.data)]
+    restored = _kept(message)
+    if restored is None:
+        restored = _restore(message)
     if restored is not None:
         return restored
     return _canonical(message)
+
+
+def _kept(message: Message) -> list[dict[str, Any]] | None:
+    """Return the items kept as JSON (`from_openai_responses_json`), if the blocks still say so.
+
+    What `_restore` returns, without copying the records: the kept text is decoded (new
+    objects) and each slot's value in it is compared with its block. A compacted or
+    redacted copy (other blocks, the same `extra`) fails the comparison: None.
+    """
+    hints = message.extra.get(RESPONSES_FORMAT)
+    content = getattr(message, "content", None)
+    text = hints.get(JSON_KEY) if type(hints) is dict else None
+    records = hints.get("items") if type(hints) is dict else None
+    if type(text) is not str or type(records) is not list or type(content) is not list:
+        return None
+    try:
+        items = json.loads(text)
+    except ValueError:
+        return None
+    if type(items) is not list or len(items) != len(records):
+        return None
+    at = 0
+    for item, record in zip(items, records, strict=True):
+        slots = record.get("slots") if type(record) is dict else None
+        if type(item) is not dict or type(slots) is not list:
+            return None
+        for slot in slots:
+            if at == len(content) or type(slot) is not list or not slot:
+                return None
+            block = content[at]
+            at += 1
+            if _KIND_OF.get(type(block)) != slot[0] or not _holds(item, slot[1:], block):
+                return None
+        if isinstance(message, ToolResultMessage) and item.get("call_id") != message.tool_call_id:
+            return None
+    return items if at == len(content) else None
+
+
+def _holds(item: dict[str, Any], path: list[Any], block: object) -> bool:
+    """Whether `item` holds `block`'s value where `_fill` would put it."""
+    if isinstance(block, ToolCall):
+        arguments_key = _TOOL_CALL_TYPES.get(item_type(item) or "")
+        return (
+            arguments_key is not None
+            and item.get("call_id") == block.id
+            and item.get("name") == block.name
+            and item.get(arguments_key) == block.arguments
+        )
+    if isinstance(block, TextContent):
+        value: Any = block.text
+    elif isinstance(block, ThinkingContent):
+        value = block.thinking
+    elif isinstance(block, ImageContent):
+        if block.url is None and block.mime_type is None:
+            return False
+        value = _image_url(block)
+    else:  # pragma: no cover - _KIND_OF already matched
+        return False
+    if not path:
+        return False
+    parent: Any = item
+    try:
+        for step in path[:-1]:
+            parent = parent[step]
+    except (KeyError, IndexError, TypeError):
+        return False
+    return type(parent) is dict and parent.get(path[-1]) == value
 
 
 def _restore(message: Message) -> list[dict[str, Any]] | None:
@@ -372,7 +507,7 @@ def _restore(message: Message) -> list[dict[str, Any]] | None:
         item, slots = record.get("item"), record.get("slots")
         if not isinstance(item, dict) or not isinstance(slots, list):
             return None
-        item = copy.deepcopy(item)
+        item = _copied(item)
         for slot in slots:
             if at >= len(blocks) or not isinstance(slot, list) or not slot:
                 return None

@@ -10,7 +10,10 @@ Install with `pip install "sessionstore[openai-agents]"`, then hand it to the SD
 The SDK's Responses-API items are stored as sessionstore messages through
 `sessionstore.formats.from_openai_responses` (exact round trip), so everything
 sessionstore does applies to them: compaction overlays, `build_context`, the audit, the
-CLI. Beyond the SDK's own stores:
+CLI. Each message also keeps the JSON text of the items it stands for (in
+`extra["openai_responses"]["json"]`): in raw mode `get_items` has the database hand back
+that text alone and decodes it in one `json.loads`, with no model built, so a full read
+costs about what the SDK's own stores cost. Beyond the SDK's own stores:
 
 - with `max_context_tokens`, `get_items` returns the context built from the overlays
   within that budget: every item while the whole history fits, and, once it does not, a
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import random
 from collections.abc import Mapping, Sequence
@@ -47,9 +51,18 @@ from sessionstore.errors import (
     SessionNotFoundError,
     StaleWriteError,
 )
-from sessionstore.formats import from_openai_responses, to_openai_responses
-from sessionstore.formats._responses import CALL_OUTPUT_TYPES, RESPONSES_FORMAT, item_type
-from sessionstore.models import CustomMessage, Message, ToolResultMessage
+from sessionstore.formats import to_openai_responses
+from sessionstore.formats._responses import (
+    CALL_OUTPUT_TYPES,
+    JSON_KEY,
+    RESPONSES_FORMAT,
+    from_openai_responses_json,
+    item_type,
+)
+from sessionstore.formats._responses_dump import items_from_dump
+from sessionstore.models import CustomMessage, Message, ToolCall, ToolResultMessage
+from sessionstore.models._limits import STORED
+from sessionstore.models._messages import MESSAGE_ADAPTER
 from sessionstore.store import SessionStore, TenantStore
 
 try:
@@ -72,6 +85,10 @@ _POP_ATTEMPTS = 12
 _POP_BACKOFF = 0.005
 _POP_BACKOFF_MAX = 0.25
 """The longest wait between two tries (seconds): the whole of them stays under 2 s."""
+_JSON_PATH = ("extra", RESPONSES_FORMAT, JSON_KEY)
+"""Where a stored message keeps the JSON text of the SDK items it stands for."""
+_CALL_NAMES_MAX = 1024
+"""How many call names (by call id) a session object remembers from its own writes."""
 
 
 def _pop_backoff(attempt: int) -> float:
@@ -167,6 +184,8 @@ class SessionStoreSession:
         self._system_prompt_tokens = system_prompt_tokens
         self._overlay = overlay
         self._closed = False
+        # The names of the calls this object wrote, for outputs added in a later call.
+        self._call_names: dict[str, str] = {}
         self._auto_compact = auto_compact
         self._engine = (
             None
@@ -209,14 +228,15 @@ class SessionStoreSession:
         """
         self._check_open()
         limit = resolve_session_limit(limit, self.session_settings)
+        if self._max_context_tokens is None:
+            return cast(list[TResponseInputItem], await self._raw_items(limit))
         try:
-            messages = await self._messages(limit)
+            messages = await self._messages()
         except SessionNotFoundError:
             return []
         units = [to_openai_responses([message]) for message in messages]
-        if limit is None and self._max_context_tokens is None:
-            return cast(list[TResponseInputItem], [item for unit in units for item in unit])
-        return cast(list[TResponseInputItem], _window(messages, units, limit))
+        starts = [not _is_output(message) for message in messages]
+        return cast(list[TResponseInputItem], _window(starts, units, limit))
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append items; a batch that opens with a user message starts a new loop.
@@ -229,8 +249,10 @@ class SessionStoreSession:
         self._check_open()
         if not items:
             return
-        raw = _json_items(items)
-        messages = from_openai_responses(raw, tool_names=await self._tool_names(raw))
+        raw, texts = _json_items(items)
+        names = await self._tool_names(raw)
+        messages = from_openai_responses_json(raw, texts, tool_names=names)
+        self._remember_calls(messages)
         loop: int | str | None = "new" if _is_user_message(raw[0]) else None
         try:
             await self._store.append_messages(self.session_id, messages, loop_id=loop)  # type: ignore[arg-type]  # "new" or None
@@ -265,7 +287,13 @@ class SessionStoreSession:
             # A message the SDK never saw as an item (a hidden custom message) goes too.
             items = to_openai_responses([history[-1].message])
             popped = items.pop() if items else None
-            (replacement,) = from_openai_responses(items) if items else (None,)
+            (replacement,) = (
+                from_openai_responses_json(
+                    items, [json.dumps(i, separators=(",", ":")) for i in items]
+                )
+                if items
+                else (None,)
+            )
             try:
                 await self._store.pop_message(
                     self.session_id, replacement=replacement, expected_version=version
@@ -304,8 +332,8 @@ class SessionStoreSession:
             FormatError: an item is malformed (nothing is written).
         """
         self._check_open()
-        raw = _json_items(items)
-        messages = from_openai_responses(raw)
+        raw, texts = _json_items(items)
+        messages = from_openai_responses_json(raw, texts)
         try:
             await self._store.start_loop(self.session_id, is_root=True, messages=messages)
         except SessionNotFoundError:
@@ -332,14 +360,59 @@ class SessionStoreSession:
         if self._closed:
             raise RuntimeError(f"SessionStoreSession {self.session_id!r} is closed")
 
-    async def _messages(self, limit: int | None) -> list[Message]:
-        if self._max_context_tokens is None:
-            # Every message holds at least one item (but a hidden one), so the newest
-            # `limit` items are among the newest `limit` messages.
-            last = None if limit is None else max(limit, 0)
-            history = await self._store.get_history(self.session_id, last=last)
-            return [stored.message for stored in history]
+    async def _raw_items(self, limit: int | None) -> list[dict[str, Any]]:
+        """The raw items of the active chain, straight from the stored JSON.
+
+        Every message holds at least one item (but a hidden one), so the newest `limit`
+        items are among the newest `limit` messages. A message written by `add_items`
+        keeps the JSON text of its items, which the database hands back alone: all of
+        them are decoded in one `json.loads`. Any other message (written through the
+        store, or by an older version) is exported from its own JSON. A kept text that
+        is not a list of items (written by hand) sends the whole read through the models.
+        """
+        if limit is not None and limit <= 0:
+            return []
+        try:
+            rows = await self._store._history_strings(self.session_id, _JSON_PATH, last=limit)
+        except SessionNotFoundError:
+            return []
+        try:
+            units: list[Any] = _decoded([found or "null" for found, _ in rows])
+        except ValueError:
+            return await self._model_items(limit)
+        starts = None if limit is None else [True] * len(units)
+        for index, (found, payload) in enumerate(rows):
+            if found is None:
+                assert payload is not None  # the statement returns one of the two
+                units[index], start = _items_of_payload(payload)
+                if starts is not None:
+                    starts[index] = start
+                continue
+            unit = units[index]
+            if type(unit) is not list or not all(type(item) is dict for item in unit):
+                return await self._model_items(limit)
+            if starts is not None and unit:
+                starts[index] = item_type(unit[0]) not in _OUTPUT_TYPES
+        if starts is None:
+            return [item for unit in units for item in unit]
+        return _window(starts, units, limit)
+
+    async def _model_items(self, limit: int | None) -> list[dict[str, Any]]:
+        """The raw items of the active chain, each message built as a model and exported."""
+        try:
+            history = await self._store.get_history(self.session_id, last=limit)
+        except SessionNotFoundError:
+            return []
+        messages = [stored.message for stored in history]
+        units = [to_openai_responses([message]) for message in messages]
+        if limit is None:
+            return [item for unit in units for item in unit]
+        return _window([not _is_output(message) for message in messages], units, limit)
+
+    async def _messages(self) -> list[Message]:
+        """The context built within the window (context mode)."""
         assert self._engine is not None  # context mode always has one
+        assert self._max_context_tokens is not None
         session = await self._store.get_session(self.session_id)
         if session.active_loop_id is None:
             return []
@@ -361,38 +434,99 @@ class SessionStoreSession:
             await self._store.create_session(session_id=self.session_id)
 
     async def _tool_names(self, items: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-        """Return the names of the calls answered in `items` but made in an earlier batch."""
+        """Return the names of the calls answered in `items` but made in an earlier batch.
+
+        The calls this object wrote are remembered; others are looked for among the 50
+        newest messages of the active chain.
+        """
         made = {item.get("call_id") for item in items if item_type(item) in CALL_OUTPUT_TYPES}
         wanted = {
             item.get("call_id")
             for item in items
             if item_type(item) in ("function_call_output", "custom_tool_call_output")
         } - made
-        if not wanted:
-            return {}
-        try:
-            recent = await self._store.get_messages(self.session_id, last=50)
-        except SessionNotFoundError:
-            return {}
-        return {
-            call.id: call.name
-            for stored in recent
-            for call in getattr(stored.message, "tool_calls", [])
-            if call.id in wanted
+        known = {
+            call_id: self._call_names[call_id] for call_id in wanted if call_id in self._call_names
         }
+        if not wanted or len(known) == len(wanted):
+            return known
+        try:
+            recent = await self._store.get_history(self.session_id, last=50)
+        except SessionNotFoundError:
+            return known
+        for stored in recent:
+            for call in getattr(stored.message, "tool_calls", []):
+                if call.id in wanted:
+                    known[call.id] = call.name
+        return known
+
+    def _remember_calls(self, messages: Sequence[Message]) -> None:
+        """Remember the names of the calls in `messages` (the newest `_CALL_NAMES_MAX`)."""
+        names = self._call_names
+        for message in messages:
+            for block in getattr(message, "content", ()):
+                if isinstance(block, ToolCall):
+                    names.pop(block.id, None)
+                    names[block.id] = block.name
+        while len(names) > _CALL_NAMES_MAX:
+            del names[next(iter(names))]
 
 
-def _json_items(items: Sequence[TResponseInputItem]) -> list[Mapping[str, Any]]:
-    """Return the items as mappings; one that is not JSON is a `TypeError`, as in the SDK.
+def _json_items(items: Sequence[TResponseInputItem]) -> tuple[list[Mapping[str, Any]], list[str]]:
+    """Return the items as mappings and their JSON; one that is not JSON is a `TypeError`.
 
-    The SDK's own sessions store `json.dumps(item)`, so that is the check.
+    The SDK's own sessions store `json.dumps(item)`, so that is the check, as in the SDK;
+    the text is what the message keeps (see `from_openai_responses_json`).
     """
+    texts = []
     for index, item in enumerate(items):
         try:
-            json.dumps(item)
+            texts.append(json.dumps(item, separators=(",", ":")))
         except (TypeError, ValueError) as error:
             raise TypeError(f"item {index} cannot be stored: {error}") from None
-    return [cast(Mapping[str, Any], item) for item in items]
+    return [cast(Mapping[str, Any], item) for item in items], texts
+
+
+def _items_of_payload(payload: str) -> tuple[list[dict[str, Any]], bool]:
+    """The items of a stored message without its items' JSON, and whether it may start a turn."""
+    dump = json.loads(payload)
+    start = not _dump_is_output(dump)
+    items = items_from_dump(dump)
+    if items is None:
+        items = to_openai_responses([MESSAGE_ADAPTER.validate_json(payload, context=STORED)])
+    return items, start
+
+
+def _decoded(texts: Sequence[str]) -> list[Any]:
+    """Decode many stored JSON texts in one `json.loads`, the cyclic GC paused meanwhile.
+
+    Decoding builds many small containers, and the collector would scan them again and
+    again as they pile up (more than half of the decode time for a long history); they
+    hold no cycles, so one pass when it resumes is enough.
+    """
+    if not texts:
+        return []
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return cast(list[Any], json.loads("[" + ",".join(texts) + "]"))
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _dump_is_output(dump: Mapping[str, Any]) -> bool:
+    """`_is_output` of a message's JSON dump."""
+    kind = dump.get("kind")
+    if kind == "tool_result":
+        return True
+    data = dump.get("data")
+    return (
+        kind == "custom"
+        and dump.get("custom_type") == RESPONSES_FORMAT
+        and type(data) is dict
+        and item_type(data) in _OUTPUT_TYPES
+    )
 
 
 def _is_user_message(item: Mapping[str, Any]) -> bool:
@@ -411,12 +545,15 @@ def _is_output(message: Message) -> bool:
 
 
 def _window(
-    messages: Sequence[Message], units: Sequence[list[dict[str, Any]]], limit: int | None
+    starts: Sequence[bool], units: Sequence[list[dict[str, Any]]], limit: int | None
 ) -> list[dict[str, Any]]:
-    """Return the newest `limit` items, starting at a turn, without an unpaired call or output."""
+    """Return the newest `limit` items, starting at a turn, without an unpaired call or output.
+
+    `starts[i]`: message i may start a turn (it is not a call's output); `units[i]`: its items.
+    """
     flat = [
-        (position == 0 and not _is_output(message), item)
-        for message, unit in zip(messages, units, strict=True)
+        (position == 0 and start, item)
+        for start, unit in zip(starts, units, strict=True)
         for position, item in enumerate(unit)
     ]
     if limit is not None:

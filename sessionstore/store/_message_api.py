@@ -17,7 +17,7 @@ from sessionstore.models import (
 )
 from sessionstore.models._limits import check_big_count, check_count, check_id
 from sessionstore.models._records import decode_all, paused_gc
-from sessionstore.store import _messages, _reads, _sessions
+from sessionstore.store import _messages, _payload_reads, _reads, _sessions
 from sessionstore.store._engine import INLINE_READ_MAX_MESSAGES, INLINE_WRITE_MAX_MESSAGES
 from sessionstore.store._handle import Rollback, _Handle
 from sessionstore.store._sessions import now
@@ -351,6 +351,36 @@ class MessageMethods(_Handle):
             return _decoded(_messages.by_id(db, key, ids))
 
         return await self._read(work)
+
+    async def _history_strings(
+        self, session_id: str, path: tuple[str, ...], *, last: int | None = None
+    ) -> list[tuple[str | None, str | None]]:
+        """Return, for the active chain's messages, a string each kept in its payload.
+
+        For adapters that keep their own JSON text of a message in its `extra` and answer
+        from it without building messages (the openai-agents session's raw mode): for each
+        message, oldest first, `(the string at path, None)`, or `(None, the payload's JSON
+        text)` for a message without one. Decode a payload with
+        `MESSAGE_ADAPTER.validate_json` (context `STORED`) where a `Message` is needed.
+
+        Args:
+            session_id: The session.
+            path: The keys that lead to the string (letters, digits and `_` only).
+            last: Only the newest `last` messages (still oldest first).
+
+        Raises:
+            ValueError: a key of `path` is not a plain name.
+            SessionNotFoundError: no such session (or another tenant's).
+        """
+        check_count(last, "last")
+        if not path or not all(name.isidentifier() and name.isascii() for name in path):
+            raise ValueError(f"path must be plain names, got {path!r}")
+
+        def work(db: Connection) -> list[tuple[str | None, str | None]]:
+            return _payload_reads.chain_strings(db, self._key(db, session_id), path, last)
+
+        # The newest few: a small read, run on the event loop when SQLite lets it start.
+        return await self._read(work, inline=last is not None and last <= INLINE_READ_MAX_MESSAGES)
 
 
 def _decoded(stored: list[StoredMessage]) -> list[StoredMessage]:

@@ -548,3 +548,72 @@ async def test_every_output_item_type_round_trips_through_the_store(store: Sessi
     session = SessionStoreSession("every-type", tenant(store))
     await session.add_items(sdk([{"role": "user", "content": "go"}, *plain(items), *outputs]))
     assert await read(session) == [{"role": "user", "content": "go"}, *plain(items), *outputs]
+
+
+def _model_path_window(messages: list[Any], limit: int | None) -> list[dict[str, Any]]:
+    """What `get_items(limit)` answered when it built every message as a model."""
+    from sessionstore.integrations.openai_agents import _is_output, _window
+
+    if limit is not None:
+        if limit <= 0:
+            return []
+        messages = messages[-limit:]
+    units = [to_openai_responses([m]) for m in messages]
+    if limit is None:
+        return [item for unit in units for item in unit]
+    return _window([not _is_output(m) for m in messages], units, limit)
+
+
+async def test_raw_reads_answer_from_the_kept_json_as_the_models_would(
+    store: SessionStore,
+) -> None:
+    """Items of every origin, over several loops and a branch: the same as the model path."""
+    scoped = tenant(store)
+    session = SessionStoreSession("origins", scoped)
+    await session.add_items(sdk([{"role": "user", "content": "first"}]))
+    # Through the store: imported without the kept JSON (as older versions stored them),
+    # and written by hand.
+    call = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}
+    await scoped.append_messages("origins", from_openai_responses([call]))
+    await scoped.append_messages(
+        "origins", [ToolResultMessage(tool_call_id="c1", tool_name="f", content="out")]
+    )
+    await session.add_items(sdk([{"role": "assistant", "content": "done"}]))
+    for n in range(3):  # each user request starts a loop
+        output = {"type": "function_call_output", "call_id": f"call_{n}", "output": str(n)}
+        await session.add_items(sdk([{"role": "user", "content": f"again {n}"}]))
+        await session.add_items(sdk([*dumped(tool_turn(n, n, 1)), output]))
+    assert await session.pop_item() is not None  # the active chain now ends on a branch
+    stored = await scoped.get_history("origins")
+    kept = stored[0].message.extra["openai_responses"]
+    assert json.loads(kept["json"]) == [{"role": "user", "content": "first"}]  # type: ignore[index, call-overload, arg-type]
+    messages = [s.message for s in stored]
+    everything = await read(session)
+    assert everything == _model_path_window(messages, None)
+    assert everything[:4] == [
+        {"role": "user", "content": "first"},
+        call,
+        {"type": "function_call_output", "call_id": "c1", "output": "out"},
+        {"role": "assistant", "content": "done"},
+    ]
+    for limit in range(len(everything) + 2):
+        assert await read(session, limit) == _model_path_window(messages, limit), limit
+    # Another tenant's id, and no session at all: no items.
+    assert await read(SessionStoreSession("origins", store.for_tenant("agents", "bob"))) == []
+    assert await read(SessionStoreSession("none", scoped)) == []
+
+
+async def test_a_kept_text_that_is_not_items_reads_through_the_models(store: SessionStore) -> None:
+    """A message written by hand with a kept text that is not a list of items."""
+    scoped = tenant(store)
+    session = SessionStoreSession("forged", scoped)
+    await session.add_items(sdk([{"role": "user", "content": "first"}]))
+    for bad in ("{}", "not json", "[1]"):
+        message = from_openai_responses([{"role": "user", "content": bad}])[0]
+        hints = {**message.extra["openai_responses"], "json": bad}  # type: ignore[dict-item]
+        await scoped.append_messages(
+            "forged", [message.model_copy(update={"extra": {"openai_responses": hints}})]
+        )
+    expected = [{"role": "user", "content": text} for text in ("first", "{}", "not json", "[1]")]
+    assert await read(session) == expected
+    assert await read(session, 2) == expected[-2:]

@@ -22,7 +22,10 @@ from sessionstore import (
     from_openai_responses,
     to_openai_responses,
 )
+from sessionstore.formats._responses import from_openai_responses_json
+from sessionstore.formats._responses_dump import items_from_dump
 from sessionstore.models import MESSAGE_ADAPTER, Message
+from sessionstore.models._messages import message_payload
 
 PNG = "iVBORw0KGgo="
 
@@ -346,3 +349,77 @@ def test_any_item_list_round_trips_exactly(given_items: list[dict[str, Any]]) ->
     assert json.dumps(to_openai_responses(stored), sort_keys=True) == json.dumps(
         given_items, sort_keys=True
     )
+
+
+# ── the stored forms an SDK session reads back without a model ─────────────────
+
+
+def _dump(message: Message) -> dict[str, Any]:
+    """The message as the store keeps it, decoded as the SDK session decodes it."""
+    loaded: dict[str, Any] = json.loads(json.dumps(message_payload(message)))
+    return loaded
+
+
+def test_a_dump_gives_the_items_the_model_gives() -> None:
+    messages = from_openai_responses(EVERY_ITEM)
+    from_dumps = [items_from_dump(_dump(m)) for m in messages]
+    assert all(items is not None for items in from_dumps)
+    assert [item for items in from_dumps for item in items or []] == EVERY_ITEM
+
+
+@given(st.lists(items, max_size=8))
+def test_any_dump_gives_the_items_the_model_gives(given_items: list[dict[str, Any]]) -> None:
+    for message in from_openai_responses(given_items):
+        found = items_from_dump(_dump(message))
+        assert found is not None
+        assert json.dumps(found, sort_keys=True) == json.dumps(
+            to_openai_responses([message]), sort_keys=True
+        )
+
+
+def test_a_dump_that_needs_the_model_is_left_to_it() -> None:
+    (imported,) = from_openai_responses([{"role": "user", "content": "hi"}])
+    changed = imported.model_copy(
+        update={"content": [TextContent(text="a"), TextContent(text="b")]}
+    )
+    hand_written = UserMessage(content="hi")
+    summary = CompactionSummaryMessage(summary="s", tokens_before=10)
+    for message in (changed, hand_written, summary):
+        assert items_from_dump(_dump(message)) is None
+    # A slot naming a place that is not there: the model path says what is wrong.
+    dump = _dump(imported)
+    dump["extra"]["openai_responses"]["items"][0]["slots"] = [["text"]]
+    assert items_from_dump(dump) is None
+
+
+def test_the_json_variant_keeps_each_messages_items_as_given() -> None:
+    texts = [json.dumps(item) for item in EVERY_ITEM]
+    messages = from_openai_responses_json(EVERY_ITEM, texts)
+    plain = from_openai_responses(EVERY_ITEM)
+    assert [type(m) for m in messages] == [type(m) for m in plain]
+    kept = [json.loads(m.extra["openai_responses"]["json"]) for m in messages]  # type: ignore[index, call-overload, arg-type]
+    assert [item for items in kept for item in items] == EVERY_ITEM
+    # Each message's own items, in the grouping `to_openai_responses` exports.
+    assert kept == [to_openai_responses([m]) for m in plain]
+    assert to_openai_responses(messages) == EVERY_ITEM
+    # A compacted copy exports its own blocks, not the kept text.
+    user = next(m for m in messages if isinstance(m, UserMessage))
+    copy = user.model_copy(update={"content": [TextContent(text="shorter")]})
+    assert "shorter" in json.dumps(to_openai_responses([copy]))
+
+
+def test_the_json_variant_needs_one_text_an_item() -> None:
+    with pytest.raises(FormatError, match="JSON text of 2 items, got 1"):
+        from_openai_responses_json([{"role": "user", "content": "a"}] * 2, ["{}"])
+
+
+@given(st.lists(items, max_size=8))
+def test_the_kept_json_exports_as_the_records_do(given_items: list[dict[str, Any]]) -> None:
+    texts = [json.dumps(item) for item in given_items]
+    kept = from_openai_responses_json(given_items, texts)
+    stored = [MESSAGE_ADAPTER.validate_json(m.model_dump_json()) for m in kept]
+    plain = from_openai_responses(given_items)
+    for with_json, without in zip(stored, plain, strict=True):
+        assert json.dumps(to_openai_responses([with_json]), sort_keys=True) == json.dumps(
+            to_openai_responses([without]), sort_keys=True
+        )

@@ -1,0 +1,138 @@
+"""Reads of one string of the active chain's stored payloads, for adapters that keep one.
+
+An SDK adapter answers "give me the session's items" from what was stored; building a
+`StoredMessage` (and validating each message) for that costs several times the read
+itself. An adapter that keeps its own JSON text of a message in the message's `extra`
+(the openai-agents session keeps the SDK items it was given) reads that string back here,
+taken out of the payload by the database, and the whole payload (the JSON text the message
+was stored as, NUL encoding undone on PostgreSQL) only for a message without it: no other
+column, no model. One statement a call, for the chain that ends at the session's active
+loop, found by a subquery; the visibility check (a missing session, another tenant's) runs
+only when no row came back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
+from sqlalchemy import (
+    Connection,
+    Text,
+    bindparam,
+    case,
+    cast,
+    func,
+    literal_column,
+    select,
+    type_coerce,
+)
+
+from sessionstore.store._engine import run_plain
+from sessionstore.store._nul import NulSafeJSONText
+from sessionstore.store._sessions import SessionKey, visible_session
+from sessionstore.store._statements import SESSION_WHERE, keyed, loops, messages, sessions
+from sessionstore.store._tables import KEY_COLUMNS
+
+__all__ = ["chain_strings"]
+
+_PAYLOAD_TEXT = type_coerce(cast(messages.c.payload, Text), NulSafeJSONText())
+
+
+def _walk(newest: bool) -> Any:
+    """The chain's loops from the active loop back to the root.
+
+    With `newest`, the walk stops at the first loop where the messages counted so far
+    (`total`, from the loops' `message_count`) reach `:n`: older loops hold none of the
+    newest `:n`.
+    """
+    active = select(sessions.c.active_loop_id).where(*SESSION_WHERE).scalar_subquery()
+    walk = (
+        select(
+            loops.c.id,
+            loops.c.parent_loop_id,
+            loops.c.message_count.label("total"),
+            *(loops.c[name] for name in KEY_COLUMNS),
+        )
+        .where(loops.c.id == active, *keyed(loops))
+        .cte("payload_chain", recursive=True)
+    )
+    parent = loops.alias("parent")
+    step = select(
+        parent.c.id,
+        parent.c.parent_loop_id,
+        walk.c.total + parent.c.message_count,
+        *(parent.c[name] for name in KEY_COLUMNS),
+    ).where(
+        parent.c.id == walk.c.parent_loop_id,
+        parent.c.session_id == bindparam("sid"),
+        *(parent.c[name] == walk.c[name] for name in KEY_COLUMNS),
+    )
+    if newest:
+        step = step.where(walk.c.total < bindparam("n"))
+    return walk.union_all(step)
+
+
+def _string_at(dialect: str, path: tuple[str, ...]) -> Any:
+    """The string at `path` in the payload, as text (NULL where there is none)."""
+    # The keys are plain names (the caller checks), so they are written into the SQL.
+    found: Any
+    if dialect == "postgresql":
+        found = messages.c.payload.op("#>>")(literal_column(f"'{{{','.join(path)}}}'::text[]"))
+    else:
+        found = func.json_extract(messages.c.payload, literal_column(f"'$.{'.'.join(path)}'"))
+    return type_coerce(found, NulSafeJSONText())
+
+
+@cache
+def select_chain_strings(dialect: str, path: tuple[str, ...], newest: bool) -> Any:
+    """Select `(string at path, payload where there is none)` of the active chain's messages.
+
+    All in order, or the newest `:n`, newest first. The messages are found by
+    `loop_id IN (the chain)` and ordered by `(loop_id, position)`, the order of the
+    unique index the lookup uses, so nothing is sorted: a loop is always created after
+    its parent, so its id is larger and the chain's loops in id order are root first.
+    """
+    walk = _walk(newest)
+    found = _string_at(dialect, path)
+    columns = (found.label("found"), case((found.is_(None), _PAYLOAD_TEXT)).label("payload"))
+    stmt = select(*columns).where(*keyed(messages), messages.c.loop_id.in_(select(walk.c.id)))
+    if newest:
+        order = (messages.c.loop_id.desc(), messages.c.position.desc())
+        return stmt.order_by(*order).limit(bindparam("n"))
+    return stmt.order_by(messages.c.loop_id, messages.c.position)
+
+
+def chain_strings(
+    db: Connection, key: SessionKey, path: tuple[str, ...], last: int | None
+) -> list[tuple[str | None, str | None]]:
+    """Return the string at `path` of each message of the active chain, oldest first.
+
+    A message without one gives `(None, its whole payload as JSON text)` instead.
+
+    Args:
+        db: The connection, in a transaction.
+        key: The session.
+        path: The keys that lead to a string in a message's JSON (letters, digits, `_`).
+        last: Only the newest `last` messages; None: all of them.
+
+    Raises:
+        SessionNotFoundError: no such session (or another tenant's).
+    """
+    if last == 0:
+        visible_session(db, key)
+        return []
+    statement = select_chain_strings(db.dialect.name, path, last is not None)
+    params: dict[str, Any] = key.params if last is None else {**key.params, "n": last}
+    # On SQLite straight on the driver: the column's text as it is stored.
+    rows: Sequence[Any] | None = run_plain(db, statement, params)
+    if rows is None:
+        rows = db.execute(statement, params).all()
+    if not rows:
+        visible_session(db, key)
+        return []
+    found = [(row[0], row[1]) for row in rows]
+    if last is not None:
+        found.reverse()
+    return found
