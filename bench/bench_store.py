@@ -84,7 +84,7 @@ SQLITE_TARGETS: dict[str, tuple[str, float]] = {
 
 TARGET_READ_MESSAGES = 10_000
 
-# Peer figures from /work/shared/PEERS.md ("Measured on this kind of machine": SQLite
+# Peer figures from shared/PEERS.md beside the checkout ("Measured on this kind of machine": SQLite
 # file, median of 3, 2 vCPU). Printed for context only: not measured by this script.
 PEERS: dict[str, list[tuple[str, str]]] = {
     "append_one": [

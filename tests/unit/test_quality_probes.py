@@ -365,11 +365,11 @@ def test_edits_of_other_agents_tools_nested_edits_and_shell_patches() -> None:
     multi = call(
         "MultiEdit",
         {
-            "file_path": "/work/app/models.py",
+            "file_path": "/srv/app/models.py",
             "edits": [{"old_string": "x = 1", "new_string": "class Order:\n    total = 0"}],
         },
     )
-    write = call("Write", {"file_path": "/work/app/views.ts", "content": "function show() {}"})
+    write = call("Write", {"file_path": "/srv/app/views.ts", "content": "function show() {}"})
     patch = (
         "apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: src/lib.rs\n"
         "@@ pub fn parse(input: &str) {\n-    todo!()\n+    input.len()\n*** End Patch\nEOF"
@@ -387,8 +387,8 @@ def test_edits_of_other_agents_tools_nested_edits_and_shell_patches() -> None:
         "parse",
     ]
     assert facts_of(messages, "mutation") == [
-        "Write /work/app/views.ts",
-        "MultiEdit /work/app/models.py",
+        "Write /srv/app/views.ts",
+        "MultiEdit /srv/app/models.py",
     ]
 
 
