@@ -209,18 +209,7 @@ def search(
     if behind is not None and not scan_pending:
         raise IndexBehind
     hits = [
-        SearchHit(
-            session_id=row.session_id,
-            loop_id=row.loop_id,
-            loop_number=row.loop_number,
-            message_id=row.id,
-            position=row.position,
-            turn_index=row.turn_index,
-            kind=row.kind,
-            snippet=_snippet(row.payload, terms),
-            score=float(row.score),
-            created_at=row.created_at,
-        )
+        _raw_hit(row, terms, float(row.score))
         for row in db.execute(_statement(postgres, False, filters), params)
     ]
     if behind is not None:
@@ -275,18 +264,21 @@ def _pending_hits(
     hits = []
     for row in db.execute(_pending_statement(filters), params):
         if wanted <= set((row.search_text or "").casefold().split()):
-            hits.append(
-                SearchHit(
-                    session_id=row.session_id,
-                    loop_id=row.loop_id,
-                    loop_number=row.loop_number,
-                    message_id=row.id,
-                    position=row.position,
-                    turn_index=row.turn_index,
-                    kind=row.kind,
-                    snippet=_snippet(row.payload, terms),
-                    score=0.0,
-                    created_at=row.created_at,
-                )
-            )
+            hits.append(_raw_hit(row, terms, 0.0))
     return hits
+
+
+def _raw_hit(row: Any, terms: list[str], score: float) -> SearchHit:
+    """A hit on a raw message row (`_RAW_COLUMNS`), indexed or not yet."""
+    return SearchHit(
+        session_id=row.session_id,
+        loop_id=row.loop_id,
+        loop_number=row.loop_number,
+        message_id=row.id,
+        position=row.position,
+        turn_index=row.turn_index,
+        kind=row.kind,
+        snippet=_snippet(row.payload, terms),
+        score=score,
+        created_at=row.created_at,
+    )
