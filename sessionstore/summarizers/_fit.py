@@ -124,6 +124,9 @@ class _Fitter:
             task=_cut_task(doc.task, plan.task_cut),
             goal=_cut_goal(doc.goal, plan.goal_cut),
             actions=self.actions(plan),
+            # A digest of turns that continue an earlier task keeps saying so.
+            later=doc.later,
+            continued=doc.continued,
         )
         kept = view.lists()
         for name, items in doc.lists().items():

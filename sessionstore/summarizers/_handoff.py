@@ -183,11 +183,16 @@ class Handoff:
 def render_handoff(handoff: Handoff, *, branch: bool = False) -> str:
     """Return the handoff as text: `## ` headings in order, empty sections left out.
 
-    The active task is always present (`None.` when there is none); lines of it that
-    would read as a heading are escaped with a backslash so the digest parses back.
+    The active task is always present (`None.` when there is none, `CONTINUED` when the
+    turns continue a task stated before them); lines of it that would read as a heading
+    are escaped with a backslash so the digest parses back.
     """
     parts: list[str] = [BRANCH_HEADER] if branch else []
-    parts.append(f"## Active Task\n{_escape(handoff.task) or NO_TASK}")
+    task = handoff.task
+    if not task and handoff.continued:
+        # Turns that continue a task stated before them say so, and parse back as such.
+        task = with_follow_ups(CONTINUED, handoff.later)
+    parts.append(f"## Active Task\n{_escape(task) or NO_TASK}")
     if handoff.goal:
         parts.append(f"## Goal\n{handoff.goal}")
     lists = handoff.lists()

@@ -185,3 +185,22 @@ def test_values_surfaced_from_actions_are_dropped_in_order_not_cut() -> None:
     small = fit_handoff(doc, 40)
     assert "UPDATED reservation flights" not in small
     assert "done: update_reservation_flights OWZ4XL" in small
+
+
+def test_a_refitted_digest_of_continued_turns_still_says_they_continue() -> None:
+    # Turns with no request of their own: the digest says they continue an earlier task,
+    # and a re-fit (parse, then render) keeps saying so instead of "None.".
+    turns: list[Message] = [
+        AssistantMessage(
+            content=[ToolCall(id="c1", name="bash", arguments={"command": "pytest -q"})]
+        ),
+        ToolResultMessage(tool_call_id="c1", tool_name="bash", content="3 passed"),
+    ]
+    text = ExtractiveSummarizer().digest(SummaryRequest(messages=turns, budget_tokens=400))
+    parsed = parse_handoff(text)
+    assert parsed.continued
+    assert not parsed.task
+    refitted = fit_handoff(parsed, 400)
+    assert "## Active Task\nContinue the task stated before these turns." in refitted
+    assert "None." not in refitted
+    assert parse_handoff(refitted).continued
