@@ -199,19 +199,7 @@ def compact(
         return await compact_with(store, loop_id), numbers
 
     async def compact_with(store: SessionStore, loop_id: int | None) -> CompactionResult:
-        if strategy != "summarize":
-            return await compact_session_loops(
-                store,
-                session_id,
-                loop_id,
-                strategy,
-                config,
-                max_context_tokens,
-                overlay=overlay,
-                system_prompt_tokens=system_prompt_tokens,
-            )
-        if summarizer_url is None:
-            chosen = SummarizingBlockCompaction(focus_topic=focus)
+        async def run(chosen: str | SummarizingBlockCompaction) -> CompactionResult:
             return await compact_session_loops(
                 store,
                 session_id,
@@ -222,19 +210,16 @@ def compact(
                 overlay=overlay,
                 system_prompt_tokens=system_prompt_tokens,
             )
+
+        if strategy != "summarize":
+            return await run(strategy)
+        if summarizer_url is None:
+            return await run(SummarizingBlockCompaction(focus_topic=focus))
         async with OpenAICompatibleSummarizer(
             summarizer_url, summarizer_model or "", api_key_env=summarizer_key_env or None
         ) as model:
-            chosen = SummarizingBlockCompaction(model, cheap_passes=True, focus_topic=focus)
-            return await compact_session_loops(
-                store,
-                session_id,
-                loop_id,
-                chosen,
-                config,
-                max_context_tokens,
-                overlay=overlay,
-                system_prompt_tokens=system_prompt_tokens,
+            return await run(
+                SummarizingBlockCompaction(model, cheap_passes=True, focus_topic=focus)
             )
 
     with progress(f"Compacting session {session_id}", show_progress, as_json=as_json):
