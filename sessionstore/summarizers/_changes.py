@@ -13,20 +13,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from sessionstore.summarizers._commands import Call
-from sessionstore.summarizers._scan import (
+from sessionstore.summarizers._code import (
     Hunk,
-    collapse,
-    cut,
     defined_names,
     diff_hunks,
-    find_paths,
-    head_tail,
     hunk_symbol,
-    is_noise_path,
     numbered_lines,
     symbol_at,
 )
+from sessionstore.summarizers._commands import Call
+from sessionstore.summarizers._scan import collapse, cut, find_paths, head_tail, is_noise_path
 
 __all__ = ["MAX_DIFF_LINES", "WorkingState", "output_paths"]
 
