@@ -46,6 +46,7 @@ __all__ = [
     "first_sentence_cost",
     "group_units",
     "make_fold_host",
+    "merge_summary_runs",
     "shorten_sentences",
     "shorten_summary",
     "summary_item",
@@ -162,6 +163,66 @@ def make_fold_host(units: list[Unit]) -> None:
     first_item = ContextItem(message=text_message(""), tokens=0, source="built")
     placeholder = UnitSummary(DIGEST_HEADER, [], [], first_item, "built", (), False)
     units.insert(first, Unit("summary", [], placeholder))
+
+
+def merge_summary_runs(units: Sequence[Unit]) -> list[Unit] | None:
+    """Return `units` with each run of adjacent handoff summaries merged into one, or None.
+
+    The session digest and the loop summaries right after it (nothing raw between them)
+    become one handoff (`merge_handoffs`, oldest first): one framing instead of one per
+    loop, each record's values listed once, and the fitter's priorities at work across
+    the loops when the whole must be shortened. A summary with restored file reads, or
+    one that is not a structured handoff, is not merged. None when no run has two.
+    """
+    merged: list[Unit] = []
+    run: list[Unit] = []
+    changed = False
+
+    def flush() -> None:
+        nonlocal changed
+        if len(run) < 2:
+            merged.extend(run)
+        else:
+            merged.append(_merged_unit(run))
+            changed = True
+        run.clear()
+
+    for unit in units:
+        summary = unit.summary
+        if (
+            unit.kind == "summary"
+            and summary is not None
+            and summary.texts
+            and not summary.restored
+            and looks_like_handoff("\n".join(summary.texts))
+        ):
+            run.append(unit)
+            continue
+        flush()
+        merged.append(unit)
+    flush()
+    return merged if changed else None
+
+
+def _merged_unit(run: Sequence[Unit]) -> Unit:
+    # Imported here: only a context whose summaries must shorten merges them.
+    from sessionstore.summarizers._merge import merge_digests
+
+    texts = ["\n".join(unit.summary.texts) for unit in run if unit.summary]
+    first = run[0].summary
+    assert first is not None
+    summary = UnitSummary(
+        DIGEST_HEADER if first.source == "digest" else first.header,
+        [merge_digests(texts)],
+        [],
+        first.first if run[0].items else run[1].items[0],
+        "built",
+        tuple(raw_id for unit in run if unit.summary for raw_id in unit.summary.covers),
+        any(unit.summary.pinned for unit in run if unit.summary),
+    )
+    unit = Unit("summary", [item for unit in run for item in unit.items], summary)
+    unit.size = summary_item(summary, summary.texts, [], None).tokens
+    return unit
 
 
 def digest_unit(digest: SessionDigest) -> Unit:

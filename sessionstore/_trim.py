@@ -55,6 +55,7 @@ from sessionstore._fit_units import (
     first_sentence_cost,
     group_units,
     make_fold_host,
+    merge_summary_runs,
     shorten_sentences,
     shorten_summary,
     summary_item,
@@ -419,6 +420,12 @@ class _Fitter:
             raise AssertionError("a dropped summary was rendered")
         return self.render(replace(state, dropped_summaries=count))
 
+    def shortens_summaries(self, state: _State) -> bool:
+        """True when `state` shows a summary shorter than it was loaded, or drops one."""
+        return state.dropped_summaries > 0 or any(
+            cap < self.units[index].size for index, cap in state.summary_caps
+        )
+
     def cost(self, rendered: _Rendered) -> int:
         return math.ceil(sum(item.tokens for item in rendered.items) * self.scale)
 
@@ -665,10 +672,21 @@ def fit_context(
     if digest is not None:
         leading = next((i for i, unit in enumerate(units) if unit.kind != "system"), len(units))
         units.insert(leading, digest_unit(digest))
+    loaded_units = list(units)
     make_fold_host(units)
     fitter = _Fitter(units, budget, token_scale)
     loaded = sum(item.tokens for item in fitter.render(_State()).items)
     state, fits = fitter.fit()
+    if (not fits or fitter.shortens_summaries(state)) and (
+        merged := merge_summary_runs(loaded_units)
+    ) is not None:
+        # Summaries must be shortened: adjacent ones are sent as one handoff instead, one
+        # framing for all and the handoff fitter's priorities across the loops.
+        make_fold_host(merged)
+        other = _Fitter(merged, budget, token_scale)
+        other_state, other_fits = other.fit()
+        if other_fits or not fits:
+            fitter, state, fits = other, other_state, other_fits
     rendered = fitter.render(state)
     if not fits:
         needed = fitter.cost(rendered)

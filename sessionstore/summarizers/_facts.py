@@ -62,7 +62,7 @@ from sessionstore.summarizers._scan import (
     without_fences,
 )
 
-__all__ = ["extract_facts"]
+__all__ = ["extract_facts", "is_constraint"]
 
 GIST_CHARS = 400
 SENTENCE_CHARS = 240
@@ -95,6 +95,17 @@ _CONSTRAINT = re.compile(
     r"|make sure|ensure|cannot|can'?t|not allowed|forbidden|mandatory|important)\b",
     re.IGNORECASE,
 )
+
+
+def is_constraint(sentence: str) -> bool:
+    """Return True when a sentence states a rule or a preference (not a heading or a question)."""
+    return (
+        not sentence.startswith("#")
+        and not sentence.endswith("?")
+        and _CONSTRAINT.search(sentence) is not None
+    )
+
+
 _DECISION = re.compile(
     r"\b(?:decid\w*|instead of|chose|choose|opt(?:ed)? for|going with|will use|I'll use"
     r"|the (?:fix|solution|root cause|cause|issue|problem|bug) (?:is|was)|because|so that)\b",
@@ -447,9 +458,7 @@ class _Walker:
 
     def constraints(self, text: str, *, rank: int) -> None:
         for sentence in sentences(text):
-            if sentence.startswith("#") or sentence.endswith("?"):
-                continue
-            if not _CONSTRAINT.search(sentence):
+            if not is_constraint(sentence):
                 continue
             if rank <= 1:
                 # System prompts and standing instructions: the first few rules.

@@ -358,6 +358,7 @@ _STATE_KEYS = (
     (re.compile(r"^Changed (\S+)"), "changed", 3),
     (re.compile(r"^Diff "), "", 2),
     (re.compile(r"^Last assistant note:"), "note", 1),
+    (re.compile(r"^Earlier assistant note:"), "earlier note", 0),
     (re.compile(r"^Working directory:"), "cwd", 1),
 )
 
@@ -368,7 +369,7 @@ def state_item(text: str) -> Item:
     `Last test run:` (rank 4, one), `Changed PATH ...` (one per file: rank 3 with a line
     or symbol, 2 for a whole file written), `Diff ...`
     lines of the latest diff (rank 2), the last assistant note and working directory
-    (rank 1, one each); other lines rank 2.
+    (rank 1, one each), the note before it (rank 0, one); other lines rank 2.
     """
     for pattern, key, rank in _STATE_KEYS:
         match = pattern.match(text)

@@ -128,3 +128,67 @@ def test_nothing_is_built_while_every_raw_turn_fits() -> None:
     items = _items(_turns(2))
     fitted = fit_context(items, 10_000, task_loop_id=1)
     assert [item.source for item in fitted.items] == ["raw"] * len(items)
+
+
+# ── adjacent summaries merged when they must shorten ──────────────────────────
+
+
+def _loop_summaries() -> list[ContextItem]:
+    """Three loops of a support agent compacted one by one, then the latest request."""
+    loops = [
+        "## Active Task\nPlease look up my trips, I prefer only nonstop flights.\n\n"
+        "## Completed Actions\n1. GOT user details (user_id=mia_li_3668) - ok"
+        " [tool: get_user_details]\n\n## Critical Context\n- reservations: NO6JO3, AIXC49",
+        "## Active Task\nWhat would the change cost?\n\n## Completed Actions\n"
+        "1. CALCULATED expression=2 * 120 - ok [tool: calculate]\n\n## Active State\n"
+        "- Last assistant note: The change costs $240 in total, paid with gift_card_7219486.",
+        "## Active Task\nYes, go ahead.\n\n## Completed Actions\n1. UPDATED reservation"
+        " flights (reservation_id=NO6JO3, payment_id=gift_card_7219486) - ok"
+        " [tool: update_reservation_flights]\n\n## Active State\n"
+        "- Last assistant note: Your reservation NO6JO3 now flies HAT041.",
+    ]
+    items = []
+    for loop_id, text in enumerate(loops, start=2):
+        message = CompactionSummaryMessage(summary=text, tokens_before=2_000)
+        items.append(
+            ContextItem(
+                message, message_tokens(message), "compacted", loop_id, None, covers=(loop_id,)
+            )
+        )
+    latest = UserMessage(content="Thanks, that is all.")
+    items.append(
+        ContextItem(latest, message_tokens(latest), "raw", 5, 99, covers=(99,), pinned=True)
+    )
+    return items
+
+
+def test_summaries_that_must_shorten_are_sent_as_one_handoff() -> None:
+    digest = _digest(
+        "## Active Task\nI want to change my flight to Boston.\n\n"
+        "## Critical Context\n- user_id: mia_li_3668"
+    )
+    items = _loop_summaries()
+    roomy = fit_context(items, 2_000, digest=digest)
+    assert [item.source for item in roomy.items].count("compacted") == 3  # one per loop
+    whole = sum(item.tokens for item in roomy.items)
+    for budget in (whole * 3 // 4, whole // 2):
+        fitted = fit_context(items, budget, digest=digest)
+        assert sum(item.tokens for item in fitted.items) <= budget
+        (merged,) = [item for item in fitted.items if item.source != "raw"]
+        text = merged.message.text  # type: ignore[union-attr]
+        assert text.count("REFERENCE ONLY") == 1
+        assert text.count("## Active Task") == 1
+        assert set(merged.covers) == {2, 3, 4}
+        # The newest request is the task, the first the goal; the records of every loop stay.
+        assert "Yes, go ahead." in text
+        assert "change my flight to Boston" in text
+        for value in ("mia_li_3668", "NO6JO3", "gift_card_7219486"):
+            assert value in text
+    fitted = fit_context(items, whole * 3 // 4, digest=digest)
+    text = fitted.items[0].message.text  # type: ignore[union-attr]
+    # A replaced request's constraint and the older loop's note stay while there is room.
+    assert "I prefer only nonstop flights." in text
+    assert "Earlier assistant note: The change costs $240" in text
+    assert "Last assistant note: Your reservation NO6JO3 now flies HAT041." in text
+    # Each loop numbered its actions from 1: merged, they follow one another.
+    assert "\n3. UPDATED reservation flights" in text
