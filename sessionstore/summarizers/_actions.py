@@ -29,6 +29,7 @@ from sessionstore.summarizers._scan import (
     error_lines,
     exit_code,
     find_paths,
+    is_id_key,
     json_values,
     parse_json,
     test_summary,
@@ -289,16 +290,22 @@ def _shown_arguments(args: Any, *, skip: frozenset[str] = frozenset()) -> str:
 
 
 def describe_outcome(
-    verb: str, output: str, *, is_error: bool = False, code: int | None = None
+    verb: str,
+    output: str,
+    *,
+    is_error: bool = False,
+    code: int | None = None,
+    target: str = "",
 ) -> Outcome:
     """Return how a call went, from its output.
 
     The outcome names the exit code (as reported by the tool or in the output), a test
     summary, the last error line of a failure, or else the size of the output (`120
-    lines`, `3 results`, or `ok` with the ids of a JSON record). A call failed when its
-    result is an error, its exit code is not zero, a test summary counts failures, the
-    output starts with `Error`, or a call that is not a read and reports no exit code
-    printed an exception.
+    lines`, `3 results`, or `ok` with a JSON record's status and ids, those the call's
+    `target` already names left out: a record read by its id is told by the others). A
+    call failed when its result is an error, its exit code is not zero, a test summary
+    counts failures, the output starts with `Error`, or a call that is not a read and
+    reports no exit code printed an exception.
     """
     if code is None:
         code = exit_code(output)
@@ -332,7 +339,11 @@ def describe_outcome(
     if no_match and not body.strip():
         parts.append("no match")
     elif not tests:
-        parts.append(_size(body, reading=reading, has_code=code is not None, ran=verb == "RAN"))
+        parts.append(
+            _size(
+                body, reading=reading, has_code=code is not None, ran=verb == "RAN", target=target
+            )
+        )
     return Outcome(_outcome([p for p in parts if p]), False, errors, code, tests)
 
 
@@ -362,7 +373,7 @@ def _outcome(parts: list[str]) -> str:
     return cut(", ".join(parts), OUTCOME_CHARS) or "ok"
 
 
-def _size(body: str, *, reading: bool, has_code: bool, ran: bool = False) -> str:
+def _size(body: str, *, reading: bool, has_code: bool, ran: bool = False, target: str = "") -> str:
     data = parse_json(body)
     if isinstance(data, list):
         ids = list(dict.fromkeys(value for _, value in json_values(data)))
@@ -373,8 +384,20 @@ def _size(body: str, *, reading: bool, has_code: bool, ran: bool = False) -> str
         )
         return f"{len(data)} result{'' if len(data) == 1 else 's'}{shown}"
     if isinstance(data, dict):
-        ids = [f"{key}={value}" for key, value in json_values(data)][:2]
-        return "ok: " + ", ".join(ids) if ids else "ok"
+        named = set(_TARGET_WORD.findall(target))
+        # Values under id keys first (the record's links: its user, flights, payments),
+        # then values that only look like ids (an email); none the call already names.
+        found = [(key, value) for key, value in json_values(data) if value not in named]
+        found.sort(key=lambda pair: not is_id_key(pair[0]))
+        ids = list(dict.fromkeys(f"{key}={value}" for key, value in found))[:2]
+        # The record's own status (`delivered`, `cancelled`) says what became of it.
+        statuses = [
+            f"{key}={value}"
+            for key, value in data.items()
+            if _STATUS_KEY.search(str(key)) and isinstance(value, str) and 0 < len(value) <= 40
+        ][:1]
+        shown = [*statuses, *ids]
+        return "ok: " + ", ".join(shown) if shown else "ok"
     if not body.strip():
         return "" if has_code else "no output"
     count = body.count("\n") + 1
@@ -387,6 +410,10 @@ def _size(body: str, *, reading: bool, has_code: bool, ran: bool = False) -> str
             return f"{len(lines)} lines, last: {cut(lines[-1], PRINTED_CHARS)}"
         return "" if has_code else "ok"
     return "1 line" if count == 1 else f"{count} lines"
+
+
+_TARGET_WORD = re.compile(r"[\w.@#:+/$-]+")
+_STATUS_KEY = re.compile(r"(?:^|_)(?:status|state)$", re.IGNORECASE)
 
 
 def _body(output: str) -> str:

@@ -368,7 +368,9 @@ class _Walker:
             self.open_calls.remove(opened)
         self.results += 1
         call = opened.call
-        outcome = describe_outcome(call.verb, output, is_error=is_error, code=code)
+        outcome = describe_outcome(
+            call.verb, output, is_error=is_error, code=code, target=call.target
+        )
         # A run that printed a test summary was a test run, whatever the command's name.
         verb = "TESTED" if outcome.tests is not None and call.verb == "RAN" else call.verb
         target = call.target

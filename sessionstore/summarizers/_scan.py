@@ -24,6 +24,7 @@ __all__ = [
     "head_tail",
     "instructions_start",
     "is_demonstration",
+    "is_id_key",
     "is_noise_path",
     "is_placeholder",
     "json_values",
@@ -265,6 +266,11 @@ _ID_KEY = re.compile(
     r"(?:^|_)(?:id|ids|number|no|code|confirmation|reference|ref|reservations?|orders?|tickets?)$",
     re.IGNORECASE,
 )
+
+
+def is_id_key(key: str) -> bool:
+    """Return True for a JSON key whose values are record ids (`id`, `user_id`, `reservations`)."""
+    return _ID_KEY.search(key) is not None
 
 
 def record_values(text: str, *, from_user: bool = False) -> list[str]:

@@ -204,3 +204,29 @@ def test_a_refitted_digest_of_continued_turns_still_says_they_continue() -> None
     assert "## Active Task\nContinue the task stated before these turns." in refitted
     assert "None." not in refitted
     assert parse_handoff(refitted).continued
+
+
+def test_a_record_read_by_its_id_is_told_by_its_other_ids_not_the_echo() -> None:
+    record = {
+        "reservation_id": "OWZ4XL",
+        "email": "ivan.rossi2633@example.com",
+        "user_id": "ivan_rossi_8555",
+        "flights": [{"flight_number": "HAT202", "date": "2024-05-21"}],
+    }
+    turns: list[Message] = [
+        UserMessage(content="What is on reservation OWZ4XL?"),
+        AssistantMessage(
+            content=[
+                ToolCall(
+                    id="c1", name="get_reservation_details", arguments={"reservation_id": "OWZ4XL"}
+                )
+            ]
+        ),
+        ToolResultMessage(
+            tool_call_id="c1", tool_name="get_reservation_details", content=json.dumps(record)
+        ),
+    ]
+    text = ExtractiveSummarizer().digest(SummaryRequest(messages=turns, budget_tokens=400))
+    (line,) = [line for line in text.split("\n") if "get_reservation_details" in line]
+    # The argument is not echoed; ids under id keys come before an email.
+    assert "- ok: user_id=ivan_rossi_8555, flight_number=HAT202" in line

@@ -736,7 +736,7 @@ def test_other_agents_tool_shapes() -> None:
     ]
     text = digest(messages)
     actions = section(text, "Completed Actions").splitlines()
-    assert actions[0].startswith("1. GOT order details (order_id=#W2378156) - ok:")
+    assert actions[0].startswith("1. GOT order details (order_id=#W2378156) - ok: status=delivered")
     assert actions[1] == "2. READ /srv/app/views.py - 2 lines [tool: Read]"
     assert actions[2] == "3. SEARCHED app (pattern=def index) - 1 line [tool: Grep]"
     assert actions[3] == (
