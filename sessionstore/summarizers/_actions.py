@@ -396,8 +396,8 @@ def _size(body: str, *, reading: bool, has_code: bool, ran: bool = False, target
             for key, value in data.items()
             if _STATUS_KEY.search(str(key)) and isinstance(value, str) and 0 < len(value) <= 40
         ][:1]
-        shown = [*statuses, *ids]
-        return "ok: " + ", ".join(shown) if shown else "ok"
+        told = [*statuses, *ids]
+        return "ok: " + ", ".join(told) if told else "ok"
     if not body.strip():
         return "" if has_code else "no output"
     count = body.count("\n") + 1
