@@ -128,3 +128,26 @@ def test_nothing_is_built_while_every_raw_turn_fits() -> None:
     items = _items(_turns(2))
     fitted = fit_context(items, 10_000, task_loop_id=1)
     assert [item.source for item in fitted.items] == ["raw"] * len(items)
+
+
+def test_restored_file_reads_go_before_any_raw_turn() -> None:
+    """A file read restored after a summary is a copy of tool output: cut before turns."""
+    summary = CompactionSummaryMessage(
+        summary="## Active Task\nFix the crash in src/parser.py", tokens_before=2_000
+    )
+    body = "\n".join(f"    line {i} of the parser" for i in range(150))
+    restored = UserMessage(content=f"[Restored file after compaction] src/parser.py\n{body}")
+    compacted = [
+        ContextItem(summary, message_tokens(summary), "compacted", 1, None, 11, covers=(1,)),
+        ContextItem(restored, message_tokens(restored), "compacted", 1, None, 12, covers=(2,)),
+    ]
+    raw = _items(_turns(3))[1:]
+    items = [*compacted, *raw]
+    whole = sum(item.tokens for item in items)
+    budget = whole - compacted[1].tokens // 2
+    fitted = fit_context(items, budget)
+    assert sum(item.tokens for item in fitted.items) <= budget
+    assert fitted.trimmed == 0  # every raw turn is still there
+    texts = [getattr(item.message, "text", "") for item in fitted.items]
+    assert not any("line 100 of the parser" in text for text in texts)
+    assert any("Fix the crash in src/parser.py" in text for text in texts)
