@@ -159,6 +159,14 @@ def _is_summary_of_whole_loop(
     )
 
 
+def _states_task(loop: LoopRecord, most_recent: bool) -> bool:
+    """True for the chain's first loop when a compaction folds it whole into a digest.
+
+    The most recent loop keeps its first turns (the task's request) verbatim instead.
+    """
+    return loop.parent_loop_id is None and not most_recent
+
+
 _TIMINGS = frozenset({"duration_ms", "created_at", "elapsed_ms"})
 """Keys of a message's provenance that say when or how fast, not what: not compared."""
 
@@ -292,10 +300,12 @@ async def _compact_once(
     system_prompt_tokens: int = 0,
 ) -> CompactionResult:
     max_context_tokens = context_budget(max_context_tokens, system_prompt_tokens)
-    policy = validated_config(config, CompactionConfig).within(max_context_tokens)
+    chosen_config = validated_config(config, CompactionConfig)
+    policy = chosen_config.within(max_context_tokens)
+    # The chain's first loop states the session's task: its digest holds the statement.
+    task_policy = chosen_config.within(max_context_tokens, states_task=True)
     chosen = get_block_strategy(strategy if strategy is not None else policy.block_strategy)
     name = getattr(chosen, "name", type(chosen).__name__)
-    snapshot = policy.snapshot()
     in_scope: list[ChainEntry] = await store.chain_in_scope(
         session_id,
         scope=policy.compaction_scope,
@@ -315,7 +325,8 @@ async def _compact_once(
         most_recent = loop.id == current.id
         if loop.turn_count == 0:
             continue
-        if not most_recent and _is_summary_of_whole_loop(loop, block, name, snapshot):
+        loop_policy = task_policy if _states_task(loop, most_recent) else policy
+        if not most_recent and _is_summary_of_whole_loop(loop, block, name, loop_policy.snapshot()):
             skipped.append(loop.id)
             continue
         todo.append((loop, most_recent))
@@ -333,7 +344,8 @@ async def _compact_once(
             view = await store.get_loop_view(session_id, loop, overlay=overlay)
             messages, old = view.messages, view.previous
             read_counts[loop.id] = len(messages)
-            built = await _run_strategy(chosen, name, view, policy, most_recent)
+            loop_policy = task_policy if _states_task(loop, most_recent) else policy
+            built = await _run_strategy(chosen, name, view, loop_policy, most_recent)
             built = built.model_copy(update={"overlay": overlay})
             # The turns of the messages read, which appends since the scope was read may
             # have outgrown: the block is built from these.

@@ -11,7 +11,8 @@ that fits:
    compression note its brief form;
 1. bulky tool output is squeezed (progress marks and bars, repeated lines, long rules;
    `squeeze_output`), then cut to its first and last lines, down to
-   `TOOL_OUTPUT_FLOOR` tokens a result;
+   `TOOL_OUTPUT_FLOOR` tokens a result; then the file reads restored after summaries
+   (copies of tool output) are left out;
 2. older raw turns are dropped, oldest first, as whole units (an assistant message with
    its tool results); the newest units within `TAIL_SHARE` of the budget are kept. A
    digest of exactly the dropped units (`sessionstore._build_digest`) stands for them,
@@ -127,6 +128,8 @@ class _State:
     """The most tokens a tool output of an older turn keeps."""
     tail_cap: int | None = None
     """The same for the newest turns (those within `TAIL_SHARE`), which are cut later."""
+    restored: bool = True
+    """Summaries show the file reads restored after them (bulky output, cut before turns)."""
     dropped: int = 0
     """Raw units dropped, in `_Fitter.drop_order`."""
     summary_caps: tuple[tuple[int, int], ...] = ()
@@ -172,7 +175,7 @@ class _Fitter:
         digests = [i for i in summaries if units[i].items == []]
         self.summary_order = [i for i in summaries if i not in digests] + digests
         self._summaries: dict[
-            tuple[int, int | None, str | None, bool, int], ContextItem | None
+            tuple[int, int | None, str | None, bool, int, bool], ContextItem | None
         ] = {}
         self.host, self.folded = self._fold_into()
 
@@ -241,8 +244,9 @@ class _Fitter:
         note: str | None = None,
         more: bool = False,
         folded: int = 0,
+        restored: bool = True,
     ) -> ContextItem | None:
-        key = (index, cap, note, more, folded)
+        key = (index, cap, note, more, folded, restored)
         if key in self._summaries:
             return self._summaries[key]
         summary = self.units[index].summary
@@ -255,6 +259,8 @@ class _Fitter:
                 covers=summary.covers + self.folded.covers(folded),
                 source="built",
             )
+        if not restored and summary.restored:
+            summary = replace(summary, restored=[])
         result = self._fit_summary(summary, cap, note, more)
         self._summaries[key] = result
         return result
@@ -377,6 +383,7 @@ class _Fitter:
                 trim_note if index == host_summary else None,
                 more=state.brief and index != summaries[0],
                 folded=self.folded_count(index, state),
+                restored=state.restored,
             )
             for index in summaries
         }
@@ -387,6 +394,7 @@ class _Fitter:
                 caps.get(host_summary),
                 more=state.brief and host_summary != summaries[0],
                 folded=self.folded_count(host_summary, state),
+                restored=state.restored,
             )
             host_summary = None
         lost = [index for index, item in rendered_summaries.items() if item is None]
@@ -473,7 +481,9 @@ class _Fitter:
             return state
         caps = dict(state.summary_caps)
         current = caps.get(host, self.summary_size(host, state))
-        whole = self.summary(host, None, folded=self.folded_count(host, state))
+        whole = self.summary(
+            host, None, folded=self.folded_count(host, state), restored=state.restored
+        )
         assert whole is not None  # a summary with no cap is always rendered
 
         def capped(cap: int) -> _State:
@@ -498,6 +508,7 @@ class _Fitter:
         if fits:
             return state, True
         steps: list[Callable[[_State], tuple[_State, bool]]] = [
+            self.drop_restored,
             lambda s: self.drop(s, self.older),
             self.system_to_share,
             lambda s: self.shorten_summaries(s, self.summary_floor()),
@@ -540,6 +551,13 @@ class _Fitter:
         if cap is not None:
             return capped(cap), True
         return capped(TOOL_OUTPUT_FLOOR), False
+
+    def drop_restored(self, state: _State) -> tuple[_State, bool]:
+        """Leave out the file reads restored after summaries: copies of tool output."""
+        if not any(unit.summary is not None and unit.summary.restored for unit in self.units):
+            return state, False
+        state = replace(state, restored=False)
+        return state, self.fits(state)
 
     def drop(self, state: _State, high: int) -> tuple[_State, bool]:
         """Drop raw units in `drop_order`, as few as fit, up to `high` of them."""

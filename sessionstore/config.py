@@ -39,6 +39,11 @@ __all__ = [
     "validated_config",
 ]
 
+SUMMARY_SHARE = 0.25
+"""The share of a compaction's window one loop's summary may take unless set explicitly."""
+TASK_SUMMARY_SHARE = 0.5
+"""The same for the loop that states the session's task (the chain's first loop)."""
+
 
 class _Config(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -150,19 +155,25 @@ class CompactionConfig(_Config):
     """The live `ContextEngine` of the SDK adapters, by registered name (seed 001's
     `context.engine`; see `register_context_engine`). Not recorded on blocks."""
 
-    def within(self, max_context_tokens: int) -> CompactionConfig:
+    def within(self, max_context_tokens: int, *, states_task: bool = False) -> CompactionConfig:
         """Return this config with its default summary and tail budgets sized to a window.
 
-        Unless set explicitly, a summary gets at most a quarter of the window, and the
-        tail kept verbatim is `summary_target_ratio` of the window (seed 001's tail that
-        scales with the window), so a small window is not asked to hold more than it
-        can and a large one keeps more of its latest turns. Values set explicitly are
-        kept; a config that fits comes back unchanged.
+        Unless set explicitly, a summary gets at most a quarter of the window (half for
+        the loop that states the session's task, `states_task`), and the tail kept
+        verbatim is `summary_target_ratio` of the window (seed 001's tail that scales
+        with the window), so a small window is not asked to hold more than it can and a
+        large one keeps more of its latest turns. Values set explicitly are kept; a
+        config that fits comes back unchanged.
+
+        The task's loop gets more because its digest holds the task statement, which
+        goes last when a context is cut: what a digest leaves out is lost for good,
+        while a build shortens a digest larger than the room it has.
         """
         chosen = self.model_fields_set
         summary = self.max_summary_tokens
         if "max_summary_tokens" not in chosen:
-            summary = max(1, min(summary, max_context_tokens // 4))
+            share = TASK_SUMMARY_SHARE if states_task else SUMMARY_SHARE
+            summary = max(1, min(summary, int(max_context_tokens * share)))
         tail = self.keep_recent_tokens
         if "keep_recent_tokens" not in chosen:
             tail = max(1, int(max_context_tokens * self.summary_target_ratio))

@@ -43,7 +43,16 @@ from sessionstore.summarizers._handoff import (
     render_handoff,
     tallies,
 )
-from sessionstore.summarizers._scan import collapse, cut, instructions_start
+from sessionstore.summarizers._scan import (
+    code_identifiers,
+    collapse,
+    cut,
+    instructions_start,
+    is_placeholder,
+    record_values,
+    statement_part,
+    without_examples,
+)
 
 __all__ = ["fit_handoff"]
 
@@ -83,7 +92,7 @@ class _Stage:
 
 class _Fitter:
     def __init__(self, doc: Handoff, budget: int, focus: str | None, branch: bool) -> None:
-        self.doc = doc = with_action_values(doc)
+        self.doc = doc = with_task_values(with_action_values(doc))
         self.budget = budget
         self.branch = branch
         self.words = _focus_words(focus)
@@ -356,6 +365,36 @@ def with_action_values(doc: Handoff) -> Handoff:
         return doc
     values = list(found.values())[:MAX_ACTION_VALUES]
     return replace(doc, critical=[*doc.critical, *reversed(values)])
+
+
+MAX_TASK_VALUES = 40
+LEADING_TASK_VALUES = 15
+"""The first identifiers of a task statement, which name its subject, rank above the rest."""
+
+
+def with_task_values(doc: Handoff) -> Handoff:
+    """Return the handoff with the identifiers of its task statement among its critical values.
+
+    A digest does not repeat in Critical Context a value its task snapshot shows; when the
+    snapshot is cut to fit a smaller budget (a digest read back and re-fitted when a
+    context is built), the names of the part cut come back there instead of being lost.
+    Only the statement's own: a harness's standing instructions and the placeholders of
+    their examples (`MY_ENV_VAR`) are not facts of the session.
+    """
+    statement = without_examples(statement_part(doc.task))
+    found = [*code_identifiers(statement), *record_values(statement, from_user=True)]
+    values = [
+        value
+        for value in dict.fromkeys(found)
+        if len(value) >= MIN_SHOWN_CHARS and not is_placeholder(value)
+    ][:MAX_TASK_VALUES]
+    listed = {item.identity for item in doc.critical}
+    added = [
+        Item(value, rank=4 if index < LEADING_TASK_VALUES else 3, key=value)
+        for index, value in enumerate(values)
+        if value not in listed
+    ]
+    return replace(doc, critical=[*doc.critical, *added]) if added else doc
 
 
 _DELIMITERS = re.compile(r"[^\w.@#:+/$-]+")

@@ -180,3 +180,23 @@ async def test_maybe_compact_fires_only_near_the_window(store: SessionStore) -> 
     result = await maybe_compact(store, session_id, max_context_tokens=loaded, config=SMALL)
     assert result is not None
     assert result.blocks
+
+
+async def test_the_loop_that_states_the_task_gets_the_larger_summary_budget(
+    store: SessionStore,
+) -> None:
+    """Its digest holds the task statement: up to half the window, the others a quarter."""
+    session_id = await session_with_loops(store, loops=3)
+    chain = await store.active_chain(session_id)
+    window = 2_000
+    result = await compact_session_loops(
+        store, session_id, strategy="summarize", max_context_tokens=window
+    )
+    budgets = {block.loop_id: block.config["max_summary_tokens"] for block in result.blocks}
+    assert budgets[chain[0].id] == window // 2
+    assert budgets[chain[1].id] == window // 4
+    again = await compact_session_loops(
+        store, session_id, strategy="summarize", max_context_tokens=window
+    )
+    # Re-run on the same loops: the closed loops are recognised as summarised already.
+    assert {chain[0].id, chain[1].id} <= set(again.skipped_loop_ids)

@@ -181,3 +181,14 @@ def test_a_config_is_sized_to_the_window_it_compacts_for(window: int) -> None:
     )
     explicit = CompactionConfig(max_summary_tokens=5_000, keep_recent_tokens=9_000)
     assert explicit.within(window) == explicit  # what a user set is kept
+
+
+@pytest.mark.parametrize("window", [2_000, 6_000, 1_000_000])
+def test_the_loop_that_states_the_task_may_take_half_the_window(window: int) -> None:
+    """Its digest holds the task statement, which a context loses last."""
+    config = CompactionConfig()
+    task = config.within(window, states_task=True).max_summary_tokens
+    assert task == min(config.max_summary_tokens, window // 2)
+    assert task >= config.within(window).max_summary_tokens
+    explicit = CompactionConfig(max_summary_tokens=300)
+    assert explicit.within(window, states_task=True).max_summary_tokens == 300

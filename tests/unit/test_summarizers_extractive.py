@@ -768,3 +768,32 @@ def test_deeply_nested_json_is_read_safely() -> None:
         result("n1", nested, name="lookup"),
     ]
     assert estimate_tokens(digest(messages, budget_tokens=300)) <= 300
+
+
+def test_a_digest_refitted_smaller_lists_the_names_its_cut_task_no_longer_shows() -> None:
+    """A digest read back and cut (as a build does) keeps the task's names as values.
+
+    Not the placeholders of a harness's standing instructions: they are not facts.
+    """
+    request = (
+        "Fix `SequentialFeatureSelector` when cv is an iterable of splits. "
+        + "Some words of background here. " * 40
+        + "It fails in `_aggregate_score_dicts` called from `cross_validate`.\n"
+        + "<instructions>\nRun `MY_ENV_VAR=MY_VALUE your_command_here` to set a value. "
+        + "Always run the tests. " * 30
+        + "\n</instructions>"
+    )
+    text = digest([*many_files_session(), UserMessage(content=request)], budget_tokens=5_000)
+    assert "_aggregate_score_dicts" in section(text, "Active Task")
+    assert "_aggregate_score_dicts" not in section(text, "Critical Context")
+    from sessionstore.summarizers._fit import fit_handoff
+
+    smaller = fit_handoff(parse_handoff(text), 400)
+    assert estimate_tokens(smaller) <= 400
+    task = section(smaller, "Active Task")
+    assert "_aggregate_score_dicts" not in task
+    values = section(smaller, "Critical Context")
+    assert "_aggregate_score_dicts" in values
+    assert "cross_validate" in values
+    assert "MY_ENV_VAR" not in values
+    assert "your_command_here" not in values

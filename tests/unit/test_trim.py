@@ -192,3 +192,24 @@ def test_summaries_that_must_shorten_are_sent_as_one_handoff() -> None:
     assert "Last assistant note: Your reservation NO6JO3 now flies HAT041." in text
     # Each loop numbered its actions from 1: merged, they follow one another.
     assert "\n3. UPDATED reservation flights" in text
+def test_restored_file_reads_go_before_any_raw_turn() -> None:
+    """A file read restored after a summary is a copy of tool output: cut before turns."""
+    summary = CompactionSummaryMessage(
+        summary="## Active Task\nFix the crash in src/parser.py", tokens_before=2_000
+    )
+    body = "\n".join(f"    line {i} of the parser" for i in range(150))
+    restored = UserMessage(content=f"[Restored file after compaction] src/parser.py\n{body}")
+    compacted = [
+        ContextItem(summary, message_tokens(summary), "compacted", 1, None, 11, covers=(1,)),
+        ContextItem(restored, message_tokens(restored), "compacted", 1, None, 12, covers=(2,)),
+    ]
+    raw = _items(_turns(3))[1:]
+    items = [*compacted, *raw]
+    whole = sum(item.tokens for item in items)
+    budget = whole - compacted[1].tokens // 2
+    fitted = fit_context(items, budget)
+    assert sum(item.tokens for item in fitted.items) <= budget
+    assert fitted.trimmed == 0  # every raw turn is still there
+    texts = [getattr(item.message, "text", "") for item in fitted.items]
+    assert not any("line 100 of the parser" in text for text in texts)
+    assert any("Fix the crash in src/parser.py" in text for text in texts)
