@@ -124,6 +124,10 @@ class _LazyRecord(_Record):
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         """Return a copy (see `pydantic.BaseModel.model_copy`), the lazy field decoded."""
         self._decode()
+        fields_set: Any = self.__pydantic_fields_set__
+        if isinstance(fields_set, frozenset):
+            # A bulk-built record shares its fields set; the copy updates its own.
+            _set(self, "__pydantic_fields_set__", set(fields_set))
         return super().model_copy(update=update, deep=deep)
 
 
@@ -303,12 +307,52 @@ class StoredMessage(_LazyRecord):
         }
         return _bare(cls, values, _ALL_FIELDS, None)
 
+    @classmethod
+    def _decoded_from_columns(
+        cls,
+        message_id: int,
+        session_id: str,
+        loop_id: int,
+        position: int,
+        turn_index: int,
+        token_count: int,
+        content_hash: str,
+        created_at: datetime,
+        payload: str | bytes,
+        client_id: str | None,
+    ) -> StoredMessage:
+        """Build a stored message from trusted columns, its message decoded now.
+
+        For a read whose caller uses every message: the record is built with its message
+        (as `_of` builds it) instead of being left to decode, which costs a fifth of
+        building and decoding it (the pending payload, the fields set copied, the lookup).
+        """
+        values = {
+            "id": message_id,
+            "session_id": session_id,
+            "loop_id": loop_id,
+            "position": position,
+            "turn_index": turn_index,
+            "token_count": token_count,
+            "content_hash": content_hash,
+            "created_at": created_at,
+            "message": stored_message(payload, client_id),
+        }
+        return _bare(cls, values, _ALL_FIELDS, None)
+
     def _decoded(self, pending: Any) -> Any:
-        payload, client_id = pending
-        message = MESSAGE_ADAPTER.validate_json(payload, context=STORED)
-        if client_id is not None:
-            message = message.model_copy(update={"client_id": client_id})
-        return message
+        return stored_message(*pending)
+
+
+def stored_message(payload: str | bytes, client_id: str | None) -> Message:
+    """Decode a message from the JSON text the store wrote for it and its `client_id` column."""
+    message = MESSAGE_ADAPTER.validate_json(payload, context=STORED)
+    if client_id is not None:
+        # What `model_copy(update={"client_id": ...})` gives, without copying: the model
+        # was just built here and no one else holds it yet.
+        message.__dict__["client_id"] = client_id
+        message.__pydantic_fields_set__.add("client_id")
+    return message
 
 
 _ALL_FIELDS = frozenset(StoredMessage.model_fields)

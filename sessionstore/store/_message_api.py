@@ -230,8 +230,9 @@ class MessageMethods(_Handle):
         check_big_count(last, "last")
 
         def work(db: Connection) -> list[StoredMessage]:
-            with paused_gc():
-                return _decoded(_reads.loop_messages(db, self._key(db, session_id), loop_id, last))
+            key = self._key(db, session_id)
+            with paused_gc():  # every record and message survives the call (see paused_gc)
+                return _reads.loop_messages(db, key, loop_id, last, decoded=True)
 
         # The newest few: a small read, run on the event loop when SQLite lets it start.
         return await self._read(work, inline=last is not None and last <= INLINE_READ_MAX_MESSAGES)
@@ -285,8 +286,8 @@ class MessageMethods(_Handle):
                 return []
             with paused_gc():
                 if last is None:
-                    return _decoded(_reads.history(db, key, head))
-                return _decoded(_reads.history_tail(db, key, head, last))
+                    return _reads.history(db, key, head, decoded=True)
+                return _reads.history_tail(db, key, head, last, decoded=True)
 
         return await self._read(work)
 
@@ -330,8 +331,7 @@ class MessageMethods(_Handle):
                 db: Connection, at: tuple[int, int] = at
             ) -> tuple[list[StoredMessage], tuple[int, int]]:
                 with paused_gc():
-                    chunk, after = _reads.history_page(db, key, chain, at, chunk_size)
-                    return _decoded(chunk), after
+                    return _reads.history_page(db, key, chain, at, chunk_size, decoded=True)
 
             chunk, at = await self._read(page)
             if chunk:

@@ -7,8 +7,9 @@ itself. An adapter that keeps its own JSON text of a message in the message's `e
 taken out of the payload by the database, and the whole payload (the JSON text the message
 was stored as, NUL encoding undone on PostgreSQL) only for a message without it: no other
 column, no model. One statement a call, for the chain that ends at the session's active
-loop, found by a subquery; the visibility check (a missing session, another tenant's) runs
-only when no row came back.
+loop, found by a subquery, and a second one only when some message has no such string (its
+payload, by id); the visibility check (a missing session, another tenant's) runs only when
+no row came back.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from sqlalchemy import (
     Connection,
     Text,
     bindparam,
-    case,
     cast,
     func,
     literal_column,
@@ -87,21 +87,31 @@ def _string_at(dialect: str, path: tuple[str, ...]) -> Any:
 
 @cache
 def select_chain_strings(dialect: str, path: tuple[str, ...], newest: bool) -> Any:
-    """Select `(string at path, payload where there is none)` of the active chain's messages.
+    """Select `(string at path, message id)` of the active chain's messages.
 
     All in order, or the newest `:n`, newest first. The messages are found by
     `loop_id IN (the chain)` and ordered by `(loop_id, position)`, the order of the
     unique index the lookup uses, so nothing is sorted: a loop is always created after
     its parent, so its id is larger and the chain's loops in id order are root first.
+    The string is extracted once a row (the database parses the whole payload for it);
+    the payloads of the rows without one are read apart (`SELECT_PAYLOADS`).
     """
     walk = _walk(newest)
-    found = _string_at(dialect, path)
-    columns = (found.label("found"), case((found.is_(None), _PAYLOAD_TEXT)).label("payload"))
+    columns = (_string_at(dialect, path).label("found"), messages.c.id)
     stmt = select(*columns).where(*keyed(messages), messages.c.loop_id.in_(select(walk.c.id)))
     if newest:
         order = (messages.c.loop_id.desc(), messages.c.position.desc())
         return stmt.order_by(*order).limit(bindparam("n"))
     return stmt.order_by(messages.c.loop_id, messages.c.position)
+
+
+SELECT_PAYLOADS = select(messages.c.id, _PAYLOAD_TEXT.label("payload")).where(
+    *keyed(messages), messages.c.id.in_(bindparam("ids", expanding=True))
+)
+"""The payloads (JSON text) of the session's messages with these ids."""
+
+_IDS_PER_STATEMENT = 500
+"""Ids bound in one `SELECT_PAYLOADS` (under every driver's parameter limit)."""
 
 
 def chain_strings(
@@ -132,7 +142,16 @@ def chain_strings(
     if not rows:
         visible_session(db, key)
         return []
-    found = [(row[0], row[1]) for row in rows]
+    missing = [row[1] for row in rows if row[0] is None]
+    payloads: dict[int, str] = {}
+    for start in range(0, len(missing), _IDS_PER_STATEMENT):
+        ids = missing[start : start + _IDS_PER_STATEMENT]
+        payloads.update(
+            (row[0], row[1]) for row in db.execute(SELECT_PAYLOADS, {**key.params, "ids": ids})
+        )
+    found: list[tuple[str | None, str | None]] = [
+        (row[0], None) if row[0] is not None else (None, payloads[row[1]]) for row in rows
+    ]
     if last is not None:
         found.reverse()
     return found

@@ -44,8 +44,9 @@ from sessionstore.store._blocks import (
     load_blocks,
     newest_digest,
 )
+from sessionstore.store._engine import run_plain
 from sessionstore.store._sessions import SessionKey, chain, resolve_loop, visible_session
-from sessionstore.store._tables import block_model, stored_model, stored_models
+from sessionstore.store._tables import block_model, decoded_models, stored_model, stored_models
 from sessionstore.strategies import LoopView
 
 __all__ = [
@@ -59,19 +60,30 @@ __all__ = [
 
 
 def loop_messages(
-    db: Connection, key: SessionKey, loop_id: int | None, last: int | None
+    db: Connection,
+    key: SessionKey,
+    loop_id: int | None,
+    last: int | None,
+    *,
+    decoded: bool = False,
 ) -> list[StoredMessage]:
     """Return a loop's messages in order (the active loop by default), or only its newest `last`.
 
     One statement checks the session and reads the messages; only when it returns no row
     are the session and loop checked apart (to raise the right error or return nothing).
+    With `decoded`, every message is decoded now (the caller uses them all), and on SQLite
+    the rows come straight from the driver.
     """
     if last != 0:
         stmt = sql.select_loop_messages(loop_id is None, last is not None)
         params: dict[str, Any] = {**key.params, "lid": loop_id, "n": last}
-        rows = db.execute(stmt, params).all()
+        plain = run_plain(db, stmt, params) if decoded else None
+        rows: Sequence[Any] = db.execute(stmt, params).all() if plain is None else plain
         if rows:
-            return stored_models(rows if last is None else reversed(rows), key.session_id)
+            ordered = rows if last is None else reversed(rows)
+            if decoded:
+                return decoded_models(ordered, key.session_id, plain=plain is not None)
+            return stored_models(ordered, key.session_id)
     resolve_loop(db, key, loop_id)
     return []
 
@@ -431,14 +443,22 @@ def loop_view(db: Connection, key: SessionKey, loop: LoopRecord, overlay: str) -
     return LoopView.of(loop, messages, blocks.get(loop.id))
 
 
-def history(db: Connection, key: SessionKey, head: int) -> list[StoredMessage]:
+def history(
+    db: Connection, key: SessionKey, head: int, *, decoded: bool = False
+) -> list[StoredMessage]:
     """Return every raw message of the chain ending at `head`, in order.
+
+    `decoded`: as in `loop_messages`.
 
     One statement joins the messages to the chain's recursive CTE: no loop id is sent
     as a parameter, so a chain of any length reads on every driver.
     """
-    rows = db.execute(sql.SELECT_HISTORY, {**key.params, "head": head})
-    return stored_models(rows, key.session_id)
+    params = {**key.params, "head": head}
+    plain = run_plain(db, sql.SELECT_HISTORY, params) if decoded else None
+    if plain is not None:
+        return decoded_models(plain, key.session_id, plain=True)
+    rows = db.execute(sql.SELECT_HISTORY, params)
+    return (decoded_models if decoded else stored_models)(rows, key.session_id)
 
 
 def chain_counts(db: Connection, key: SessionKey, head: int) -> tuple[array[int], array[int]]:
@@ -453,7 +473,9 @@ def chain_counts(db: Connection, key: SessionKey, head: int) -> tuple[array[int]
     return ids, counts
 
 
-def history_tail(db: Connection, key: SessionKey, head: int, last: int) -> list[StoredMessage]:
+def history_tail(
+    db: Connection, key: SessionKey, head: int, last: int, *, decoded: bool = False
+) -> list[StoredMessage]:
     """Return the newest `last` messages of the chain ending at `head`, oldest first.
 
     Only the loops that hold them are read: the chain's message counts say where the
@@ -466,7 +488,7 @@ def history_tail(db: Connection, key: SessionKey, head: int, last: int) -> list[
     while index and needed > 0:
         index -= 1
         needed -= counts[index]
-    page, _ = history_page(db, key, (ids, counts), (index, max(0, -needed)), last)
+    page, _ = history_page(db, key, (ids, counts), (index, max(0, -needed)), last, decoded=decoded)
     return page
 
 
@@ -476,6 +498,8 @@ def history_page(
     chain: tuple[Sequence[int], Sequence[int]],
     start: tuple[int, int],
     size: int,
+    *,
+    decoded: bool = False,
 ) -> tuple[list[StoredMessage], tuple[int, int]]:
     """Return up to `size` messages of `chain` from `start`, and where the next page starts.
 
@@ -493,8 +517,12 @@ def history_page(
         stop = min(counts[index], position + size - len(page))
         if position < stop:
             params = {**key.params, "lid": ids[index], "start": position, "stop": stop}
-            rows = db.execute(sql.SELECT_LOOP_PAGE, params).all()
-            page += stored_models(rows, key.session_id)
+            plain = run_plain(db, sql.SELECT_LOOP_PAGE, params) if decoded else None
+            if plain is not None:
+                page += decoded_models(plain, key.session_id, plain=True)
+            else:
+                rows = db.execute(sql.SELECT_LOOP_PAGE, params).all()
+                page += (decoded_models if decoded else stored_models)(rows, key.session_id)
             position = stop
         if position >= counts[index]:
             index, position = index + 1, 0

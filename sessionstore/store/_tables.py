@@ -80,6 +80,7 @@ __all__ = [
     "UTCDateTime",
     "UsageRow",
     "block_model",
+    "decoded_models",
     "digest_model",
     "event_model",
     "include_object",
@@ -550,6 +551,27 @@ def stored_models(rows: Iterable[Sequence[Any]], session_id: str) -> list[Stored
     return [
         build(message_id, session_id, loop_id, position, turn, tokens, digest, at, payload, cid)
         for message_id, loop_id, position, turn, tokens, digest, cid, at, payload in rows
+    ]
+
+
+def decoded_models(
+    rows: Iterable[Sequence[Any]], session_id: str, *, plain: bool = False
+) -> list[StoredMessage]:
+    """Build the `StoredMessage`s of many rows with their messages decoded now.
+
+    For a read whose caller uses every message. `plain`: the rows come straight from the
+    SQLite driver (`run_plain`), so the time is the stored text, parsed here.
+    """
+    build = StoredMessage._decoded_from_columns
+    if plain:
+        at_utc = _sqlite_utc
+        return [
+            build(mid, session_id, loop_id, position, turn, tokens, digest, at_utc(at), text, cid)  # type: ignore[arg-type]  # a stored time is never NULL
+            for mid, loop_id, position, turn, tokens, digest, cid, at, text in rows
+        ]
+    return [
+        build(mid, session_id, loop_id, position, turn, tokens, digest, at, text, cid)
+        for mid, loop_id, position, turn, tokens, digest, cid, at, text in rows
     ]
 
 

@@ -76,6 +76,12 @@ async def test_messages_read_in_bulk_behave_as_built_ones(store: SessionStore) -
     assert read.model_fields_set == written[0].model_fields_set
     copy = read.model_copy(update={"token_count": 99})
     assert (copy.token_count, read.token_count) == (99, written[0].token_count)
+    assert written[0].model_copy(update={"position": 7}).position == 7
+    (again,) = await store.get_messages(sid, last=1)
+    assert again.message == read.message
+    assert again.message is not read.message
+    bare = again.message.model_copy(update={"client_id": None})
+    assert (bare.client_id, again.message.client_id) == (None, "c-1")
 
 
 # ── get_loop_view ──────────────────────────────────────────────────────────────
