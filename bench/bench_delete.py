@@ -52,10 +52,10 @@ OTHER = "survivor"
 # One row per loop after the first, with `sequence` 1..N-1 (a recursive CTE: both backends).
 _LOOPS = """
 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < :last)
-INSERT INTO sessionstore_loops (session_id, parent_loop_id, sequence, depth, created_at,
-    closed_at, message_count, token_total, turn_count, open_tool_call_ids)
-SELECT l.session_id, NULL, n.i, n.i, l.created_at, l.created_at, l.message_count,
-    l.token_total, l.turn_count, l.open_tool_call_ids
+INSERT INTO sessionstore_loops (session_id, app_name, user_id, parent_loop_id, sequence, depth,
+    created_at, closed_at, message_count, token_total, turn_count, open_tool_call_ids)
+SELECT l.session_id, l.app_name, l.user_id, NULL, n.i, n.i, l.created_at, l.created_at,
+    l.message_count, l.token_total, l.turn_count, l.open_tool_call_ids
 FROM sessionstore_loops l CROSS JOIN n WHERE l.id = :first
 """
 _CHAIN = """
@@ -66,10 +66,10 @@ UPDATE sessionstore_loops SET parent_loop_id = (
 WHERE session_id = :sid AND sequence > 0
 """
 _MESSAGES = """
-INSERT INTO sessionstore_messages (session_id, loop_id, position, turn_index, kind,
-    payload, token_count, content_hash, created_at, search_text)
-SELECT m.session_id, l.id, 0, 0, m.kind, m.payload, m.token_count, m.content_hash,
-    m.created_at, m.search_text
+INSERT INTO sessionstore_messages (session_id, app_name, user_id, loop_id, position,
+    turn_index, kind, payload, token_count, content_hash, created_at)
+SELECT m.session_id, m.app_name, m.user_id, l.id, 0, 0, m.kind, m.payload, m.token_count,
+    m.content_hash, m.created_at
 FROM sessionstore_messages m JOIN sessionstore_loops l ON l.session_id = m.session_id
 WHERE m.id = :message AND l.id <> m.loop_id
 """

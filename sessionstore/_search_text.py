@@ -1,13 +1,14 @@
 """Search text: what of a message is indexed, how a query is read, and how a snippet is cut.
 
-Both databases index the same text, written with each message (`indexed_text`: the
-message's `searchable_text` reduced to words, letters and digits, separated by single
-spaces), so SQLite's FTS5 tokenizer and PostgreSQL's parser see the same words, and the
-database does no character work of its own (a `translate()` in PostgreSQL's index
-expression cost more than the indexing itself). A query is read the same way: every word
-must appear (`query_terms`). A user's query is never passed to a full-text syntax, so no
-input is a syntax error. Snippets are cut here from `searchable_text`, not by the
-databases, so both backends show the same one.
+PostgreSQL indexes the text written with each message (`indexed_text`: the message's
+`searchable_text` reduced to words, letters and digits, separated by single spaces), so
+its parser sees the words FTS5's tokenizer sees, and the database does no character work
+of its own (a `translate()` in PostgreSQL's index expression cost more than the indexing
+itself). SQLite stores no search text: its index reads the same fields from each payload
+with the database's JSON functions (migration 0010), and FTS5's tokenizer splits them.
+A query is read the same way: every word must appear (`query_terms`). A user's query is
+never passed to a full-text syntax, so no input is a syntax error. Snippets are cut here
+from `searchable_text`, not by the databases, so both backends show the same one.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from sessionstore.models import (
 __all__ = [
     "MAX_SEARCH_TEXT",
     "MAX_TERMS",
+    "SEPARATORS",
     "indexed_text",
     "query_terms",
     "searchable_text",
@@ -48,7 +50,7 @@ whatever the script, and cover all but the largest tool outputs.
 MAX_TERMS = 32
 """The words of a query that are used; the rest are ignored."""
 
-_SEPARATORS = re.compile(r"[\W_]+")
+SEPARATORS = re.compile(r"[\W_]+")
 """Everything but letters and digits separates words (underscores too, as in FTS5)."""
 
 
@@ -86,7 +88,7 @@ def searchable_text(message: Message) -> str:
 
 def indexed_text(message: Message) -> str:
     """Return what the databases index for a message: its searchable text's words, spaced."""
-    return _SEPARATORS.sub(" ", searchable_text(message)).strip()
+    return SEPARATORS.sub(" ", searchable_text(message)).strip()
 
 
 def query_terms(query: str) -> list[str]:
@@ -100,7 +102,7 @@ def query_terms(query: str) -> list[str]:
     if not query.strip():
         raise ValueError("the search query is empty")
     terms: dict[str, str] = {}
-    for word in _SEPARATORS.sub(" ", query).split():
+    for word in SEPARATORS.sub(" ", query).split():
         terms.setdefault(word.casefold(), word)
     return list(terms.values())[:MAX_TERMS]
 

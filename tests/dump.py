@@ -15,7 +15,15 @@ async def dump(store: SessionStore) -> dict[str, list[tuple[Any, ...]]]:
     tables: dict[str, list[tuple[Any, ...]]] = {}
     async with store.engine.connect() as db:
         for table in Base.metadata.sorted_tables:
-            rows = await db.execute(select(table).order_by(*table.primary_key.columns))
+            # SQLite stores no search text for raw messages (migration 0010).
+            columns = [
+                column
+                for column in table.c
+                if not (db.dialect.name == "sqlite" and column.name == "search_text")
+                or table.name != "sessionstore_messages"
+            ]
+            stmt = select(*columns).order_by(*table.primary_key.columns)
+            rows = await db.execute(stmt)
             tables[table.name] = [tuple(row) for row in rows]
         version = await db.execute(text("SELECT * FROM sessionstore_alembic_version"))
         tables["sessionstore_alembic_version"] = [tuple(row) for row in version]

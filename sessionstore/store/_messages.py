@@ -61,7 +61,6 @@ class Prepared:
     """The canonical JSON of `payload`: what is hashed, and what is stored on SQLite."""
     digest: str
     token_count: int
-    search_text: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,13 +85,17 @@ def validated(message: Any) -> Message:
 
 
 def prepare(message: Message, counter: TokenCounter) -> Prepared:
-    """Serialise, hash and count a message once."""
+    """Serialise, hash and count a message once.
+
+    The search text is not computed here: SQLite derives it from the payload in the
+    database (migration 0010), PostgreSQL's insert computes it (`insert_messages`).
+    """
     payload = message_payload(message)
     canonical = canonical_payload(payload)
     digest = hashlib.sha256(canonical).hexdigest()
     tokens = counter.count_message(message)
     check_count(tokens, "token_count")  # what the token counter returned: a 32-bit column
-    return Prepared(message, payload, canonical.decode(), digest, tokens, indexed_text(message))
+    return Prepared(message, payload, canonical.decode(), digest, tokens)
 
 
 def insert_returning_ids(
@@ -149,10 +152,10 @@ _MESSAGE_INSERT_COLUMNS = (
     "content_hash",
     "client_id",
     "created_at",
-    "search_text",
     "app_name",
     "user_id",
 )
+"""The columns SQLite's insert writes (no `search_text` there: migration 0010)."""
 
 
 def loop_state(db: Connection, key: SessionKey, loop_id: int, version: int) -> LoopState:
@@ -205,7 +208,6 @@ def insert_messages(
                 item.digest,
                 message.client_id,
                 created,
-                item.search_text,
                 key.app_name,
                 key.user_id,
             )
@@ -219,7 +221,8 @@ def insert_messages(
                     _MESSAGE_INSERT_COLUMNS,
                     (*row[:7], item.payload, *row[8:11], moment, *row[12:]),
                     strict=True,
-                )
+                ),
+                search_text=indexed_text(item.message),
             )
             for row, item in zip(rows, items, strict=True)
         ]
@@ -257,7 +260,7 @@ def insert_messages(
             "token_counts": list(columns[8]),
             "hashes": list(columns[9]),
             "client_ids": [_escape_or_none(v) for v in columns[10]],
-            "search_texts": list(columns[12]),
+            "search_texts": [indexed_text(item.message) for item in items],
             "n": len(rows),
             "tokens": sum(item.token_count for item in items),
             "turns": assigner.next_turn,

@@ -14,7 +14,8 @@ numbered in commit order (one writer at a time, AUTOINCREMENT), so the rows afte
 exactly the ones not indexed yet. A search that finds such rows indexes them first, in a
 write transaction, and then searches in it: a search right after an append finds it. A
 read-only store cannot write the index: it matches the rows not indexed yet here, word by
-word, and ranks them after the indexed hits.
+word, and ranks them after the indexed hits. The index's text is not stored: SQLite
+derives it from each payload (the view `sessionstore_messages_search`, migration 0010).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 from sqlalchemy import Connection, TextClause, text
 
-from sessionstore._search_text import searchable_text, snippet
+from sessionstore._search_text import SEPARATORS, searchable_text, snippet
 from sessionstore.models import MESSAGE_ADAPTER, SearchHit
 from sessionstore.store._nul import NulSafeJSONText
 from sessionstore.store._sessions import Tenant, session_key, visible_session
@@ -35,9 +36,12 @@ __all__ = ["IndexBehind", "index_pending", "search"]
 _MESSAGES_FTS = "sessionstore_messages_fts"
 _INDEXED_THROUGH = f"SELECT coalesce(max(id), 0) FROM {_MESSAGES_FTS}_docsize"
 """The highest id the index holds (FTS5's per-row size table is keyed by the row's id)."""
+_SEARCH_VIEW = "sessionstore_messages_search"
+"""SQLite: each raw message's id and the text its index holds, derived from the payload
+by the database (migration 0010); the FTS5 table's content."""
 _CATCH_UP = (
     f"INSERT INTO {_MESSAGES_FTS}(rowid, search_text) "
-    f"SELECT id, search_text FROM sessionstore_messages WHERE id > ({_INDEXED_THROUGH}) "
+    f"SELECT id, search_text FROM {_SEARCH_VIEW} WHERE id > ({_INDEXED_THROUGH}) "
     "ORDER BY id"
 )
 _NEWEST = "SELECT coalesce(max(id), 0) FROM sessionstore_messages"
@@ -240,7 +244,8 @@ def search(
 @cache
 def _pending_statement(filters: tuple[bool, bool, bool, bool]) -> Any:
     sql = (
-        f"SELECT {_RAW_COLUMNS}, m.search_text FROM sessionstore_messages m "
+        f"SELECT {_RAW_COLUMNS}, v.search_text FROM sessionstore_messages m "
+        f"JOIN {_SEARCH_VIEW} v ON v.id = m.id "
         "JOIN sessionstore_sessions s ON s.id = m.session_id "
         "AND s.app_name = m.app_name AND s.user_id = m.user_id "
         f"{_RAW_JOINS}"
@@ -257,13 +262,14 @@ def _pending_hits(
 ) -> list[SearchHit]:
     """Match the rows not indexed yet (a read-only SQLite store): every term a whole word.
 
-    The words are those FTS5's tokenizer sees (`indexed_text` spaces them), folded as it
-    folds them; these hits rank after the indexed ones (score 0).
+    The words are those FTS5's tokenizer sees (letters and digits; the rest separates
+    them), folded as it folds them; these hits rank after the indexed ones (score 0).
     """
     wanted = {term.casefold() for term in terms}
     hits = []
     for row in db.execute(_pending_statement(filters), params):
-        if wanted <= set((row.search_text or "").casefold().split()):
+        words = SEPARATORS.sub(" ", row.search_text or "").casefold().split()
+        if wanted <= set(words):
             hits.append(_raw_hit(row, terms, 0.0))
     return hits
 

@@ -8,11 +8,12 @@ colocated with the others; every query the store makes about a session is scoped
 key. The schema itself is created only by the alembic migrations in `migrations/`; this
 module describes it for queries and for the test that compares the two.
 
-Every column that references a loop, block, section or message is indexed (`index=True`),
-so deleting a session, which cascades to all of them, costs a look-up per row instead of
-a scan (migration 0007, which on SQLite also detaches a session's loops from each other
-before the cascade, so no chain is deleted recursively; 0008 makes that trigger find the
-loops by the session's whole key).
+Every column that references a loop, block, section or message is indexed (`index=True`,
+or among the leading columns of another index: migration 0010), so deleting a session,
+which cascades to all of them, costs a look-up per row instead of a scan (migration 0007,
+which on SQLite also detaches a session's loops from each other before the cascade, so no
+chain is deleted recursively; 0008 makes that trigger find the loops by the session's
+whole key).
 """
 
 from __future__ import annotations
@@ -272,13 +273,21 @@ class MessageRow(Base):
     __table_args__ = (
         _keyed_pk(),
         _keyed_unique("sessionstore_messages", "position", "loop_id", "position"),
-        _keyed_unique("sessionstore_messages", "client_id", "client_id"),
-        _session_fk(),
+        # No foreign key to the session (migration 0010): the loop's carries its key.
         _keyed_fk("loop_id", "sessionstore_loops"),
-        Index("ix_sessionstore_messages_turn", "session_id", "loop_id", "turn_index"),
+        # Only the messages that have one (migration 0010): most have none.
+        Index(
+            "uq_sessionstore_messages_client_id",
+            *KEY_COLUMNS,
+            "client_id",
+            unique=True,
+            sqlite_where=text("client_id IS NOT NULL"),
+            postgresql_where=text("client_id IS NOT NULL"),
+        ),
+        # Also what the loop's foreign key is looked up by (loop ids are unique).
+        Index("ix_sessionstore_messages_turn", "loop_id", "turn_index"),
         Index(
             "ix_sessionstore_messages_user",
-            "session_id",
             "loop_id",
             "position",
             sqlite_where=text("kind = 'user'"),
@@ -291,7 +300,7 @@ class MessageRow(Base):
     session_id: Mapped[str] = mapped_column(SessionId)
     app_name: Mapped[str] = _app_name()
     user_id: Mapped[str] = _user_id()
-    loop_id: Mapped[int] = mapped_column(Id, index=True)
+    loop_id: Mapped[int] = mapped_column(Id)
     position: Mapped[int] = mapped_column(Integer)
     turn_index: Mapped[int] = mapped_column(Integer)
     kind: Mapped[str] = mapped_column(NulSafeString(32))
@@ -303,7 +312,9 @@ class MessageRow(Base):
     client_id: Mapped[str | None] = mapped_column(NulSafeString(CLIENT_ID_MAX_LENGTH))
     created_at: Mapped[datetime]
     search_text: Mapped[str | None] = mapped_column(Text)
-    """What full-text search indexes (`searchable_text`); NULL only in rows of older stores."""
+    """PostgreSQL only: what full-text search indexes (`indexed_text`; NULL only in rows of
+    older stores). SQLite derives it from the payload (the view `sessionstore_messages_search`,
+    migration 0010)."""
 
 
 class BlockRow(Base):
@@ -440,7 +451,7 @@ class UsageRow(Base):
     __table_args__ = (
         _keyed_pk(),
         _keyed_unique("sessionstore_usage", "message_id", "message_id"),
-        _session_fk(),
+        # No foreign key to the session (migration 0010): the loop's carries its key.
         _keyed_fk("loop_id", "sessionstore_loops"),
         _keyed_fk("message_id", "sessionstore_messages"),
         Index("ix_sessionstore_usage_turn", "session_id", "loop_id", "turn_index"),
@@ -451,10 +462,11 @@ class UsageRow(Base):
     session_id: Mapped[str] = mapped_column(SessionId)
     app_name: Mapped[str] = _app_name()
     user_id: Mapped[str] = _user_id()
-    loop_id: Mapped[int] = mapped_column(Id, index=True)
+    # Looked up by ix_sessionstore_usage_turn and the message key (migration 0010).
+    loop_id: Mapped[int] = mapped_column(Id)
     turn_index: Mapped[int] = mapped_column(Integer)
     # Set when the usage came with an appended assistant message; NULL from `record_usage`.
-    message_id: Mapped[int | None] = mapped_column(Id, index=True)
+    message_id: Mapped[int | None] = mapped_column(Id)
     model: Mapped[str | None] = mapped_column(NulSafeString(255))
     input_tokens: Mapped[int] = mapped_column(BigInteger)
     output_tokens: Mapped[int] = mapped_column(BigInteger)
@@ -472,9 +484,12 @@ def include_object(
     Migration 0005 creates them per dialect (FTS5 tables and their shadow tables on
     SQLite, a generated `tsvector` column and its GIN index on PostgreSQL), which one
     dialect-neutral metadata cannot describe; so are the SQLite-only unique keys that
-    stand in for the keyed primary keys there (see `_keyed_pk`).
+    stand in for the keyed primary keys there (see `_keyed_pk`), and the raw messages'
+    `search_text`, which only PostgreSQL stores (migration 0010).
     """
     name = name or ""
+    if type_ == "column" and name == "search_text" and _table_name(obj) == _MESSAGES:
+        return False  # PostgreSQL only (migration 0010)
     if type_ == "table":
         return not (name.endswith("_fts") or "_fts_" in name)
     if type_ == "column":
@@ -485,6 +500,14 @@ def include_object(
         # SQLite only: what foreign keys reference there (see `_keyed_pk`).
         return not name.endswith("_sqlite_key")
     return True
+
+
+_MESSAGES = "sessionstore_messages"
+
+
+def _table_name(obj: object) -> str | None:
+    table = getattr(obj, "table", None)
+    return getattr(table, "name", None)
 
 
 def table_of(row_class: type[Base]) -> Table:

@@ -60,25 +60,62 @@ def _row(
 
 def insert_message_usage(db: Connection, key: SessionKey, stored: Sequence[StoredMessage]) -> None:
     """Record the usage carried by freshly stored assistant messages, one row per message."""
+    if db.dialect.name == "sqlite":
+        _insert_message_usage_sqlite(db, key, stored)
+        return
     rows = [
         _row(key, s.loop_id, s.turn_index, s.id, m.model, m.usage, s.created_at)
         for s in stored
         if isinstance(m := s.message, AssistantMessage) and m.usage is not None
     ]
-    if not rows:
-        return
-    if db.dialect.name == "sqlite":
-        # Straight on the driver (see `insert_plain`): the values are bind-ready but the
-        # time, which is one value for the whole batch.
-        process = sql.usage.c.created_at.type.dialect_impl(db.dialect).bind_processor(db.dialect)
-        created = process(rows[0]["created_at"]) if process is not None else rows[0]["created_at"]
-        values = [
-            tuple(created if name == "created_at" else row[name] for name in _USAGE_COLUMNS)
-            for row in rows
-        ]
+    if rows:
+        db.execute(insert(sql.usage), rows)
+
+
+def _insert_message_usage_sqlite(
+    db: Connection, key: SessionKey, stored: Sequence[StoredMessage]
+) -> None:
+    """SQLite: bind-ready tuples straight on the driver (see `insert_plain`), no dicts.
+
+    The time is one value for the whole batch (the append's), processed once.
+    """
+    values: list[tuple[Any, ...]] = []
+    created: Any = None
+    session_id, app_name, user_id = key.session_id, key.app_name, key.user_id
+    for s in stored:
+        message = s.message
+        if not isinstance(message, AssistantMessage) or message.usage is None:
+            continue
+        usage = message.usage
+        counts = (
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cache_read_tokens,
+            usage.cache_write_tokens,
+            usage.reasoning_tokens,
+        )
+        for name, count in zip(USAGE_FIELDS, counts, strict=True):  # also model_construct
+            check_big_count(count, f"usage.{name}")
+        if created is None:
+            process = sql.usage.c.created_at.type.dialect_impl(db.dialect).bind_processor(
+                db.dialect
+            )
+            created = process(s.created_at) if process is not None else s.created_at
+        values.append(
+            (
+                session_id,
+                app_name,
+                user_id,
+                s.loop_id,
+                s.turn_index,
+                s.id,
+                message.model,
+                *counts,
+                created,
+            )
+        )
+    if values:
         insert_plain(db, sql.usage, _USAGE_COLUMNS, values)
-        return
-    db.execute(insert(sql.usage), rows)
 
 
 _USAGE_COLUMNS = (

@@ -60,7 +60,7 @@ def _diff(connection: Any) -> list[Any]:
     return list(compare_metadata(context, Base.metadata))
 
 
-HEAD = "0009_deferred_search_index"
+HEAD = "0010_lean_messages"
 
 
 def _tables(connection: Any) -> set[str]:
@@ -375,7 +375,7 @@ async def test_search_and_usage_are_backfilled_from_rows_stored_before_them(
             await _inspect(
                 empty_db_url,
                 lambda c: c.exec_driver_sql(
-                    "UPDATE sessionstore_messages SET search_text = 'x' WHERE id = 1"
+                    "UPDATE sessionstore_messages SET kind = 'x' WHERE id = 1"
                 ),
             )
 
@@ -412,7 +412,7 @@ async def test_0007_goes_down_and_up_with_rows_and_deletes_deep_chains_only_when
         session_id = await _fill_every_table(store)
         full = await _inspect(empty_db_url, _dump)
         indexes, triggers = await _inspect(empty_db_url, _delete_path_objects)
-        assert len(indexes) == 11
+        assert len(indexes) == 8  # 0010 drops three that other indexes cover
         is_sqlite = empty_db_url.startswith("sqlite")
         assert triggers == ({"sessionstore_sessions_detach_loops"} if is_sqlite else set())
 
@@ -590,3 +590,78 @@ async def test_0008_moves_a_0007_database_with_its_data_and_back(empty_db_url: s
         await store.for_tenant("third", "eve").delete_session("bobs")
         await store.delete_session(first)
         assert await store.get_history("bobs") == reads["bobs"]["history"]
+
+
+async def test_0010_leans_a_0009_database_with_its_search_index_and_back(
+    empty_db_url: str,
+) -> None:
+    """0010 rebuilds the SQLite messages (no search text) and trims indexes on both backends:
+    rows, ids, client ids, usage and the search index (indexed and pending rows) survive
+    both ways, and a deleted session leaves the index consistent."""
+    is_sqlite = empty_db_url.startswith("sqlite")
+    await migrate.upgrade(empty_db_url)
+    async with SessionStore.from_url(empty_db_url) as store:
+        session_id = await _fill_every_table(store)
+        await store.create_session(session_id="lean", app_name="app", user_id="u")
+        first = await store.append_messages(
+            "lean",
+            [
+                UserMessage(content="the okapi_grazes here", client_id="c1"),
+                AssistantMessage(
+                    content="seen", model="m", usage=Usage(input_tokens=5, output_tokens=2)
+                ),
+            ],
+        )
+        await migrate.downgrade(empty_db_url, "0009_deferred_search_index")
+        if is_sqlite:  # what a search at 0009 does first: index the rows written so far
+            await _inspect(empty_db_url, _index_at_0009)
+        pending = await store.append_messages(
+            "lean", [UserMessage(content="a quokka waits", client_id="c2")]
+        )
+        full = await _inspect(empty_db_url, _dump)
+
+        await migrate.upgrade(empty_db_url)
+        assert await _inspect(empty_db_url, _diff) == []
+        assert await _inspect(empty_db_url, _dump) == full
+        assert [h.message_id for h in await store.search("okapi")] == [first[0].id]
+        assert [h.message_id for h in await store.search("grazes")] == [first[0].id]
+        assert [h.message_id for h in await store.search("quokka")] == [pending[0].id]
+        # Idempotent client ids keep working on the partial unique index.
+        again = await store.append_messages(
+            "lean", [UserMessage(content="the okapi_grazes here", client_id="c1")]
+        )
+        assert [m.id for m in again] == [first[0].id]
+        assert (await store.usage("lean")).usage == Usage(input_tokens=5, output_tokens=2)
+        assert (await store.verify()).is_ok
+
+        def integrity(connection: Any) -> None:
+            table = "sessionstore_messages_fts"
+            connection.exec_driver_sql(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
+
+        await store.delete_session(session_id)  # its rows leave the index (the view's text)
+        if is_sqlite:
+            await _inspect(empty_db_url, integrity)
+        kept = await _inspect(empty_db_url, _dump)
+
+        await migrate.downgrade(empty_db_url, "0009_deferred_search_index")
+        assert await _inspect(empty_db_url, _dump) == kept
+        if is_sqlite:
+            await _inspect(empty_db_url, integrity)
+            await _inspect(empty_db_url, _index_at_0009)
+            await _inspect(empty_db_url, integrity)
+        await migrate.upgrade(empty_db_url)
+        assert [h.message_id for h in await store.search("quokka")] == [pending[0].id]
+        assert [h.message_id for h in await store.search("okapi")] == [first[0].id]
+        await store.delete_session("lean")
+        if is_sqlite:
+            await _inspect(empty_db_url, integrity)
+        assert await store.search("okapi") == []
+
+
+def _index_at_0009(connection: Any) -> None:
+    """SQLite at 0009: index the rows after the index's highest id from `search_text`."""
+    fts = "sessionstore_messages_fts"
+    connection.exec_driver_sql(
+        f"INSERT INTO {fts}(rowid, search_text) SELECT id, search_text "
+        f"FROM sessionstore_messages WHERE id > (SELECT coalesce(max(id), 0) FROM {fts}_docsize)"
+    )
