@@ -7,11 +7,13 @@ instructions may be shortened; its task text never is.
 
 A part of a request is a standing instruction when it is
 
-- a section whose heading names instructions: an upper-case label line (`INSTRUCTIONS:`,
-  `IMPORTANT TIPS:`, `NOTE ABOUT THE EDIT COMMAND: ...`) with the paragraphs that continue
-  it (indented, or list items), a Markdown heading (`## Instructions`) with what follows
-  up to the next heading of its level, or a block in such a tag (`<instructions>` ...
-  `</instructions>`, `<IMPORTANT>`), tags kept;
+- a section whose heading names instructions: an upper-case label that opens a paragraph
+  (`INSTRUCTIONS:`, `IMPORTANT TIPS:`, `NOTE ABOUT THE EDIT COMMAND: ...`) with the
+  paragraphs that continue it (indented, or list items), a block in such a tag
+  (`<instructions>` ... `</instructions>`, `<IMPORTANT>`; the tags stay), or a Markdown
+  heading (`## Instructions`, `## Guidelines`: fewer words count, since a task's own
+  headings say `Notes` or `Examples`) with what follows up to the next heading of its
+  level, unless upper-case labels structure the text;
 - or a paragraph the session's system prompt holds too, word for word.
 
 Anything else is the task, and a request with too little else has no standing part: it
@@ -41,13 +43,17 @@ MIN_SHARED_CHARS = 80
 
 _STANDING_WORDS = frozenset(
     {
-        "instruction", "instructions", "note", "notes", "tip", "tips", "important", "rule",
-        "rules", "guideline", "guidelines", "format", "command", "commands", "example",
-        "examples", "demonstration", "reminder", "remember", "workflow", "warning",
-        "boundaries", "usage", "hint", "hints",
+        "instruction", "instructions", "tip", "tips", "rule", "rules", "guideline",
+        "guidelines", "format", "demonstration", "reminder", "reminders", "workflow",
+        "boundaries",
     }
 )  # fmt: skip
 """Words of a heading that names a harness's standing instructions."""
+_LABEL_WORDS = _STANDING_WORDS | {
+    "note", "notes", "important", "command", "commands", "example", "examples", "remember",
+    "usage",
+}  # fmt: skip
+"""The same for an upper-case label or a tag, which a task statement rarely holds."""
 
 _LABEL = re.compile(r"[ \t]*([A-Z][A-Z0-9]*(?:[ _'/-]+[A-Z0-9]+)*)[ \t]*:(?!//)")
 _HEADING = re.compile(r"[ \t]{0,3}(#{1,6})[ \t]+(\S.*?)[ \t#]*$")
@@ -58,9 +64,8 @@ _CONTINUES = re.compile(r"[ \t]+\S|(?:\d+[.)]|[-*•])[ \t]")
 _SENTENCE_END = re.compile(r"(?<=[.!?:;])[ \t]+(?=\S)|\n")
 
 
-def _is_standing_label(label: str) -> bool:
-    words = {word.lower() for word in re.split(r"[^A-Za-z]+", label) if word}
-    return bool(words & _STANDING_WORDS)
+def _is_standing_label(label: str, words: frozenset[str] = _LABEL_WORDS) -> bool:
+    return bool({word.lower() for word in re.split(r"[^A-Za-z]+", label) if word} & words)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,18 +131,22 @@ def _standing_ranges(text: str, shared: str) -> list[tuple[int, int]]:
             index = stop + 1
             previous_blank = False
             continue
-        if label is not None and (section is None or section[1] == 0):
+        if label is not None and previous_blank and (section is None or section[1] == 0):
+            # A label starts a paragraph; elsewhere it is a line of the text (a log's
+            # `WARNING: ...`).
             close(index)
             labeled = True
             if _is_standing_label(label.group(1)):
                 section = (index, 0)
+        elif label is not None and section is None:
+            labeled = True
         elif (
             heading is not None
             and not labeled
             and (section is None or len(heading.group(1)) <= section[1])
         ):
             close(index)
-            if _is_standing_label(heading.group(2)):
+            if _is_standing_label(heading.group(2), _STANDING_WORDS):
                 section = (index, len(heading.group(1)))
         elif (
             section is not None
