@@ -295,7 +295,8 @@ def shorten_request(item: ContextItem, request: Request, cap: int) -> ContextIte
     """Return the latest request within `cap` tokens, its standing instructions shortened.
 
     The task text stays verbatim, and so do its images; when not even the task text
-    alone fits, the request with every standing sentence left out.
+    alone fits, the request with every standing sentence left out. Never longer than the
+    request itself.
     """
     message = item.message
     assert isinstance(message, UserMessage)
@@ -310,7 +311,8 @@ def shorten_request(item: ContextItem, request: Request, cap: int) -> ContextIte
     text = request.shorten(lambda text: message_tokens(with_text(text)) <= cap)
     if text is None:
         text = request.keeping(0)
-    if text == request.text:
-        return item
     shortened = with_text(text)
-    return replace(item, message=shortened, tokens=message_tokens(shortened), source="shortened")
+    tokens = message_tokens(shortened)
+    if text == request.text or tokens >= item.tokens:
+        return item  # a marker longer than what it stands for saves nothing
+    return replace(item, message=shortened, tokens=tokens, source="shortened")
