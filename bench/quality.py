@@ -22,6 +22,10 @@ reports:
   16's targets and keeps more than both baselines;
 - violations: contexts over the budget, with a tool result that answers no call right
   before it or a call with no result, or without the latest user message (must be 0).
+  The latest user message counts as there when it is whole, or shortened as the
+  library's rule allows: a user message made of parts of it, in order, from its start,
+  with a `[… N … left out to fit the budget]` marker where each cut was (its standing
+  instructions shortened; whether its task text survives, the key facts tell).
 
 A conversation whose latest user message alone is over a budget is skipped at that
 budget (no strategy can keep it and fit). A strategy that refuses to build a context
@@ -47,6 +51,7 @@ import json
 import multiprocessing
 import os
 import random
+import re
 import statistics
 import sys
 import tempfile
@@ -67,6 +72,7 @@ from _probes import (
     Fact,
     extract_facts,
     is_kept,
+    message_text,
     normalize,
     rendered_text,
 )
@@ -363,6 +369,33 @@ def pairing_problems(messages: Sequence[dict[str, Any]]) -> list[str]:
     return problems
 
 
+LEFT_OUT = re.compile(r"\[… \d+ [^\[\]]*?left out to fit the budget\]")
+"""The marker where a shortened message had part of its text left out."""
+
+
+def holds_shortened_request(latest: str, rendered: Sequence[dict[str, Any]]) -> bool:
+    """Whether a user message is `latest` (whitespace collapsed) shortened by whole parts.
+
+    Its text, split at the `LEFT_OUT` markers, is parts of `latest` in order, the first
+    one where `latest` starts.
+    """
+    for message in rendered:
+        if message.get("role") != "user":
+            continue
+        parts = [normalize(part) for part in LEFT_OUT.split(message_text(message))]
+        if len(parts) < 2 or not parts[0] or not latest.startswith(parts[0]):
+            continue
+        at = 0
+        for part in parts:
+            found = latest.find(part, at)
+            if found < 0:
+                break
+            at = found + len(part)
+        else:
+            return True
+    return False
+
+
 def sent_tokens(rendered: Sequence[dict[str, Any]]) -> int:
     """Count what is sent: the rendered messages, read back, with `message_tokens`."""
     return sum(message_tokens(message) for message in from_openai(rendered))
@@ -388,6 +421,7 @@ def _score(
     tokens = sent_tokens(rendered)
     by_kind: dict[str, list[int]] = {}
     lost: list[dict[str, str]] = []
+    shortened = False
     for fact in facts:
         counts = by_kind.setdefault(fact.kind, [0, 0])
         counts[1] += 1
@@ -402,7 +436,10 @@ def _score(
     if problems:
         violations["unpaired"] = problems
     if latest_user is not None and latest_user not in haystack:
-        violations["no_latest_request"] = True
+        if holds_shortened_request(latest_user, rendered):
+            shortened = True
+        else:
+            violations["no_latest_request"] = True
     return {
         "outcome": "context",
         "messages": len(rendered),
@@ -420,6 +457,7 @@ def _score(
         "by_kind": by_kind,
         "lost": lost,
         "violations": violations,
+        "request_shortened": shortened,
     }
 
 

@@ -1,17 +1,18 @@
-"""The parts `fit_context` cuts: units, summaries and the system prompt's sentences (pure).
+"""The parts `fit_context` cuts: units, summaries, the system prompt's sentences (pure).
 
 `group_units` groups the loaded items into what the trimmer keeps or drops whole: each
 loop's run of summary messages (with the restored file reads after it) as one summary,
 the system prompt, the session's task, the pinned latest request, and raw units (an
-assistant message with its tool results). The helpers here shorten one summary or one
-system prompt; `sessionstore._trim` decides how far.
+assistant message with its tool results). The helpers here shorten one summary, one
+system prompt or the latest request's standing instructions; `sessionstore._trim`
+decides how far.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from sessionstore._framing import (
@@ -23,6 +24,7 @@ from sessionstore._framing import (
     text_message,
 )
 from sessionstore._items import ContextItem
+from sessionstore._standing import Request, split_request
 from sessionstore._tokens import message_tokens
 from sessionstore.models import (
     BranchSummaryMessage,
@@ -47,6 +49,8 @@ __all__ = [
     "group_units",
     "make_fold_host",
     "merge_summary_runs",
+    "request_parts",
+    "shorten_request",
     "shorten_sentences",
     "shorten_summary",
     "summary_item",
@@ -330,3 +334,46 @@ def first_sentence_cost(item: ContextItem) -> int:
     rest = len(SENTENCE_END.findall(text))
     shortened = f"{text[: end.start()].rstrip()}\n{SENTENCES_LEFT_OUT.format(count=rest)}"
     return min(item.tokens, message_tokens(SystemMessage(content=shortened)))
+
+
+def request_parts(item: ContextItem, shared: Sequence[str]) -> Request | None:
+    """Return the latest request split into task text and standing instructions.
+
+    None when it has no standing part, or its text is not one block (nothing to cut by
+    rule). `shared` holds the system prompt's texts (see `split_request`).
+    """
+    message = item.message
+    if not isinstance(message, UserMessage):
+        return None
+    texts = [block for block in message.content if isinstance(block, TextContent)]
+    if len(texts) != 1:
+        return None
+    request = split_request(texts[0].text, shared=shared)
+    return request if request.has_standing else None
+
+
+def shorten_request(item: ContextItem, request: Request, cap: int) -> ContextItem:
+    """Return the latest request within `cap` tokens, its standing instructions shortened.
+
+    The task text stays verbatim, and so do its images; when not even the task text
+    alone fits, the request with every standing sentence left out. Never longer than the
+    request itself.
+    """
+    message = item.message
+    assert isinstance(message, UserMessage)
+
+    def with_text(text: str) -> UserMessage:
+        content = [
+            TextContent(text=text) if isinstance(block, TextContent) else block
+            for block in message.content
+        ]
+        return message.model_copy(update={"content": content})
+
+    text = request.shorten(lambda text: message_tokens(with_text(text)) <= cap)
+    if text is None:
+        text = request.keeping(0)
+    shortened = with_text(text)
+    tokens = message_tokens(shortened)
+    if text == request.text or tokens >= item.tokens:
+        return item  # a marker longer than what it stands for saves nothing
+    return replace(item, message=shortened, tokens=tokens, source="shortened")

@@ -35,7 +35,8 @@ class ContextItem:
     """`raw` (a raw message, verbatim), `compacted` / `recent` (a replacement message of
     that block section), `synthetic` (added by the loader), `marker` (a trim marker),
     `digest` (the session digest of the loops before the scope), `shortened` (a raw
-    message cut to fit the budget: a tool output, the task or the system prompt), `built`
+    message cut to fit the budget: a tool output, the task, the system prompt, or the
+    latest request's standing instructions), `built`
     (a digest written at build time, never stored, of the raw turns dropped to fit,
     merged into the summary before them; `covers` names them all)."""
     loop_id: int | None = None
@@ -46,7 +47,7 @@ class ContextItem:
     covers: tuple[int, ...] = ()
     """The ids of the raw messages this item stands for."""
     pinned: bool = False
-    """True for the latest user request, which trimming never drops."""
+    """True for the latest user request, which trimming never drops (nor cuts its task)."""
     flexible: bool = False
     """A text the loader wrote (a summary, a trim marker): its role is chosen to keep
     user and assistant turns alternating."""

@@ -25,17 +25,21 @@ that fits:
 4. the newest raw turns are dropped, oldest first;
 5. the system prompt is shortened by whole sentences (never cut inside one), then
    dropped;
-6. summaries are shortened to their smallest form, then dropped, loop summaries oldest
+6. the latest request's standing instructions (the harness's boilerplate around its
+   task: notes, tips, response format, examples; `sessionstore._standing`) are
+   shortened by whole sentences, the leading ones kept, with a marker where they were;
+7. summaries are shortened to their smallest form, then dropped, loop summaries oldest
    first and the session digest last;
-7. the session's task (the first request of the chain's first loop) is shortened, then
+8. the session's task (the first request of the chain's first loop) is shortened, then
    dropped.
 
-The system prompt goes before the summaries go under their floor share: a summary
-smaller than that no longer holds the session's task, and a context of instructions
-without the task cannot go on.
+The system prompt and the request's standing instructions go before the summaries go
+under their floor share: a summary smaller than that no longer holds the session's work,
+and a context of instructions without it cannot go on.
 
-The latest user request is never cut; when it cannot fit with a trim marker,
-`ContextOverflowError` says what was needed. The number of messages left out is said
+The latest user request is never dropped and its task text never cut; when that, its
+standing instructions left out, cannot fit with a trim marker, `ContextOverflowError`
+says what was needed. The number of messages left out is said
 once: in seed 001's compression note after the system prompt, else in the first
 summary's framing, else in one trim marker where the first gap was. The note is sent
 whenever the context holds compacted or trimmed turns and a system prompt.
@@ -57,6 +61,8 @@ from sessionstore._fit_units import (
     group_units,
     make_fold_host,
     merge_summary_runs,
+    request_parts,
+    shorten_request,
     shorten_sentences,
     shorten_summary,
     summary_item,
@@ -138,6 +144,8 @@ class _State:
     task_cap: int | None = None
     drop_task: bool = False
     system_cap: int | None = None
+    standing_cap: int | None = None
+    """The most tokens the latest request keeps, its standing instructions shortened."""
 
 
 @dataclass(slots=True)
@@ -178,6 +186,16 @@ class _Fitter:
             tuple[int, int | None, str | None, bool, int, bool], ContextItem | None
         ] = {}
         self.host, self.folded = self._fold_into()
+        pinned = next((unit.items[0] for unit in units if unit.kind == "pinned"), None)
+        shared = [
+            item.message.text
+            for unit in units
+            if unit.kind == "system"
+            for item in unit.items
+            if isinstance(item.message, SystemMessage)
+        ]
+        self.request = None if pinned is None else request_parts(pinned, shared)
+        self._requests: dict[int, ContextItem] = {}
 
     def _fold_into(self) -> tuple[int | None, FoldedTurns | None]:
         """Return the summary the dropped raw turns fold into, and their digests.
@@ -308,6 +326,13 @@ class _Fitter:
         message = item.message.model_copy(update={"content": [TextContent(text=text)]})
         return replace(item, message=message, tokens=message_tokens(message), source="shortened")
 
+    def pinned(self, item: ContextItem, cap: int | None) -> ContextItem:
+        if cap is None or self.request is None or item.tokens <= cap:
+            return item
+        if cap not in self._requests:
+            self._requests[cap] = shorten_request(item, self.request, cap)
+        return self._requests[cap]
+
     def render(self, state: _State) -> _Rendered:
         units = self.units
         dropped_units = set(self.drop_order[: state.dropped])
@@ -338,7 +363,7 @@ class _Fitter:
                 elif unit.kind == "task":
                     fitted = self.task(item, state.task_cap)
                 elif unit.kind == "pinned":
-                    fitted = item
+                    fitted = self.pinned(item, state.standing_cap)
                 else:
                     cap = state.tail_cap if index in self.tail else state.tool_cap
                     fitted = self.output(item, state.squeeze, cap)
@@ -515,6 +540,7 @@ class _Fitter:
             lambda s: self.cap_outputs(s, "tail_cap", tail=True),
             lambda s: self.drop(s, len(self.drop_order)),
             self.shorten_system,
+            self.shorten_standing,
             lambda s: self.shorten_summaries(s, self.least_summary()),
             self.drop_summaries,
             self.shorten_task,
@@ -629,6 +655,17 @@ class _Fitter:
         if cap is not None:
             return replace(state, system_cap=cap), True
         return replace(state, system_cap=share), False
+
+    def shorten_standing(self, state: _State) -> tuple[_State, bool]:
+        """Shorten the latest request's standing instructions, as little as fits."""
+        unit = next((unit for unit in self.units if unit.kind == "pinned"), None)
+        if unit is None or self.request is None:
+            return state, False
+        least = self.pinned(unit.items[0], 0).tokens
+        cap = self.largest(least, unit.size - 1, lambda c: replace(state, standing_cap=c))
+        if cap is not None:
+            return replace(state, standing_cap=cap), True
+        return replace(state, standing_cap=least), False
 
     def shorten_system(self, state: _State) -> tuple[_State, bool]:
         sizes = [unit.size for unit in self.units if unit.kind == "system"]

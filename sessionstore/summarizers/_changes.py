@@ -150,6 +150,13 @@ class WorkingState:
             names = defined_names(call.replacement)
             self.change(path, start, symbol, first, names, clock=clock, touched=touched)
             return touched
+        if call.on_open_file and path:
+            # An edit between cursors (`set_cursors N M`, then `edit`): the lines it wrote.
+            new = [line for line in call.replacement.split("\n") if line.strip()]
+            first = new[0] if new else ""
+            names = defined_names(call.replacement)
+            self.change(path, None, "", first, names, clock=clock, touched=touched)
+            return touched
         written = call.replacement or _heredoc_body(call.command)
         for file_path, note in call.files:
             if note not in ("edited", "written") and not call.replacement:

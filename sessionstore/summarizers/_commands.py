@@ -132,7 +132,9 @@ class Call:
 
 # Editor commands of harnesses that give the agent its own interface (SWE-agent and the
 # like): the file they act on is the one opened last.
-_EDIT_COMMAND = re.compile(r"^edit\s+(\d+)(?:\s*:\s*(\d+))?\s*$")
+_EDIT_COMMAND = re.compile(r"^edit(?:\s+(\d+)(?:\s*:\s*(\d+))?)?\s*$")
+"""`edit N:M`, or `edit` alone: the interface variant that replaces the text between
+cursors (`set_cursors N M`) of the open file."""
 _HARNESS_VERBS = {
     "open": "READ",
     "goto": "READ",
@@ -150,10 +152,11 @@ _END_OF_EDIT = re.compile(r"^\s*end_of_edit\s*$")
 def harness_command(command: str, *, tool: str) -> Call | None:
     """Return the call an editor command of a harness stands for, or None for other commands.
 
-    `open PATH [N]`, `goto N`, `scroll_down`, `create PATH`, `edit N:M` followed by the
-    replacement lines (up to `end_of_edit`), `search_file`, `find_file`, `search_dir`,
-    `submit`. A file named by `open`/`create` is noted; `edit`/`goto`/`scroll_*` act on
-    the open file, which the caller tracks.
+    `open PATH [N]`, `goto N`, `scroll_down`, `create PATH`, `edit N:M` (or `edit` and
+    `set_cursors N M`) followed by the replacement lines (up to `end_of_edit`),
+    `search_file`, `find_file`, `search_dir`, `submit`. A file named by `open`/`create` is
+    noted; `edit`/`goto`/`scroll_*`/`set_cursors` act on the open file, which the caller
+    tracks.
     """
     lines = command.strip("\n").split("\n")
     first = lines[0].strip()
@@ -161,9 +164,9 @@ def harness_command(command: str, *, tool: str) -> Call | None:
     if not words:
         return None
     edit = _EDIT_COMMAND.match(first)
-    if edit is not None:
-        start = int(edit.group(1))
-        end = int(edit.group(2) or start)
+    if edit is not None and (edit.group(1) or len(lines) > 1):
+        start = int(edit.group(1)) if edit.group(1) else None
+        end = int(edit.group(2) or start) if start is not None else None
         body = lines[1:]
         if body and _END_OF_EDIT.match(body[-1]):
             body = body[:-1]
@@ -173,11 +176,13 @@ def harness_command(command: str, *, tool: str) -> Call | None:
             tool=tool,
             brief=first,
             command=command,
-            edit_lines=(start, end),
+            edit_lines=(start, end) if start is not None and end is not None else None,
             replacement="\n".join(body),
             on_open_file=True,
         )
     head = words[0]
+    if head == "set_cursors" and len(words) == 3 and all(w.isdigit() for w in words[1:]):
+        return Call("READ", first, tool, first, command=command, on_open_file=True)
     verb = _HARNESS_VERBS.get(head)
     if verb is None or (len(lines) > 1 and head != "submit"):
         return None

@@ -5,13 +5,15 @@ The generators draw agent histories with the awkward parts real agents produce
 compaction configs and budgets to build them with, and a second block strategy that
 writes valid but unusual blocks. `check_guarantees` asserts what every built context
 holds, whatever the strategy and config: it fits, tool calls and results pair up, the
-latest user request is there verbatim, and provenance names each raw message once.
+latest user request is there (verbatim, or its standing instructions shortened by whole
+sentences), and provenance names each raw message once.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -44,6 +46,8 @@ from sessionstore import (
     TurnRange,
     UserMessage,
 )
+from sessionstore._items import ContextItem
+from sessionstore._standing import STANDING_LEFT_OUT
 from sessionstore._tokens import message_tokens
 from sessionstore.strategies._block import section_layout
 
@@ -61,6 +65,27 @@ def texts(draw: st.DrawFn, *, max_words: int = 400) -> str:
         return draw(_SHORT_TEXT)
     word = draw(st.sampled_from(_WORDS))
     return " ".join([word] * draw(st.integers(0, max_words)))
+
+
+@st.composite
+def requests(draw: st.DrawFn) -> str:
+    """A user request: any text, or a task inside a harness's standing instructions."""
+    if draw(st.integers(0, 3)) > 0:
+        return draw(texts())
+    word = draw(st.sampled_from(_WORDS))
+    sections = [draw(texts(max_words=80))]
+    for heading in draw(st.lists(st.sampled_from(_STANDING_HEADINGS), max_size=3)):
+        count = draw(st.integers(0, 40))
+        body = "\n".join(f"{i}. Always {word} {word}. Never {word}." for i in range(count))
+        if heading.startswith("<"):
+            body = f"{body}\n</{heading[1:]}"
+        sections.append(f"{heading}\n{body}")
+    if draw(st.booleans()):
+        sections.append("(Open file: n/a)\nbash-$")
+    return "\n\n".join(sections)
+
+
+_STANDING_HEADINGS = ["INSTRUCTIONS:", "IMPORTANT TIPS:", "## Notes", "<instructions>"]
 
 
 @st.composite
@@ -143,7 +168,7 @@ def loop_batches(draw: st.DrawFn, *, max_turns: int = 10) -> list[list[Message]]
         return []
     messages: list[Message] = []
     if draw(st.integers(0, 4)) < 4:
-        messages.append(UserMessage(content=draw(texts())))
+        messages.append(UserMessage(content=draw(requests())))
     for part in draw(st.lists(turn(), max_size=max_turns)):
         messages += part
     if not messages:
@@ -344,11 +369,37 @@ def _check_latest_user(context: BuiltContext, history: History) -> None:
     latest = history.latest_user
     if latest is None:
         return
-    assert latest.message in context.messages, "the latest user request is missing"
     pinned = [item for item in context.items if item.pinned]
-    assert len(pinned) == 1
-    assert pinned[0].message == latest.message
+    assert len(pinned) == 1, "the latest user request is missing"
     assert latest.id in pinned[0].covers
+    if pinned[0].message != latest.message:
+        check_shortened_request(pinned[0], latest.message)
+
+
+def check_shortened_request(item: ContextItem, original: Message) -> None:
+    """The request's text is its own parts in order, from its start, each cut after a whole
+    sentence, with a marker where each cut was; everything else about it is unchanged."""
+    shortened = item.message
+    assert item.source == "shortened", "the latest user request was changed"
+    assert isinstance(shortened, UserMessage)
+    assert isinstance(original, UserMessage)
+    assert [b for b in shortened.content if not isinstance(b, TextContent)] == [
+        b for b in original.content if not isinstance(b, TextContent)
+    ]
+    text, whole = shortened.text, original.text
+    marker = re.compile(re.escape(STANDING_LEFT_OUT).replace(r"\{count\}", r"\d+"))
+    assert marker.search(text), "a shortened request says where it was cut"
+    parts = marker.split(text)
+    assert whole.startswith(parts[0].rstrip()), "a shortened request starts as it did"
+    at = 0
+    for part in parts:
+        part = part.strip("\n")
+        if not part:
+            continue
+        found = whole.find(part, at)
+        assert found >= 0, f"{part!r} is not part of the request"
+        at = found + len(part)
+        assert at == len(whole) or whole[at].isspace(), "a request cut inside a sentence"
 
 
 def _check_provenance(context: BuiltContext, history: History) -> None:

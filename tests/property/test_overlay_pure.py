@@ -34,8 +34,9 @@ from sessionstore import (
     UserMessage,
     _trim,
 )
+from sessionstore._fit_units import request_parts, shorten_request
 from sessionstore._framing import DIGEST_HEADER, framed
-from sessionstore._items import LoopSource
+from sessionstore._items import ContextItem, LoopSource
 from sessionstore._overlay import build, segments
 from sessionstore._tokens import message_tokens
 from sessionstore._turns import TurnAssigner
@@ -371,10 +372,14 @@ def test_fitting_loses_least_first(
     except ContextOverflowError as error:
         overflow = error
     if overflow is not None:
-        # Only the latest request (with the count of what was left out) cannot fit.
+        # Only the latest request (with the count of what was left out) cannot fit, its
+        # standing instructions left out.
         assert overflow.needed > budget
         if latest is not None:
-            assert overflow.needed >= math.ceil(latest.token_count * token_scale)
+            item = ContextItem(message=latest.message, tokens=latest.token_count, source="raw")
+            request = request_parts(item, [_SYSTEM] if has_system else [])
+            least = item if request is None else shorten_request(item, request, 0)
+            assert overflow.needed >= math.ceil(least.tokens * token_scale)
         return
     check_guarantees(context, chain.history, budget=budget, token_scale=token_scale)
     assert len(trim_notes(context)) == (1 if context.trimmed_messages else 0)

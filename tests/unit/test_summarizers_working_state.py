@@ -203,6 +203,25 @@ def test_swe_agent_create_opens_the_file_for_the_next_edit() -> None:
     assert "- Changed reproduce.py at line 1: print(parse('x'))" in state
 
 
+def test_swe_agent_edits_between_cursors_name_the_open_file_and_the_new_line() -> None:
+    """The interface variant with `set_cursors N M`, then `edit` and the new text."""
+    messages: list[Message] = [
+        UserMessage(content="Fix the rounding of TimeDelta."),
+        swe("c1", f"open {FIELDS} 1468"),
+        result("c1", WINDOW, name="open"),
+        swe("c2", "set_cursors 1468 1468"),
+        result("c2", WINDOW, name="set_cursors"),
+        swe("c3", "edit\n        return int(round(value.total_seconds()))\nend_of_edit"),
+        result("c3", observation("File updated.", FIELDS), name="edit"),
+    ]
+    text = digest(messages)
+    state = section(text, "Active State")
+    assert f"- Changed {RELATIVE_FIELDS}: return int(round(value.total_seconds()))" in state
+    assert f"EDITED {RELATIVE_FIELDS} edit" in section(text, "Completed Actions")
+    assert "RAN set_cursors" not in text
+    assert "RAN edit" not in text
+
+
 def test_editor_tool_edits_find_their_symbol_in_the_snippet() -> None:
     snippet = (
         "The file /repo/app/io.py has been edited. Here's the result of running `cat -n` on "
