@@ -327,18 +327,18 @@ class StoredMessage(_LazyRecord):
         (as `_of` builds it) instead of being left to decode, which costs a fifth of
         building and decoding it (the pending payload, the fields set copied, the lookup).
         """
-        values = {
-            "id": message_id,
-            "session_id": session_id,
-            "loop_id": loop_id,
-            "position": position,
-            "turn_index": turn_index,
-            "token_count": token_count,
-            "content_hash": content_hash,
-            "created_at": created_at,
-            "message": stored_message(payload, client_id),
-        }
-        return _bare(cls, values, _ALL_FIELDS, None)
+        message = stored_message(payload, client_id)
+        return cls._of(
+            message_id,
+            session_id,
+            loop_id,
+            position,
+            turn_index,
+            token_count,
+            content_hash,
+            created_at,
+            message,
+        )
 
     def _decoded(self, pending: Any) -> Any:
         return stored_message(*pending)
