@@ -192,6 +192,8 @@ def test_summaries_that_must_shorten_are_sent_as_one_handoff() -> None:
     assert "Last assistant note: Your reservation NO6JO3 now flies HAT041." in text
     # Each loop numbered its actions from 1: merged, they follow one another.
     assert "\n3. UPDATED reservation flights" in text
+
+
 def test_restored_file_reads_go_before_any_raw_turn() -> None:
     """A file read restored after a summary is a copy of tool output: cut before turns."""
     summary = CompactionSummaryMessage(
