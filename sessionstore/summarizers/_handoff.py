@@ -480,6 +480,31 @@ def tallies(actions: Iterable[Action]) -> dict[str, int]:
     return counts
 
 
+def numbered_after(doc: Handoff, offset: int) -> Handoff:
+    """Return `doc` with its completed actions numbered after `offset` (each loop starts at 1)."""
+    if not offset or not doc.actions:
+        return doc
+    actions = [
+        replace(
+            action,
+            first=action.first + offset if action.first else 0,
+            last=action.last + offset if action.last else 0,
+            line=_ACTION_NUMBER.sub(lambda m: _shifted(m, offset), action.line, count=1),
+        )
+        for action in doc.actions
+    ]
+    return replace(doc, actions=actions)
+
+
+_ACTION_NUMBER = re.compile(r"^(\d+)(?:-(\d+))?\.")
+
+
+def _shifted(match: re.Match[str], offset: int) -> str:
+    first, last = match.group(1), match.group(2)
+    shifted = str(int(first) + offset)
+    return f"{shifted}-{int(last) + offset}." if last else f"{shifted}."
+
+
 def merge_handoffs(older: Handoff, newer: Handoff) -> Handoff:
     """Return `older` updated with `newer`, as the seed's iterative update asks.
 
@@ -489,6 +514,12 @@ def merge_handoffs(older: Handoff, newer: Handoff) -> Handoff:
     blockers and remaining work are replaced by newer ones when there are any. Pending
     questions move to resolved once the assistant has replied since.
     """
+    numbers = [action.first or action.last for action in newer.actions]
+    if older.actions and min((n for n in numbers if n), default=older.next_number) < (
+        older.next_number
+    ):
+        # The newer handoff numbers its actions from 1 (a loop's own digest): after the older.
+        newer = numbered_after(newer, older.next_number - 1)
     pending = newer.pending
     resolved = older.resolved
     if older.pending and newer.has_reply:

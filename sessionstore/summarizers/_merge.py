@@ -13,7 +13,6 @@ the newest, dropped first.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -45,35 +44,10 @@ def merge_digests(texts: Sequence[str]) -> str:
         replaced = merged.task if newer.task and newer.task != merged.task else ""
         if any(item.key == "note" for item in newer.state):
             merged = replace(merged, state=[_earlier(item) for item in merged.state])
-        merged = merge_handoffs(merged, _numbered_after(newer, merged.next_number - 1))
+        merged = merge_handoffs(merged, newer)
         if replaced:
             merged = _with_request_constraints(merged, replaced)
     return render_handoff(merged)
-
-
-def _numbered_after(doc: Handoff, offset: int) -> Handoff:
-    """Return `doc` with its completed actions numbered after `offset` (each loop starts at 1)."""
-    if not offset or not doc.actions:
-        return doc
-    actions = [
-        replace(
-            action,
-            first=action.first + offset if action.first else 0,
-            last=action.last + offset if action.last else 0,
-            line=_NUMBERS.sub(lambda m: _shifted(m, offset), action.line, count=1),
-        )
-        for action in doc.actions
-    ]
-    return replace(doc, actions=actions)
-
-
-_NUMBERS = re.compile(r"^(\d+)(?:-(\d+))?\.")
-
-
-def _shifted(match: re.Match[str], offset: int) -> str:
-    first, last = match.group(1), match.group(2)
-    shifted = str(int(first) + offset)
-    return f"{shifted}-{int(last) + offset}." if last else f"{shifted}."
 
 
 def _earlier(item: Item) -> Item:

@@ -36,7 +36,12 @@ from sessionstore.summarizers import (
     SummaryRequest,
 )
 from sessionstore.summarizers._extractive import EXTRACTIVE_PROMPT_VERSION
-from sessionstore.summarizers._handoff import BRANCH_HEADER, parse_handoff
+from sessionstore.summarizers._handoff import (
+    BRANCH_HEADER,
+    merge_handoffs,
+    parse_handoff,
+    render_handoff,
+)
 
 BUDGET = 2_000
 
@@ -797,3 +802,14 @@ def test_a_digest_refitted_smaller_lists_the_names_its_cut_task_no_longer_shows(
     assert "cross_validate" in values
     assert "MY_ENV_VAR" not in values
     assert "your_command_here" not in values
+
+
+def test_a_merged_handoff_numbers_the_newer_actions_after_the_older() -> None:
+    older = parse_handoff("## Completed Actions\n1. READ a.py - ok\n2. EDITED a.py - ok\n")
+    newer = parse_handoff("## Completed Actions\n1. TESTED pytest - 1 passed\n")
+    merged = render_handoff(merge_handoffs(older, newer))
+    assert "3. TESTED pytest - 1 passed" in merged
+    assert "\n1. TESTED" not in merged
+    # A newer handoff numbered after the older already keeps its numbers.
+    continued = parse_handoff("## Completed Actions\n3. RAN make - ok\n")
+    assert "3. RAN make - ok" in render_handoff(merge_handoffs(older, continued))
