@@ -282,7 +282,9 @@ def split_request(text: str, *, shared: Sequence[str] = ()) -> Request:
         shared: Texts of the session's system prompt: a paragraph they hold too is
             standing.
     """
-    ranges = _standing_ranges(text, "\n\n".join(shared))
+    # Standing text before any task text stays: a shortened request always starts as the
+    # request does (the marker comes after a kept part, never first).
+    ranges = [r for r in _standing_ranges(text, "\n\n".join(shared)) if text[: r[0]].strip()]
     spans: list[_Span] = []
     at = 0
     for start, end in ranges:
