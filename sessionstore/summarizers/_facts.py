@@ -43,13 +43,24 @@ from sessionstore.summarizers._handoff import (
     state_item,
     with_follow_ups,
 )
+from sessionstore.summarizers._said import (
+    DECISION,
+    HARNESS_COMPLAINT,
+    INTERROGATIVE,
+    LABEL,
+    OUTPUT_LIKE,
+    PLAN,
+    gist_of,
+    is_constraint,
+    is_feedback,
+    is_short_reply,
+)
 from sessionstore.summarizers._scan import (
     clean_text,
     code_identifiers,
     collapse,
     cut,
     find_paths,
-    head_tail,
     is_demonstration,
     is_noise_path,
     is_placeholder,
@@ -64,7 +75,6 @@ from sessionstore.summarizers._scan import (
 
 __all__ = ["extract_facts", "is_constraint"]
 
-GIST_CHARS = 400
 SENTENCE_CHARS = 240
 FOLLOW_UP_CHARS = 400
 MAX_SYSTEM_CONSTRAINTS = 8
@@ -79,7 +89,6 @@ MAX_FAILURES = 2
 """Latest failures whose error lines are all kept."""
 MAX_EARLIER_FAILURES = 6
 """Failures before those, kept as one line each (their last error line)."""
-FEEDBACK_CHARS = 3_000
 FEEDBACK_SHOWN_CHARS = 240
 """A harness's format complaint is kept this short: it is repeated on every bad reply."""
 RESULT_LINE_CHARS = 160
@@ -90,62 +99,8 @@ DIFF_LINE_CHARS = 160
 MAX_OUTPUT_VALUES = 24
 """Values seen only in the output of record reads kept, the newest first."""
 
-_CONSTRAINT = re.compile(
-    r"\b(?:must|never|don'?t|do not|only|should|shouldn'?t|required?|always|avoid|prefer"
-    r"|make sure|ensure|cannot|can'?t|not allowed|forbidden|mandatory|important)\b",
-    re.IGNORECASE,
-)
-
-
-def is_constraint(sentence: str) -> bool:
-    """Return True when a sentence states a rule or a preference (not a heading or a question)."""
-    return (
-        not sentence.startswith("#")
-        and not sentence.endswith("?")
-        and _CONSTRAINT.search(sentence) is not None
-    )
-
-
-_DECISION = re.compile(
-    r"\b(?:decid\w*|instead of|chose|choose|opt(?:ed)? for|going with|will use|I'll use"
-    r"|the (?:fix|solution|root cause|cause|issue|problem|bug) (?:is|was)|because|so that)\b",
-    re.IGNORECASE,
-)
-_PLAN = re.compile(
-    r"\b(?:next|then|need to|still|todo|remaining|will now|plan to)\b", re.IGNORECASE
-)
-_LABEL = re.compile(r"^\s*(?:THOUGHT|Thought|Reasoning|Analysis|DISCUSSION|Plan)\s*:\s*")
-_FEEDBACK = re.compile(
-    r"triple backticks|<response_example>|<format_example>|\bexactly one\b.{0,60}"
-    r"\b(?:action|command|code block|bash block|tool call)"
-    r"|\b(?:format|formatted) (?:your|the) (?:response|action|output|answer|command)"
-    r"|^(?:invalid|malformed|unrecognized|unknown) (?:action|command|tool|format|response)"
-    r"|^your (?:last )?(?:command|action|response) (?:timed out|was invalid|could not be parsed)",
-    re.IGNORECASE | re.MULTILINE,
-)
-_HARNESS_COMPLAINT = re.compile(
-    r"\b(?:please )?always provide exactly one\b|\bexactly one\b.{0,60}\bfound \d+"
-    r"|<response_example>|<format_example>"
-    r"|^(?:invalid|malformed|unrecognized) (?:action|command|tool call|response)\b",
-    re.IGNORECASE | re.MULTILINE,
-)
-"""The unmistakable complaints of a harness (not a user asking for a format)."""
-_ACK = re.compile(
-    r"^\W*(?:yes|yeah|yep|ok|okay|sure|no|nope|thanks?|thank you|great|perfect|cool|awesome|"
-    r"got it|sounds good|correct|right|fine|done|confirm(?:ed)?|go ahead|proceed|please do|"
-    r"bye|goodbye|that'?s (?:all|it|right|correct))\b",
-    re.IGNORECASE,
-)
-_OUTPUT_LIKE = re.compile(
-    r"<returncode>|<output>|^\s*(?:Observation|Output|stdout)\s*:", re.MULTILINE
-)
 _FENCED_COMMAND = re.compile(r"```(?:bash|sh|shell|console|zsh)?[ \t]*\n(.*?)\n```", re.DOTALL)
 _THINK_TOOLS = frozenset({"think", "thought", "reasoning", "scratchpad"})
-_INTERROGATIVE = re.compile(
-    r"^(?:why|what|how|where|when|which|who|is|are|was|does|do|did|can|could|should|would"
-    r"|will|shall|maybe|perhaps|wait|hmm)\b",
-    re.IGNORECASE,
-)
 _CD = re.compile(r"(?:^|&&|;|\n)\s*cd\s+([^\s;&|]+)")
 
 
@@ -218,7 +173,7 @@ class _Walker:
     def user(self, text: str) -> None:
         if self.fenced is not None:
             call, self.fenced = self.fenced, None
-            if _OUTPUT_LIKE.search(text[:2_000]):
+            if OUTPUT_LIKE.search(text[:2_000]):
                 self.harness = True
                 self.close(self.open(call), text)
                 return
@@ -231,10 +186,10 @@ class _Walker:
             # A worked example the harness shows the agent: not its task, nor facts of it.
             return
         started = bool(self.first_request) or self.continuing
-        if started and _OUTPUT_LIKE.match(text):
+        if started and OUTPUT_LIKE.match(text):
             self.harness = True
             return
-        if _is_feedback(text) and (started or _HARNESS_COMPLAINT.search(text[:1_000])):
+        if is_feedback(text) and (started or HARNESS_COMPLAINT.search(text[:1_000])):
             # A harness's complaint about the format of the last reply: not a request,
             # but the last thing the user side said, kept short in case.
             self.feedback = cut(collapse(text), FEEDBACK_SHOWN_CHARS)
@@ -246,7 +201,7 @@ class _Walker:
         self.resolve_assistant_questions(text)
         if self.first_request:
             self.human = True
-        if (self.request or self.continuing) and (answering or _is_short_reply(text)):
+        if (self.request or self.continuing) and (answering or is_short_reply(text)):
             self.follow_ups.append(cut(collapse(text), FOLLOW_UP_CHARS))
         else:
             self.request, self.follow_ups = text.strip(), []
@@ -308,15 +263,15 @@ class _Walker:
         self.handoff.has_reply = True
         self.last_text = text
         if self.user_questions:
-            answer = cut(_LABEL.sub("", said[0]), 160)
+            answer = cut(LABEL.sub("", said[0]), 160)
             self.handoff.resolved.extend(Item(f"{q} -> {answer}") for q in self.user_questions)
             self.user_questions = []
         self.assistant_questions = (
             [] if acting else [cut(s, SENTENCE_CHARS) for s in said if s.endswith("?")]
         )
         for sentence in said:
-            plain = _LABEL.sub("", sentence)
-            if _DECISION.search(plain) and "?" not in plain and not _INTERROGATIVE.match(plain):
+            plain = LABEL.sub("", sentence)
+            if DECISION.search(plain) and "?" not in plain and not INTERROGATIVE.match(plain):
                 self.handoff.decisions.append(Item(cut(plain, SENTENCE_CHARS)))
 
     def resolve_assistant_questions(self, answer: str) -> None:
@@ -480,7 +435,7 @@ class _Walker:
             handoff.task = with_follow_ups(self.request, later)
         else:
             handoff.later = later[-MAX_FOLLOW_UPS:]
-        handoff.goal = _gist(statement_part(self.first_request))
+        handoff.goal = gist_of(statement_part(self.first_request))
         handoff.pending = [Item(q, rank=2) for q in self.user_questions]
         files = sorted(self.files.items(), key=lambda kv: kv[1][0])
         # Paths only an output named (traceback frames, grep hits): the newest few.
@@ -505,11 +460,11 @@ class _Walker:
             text = f"Diff {cut(line, DIFF_LINE_CHARS)}"
             handoff.state.append(Item(text, rank=2, key=f"diff {index}"))
         if self.last_text:
-            said = sentences(_LABEL.sub("", self.last_text))
+            said = sentences(LABEL.sub("", self.last_text))
             gist = cut(" ".join(said[:2]), 300)
             if gist:
                 handoff.state.append(Item(f"Last assistant note: {gist}", key="note"))
-            plans = [s for s in said[2:] if _PLAN.search(s) and not s.endswith("?")]
+            plans = [s for s in said[2:] if PLAN.search(s) and not s.endswith("?")]
             handoff.remaining = [Item(cut(s, SENTENCE_CHARS)) for s in plans[-3:]]
         if self.cwd:
             handoff.state.append(Item(f"Working directory: {self.cwd}", key="cwd"))
@@ -610,37 +565,6 @@ def extract_facts(
     for message in messages:
         walker.visit(message)
     return walker.finish(), walker.digests
-
-
-def _is_feedback(text: str) -> bool:
-    """Return True for a harness's complaint about the format of the last reply.
-
-    Harnesses that drive an agent through chat (mini-swe-agent and the like) answer a
-    reply they cannot parse with a user message; it is not a request. Before the first
-    request (turns that continue a run), only an unmistakable complaint counts, since a
-    user may well ask for a format.
-    """
-    return len(text) <= FEEDBACK_CHARS and _FEEDBACK.search(text) is not None
-
-
-def _is_short_reply(text: str) -> bool:
-    """Return True for a confirmation or thanks (`yes`, `ok, go ahead`), not a new request."""
-    words = text.split()
-    return len(words) <= 12 and "?" not in text and _ACK.match(text) is not None
-
-
-def _gist(request: str) -> str:
-    """Return the first sentences of a request, markup removed, at most ~400 characters."""
-    prose = collapse(re.sub(r"</?[A-Za-z_][\w-]*>", " ", head_tail(request, 4_000)))
-    if len(prose) <= GIST_CHARS:
-        return prose
-    said = sentences(prose)
-    gist = ""
-    for sentence in said:
-        if len(gist) + len(sentence) + 1 > GIST_CHARS:
-            break
-        gist = f"{gist} {sentence}".strip()
-    return gist or cut(prose, GIST_CHARS)
 
 
 def _argument_text(arguments: str) -> str:

@@ -1,0 +1,119 @@
+"""What a message's text says: a rule, a decision, a plan, a harness complaint, a reply (pure).
+
+The handoff's fact reader (`_facts.py`) sorts every sentence and user message it reads
+with these: constraints go under Constraints, decisions and plans under Key Decisions and
+Remaining Work, a harness's format complaint is not a request, a short confirmation is a
+follow-up of the request it answers.
+"""
+
+from __future__ import annotations
+
+import re
+
+from sessionstore.summarizers._scan import collapse, cut, head_tail, sentences
+
+__all__ = [
+    "ACK",
+    "CONSTRAINT",
+    "DECISION",
+    "FEEDBACK",
+    "GIST_CHARS",
+    "HARNESS_COMPLAINT",
+    "INTERROGATIVE",
+    "LABEL",
+    "OUTPUT_LIKE",
+    "PLAN",
+    "gist_of",
+    "is_constraint",
+    "is_feedback",
+    "is_short_reply",
+]
+
+GIST_CHARS = 400
+"""The first request's gist is its first sentences, this many characters at most."""
+FEEDBACK_CHARS = 3_000
+"""A user message longer than this is never a harness's format complaint."""
+
+CONSTRAINT = re.compile(
+    r"\b(?:must|never|don'?t|do not|only|should|shouldn'?t|required?|always|avoid|prefer"
+    r"|make sure|ensure|cannot|can'?t|not allowed|forbidden|mandatory|important)\b",
+    re.IGNORECASE,
+)
+
+
+def is_constraint(sentence: str) -> bool:
+    """Return True when a sentence states a rule or a preference (not a heading or a question)."""
+    return (
+        not sentence.startswith("#")
+        and not sentence.endswith("?")
+        and CONSTRAINT.search(sentence) is not None
+    )
+
+
+DECISION = re.compile(
+    r"\b(?:decid\w*|instead of|chose|choose|opt(?:ed)? for|going with|will use|I'll use"
+    r"|the (?:fix|solution|root cause|cause|issue|problem|bug) (?:is|was)|because|so that)\b",
+    re.IGNORECASE,
+)
+PLAN = re.compile(r"\b(?:next|then|need to|still|todo|remaining|will now|plan to)\b", re.IGNORECASE)
+LABEL = re.compile(r"^\s*(?:THOUGHT|Thought|Reasoning|Analysis|DISCUSSION|Plan)\s*:\s*")
+FEEDBACK = re.compile(
+    r"triple backticks|<response_example>|<format_example>|\bexactly one\b.{0,60}"
+    r"\b(?:action|command|code block|bash block|tool call)"
+    r"|\b(?:format|formatted) (?:your|the) (?:response|action|output|answer|command)"
+    r"|^(?:invalid|malformed|unrecognized|unknown) (?:action|command|tool|format|response)"
+    r"|^your (?:last )?(?:command|action|response) (?:timed out|was invalid|could not be parsed)",
+    re.IGNORECASE | re.MULTILINE,
+)
+HARNESS_COMPLAINT = re.compile(
+    r"\b(?:please )?always provide exactly one\b|\bexactly one\b.{0,60}\bfound \d+"
+    r"|<response_example>|<format_example>"
+    r"|^(?:invalid|malformed|unrecognized) (?:action|command|tool call|response)\b",
+    re.IGNORECASE | re.MULTILINE,
+)
+"""The unmistakable complaints of a harness (not a user asking for a format)."""
+ACK = re.compile(
+    r"^\W*(?:yes|yeah|yep|ok|okay|sure|no|nope|thanks?|thank you|great|perfect|cool|awesome|"
+    r"got it|sounds good|correct|right|fine|done|confirm(?:ed)?|go ahead|proceed|please do|"
+    r"bye|goodbye|that'?s (?:all|it|right|correct))\b",
+    re.IGNORECASE,
+)
+OUTPUT_LIKE = re.compile(
+    r"<returncode>|<output>|^\s*(?:Observation|Output|stdout)\s*:", re.MULTILINE
+)
+INTERROGATIVE = re.compile(
+    r"^(?:why|what|how|where|when|which|who|is|are|was|does|do|did|can|could|should|would"
+    r"|will|shall|maybe|perhaps|wait|hmm)\b",
+    re.IGNORECASE,
+)
+
+
+def is_feedback(text: str) -> bool:
+    """Return True for a harness's complaint about the format of the last reply.
+
+    Harnesses that drive an agent through chat (mini-swe-agent and the like) answer a
+    reply they cannot parse with a user message; it is not a request. Before the first
+    request (turns that continue a run), only an unmistakable complaint counts, since a
+    user may well ask for a format.
+    """
+    return len(text) <= FEEDBACK_CHARS and FEEDBACK.search(text) is not None
+
+
+def is_short_reply(text: str) -> bool:
+    """Return True for a confirmation or thanks (`yes`, `ok, go ahead`), not a new request."""
+    words = text.split()
+    return len(words) <= 12 and "?" not in text and ACK.match(text) is not None
+
+
+def gist_of(request: str) -> str:
+    """Return the first sentences of a request, markup removed, at most ~400 characters."""
+    prose = collapse(re.sub(r"</?[A-Za-z_][\w-]*>", " ", head_tail(request, 4_000)))
+    if len(prose) <= GIST_CHARS:
+        return prose
+    said = sentences(prose)
+    gist = ""
+    for sentence in said:
+        if len(gist) + len(sentence) + 1 > GIST_CHARS:
+            break
+        gist = f"{gist} {sentence}".strip()
+    return gist or cut(prose, GIST_CHARS)
