@@ -384,17 +384,20 @@ def message_from_json(data: str | bytes) -> Message:
     return MESSAGE_ADAPTER.validate_json(data)
 
 
-_NOT_DUMPED = {"client_id", "extra"}
+_CLIENT_ID = {"client_id"}
+_CLIENT_ID_AND_EXTRA = {"client_id", "extra"}
 
 
 def message_payload(message: Message) -> dict[str, Any]:
     """Return the message as the JSON-ready dict that is stored (without `client_id`)."""
+    if not message.extra:
+        return message.model_dump(mode="json", exclude=_CLIENT_ID)
     # `extra` apart, by pydantic-core's own conversion of JSON-like values: dumped with
     # the model, each of its values costs a Python call (the `JsonValue` union's tag),
     # most of the dump of an imported message. The same dict, keys in the same order.
     return {
         "extra": to_jsonable_python(message.extra),
-        **message.model_dump(mode="json", exclude=_NOT_DUMPED),
+        **message.model_dump(mode="json", exclude=_CLIENT_ID_AND_EXTRA),
     }
 
 

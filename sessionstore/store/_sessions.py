@@ -12,12 +12,13 @@ import base64
 import binascii
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from weakref import WeakKeyDictionary
 
-from sqlalchemy import Connection, Row, and_, insert, or_, select, tuple_, update
+from sqlalchemy import Connection, Dialect, Row, and_, insert, or_, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 
 from sessionstore.errors import (
@@ -47,6 +48,7 @@ __all__ = [
     "LoopHead",
     "SessionKey",
     "Tenant",
+    "bound_time",
     "chain",
     "check_session_id",
     "check_tenant",
@@ -170,8 +172,7 @@ def lock(db: Connection, key: SessionKey, moment: datetime) -> Locked:
     statement = sql.LOCK_SESSION
     params = {"now": moment, **key.params}
     # On SQLite straight on the driver (the hot path of every append): the time bound ready.
-    process = sql.sessions.c.updated_at.type.dialect_impl(db.dialect).bind_processor(db.dialect)
-    rows = run_plain(db, statement, {**params, "now": process(moment) if process else moment})
+    rows = run_plain(db, statement, {**params, "now": bound_time(db, moment)})
     row = db.execute(statement, params).first() if rows is None else (rows[0] if rows else None)
     if row is None:
         raise SessionNotFoundError(key.session_id)
@@ -409,7 +410,7 @@ def start_loop(
     depth = 0
     # Pre-built statements, on SQLite straight on the driver with bind-ready values: an
     # SDK session starts a loop for each user request, so this is an append's hot path.
-    bound = _bound_time(db, moment)
+    bound = bound_time(db, moment)
     if parent_loop_id is not None:
         if parent is None:
             parent = loop_head(db, key, parent_loop_id)
@@ -442,9 +443,21 @@ def start_loop(
     )
 
 
-def _bound_time(db: Connection, moment: datetime) -> Any:
-    """`moment` as the time columns bind it (for statements run straight on the driver)."""
-    process = sql.loops.c.created_at.type.dialect_impl(db.dialect).bind_processor(db.dialect)
+_TIME_BINDERS: WeakKeyDictionary[Dialect, Callable[[Any], Any] | None] = WeakKeyDictionary()
+
+
+def bound_time(db: Connection, moment: datetime) -> Any:
+    """`moment` as the time columns bind it, for statements run straight on the driver.
+
+    Every time column has the same type; its bind processor is looked up once a dialect
+    (SQLAlchemy builds a new one at each lookup).
+    """
+    dialect = db.dialect
+    try:
+        process = _TIME_BINDERS[dialect]
+    except KeyError:
+        column_type = sql.loops.c.created_at.type
+        process = _TIME_BINDERS[dialect] = column_type.dialect_impl(dialect).bind_processor(dialect)
     return moment if process is None else process(moment)
 
 
