@@ -47,9 +47,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
-from pydantic import JsonValue, ValidationError
+from pydantic import BaseModel, JsonValue, ValidationError
 
 from sessionstore.errors import FormatError, describe_validation_error
 from sessionstore.formats._messages import check_is_message
@@ -66,6 +66,7 @@ from sessionstore.models import (
     ToolResultMessage,
     UserMessage,
 )
+from sessionstore.models._limits import CHECKED_JSON, json_copy_within_limits
 
 __all__ = [
     "CALL_OUTPUT_TYPES",
@@ -121,6 +122,9 @@ _DATA_URL = re.compile(r"data:([^;,]+);base64,(.*)", re.DOTALL)
 
 _Path: TypeAlias = list[str | int]
 _Block: TypeAlias = TextContent | ImageContent | ThinkingContent | ToolCall
+_Built = TypeVar("_Built", bound=BaseModel)
+_RECORD_DEPTH = 4
+"""How deep an item's record sits in a message's `extra`: extra, format, items, record."""
 _KIND_OF: dict[type, str] = {
     TextContent: "text",
     ImageContent: "image",
@@ -213,13 +217,15 @@ def _import(
     blocks: list[_Block] = []
 
     first = 0  # the index of the first item of the model call being grouped
+    checked = True  # every record of the group is built from a copy known within limits
 
     def flush(end: int) -> None:
         if records:
             hints: dict[str, JsonValue] = {"items": list(records)}
             if texts is not None:
                 hints[JSON_KEY] = "[" + ",".join(texts[first:end]) + "]"
-            result.append(AssistantMessage(content=list(blocks), extra={RESPONSES_FORMAT: hints}))
+            extra: dict[str, JsonValue] = {RESPONSES_FORMAT: hints}
+            result.append(_built(AssistantMessage, checked, content=list(blocks), extra=extra))
         records.clear()
         blocks.clear()
 
@@ -227,10 +233,18 @@ def _import(
         try:
             if not isinstance(item, Mapping):
                 raise _Invalid(f"expected an object, got {type(item).__name__}")  # noqa: TRY301
+            # With its JSON text, an item known within limits is copied from the text, and
+            # what is built from the copy is not checked again (`json_copy_within_limits`).
+            copy = (
+                None
+                if texts is None
+                else json_copy_within_limits(item, texts[index], nested_in=_RECORD_DEPTH)
+            )
             if _is_model_item(item):
                 if not records:
-                    first = index
-                record, item_blocks = _import_model_item(item)
+                    first, checked = index, True
+                checked = checked and copy is not None
+                record, item_blocks = _import_model_item(item, copy)
                 records.append(record)
                 blocks.extend(item_blocks)
                 for block in item_blocks:
@@ -239,7 +253,7 @@ def _import(
                 continue
             flush(index)
             text = None if texts is None else "[" + texts[index] + "]"
-            result.append(_import_input_item(item, names, text))
+            result.append(_import_input_item(item, names, text, copy))
         except _Invalid as exc:
             raise FormatError(f"item {index}: {exc}") from None
         except ValidationError as exc:
@@ -266,8 +280,20 @@ def _record(skeleton: dict[str, Any], slots: list[list[Any]]) -> dict[str, JsonV
     return record
 
 
-def _import_model_item(item: Mapping[str, Any]) -> tuple[dict[str, JsonValue], list[_Block]]:
-    skeleton: dict[str, Any] = _copied(dict(item))
+def _built(model: type[_Built], checked: bool, **fields: Any) -> _Built:
+    """Return `model(**fields)`; when `checked`, its JSON fields are taken as they are.
+
+    `checked`: `extra` (and a custom message's `data`) are built from
+    `json_copy_within_limits` copies, so validating them again (the models' JSON checks,
+    walks in Python, most of an import's time) is skipped; the other fields are validated.
+    """
+    return model.model_validate(fields, context=CHECKED_JSON) if checked else model(**fields)
+
+
+def _import_model_item(
+    item: Mapping[str, Any], copy: dict[str, Any] | None
+) -> tuple[dict[str, JsonValue], list[_Block]]:
+    skeleton: dict[str, Any] = _copied(dict(item)) if copy is None else copy
     slots: list[list[Any]] = []
     blocks: list[_Block] = []
     kind = item_type(item)
@@ -350,9 +376,11 @@ def _image(url: str, detail: str | None) -> ImageContent:
     return ImageContent(url=url, detail=detail)
 
 
-def _import_input_item(item: Mapping[str, Any], names: dict[str, str], text: str | None) -> Message:
+def _import_input_item(
+    item: Mapping[str, Any], names: dict[str, str], text: str | None, copy: dict[str, Any] | None
+) -> Message:
     kind = item_type(item)
-    skeleton: dict[str, Any] = _copied(dict(item))
+    skeleton: dict[str, Any] = _copied(dict(item)) if copy is None else copy
     slots: list[list[Any]] = []
     blocks: list[_Block] = []
     if kind in (None, "message") and "role" in item:
@@ -361,23 +389,27 @@ def _import_input_item(item: Mapping[str, Any], names: dict[str, str], text: str
             raise _Invalid(f"role {role!r} is not supported (expected user, system or developer)")
         _slot_content(item, skeleton, slots, blocks, images=role == "user")
         extra = {RESPONSES_FORMAT: _hints([_record(skeleton, slots)], text)}
-        if role == "user":
-            return UserMessage(content=blocks, extra=extra)
-        return SystemMessage(content=blocks, extra=extra)
+        model: type[UserMessage | SystemMessage] = UserMessage if role == "user" else SystemMessage
+        return _built(model, copy is not None, content=blocks, extra=extra)
     if kind in _TOOL_OUTPUT_TYPES:
         call_id = item.get("call_id")
         if not isinstance(call_id, str) or not call_id:
             raise _Invalid(f"a {kind} item needs a 'call_id' string")
         del skeleton["call_id"]
         _slot_content(item, skeleton, slots, blocks, images=True, key="output")
-        return ToolResultMessage(
+        return _built(
+            ToolResultMessage,
+            copy is not None,
             tool_call_id=call_id,
             tool_name=names.get(call_id, ""),
             content=blocks,
             extra={RESPONSES_FORMAT: _hints([_record(skeleton, slots)], text)},
         )
     extra = {} if text is None else {RESPONSES_FORMAT: {JSON_KEY: text}}
-    return CustomMessage(custom_type=RESPONSES_FORMAT, data=_copied(dict(item)), extra=extra)
+    data = _copied(dict(item)) if copy is None else copy
+    return _built(
+        CustomMessage, copy is not None, custom_type=RESPONSES_FORMAT, data=data, extra=extra
+    )
 
 
 def _hints(records: list[JsonValue], text: str | None) -> dict[str, JsonValue]:

@@ -65,6 +65,7 @@ from sessionstore.formats._responses_dump import items_from_dump
 from sessionstore.models import CustomMessage, Message, ToolCall, ToolResultMessage
 from sessionstore.models._limits import STORED
 from sessionstore.models._messages import MESSAGE_ADAPTER
+from sessionstore.models._records import paused_gc
 from sessionstore.store import SessionStore, TenantStore
 
 try:
@@ -253,7 +254,8 @@ class SessionStoreSession:
             return
         raw, texts = _json_items(items)
         names = await self._tool_names(raw)
-        messages = from_openai_responses_json(raw, texts, tool_names=names)
+        with paused_gc():  # the messages all survive the call (see paused_gc)
+            messages = from_openai_responses_json(raw, texts, tool_names=names)
         self._remember_calls(messages)
         loop: int | str | None = "new" if _is_user_message(raw[0]) else None
         try:

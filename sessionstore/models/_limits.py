@@ -16,10 +16,18 @@ import re
 from collections.abc import Callable
 from typing import Annotated, Any, Final
 
-from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo
+from pydantic import (
+    AfterValidator,
+    Field,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+)
+from pydantic_core import from_json
 
 __all__ = [
     "APP_NAME_MAX_LENGTH",
+    "CHECKED_JSON",
     "CLIENT_ID_MAX_LENGTH",
     "MAX_BIG_INT",
     "MAX_INT",
@@ -50,6 +58,7 @@ __all__ = [
     "check_text",
     "finite_duration",
     "is_stored",
+    "json_copy_within_limits",
 ]
 
 # ── lengths (the sizes of the text columns) ────────────────────────────────────
@@ -91,6 +100,10 @@ block config, custom data, format extras, tool-call arguments)."""
 _STORED_KEY: Final = "sessionstore_stored"
 STORED: Final[dict[str, Any]] = {_STORED_KEY: True}
 """The validation context of values read back from the database: not checked again."""
+_CHECKED_JSON_KEY: Final = "sessionstore_checked_json"
+CHECKED_JSON: Final[dict[str, Any]] = {_CHECKED_JSON_KEY: True}
+"""The validation context of a model whose JSON fields (`JsonField`) hold copies from
+`json_copy_within_limits`: they are taken as they are. The other fields are validated."""
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _OVERLAY = re.compile(OVERLAY_PATTERN)
@@ -174,6 +187,33 @@ def check_json_text(text: str, name: str) -> str:
     return text
 
 
+def json_copy_within_limits(value: Any, text: str, *, nested_in: int = 0) -> Any | None:
+    """Return a copy of `value` parsed from `text`, its JSON, when the text proves it within limits.
+
+    A cheaper `check_json` for a value whose JSON text is at hand (`json.dumps(value)`):
+    the copy is what `check_json` and the models' JSON validation would accept, without a
+    walk in Python, when
+
+    - pydantic-core parses `text` as strict JSON: no NaN or Infinity, no lone surrogate;
+    - the parse equals `value`: the text is the value's, so `value` holds no tuple, no key
+      that is not a string, and nothing else that `json.dumps` writes as other JSON;
+    - `text` has fewer brackets than `MAX_JSON_DEPTH` less `nested_in` (the levels the
+      copy will be nested in), so no part of it can nest too deep.
+
+    The copy holds only `dict`, `list`, `str`, `int`, `float`, `bool` and None. Returns
+    None when any of these fails: check `value` the usual way then (a number the parser
+    reads as infinite, `1e999`, which `json.dumps` never writes, is refused when the
+    value is serialised).
+    """
+    if text.count("[") + text.count("{") >= MAX_JSON_DEPTH - nested_in:
+        return None
+    try:
+        parsed = from_json(text, allow_inf_nan=False)
+    except (TypeError, ValueError):  # not strict JSON, or a str that is not valid Unicode
+        return None
+    return parsed if parsed == value else None
+
+
 def _check_int(value: Any, name: str, low: int, high: int, what: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
@@ -241,10 +281,13 @@ def bounded_text(max_length: int, *, min_length: int = 0) -> AfterValidator:
     return AfterValidator(_text_validator(max_length, min_length))
 
 
-def _json_validator(value: Any, info: ValidationInfo) -> Any:
-    if is_stored(info) or not value:
-        return value
-    return check_json(value, info.field_name or "value")
+def _json_validator(value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+    context = info.context
+    if isinstance(context, dict) and context.get(_CHECKED_JSON_KEY):
+        return value  # checked already, and JSON's own types only (`json_copy_within_limits`)
+    if value and not is_stored(info):
+        check_json(value, info.field_name or "value")
+    return handler(value)
 
 
 def _count_validator(high: int) -> Callable[[int, ValidationInfo], int]:
@@ -275,7 +318,7 @@ pydantic-core checks that a constrained string is valid Unicode itself (error ty
 `string_unicode`, "unable to parse raw data as a unicode string"), so the bulk of a
 message's text costs no Python call to check, on the way in or out. A test holds this.
 """
-JsonField = BeforeValidator(_json_validator)
+JsonField = WrapValidator(_json_validator)
 """The validator of a JSON field: finite numbers, valid Unicode, at most `MAX_JSON_DEPTH` deep."""
 Count = AfterValidator(_count_validator(MAX_INT))
 """The validator of a non-negative count kept in a 32-bit column."""

@@ -319,10 +319,11 @@ def insert_plain(
     try:
         if len(rows) == 1:
             cursor.execute(sql, rows[0])
+            last = cursor.lastrowid  # set by execute (not by executemany)
         else:
             cursor.executemany(sql, rows)
-        cursor.execute("SELECT last_insert_rowid()")
-        last = cursor.fetchone()[0]
+            cursor.execute("SELECT last_insert_rowid()")
+            last = cursor.fetchone()[0]
     except dbapi_error as exc:
         raise DBAPIError.instance(sql, None, exc, dbapi_error) from exc
     finally:

@@ -101,19 +101,28 @@ class MessageMethods(_Handle):
                 raise Rollback([known[item.message.client_id] for item in batch])  # type: ignore[index]  # all known
             _sessions.check_version(session_id, locked, expected_version)
             target = loop_id if isinstance(loop_id, int) else locked.active_loop_id
-            if (
-                loop_id == "new"
-                and target is not None
-                and not _sessions.is_empty_open_loop(db, key, target)
-            ):
-                target = _sessions.start_loop(db, key, target, locked.loop_count, moment).id
-            if target is None:
-                target = _sessions.start_loop(db, key, None, locked.loop_count, moment).id
-            # The loop's state as this store left it, if no one has written since: the
-            # lock returned the version just after that write's, so it is still current.
-            state = states.get((key, target))
-            if state is None or state.version != locked.version - 1:
-                state = _messages.loop_state(db, key, target, locked.version)
+            started = None
+            if loop_id == "new" and target is not None:
+                head = _sessions.loop_head(db, key, target)
+                if not head.is_empty_open:
+                    started = _sessions.start_loop(
+                        db, key, target, locked.loop_count, moment, parent=head
+                    )
+            elif target is None:
+                started = _sessions.start_loop(db, key, None, locked.loop_count, moment)
+            if started is not None:  # a loop started here: its state is known
+                target = started.id
+                state = _messages.LoopState(target, locked.version, 0, 0, frozenset())
+            else:
+                assert target is not None  # None starts a loop above
+                # The loop's state as this store left it, if no one has written since:
+                # the lock returned the version just after that write's, so it is current.
+                cached = states.get((key, target))
+                state = (
+                    cached
+                    if cached is not None and cached.version == locked.version - 1
+                    else _messages.loop_state(db, key, target, locked.version)
+                )
             inserted, new_state = _messages.insert_messages(
                 db, key, state, [batch[i] for i in fresh], moment
             )

@@ -32,7 +32,7 @@ from sessionstore.models._limits import check_count
 from sessionstore.store import _statements as sql
 from sessionstore.store._engine import insert_plain, is_citus, run_plain
 from sessionstore.store._nul import escape, escape_json_text
-from sessionstore.store._sessions import SessionKey, loop_row
+from sessionstore.store._sessions import SessionKey, bound_time, loop_row
 from sessionstore.store._tables import stored_model, stored_models
 from sessionstore.store._usage import insert_message_usage
 
@@ -188,8 +188,7 @@ def insert_messages(
     assigner = TurnAssigner(state.turn_count, state.open_tool_call_ids)
     # Bind-ready values, in _MESSAGE_INSERT_COLUMNS order; `created_at` is one value for
     # the whole batch, so its type's bind processing runs once, not once a row.
-    process = sql.messages.c.created_at.type.dialect_impl(db.dialect).bind_processor(db.dialect)
-    created = process(moment) if process is not None else moment
+    created = bound_time(db, moment)
     rows: list[tuple[Any, ...]] = []
     for offset, item in enumerate(items):
         message = item.message

@@ -12,12 +12,13 @@ import base64
 import binascii
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from weakref import WeakKeyDictionary
 
-from sqlalchemy import Connection, Row, and_, insert, or_, select, tuple_, update
+from sqlalchemy import Connection, Dialect, Row, and_, insert, or_, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 
 from sessionstore.errors import (
@@ -39,13 +40,15 @@ from sessionstore.models import (
 )
 from sessionstore.models._limits import check_json, check_text
 from sessionstore.store import _statements as sql
-from sessionstore.store._engine import run_plain
+from sessionstore.store._engine import insert_plain, run_plain
 from sessionstore.store._tables import loop_model, session_model
 
 __all__ = [
     "Locked",
+    "LoopHead",
     "SessionKey",
     "Tenant",
+    "bound_time",
     "chain",
     "check_session_id",
     "check_tenant",
@@ -57,6 +60,7 @@ __all__ = [
     "list_loops",
     "list_sessions",
     "lock",
+    "loop_head",
     "loop_row",
     "new_session_values",
     "now",
@@ -168,8 +172,7 @@ def lock(db: Connection, key: SessionKey, moment: datetime) -> Locked:
     statement = sql.LOCK_SESSION
     params = {"now": moment, **key.params}
     # On SQLite straight on the driver (the hot path of every append): the time bound ready.
-    process = sql.sessions.c.updated_at.type.dialect_impl(db.dialect).bind_processor(db.dialect)
-    rows = run_plain(db, statement, {**params, "now": process(moment) if process else moment})
+    rows = run_plain(db, statement, {**params, "now": bound_time(db, moment)})
     row = db.execute(statement, params).first() if rows is None else (rows[0] if rows else None)
     if row is None:
         raise SessionNotFoundError(key.session_id)
@@ -347,57 +350,115 @@ def _decode_cursor(cursor: str) -> tuple[datetime, list[str]]:
 # ── loops ───────────────────────────────────────────────────────────────────────
 
 
+@dataclass(frozen=True, slots=True)
+class LoopHead:
+    """What starting a loop after a loop needs to know of it."""
+
+    depth: int
+    is_open: bool
+    message_count: int
+
+    @property
+    def is_empty_open(self) -> bool:
+        """Whether the loop is open and holds no message yet."""
+        return self.is_open and not self.message_count
+
+
+def loop_head(db: Connection, key: SessionKey, loop_id: int) -> LoopHead:
+    """Return a loop's `LoopHead`; raise `LoopNotFoundError` if it is not a loop of the session."""
+    params = {"lid": loop_id, **key.params}
+    rows = run_plain(db, sql.SELECT_LOOP_HEAD, params)
+    row = (
+        db.execute(sql.SELECT_LOOP_HEAD, params).first() if rows is None else next(iter(rows), None)
+    )
+    if row is None:
+        raise LoopNotFoundError(loop_id, session_id=key.session_id)
+    depth, closed_at, message_count = row
+    return LoopHead(depth, closed_at is None, message_count)
+
+
+_LOOP_INSERT_COLUMNS = (
+    "session_id",
+    "app_name",
+    "user_id",
+    "parent_loop_id",
+    "sequence",
+    "depth",
+    "created_at",
+    "closed_at",
+    "message_count",
+    "token_total",
+    "turn_count",
+    "open_tool_call_ids",
+)
+
+
 def start_loop(
     db: Connection,
     key: SessionKey,
     parent_loop_id: int | None,
     sequence: int,
     moment: datetime,
+    *,
+    parent: LoopHead | None = None,
 ) -> LoopRecord:
     """Insert loop number `sequence` after `parent_loop_id` and make it the active loop.
 
-    The parent is closed. The caller holds the session's lock (`lock`).
+    The parent is closed. The caller holds the session's lock (`lock`). `parent`: the
+    parent's head, when the caller has read it in this transaction.
     """
     depth = 0
-    columns = sql.loops.c
+    # Pre-built statements, on SQLite straight on the driver with bind-ready values: an
+    # SDK session starts a loop for each user request, so this is an append's hot path.
+    bound = bound_time(db, moment)
     if parent_loop_id is not None:
-        parent = loop_row(db, key, parent_loop_id)
+        if parent is None:
+            parent = loop_head(db, key, parent_loop_id)
         depth = parent.depth + 1
-        if parent.closed_at is None:
-            db.execute(
-                update(sql.loops)
-                .where(columns.id == parent_loop_id, *sql.keyed(sql.loops))
-                .values(closed_at=moment),
-                key.params,
-            )
-    values: dict[str, Any] = {
-        "session_id": key.session_id,
-        "app_name": key.app_name,
-        "user_id": key.user_id,
-        "parent_loop_id": parent_loop_id,
-        "sequence": sequence,
-        "depth": depth,
-        "created_at": moment,
-        "closed_at": None,
-        "message_count": 0,
-        "token_total": 0,
-        "turn_count": 0,
-        "open_tool_call_ids": [],
-    }
-    row = db.execute(insert(sql.loops).returning(*sql.LOOP_COLUMNS), values).one()
-    db.execute(
-        update(sql.sessions)
-        .where(*sql.SESSION_WHERE)
-        .values(active_loop_id=row.id, loop_count=sequence + 1),
-        key.params,
+        if parent.is_open:
+            params = {"lid": parent_loop_id, **key.params}
+            if run_plain(db, sql.CLOSE_OPEN_LOOP, {**params, "now": bound}) is None:
+                db.execute(sql.CLOSE_OPEN_LOOP, {**params, "now": moment})
+    values = (key.session_id, key.app_name, key.user_id, parent_loop_id, sequence, depth)
+    ids = insert_plain(db, sql.loops, _LOOP_INSERT_COLUMNS, [(*values, bound, None, 0, 0, 0, "[]")])
+    if ids is None:
+        row: dict[str, Any] = dict(
+            zip(_LOOP_INSERT_COLUMNS, (*values, moment, None, 0, 0, 0, []), strict=True)
+        )
+        ids = [db.execute(sql.INSERT_LOOP, row).scalar_one()]
+    params = {"lid": ids[0], "loops": sequence + 1, **key.params}
+    if run_plain(db, sql.ACTIVATE_LOOP, params) is None:
+        db.execute(sql.ACTIVATE_LOOP, params)
+    return LoopRecord(
+        id=ids[0],
+        session_id=key.session_id,
+        parent_loop_id=parent_loop_id,
+        sequence=sequence,
+        depth=depth,
+        created_at=moment,
+        closed_at=None,
+        message_count=0,
+        token_total=0,
+        turn_count=0,
     )
-    return loop_model(row)
 
 
-def is_empty_open_loop(db: Connection, key: SessionKey, loop_id: int) -> bool:
-    """Return whether a loop is open and holds no message yet."""
-    row = db.execute(sql.SELECT_LOOP_STATE, {"lid": loop_id, **key.params}).first()
-    return row is not None and row.closed_at is None and row.message_count == 0
+_TIME_BINDERS: WeakKeyDictionary[Dialect, Callable[[Any], Any] | None] = WeakKeyDictionary()
+
+
+def bound_time(db: Connection, moment: datetime) -> Any:
+    """`moment` as the time columns bind it, for statements run straight on the driver.
+
+    Every time column has the same type; its bind processor is looked up once a dialect
+    (SQLAlchemy builds a new one at each lookup).
+    """
+    dialect = db.dialect
+    try:
+        process = _TIME_BINDERS[dialect]
+    except KeyError:
+        column_type = sql.loops.c.created_at.type
+        process = _TIME_BINDERS[dialect] = column_type.dialect_impl(dialect).bind_processor(dialect)
+    return moment if process is None else process(moment)
 
 
 def close_loop(db: Connection, key: SessionKey, loop_id: int, moment: datetime) -> Row[Any]:

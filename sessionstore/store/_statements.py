@@ -163,6 +163,22 @@ UPDATE_LOOP_COUNTERS = (
     )
 )
 
+# Starting a loop (every user request of an SDK session starts one).
+SELECT_LOOP_HEAD = select(loops.c.depth, loops.c.closed_at, loops.c.message_count).where(
+    loops.c.id == bindparam("lid"), *keyed(loops)
+)
+CLOSE_OPEN_LOOP = (
+    update(loops)
+    .where(loops.c.id == bindparam("lid"), *keyed(loops), loops.c.closed_at.is_(None))
+    .values(closed_at=bindparam("now"))
+)
+INSERT_LOOP = insert(loops).returning(loops.c.id)
+ACTIVATE_LOOP = (
+    update(sessions)
+    .where(*SESSION_WHERE)
+    .values(active_loop_id=bindparam("lid"), loop_count=bindparam("loops"))
+)
+
 # PostgreSQL: the messages and the loop's counters in one round trip (a data-modifying
 # CTE), for any number of rows (arrays unnested, so the statement text never changes).
 INSERT_MESSAGES_AND_COUNT = text(

@@ -21,7 +21,7 @@ from sessionstore.models import (
 from sessionstore.models._limits import STORED, check_big_count
 from sessionstore.store import _statements as sql
 from sessionstore.store._engine import insert_plain
-from sessionstore.store._sessions import SessionKey, loop_row
+from sessionstore.store._sessions import SessionKey, bound_time, loop_row
 
 __all__ = ["USAGE_FIELDS", "insert_message_usage", "insert_usage", "session_usage"]
 
@@ -97,10 +97,7 @@ def _insert_message_usage_sqlite(
         for name, count in zip(USAGE_FIELDS, counts, strict=True):  # also model_construct
             check_big_count(count, f"usage.{name}")
         if created is None:
-            process = sql.usage.c.created_at.type.dialect_impl(db.dialect).bind_processor(
-                db.dialect
-            )
-            created = process(s.created_at) if process is not None else s.created_at
+            created = bound_time(db, s.created_at)
         values.append(
             (
                 session_id,

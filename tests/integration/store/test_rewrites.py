@@ -77,6 +77,35 @@ async def test_appending_to_a_new_loop_reuses_an_empty_active_loop(store: Sessio
         await store.append_messages(session.id, [UserMessage(content="x")], loop_id="old")  # type: ignore[arg-type]
 
 
+async def test_a_started_loop_is_returned_and_continued_as_stored(store: SessionStore) -> None:
+    """start_loop builds its record from what it wrote; an append to a loop it started
+    in the same transaction continues from the empty loop's state."""
+    session = await store.create_session(app_name="a", user_id="u")
+    root = await store.start_loop(session.id)
+    child = await store.start_loop(session.id)
+    stored = await store.list_loops(session.id)
+    assert stored == [root.model_copy(update={"closed_at": stored[0].closed_at}), child]
+    assert stored[0].closed_at is not None
+    call = ToolCall(id="c1", name="read", arguments="{}")
+    first = await store.append_messages(
+        session.id, [UserMessage(content="one"), AssistantMessage(content=[call])], loop_id="new"
+    )
+    later = await store.append_messages(
+        session.id, [ToolResultMessage(tool_call_id="c1", content="data")]
+    )
+    loops = await store.list_loops(session.id)
+    assert len(loops) == 2
+    assert loops[1].closed_at is None  # empty and open: the "new" append went to it
+    assert [m.loop_id for m in first + later] == [child.id] * 3
+    assert [(m.position, m.turn_index) for m in first + later] == [(0, 0), (1, 1), (2, 1)]
+    assert (loops[1].depth, loops[1].message_count, loops[1].turn_count) == (1, 3, 2)
+    third = await store.append_messages(session.id, [UserMessage(content="two")], loop_id="new")
+    loops = await store.list_loops(session.id)
+    assert (loops[2].id, loops[2].parent_loop_id, loops[2].depth) == (third[0].loop_id, child.id, 2)
+    assert loops[1].closed_at is not None
+    assert (await store.get_session(session.id)).active_loop_id == loops[2].id
+
+
 async def test_pop_message_branches_without_deleting(store: SessionStore) -> None:
     session = await store.create_session(app_name="a", user_id="u")
     assert await store.pop_message(session.id) is None
