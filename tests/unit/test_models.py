@@ -135,7 +135,9 @@ def test_every_message_survives_json(message: Message) -> None:
 
 @settings(max_examples=200, derandomize=True)
 @given(st.lists(messages, max_size=4), st.none() | st.text(min_size=1, max_size=20))
-def test_decoded_records_match_lazily_decoded_ones(batch: list[Message], client_id: str | None):
+def test_decoded_records_match_lazily_decoded_ones(
+    batch: list[Message], client_id: str | None
+) -> None:
     """The batch decode of a read builds the records the lazy path builds, field for field."""
     at = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     rows = [
