@@ -40,6 +40,7 @@ import gc
 import json
 import random
 from collections.abc import Mapping, Sequence
+from itertools import chain
 from typing import Any, cast
 
 from pydantic_core import from_json
@@ -384,21 +385,24 @@ class SessionStoreSession:
             units: list[Any] = _decoded([found or "null" for found, _ in rows])
         except ValueError:
             return await self._model_items(limit)
+        missing = [index for index, (found, _) in enumerate(rows) if found is None]
+        kept = units
+        if missing:
+            kept = [unit for unit, (found, _) in zip(units, rows, strict=True) if found is not None]
+        if not _are_item_lists(kept):
+            return await self._model_items(limit)
         starts = None if limit is None else [True] * len(units)
-        for index, (found, payload) in enumerate(rows):
-            if found is None:
-                assert payload is not None  # the statement returns one of the two
-                units[index], start = _items_of_payload(payload)
-                if starts is not None:
-                    starts[index] = start
-                continue
-            unit = units[index]
-            if type(unit) is not list or not all(type(item) is dict for item in unit):
-                return await self._model_items(limit)
-            if starts is not None and unit:
-                starts[index] = item_type(unit[0]) not in _OUTPUT_TYPES
+        for index in missing:
+            payload = rows[index][1]
+            assert payload is not None  # the statement returns one of the two
+            units[index], start = _items_of_payload(payload)
+            if starts is not None:
+                starts[index] = start
         if starts is None:
-            return [item for unit in units for item in unit]
+            return list(chain.from_iterable(units))
+        for index, unit in enumerate(units):
+            if rows[index][0] is not None and unit:
+                starts[index] = item_type(unit[0]) not in _OUTPUT_TYPES
         return _window(starts, units, limit)
 
     async def _model_items(self, limit: int | None) -> list[dict[str, Any]]:
@@ -489,6 +493,14 @@ def _json_items(items: Sequence[TResponseInputItem]) -> tuple[list[Mapping[str, 
         except (TypeError, ValueError) as error:
             raise TypeError(f"item {index} cannot be stored: {error}") from None
     return [cast(Mapping[str, Any], item) for item in items], texts
+
+
+def _are_item_lists(units: list[Any]) -> bool:
+    """Whether every unit is a list of dicts (SDK items): a kept text written by hand may not be.
+
+    By the set of types, so the loops over thousands of units and items run in C.
+    """
+    return set(map(type, units)) <= {list} and set(map(type, chain.from_iterable(units))) <= {dict}
 
 
 def _items_of_payload(payload: str) -> tuple[list[dict[str, Any]], bool]:

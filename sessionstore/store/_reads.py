@@ -77,13 +77,9 @@ def loop_messages(
     if last != 0:
         stmt = sql.select_loop_messages(loop_id is None, last is not None)
         params: dict[str, Any] = {**key.params, "lid": loop_id, "n": last}
-        plain = run_plain(db, stmt, params) if decoded else None
-        rows: Sequence[Any] = db.execute(stmt, params).all() if plain is None else plain
-        if rows:
-            ordered = rows if last is None else reversed(rows)
-            if decoded:
-                return decoded_models(ordered, key.session_id, plain=plain is not None)
-            return stored_models(ordered, key.session_id)
+        found = _rows(db, stmt, params, key, decoded=decoded, newest_first=last is not None)
+        if found:
+            return found
     resolve_loop(db, key, loop_id)
     return []
 
@@ -453,12 +449,7 @@ def history(
     One statement joins the messages to the chain's recursive CTE: no loop id is sent
     as a parameter, so a chain of any length reads on every driver.
     """
-    params = {**key.params, "head": head}
-    plain = run_plain(db, sql.SELECT_HISTORY, params) if decoded else None
-    if plain is not None:
-        return decoded_models(plain, key.session_id, plain=True)
-    rows = db.execute(sql.SELECT_HISTORY, params)
-    return (decoded_models if decoded else stored_models)(rows, key.session_id)
+    return _rows(db, sql.SELECT_HISTORY, {**key.params, "head": head}, key, decoded=decoded)
 
 
 def chain_counts(db: Connection, key: SessionKey, head: int) -> tuple[array[int], array[int]]:
@@ -517,16 +508,36 @@ def history_page(
         stop = min(counts[index], position + size - len(page))
         if position < stop:
             params = {**key.params, "lid": ids[index], "start": position, "stop": stop}
-            plain = run_plain(db, sql.SELECT_LOOP_PAGE, params) if decoded else None
-            if plain is not None:
-                page += decoded_models(plain, key.session_id, plain=True)
-            else:
-                rows = db.execute(sql.SELECT_LOOP_PAGE, params).all()
-                page += (decoded_models if decoded else stored_models)(rows, key.session_id)
+            page += _rows(db, sql.SELECT_LOOP_PAGE, params, key, decoded=decoded)
             position = stop
         if position >= counts[index]:
             index, position = index + 1, 0
     return page, (index, position)
+
+
+def _rows(
+    db: Connection,
+    statement: Any,
+    params: dict[str, Any],
+    key: SessionKey,
+    *,
+    decoded: bool,
+    newest_first: bool = False,
+) -> list[StoredMessage]:
+    """Run a statement of the message columns and build its records, oldest first.
+
+    `decoded`: every message is decoded now (the caller uses them all), and on SQLite
+    the rows come straight from the driver (`run_plain`: no SQLAlchemy row processing);
+    otherwise each message is decoded when first used. `newest_first`: the statement
+    returns its rows newest first.
+    """
+    plain = run_plain(db, statement, params) if decoded else None
+    rows: Sequence[Any] = db.execute(statement, params).all() if plain is None else plain
+    if newest_first:
+        rows = rows[::-1]
+    if decoded:
+        return decoded_models(rows, key.session_id, plain=plain is not None)
+    return stored_models(rows, key.session_id)
 
 
 def _raw_turns(

@@ -65,6 +65,7 @@ from sessionstore.models import (
     TurnRange,
 )
 from sessionstore.models._limits import STORED
+from sessionstore.models._records import decoded_records
 from sessionstore.store._nul import NulSafeJSON, NulSafeString
 
 __all__ = [
@@ -585,17 +586,7 @@ def decoded_models(
     For a read whose caller uses every message. `plain`: the rows come straight from the
     SQLite driver (`run_plain`), so the time is the stored text, parsed here.
     """
-    build = StoredMessage._decoded_from_columns
-    if plain:
-        at_utc = _sqlite_utc
-        return [
-            build(mid, session_id, loop_id, position, turn, tokens, digest, at_utc(at), text, cid)  # type: ignore[arg-type]  # a stored time is never NULL
-            for mid, loop_id, position, turn, tokens, digest, cid, at, text in rows
-        ]
-    return [
-        build(mid, session_id, loop_id, position, turn, tokens, digest, at, text, cid)
-        for mid, loop_id, position, turn, tokens, digest, cid, at, text in rows
-    ]
+    return decoded_records(rows, session_id, _sqlite_utc if plain else None)  # type: ignore[arg-type]  # a stored time is never NULL
 
 
 def replacement_model(row: Any) -> ReplacementMessage:

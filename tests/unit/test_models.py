@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given, settings
@@ -21,7 +22,8 @@ from sessionstore import (
     TurnRange,
     UserMessage,
 )
-from sessionstore.models import content_hash, message_from_json, message_payload
+from sessionstore.models import StoredMessage, content_hash, message_from_json, message_payload
+from sessionstore.models._records import decoded_records
 
 
 def test_string_content_becomes_one_text_block() -> None:
@@ -143,3 +145,33 @@ def test_the_stored_payload_is_the_models_json_dump(
     assert payload == dumped
     assert list(payload) == list(dumped)
     assert json.dumps(payload) == json.dumps(dumped)
+
+
+@settings(max_examples=200, derandomize=True)
+@given(st.lists(messages, max_size=4), st.none() | st.text(min_size=1, max_size=20))
+def test_decoded_records_match_lazily_decoded_ones(
+    batch: list[Message], client_id: str | None
+) -> None:
+    """The batch decode of a read builds the records the lazy path builds, field for field."""
+    at = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    rows = [
+        (i + 1, 7, i, i, 3, "h" * 64, client_id, at, json.dumps(message_payload(message)))
+        for i, message in enumerate(batch)
+    ]
+    decoded = decoded_records(rows, "s")
+    lazy = [
+        StoredMessage._from_columns(mid, "s", loop, pos, turn, tokens, digest, when, text, cid)
+        for mid, loop, pos, turn, tokens, digest, cid, when, text in rows
+    ]
+    assert decoded == lazy
+    for record, other, message in zip(decoded, lazy, batch, strict=True):
+        assert record.message == message.model_copy(update={"client_id": client_id})
+        assert record.model_dump() == other.model_dump()
+        assert record.model_fields_set == set(StoredMessage.model_fields)
+    texts = [(f"{at:%Y-%m-%d %H:%M:%S.%f}", row[-1]) for row in rows]
+    parsed = decoded_records(
+        [(*row[:7], when, text) for row, (when, text) in zip(rows, texts, strict=True)],
+        "s",
+        lambda value: datetime.fromisoformat(value).replace(tzinfo=UTC),
+    )
+    assert parsed == decoded
