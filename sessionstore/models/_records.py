@@ -251,7 +251,7 @@ class StoredMessage(_LazyRecord):
         position: int,
         turn_index: int,
         token_count: int,
-        content_hash: str,
+        content_hash: str | bytes,
         created_at: datetime,
         payload: str | bytes,
         client_id: str | None,
@@ -268,7 +268,8 @@ class StoredMessage(_LazyRecord):
             "position": position,
             "turn_index": turn_index,
             "token_count": token_count,
-            "content_hash": content_hash,
+            # The store keeps the digest's bytes (migration 0011); a plain read returns them.
+            "content_hash": content_hash.hex() if isinstance(content_hash, bytes) else content_hash,
             "created_at": created_at,
         }
         # The fields set are shared until the message is decoded, which gives the
@@ -316,7 +317,7 @@ class StoredMessage(_LazyRecord):
         position: int,
         turn_index: int,
         token_count: int,
-        content_hash: str,
+        content_hash: str | bytes,
         created_at: datetime,
         payload: str | bytes,
         client_id: str | None,
@@ -328,6 +329,8 @@ class StoredMessage(_LazyRecord):
         building and decoding it (the pending payload, the fields set copied, the lookup).
         """
         message = stored_message(payload, client_id)
+        if isinstance(content_hash, bytes):  # the store keeps the digest's bytes (0011)
+            content_hash = content_hash.hex()
         return cls._of(
             message_id,
             session_id,
