@@ -31,7 +31,6 @@ from sqlalchemy import (
     ForeignKeyConstraint,
     Index,
     Integer,
-    LargeBinary,
     MetaData,
     PrimaryKeyConstraint,
     Table,
@@ -66,6 +65,7 @@ from sessionstore.models import (
     TurnRange,
 )
 from sessionstore.models._limits import STORED
+from sessionstore.store._hex_digest import HexDigest
 from sessionstore.store._nul import NulSafeJSON, NulSafeString
 
 __all__ = [
@@ -155,25 +155,6 @@ def _sqlite_utc(value: str | None) -> datetime | None:
     if value is None:
         return None
     return datetime.fromisoformat(value).replace(tzinfo=UTC)
-
-
-class HexDigest(TypeDecorator[str]):
-    """A SHA-256 digest stored as its 32 bytes, read and written as its hex string.
-
-    Half the 64 characters of the hex form on every row (migration 0011). Reads that
-    bypass SQLAlchemy's row processing get the bytes, which `StoredMessage` turns to hex.
-    """
-
-    impl = LargeBinary(32)
-    cache_ok = True
-
-    def process_bind_param(self, value: str | bytes | None, dialect: Dialect) -> bytes | None:
-        """Store the digest's bytes."""
-        return bytes.fromhex(value) if isinstance(value, str) else value
-
-    def process_result_value(self, value: bytes | None, dialect: Dialect) -> str | None:
-        """Return the digest as lowercase hex."""
-        return None if value is None else bytes(value).hex()
 
 
 class Base(AsyncAttrs, DeclarativeBase):
