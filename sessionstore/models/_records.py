@@ -251,7 +251,7 @@ class StoredMessage(_LazyRecord):
         position: int,
         turn_index: int,
         token_count: int,
-        content_hash: str,
+        content_hash: str | bytes,
         created_at: datetime,
         payload: str | bytes,
         client_id: str | None,
@@ -268,7 +268,8 @@ class StoredMessage(_LazyRecord):
             "position": position,
             "turn_index": turn_index,
             "token_count": token_count,
-            "content_hash": content_hash,
+            # The store keeps the digest's bytes (migration 0011); a plain read returns them.
+            "content_hash": content_hash.hex() if isinstance(content_hash, bytes) else content_hash,
             "created_at": created_at,
         }
         # The fields set are shared until the message is decoded, which gives the
@@ -361,7 +362,8 @@ def decoded_records(
                 "position": position,
                 "turn_index": turn,
                 "token_count": tokens,
-                "content_hash": digest,
+                # The store keeps the digest's bytes (migration 0011); a plain read returns them.
+                "content_hash": digest.hex() if isinstance(digest, bytes) else digest,
                 "created_at": at if parse_time is None else parse_time(at),
                 "message": message,
             },

@@ -34,7 +34,7 @@ from sessionstore.store._engine import insert_plain, is_citus, run_plain
 from sessionstore.store._nul import escape, escape_json_text
 from sessionstore.store._sessions import SessionKey, bound_time, loop_row
 from sessionstore.store._tables import stored_model, stored_models
-from sessionstore.store._usage import insert_message_usage
+from sessionstore.store._usage import check_message_usage
 
 __all__ = [
     "LoopState",
@@ -185,6 +185,7 @@ def insert_messages(
     the append is returned with the stored messages.
     """
     loop_id, start = state.loop_id, state.message_count
+    check_message_usage(item.message for item in items)
     assigner = TurnAssigner(state.turn_count, state.open_tool_call_ids)
     # Bind-ready values, in _MESSAGE_INSERT_COLUMNS order; `created_at` is one value for
     # the whole batch, so its type's bind processing runs once, not once a row.
@@ -204,7 +205,7 @@ def insert_messages(
                 message.tool_name if is_tool else None,  # type: ignore[union-attr]  # is_tool narrows it
                 item.text,
                 item.token_count,
-                item.digest,
+                bytes.fromhex(item.digest),  # the digest's 32 bytes (migration 0011)
                 message.client_id,
                 created,
                 key.app_name,
@@ -295,7 +296,6 @@ def insert_messages(
         )
         for message_id, row, item in zip(ids, rows, items, strict=True)
     ]
-    insert_message_usage(db, key, stored)
     after = LoopState(
         loop_id,
         state.version,

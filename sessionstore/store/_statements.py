@@ -193,7 +193,7 @@ WITH inserted AS (
     FROM unnest(CAST(:positions AS INTEGER[]), CAST(:turn_indexes AS INTEGER[]),
         CAST(:kinds AS VARCHAR[]), CAST(:tool_call_ids AS VARCHAR[]),
         CAST(:tool_names AS VARCHAR[]), CAST(:payloads AS TEXT[]),
-        CAST(:token_counts AS INTEGER[]), CAST(:hashes AS VARCHAR[]),
+        CAST(:token_counts AS INTEGER[]), CAST(:hashes AS BYTEA[]),
         CAST(:client_ids AS VARCHAR[]), CAST(:search_texts AS TEXT[]))
         AS r(position, turn_index, kind, tool_call_id, tool_name, payload, token_count,
              content_hash, client_id, search_text)

@@ -66,6 +66,7 @@ from sessionstore.models import (
 )
 from sessionstore.models._limits import STORED
 from sessionstore.models._records import decoded_records
+from sessionstore.store._hex_digest import HexDigest
 from sessionstore.store._nul import NulSafeJSON, NulSafeString
 
 __all__ = [
@@ -273,6 +274,8 @@ class MessageRow(Base):
     __tablename__ = "sessionstore_messages"
     __table_args__ = (
         _keyed_pk(),
+        # On SQLite `(loop_id, position)` alone (migration 0011): loop ids are unique there
+        # and no shard needs the session's key in it.
         _keyed_unique("sessionstore_messages", "position", "loop_id", "position"),
         # No foreign key to the session (migration 0010): the loop's carries its key.
         _keyed_fk("loop_id", "sessionstore_loops"),
@@ -309,7 +312,7 @@ class MessageRow(Base):
     tool_name: Mapped[str | None] = mapped_column(NulSafeString(TOOL_NAME_MAX_LENGTH))
     payload: Mapped[dict[str, Any]]
     token_count: Mapped[int] = mapped_column(Integer)
-    content_hash: Mapped[str] = mapped_column(NulSafeString(64))
+    content_hash: Mapped[str] = mapped_column(HexDigest())
     client_id: Mapped[str | None] = mapped_column(NulSafeString(CLIENT_ID_MAX_LENGTH))
     created_at: Mapped[datetime]
     search_text: Mapped[str | None] = mapped_column(Text)
@@ -446,7 +449,11 @@ class DigestRow(Base):
 
 
 class UsageRow(Base):
-    """Provider usage of one model call, on the loop and turn it answered. Immutable."""
+    """Provider usage of one model call (`record_usage`), on its loop and turn. Immutable.
+
+    The usage an appended assistant message carries stays in its payload only (migration
+    0011); the session's totals add both.
+    """
 
     __tablename__ = "sessionstore_usage"
     __table_args__ = (
@@ -454,7 +461,8 @@ class UsageRow(Base):
         _keyed_unique("sessionstore_usage", "message_id", "message_id"),
         # No foreign key to the session (migration 0010): the loop's carries its key.
         _keyed_fk("loop_id", "sessionstore_loops"),
-        _keyed_fk("message_id", "sessionstore_messages"),
+        # No foreign key to the message (migration 0011): an appended message's usage is
+        # read from its payload, so `message_id` is set only in rows of older stores.
         Index("ix_sessionstore_usage_turn", "session_id", "loop_id", "turn_index"),
         {"sqlite_autoincrement": True},
     )
@@ -466,7 +474,8 @@ class UsageRow(Base):
     # Looked up by ix_sessionstore_usage_turn and the message key (migration 0010).
     loop_id: Mapped[int] = mapped_column(Id)
     turn_index: Mapped[int] = mapped_column(Integer)
-    # Set when the usage came with an appended assistant message; NULL from `record_usage`.
+    # NULL: `record_usage` names no message (before migration 0011, an appended message's
+    # usage was a row here too).
     message_id: Mapped[int | None] = mapped_column(Id)
     model: Mapped[str | None] = mapped_column(NulSafeString(255))
     input_tokens: Mapped[int] = mapped_column(BigInteger)
@@ -485,8 +494,9 @@ def include_object(
     Migration 0005 creates them per dialect (FTS5 tables and their shadow tables on
     SQLite, a generated `tsvector` column and its GIN index on PostgreSQL), which one
     dialect-neutral metadata cannot describe; so are the SQLite-only unique keys that
-    stand in for the keyed primary keys there (see `_keyed_pk`), and the raw messages'
-    `search_text`, which only PostgreSQL stores (migration 0010).
+    stand in for the keyed primary keys there (see `_keyed_pk`), the raw messages'
+    `search_text`, which only PostgreSQL stores (migration 0010), and SQLite's shorter
+    position key of the raw messages (migration 0011).
     """
     name = name or ""
     if type_ == "column" and name == "search_text" and _table_name(obj) == _MESSAGES:
@@ -498,9 +508,22 @@ def include_object(
     if type_ == "index":
         return not name.endswith("_search")
     if type_ == "unique_constraint":
+        if name == _POSITION and _sqlite_position(obj, compare_to):
+            return False  # SQLite's is (loop_id, position) alone (migration 0011)
         # SQLite only: what foreign keys reference there (see `_keyed_pk`).
         return not name.endswith("_sqlite_key")
     return True
+
+
+_POSITION = "uq_sessionstore_messages_position"
+
+
+def _sqlite_position(*constraints: object) -> bool:
+    """Whether either side of a comparison is SQLite's short position key."""
+    return any(
+        [column.name for column in getattr(c, "columns", ())] == ["loop_id", "position"]
+        for c in constraints
+    )
 
 
 _MESSAGES = "sessionstore_messages"

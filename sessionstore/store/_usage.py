@@ -1,29 +1,32 @@
-"""Units of work on provider usage: one row per model call, summed per turn, loop and session."""
+"""Units of work on provider usage: per model call, summed per turn, loop and session.
+
+The usage an appended assistant message carries is read from its payload (migration 0011:
+no second row for it); `record_usage` writes a usage row. A session's totals add both.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, func, insert, select
+from sqlalchemy import BigInteger, Connection, func, literal_column, select
 
 from sessionstore.errors import NotFoundError
 from sessionstore.models import (
     AssistantMessage,
     LoopUsage,
+    Message,
     SessionUsage,
-    StoredMessage,
     TurnUsage,
     Usage,
     UsageRecord,
 )
 from sessionstore.models._limits import STORED, check_big_count
 from sessionstore.store import _statements as sql
-from sessionstore.store._engine import insert_plain
-from sessionstore.store._sessions import SessionKey, bound_time, loop_row
+from sessionstore.store._sessions import SessionKey, loop_row
 
-__all__ = ["USAGE_FIELDS", "insert_message_usage", "insert_usage", "session_usage"]
+__all__ = ["USAGE_FIELDS", "check_message_usage", "insert_usage", "session_usage"]
 
 USAGE_FIELDS = (
     "input_tokens",
@@ -58,74 +61,16 @@ def _row(
     }
 
 
-def insert_message_usage(db: Connection, key: SessionKey, stored: Sequence[StoredMessage]) -> None:
-    """Record the usage carried by freshly stored assistant messages, one row per message."""
-    if db.dialect.name == "sqlite":
-        _insert_message_usage_sqlite(db, key, stored)
-        return
-    rows = [
-        _row(key, s.loop_id, s.turn_index, s.id, m.model, m.usage, s.created_at)
-        for s in stored
-        if isinstance(m := s.message, AssistantMessage) and m.usage is not None
-    ]
-    if rows:
-        db.execute(insert(sql.usage), rows)
+def check_message_usage(messages: Iterable[Message]) -> None:
+    """Refuse an assistant message whose usage no usage sum can hold (built unvalidated).
 
-
-def _insert_message_usage_sqlite(
-    db: Connection, key: SessionKey, stored: Sequence[StoredMessage]
-) -> None:
-    """SQLite: bind-ready tuples straight on the driver (see `insert_plain`), no dicts.
-
-    The time is one value for the whole batch (the append's), processed once.
+    Its usage is summed from its payload (migration 0011), so the store checks the
+    counts a usage row would have held.
     """
-    values: list[tuple[Any, ...]] = []
-    created: Any = None
-    session_id, app_name, user_id = key.session_id, key.app_name, key.user_id
-    for s in stored:
-        message = s.message
-        if not isinstance(message, AssistantMessage) or message.usage is None:
-            continue
-        usage = message.usage
-        counts = (
-            usage.input_tokens,
-            usage.output_tokens,
-            usage.cache_read_tokens,
-            usage.cache_write_tokens,
-            usage.reasoning_tokens,
-        )
-        for name, count in zip(USAGE_FIELDS, counts, strict=True):  # also model_construct
-            check_big_count(count, f"usage.{name}")
-        if created is None:
-            created = bound_time(db, s.created_at)
-        values.append(
-            (
-                session_id,
-                app_name,
-                user_id,
-                s.loop_id,
-                s.turn_index,
-                s.id,
-                message.model,
-                *counts,
-                created,
-            )
-        )
-    if values:
-        insert_plain(db, sql.usage, _USAGE_COLUMNS, values)
-
-
-_USAGE_COLUMNS = (
-    "session_id",
-    "app_name",
-    "user_id",
-    "loop_id",
-    "turn_index",
-    "message_id",
-    "model",
-    *USAGE_FIELDS,
-    "created_at",
-)
+    for message in messages:
+        if isinstance(message, AssistantMessage) and message.usage is not None:
+            for name in USAGE_FIELDS:
+                check_big_count(getattr(message.usage, name), f"usage.{name}")
 
 
 def insert_usage(
@@ -173,10 +118,50 @@ def _split_sums(column: Any) -> tuple[Any, Any]:
     return func.sum(column // _HALF), func.sum(column % _HALF)
 
 
+def _payload_count(dialect: str, name: str) -> Any:
+    """A message payload's `usage.<name>` as an integer (0 when absent)."""
+    if dialect == "postgresql":
+        value = f"CAST(sessionstore_messages.payload -> 'usage' ->> '{name}' AS BIGINT)"
+    else:
+        value = f"json_extract(sessionstore_messages.payload, '$.usage.{name}')"
+    return func.coalesce(literal_column(value, BigInteger), 0)
+
+
+def _message_usage(db: Connection) -> Any:
+    """The usage of a session's appended assistant messages, per loop and turn.
+
+    Read through the loops of the session, so each loop's messages come from its turn
+    index (`ix_sessionstore_messages_turn`).
+    """
+    dialect = db.dialect.name
+    messages, loops = sql.messages, sql.loops
+    has_usage = (
+        "jsonb_typeof(sessionstore_messages.payload -> 'usage') = 'object'"
+        if dialect == "postgresql"
+        else "json_type(sessionstore_messages.payload, '$.usage') = 'object'"
+    )
+    session_loops = select(loops.c.id).where(*sql.keyed(loops))
+    return (
+        select(
+            messages.c.loop_id,
+            messages.c.turn_index,
+            func.count(),
+            *(half for name in USAGE_FIELDS for half in _split_sums(_payload_count(dialect, name))),
+        )
+        .where(
+            messages.c.loop_id.in_(session_loops),
+            *sql.keyed(messages),
+            messages.c.kind == "assistant",
+            literal_column(has_usage),
+        )
+        .group_by(messages.c.loop_id, messages.c.turn_index)
+    )
+
+
 def session_usage(db: Connection, key: SessionKey) -> SessionUsage:
     """Return a session's usage per turn and loop, with its total."""
     columns = sql.usage.c
-    stmt = (
+    recorded = (
         select(
             columns.loop_id,
             columns.turn_index,
@@ -185,13 +170,16 @@ def session_usage(db: Connection, key: SessionKey) -> SessionUsage:
         )
         .where(*sql.keyed(sql.usage))
         .group_by(columns.loop_id, columns.turn_index)
-        .order_by(columns.loop_id, columns.turn_index)
     )
+    sums: dict[tuple[int, int], list[int]] = {}
+    for stmt in (recorded, _message_usage(db)):
+        for loop_id, turn_index, calls, *halves in db.execute(stmt, key.params).all():
+            into = sums.setdefault((loop_id, turn_index), [0] * (1 + len(halves)))
+            for i, value in enumerate((calls, *halves)):
+                into[i] += int(value)
     turns_by_loop: dict[int, list[TurnUsage]] = {}
-    for loop_id, turn_index, calls, *halves in db.execute(stmt, key.params).all():
-        totals = [
-            int(h) * _HALF + int(low) for h, low in zip(halves[::2], halves[1::2], strict=True)
-        ]
+    for (loop_id, turn_index), (calls, *halves) in sorted(sums.items()):
+        totals = [h * _HALF + low for h, low in zip(halves[::2], halves[1::2], strict=True)]
         # A total may pass the limit of one call's count: it is read, not stored.
         usage = Usage.model_validate(dict(zip(USAGE_FIELDS, totals, strict=True)), context=STORED)
         turns_by_loop.setdefault(loop_id, []).append(

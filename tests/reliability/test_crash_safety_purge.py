@@ -168,19 +168,23 @@ async def test_sigkill_during_usage_recording_keeps_every_acknowledged_call_once
     }
     questions = [m for m in messages if isinstance(m.message, UserMessage)]
     assert len(questions) == len(answers) + 1  # every append whole ("start" has no answer)
-    by_message = {message_id: tokens for message_id, tokens, _ in rows if message_id is not None}
-    assert len(by_message) == len([r for r in rows if r[0] is not None])  # one row each
-    assert by_message == {mid: usage.input_tokens for mid, usage in answers.items()}
-    recorded = [tokens for message_id, tokens, _ in rows if message_id is None]
+    # An appended message's usage is counted from its payload (migration 0011): the rows
+    # are record_usage's alone.
+    assert [message_id for message_id, _, _ in rows if message_id is not None] == []
+    by_message = {mid: usage.input_tokens for mid, usage in answers.items()}
+    assert len(set(by_message.values())) == len(by_message), "a message with usage twice"
+    recorded = [tokens for _, tokens, _ in rows]
     assert len(recorded) == len(set(recorded)), "a record_usage written twice"
     assert acked["message"] <= set(by_message.values())
     assert acked["record"] <= set(recorded)
     assert acked["message"], "no message with usage was acknowledged before a kill"
     assert acked["record"], "no record_usage was acknowledged before a kill"
     total = await store.usage(session.id)
-    assert total.calls == len(rows)
-    assert total.usage.input_tokens == sum(tokens for _, tokens, _ in rows)
-    assert total.usage.output_tokens == sum(out for _, _, out in rows)
+    assert total.calls == len(rows) + len(answers)
+    assert total.usage.input_tokens == sum(recorded) + sum(by_message.values())
+    assert total.usage.output_tokens == sum(out for _, _, out in rows) + sum(
+        usage.output_tokens for usage in answers.values()
+    )
     report = await store.verify()
     assert report.is_ok, report.problems
     record(
@@ -188,7 +192,7 @@ async def test_sigkill_during_usage_recording_keeps_every_acknowledged_call_once
         backend_of(db_url),
         kills=KILLS,
         acknowledged=len(acked["message"]) + len(acked["record"]),
-        rows=len(rows),
+        rows=len(rows) + len(answers),
         lost=0,
         duplicated=0,
     )
