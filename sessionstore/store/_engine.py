@@ -447,6 +447,8 @@ class TransactionRunner:
         """Whether the store opened a SQLite database read-only (it can never write)."""
         self.loop_states: StateCache[tuple[Any, int], Any] = StateCache()
         """Each loop's append state as this store last committed it (see `_message_api`)."""
+        self.last_appends: StateCache[str, Any] = StateCache()
+        """By session id: the key and loop state of this store's last append to it."""
         self._sync_engine: Engine | None = None
         self._inline_engine: Engine | None = None
         self._inline: Connection | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import replace
-from typing import Literal
+from typing import Literal, cast
 
 from sqlalchemy import Connection
 
@@ -18,8 +18,13 @@ from sessionstore.models import (
 from sessionstore.models._limits import check_big_count, check_count, check_id
 from sessionstore.models._records import decode_all, paused_gc
 from sessionstore.store import _messages, _payload_reads, _reads, _sessions
-from sessionstore.store._engine import INLINE_READ_MAX_MESSAGES, INLINE_WRITE_MAX_MESSAGES
+from sessionstore.store._engine import (
+    INLINE_READ_MAX_MESSAGES,
+    INLINE_WRITE_MAX_MESSAGES,
+    is_citus,
+)
 from sessionstore.store._handle import Rollback, _Handle
+from sessionstore.store._pg_append import LockHint
 from sessionstore.store._sessions import now
 
 __all__ = ["MessageMethods"]
@@ -79,15 +84,31 @@ class MessageMethods(_Handle):
         states = self._runner.loop_states
         after: list[_messages.LoopState] = []
         keys: list[_sessions.SessionKey] = []
+        last = self._last_append(session_id, batch, loop_id)
 
         def work(db: Connection) -> list[StoredMessage]:
             with paused_gc():
                 return write(db)
 
         def write(db: Connection) -> list[StoredMessage]:
-            key = self._key(db, session_id)
+            locked = None
+            if last is not None and db.dialect.name == "postgresql" and not is_citus(db):
+                # One round trip: the lock and the rows in one statement (see
+                # LOCK_AND_INSERT_MESSAGES), when the cached state is still current.
+                key, cached = last
+                hint = LockHint(isinstance(loop_id, int), self._tenant is None)
+                done = _messages.lock_and_insert(db, key, cached, batch, moment, hint)
+                if isinstance(done, tuple):
+                    keys.append(key)
+                    stored, new_state, locked = done
+                    _sessions.check_version(session_id, locked, expected_version)
+                    after.append(replace(new_state, version=locked.version))
+                    return stored
+                locked = done
+            if locked is None:
+                key = self._key(db, session_id)
+                locked = _sessions.lock(db, key, moment)
             keys.append(key)
-            locked = _sessions.lock(db, key, moment)
             known = _messages.known_client_ids(db, key, batch)
             # Write each message once: skip stored client ids and in-batch repeats.
             first_of: dict[str, int] = {}
@@ -117,12 +138,11 @@ class MessageMethods(_Handle):
                 assert target is not None  # None starts a loop above
                 # The loop's state as this store left it, if no one has written since:
                 # the lock returned the version just after that write's, so it is current.
-                cached = states.get((key, target))
-                state = (
-                    cached
-                    if cached is not None and cached.version == locked.version - 1
-                    else _messages.loop_state(db, key, target, locked.version)
-                )
+                kept = cast("_messages.LoopState | None", states.get((key, target)))
+                if kept is not None and kept.version == locked.version - 1:
+                    state = kept
+                else:
+                    state = _messages.loop_state(db, key, target, locked.version)
             inserted, new_state = _messages.insert_messages(
                 db, key, state, [batch[i] for i in fresh], moment
             )
@@ -143,7 +163,33 @@ class MessageMethods(_Handle):
         # Only once committed: a state cached from a rolled-back write could match a
         # later version written by someone else.
         states.put((keys[-1], after[-1].loop_id), after[-1])
+        self._runner.last_appends.put(session_id, (keys[-1], after[-1]))
         return stored
+
+    def _last_append(
+        self, session_id: str, batch: Sequence[_messages.Prepared], loop_id: object
+    ) -> tuple[_sessions.SessionKey, _messages.LoopState] | None:
+        """The key and loop state of this store's last append to the session, if any.
+
+        Only for an append that can take the lock and write its rows in one statement
+        (see `_messages.lock_and_insert`).
+        """
+        last = cast(
+            "tuple[_sessions.SessionKey, _messages.LoopState] | None",
+            self._runner.last_appends.get(session_id),
+        )
+        if last is None or loop_id == "new" or (loop_id is not None and loop_id != last[1].loop_id):
+            return None
+        tenant = self._tenant
+        if tenant is not None and (last[0].app_name, last[0].user_id) != (
+            tenant.app_name,
+            tenant.user_id,
+        ):
+            return None
+        # Client ids need a look-up under the lock before anything is written.
+        if any(item.message.client_id is not None for item in batch):
+            return None
+        return last
 
     async def append_message(
         self,

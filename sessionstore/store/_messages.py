@@ -29,10 +29,11 @@ from sessionstore.models import (
     message_payload,
 )
 from sessionstore.models._limits import check_count
+from sessionstore.store import _pg_append
 from sessionstore.store import _statements as sql
 from sessionstore.store._engine import insert_plain, is_citus, run_plain
-from sessionstore.store._nul import escape, escape_json_text
-from sessionstore.store._sessions import SessionKey, bound_time, loop_row
+from sessionstore.store._pg_append import LockHint
+from sessionstore.store._sessions import Locked, SessionKey, bound_time, loop_row
 from sessionstore.store._tables import stored_model, stored_models
 from sessionstore.store._usage import check_message_usage
 
@@ -44,6 +45,7 @@ __all__ = [
     "insert_messages",
     "insert_returning_ids",
     "known_client_ids",
+    "lock_and_insert",
     "prepare",
     "turn_map",
     "turns",
@@ -184,6 +186,10 @@ def insert_messages(
     `state` is the loop's state at the locked session version; the loop's state after
     the append is returned with the stored messages.
     """
+    if db.dialect.name == "postgresql" and not is_citus(db):
+        stored, next_turn, open_call_ids, _ = _pg_append.insert(db, key, state, items, moment)
+        assert stored is not None  # no lock hint: the rows are always written
+        return stored, _after(state, len(items), next_turn, open_call_ids)
     loop_id, start = state.loop_id, state.message_count
     check_message_usage(item.message for item in items)
     assigner = TurnAssigner(state.turn_count, state.open_tool_call_ids)
@@ -214,7 +220,7 @@ def insert_messages(
         )
     open_ids = sorted(assigner.open_call_ids)
     ids = insert_plain(db, sql.messages, _MESSAGE_INSERT_COLUMNS, rows)
-    if ids is None and is_citus(db):  # two statements, each routed to the session's node
+    if ids is None:  # Citus: two statements, each routed to the session's node
         values = [
             dict(
                 zip(
@@ -242,35 +248,6 @@ def insert_messages(
             "open_ids": open_ids,
         }
         db.execute(sql.UPDATE_LOOP_COUNTERS, counters)
-    elif ids is None:  # PostgreSQL: the rows and the counters in one statement
-        columns = list(zip(*rows, strict=True))
-        # The arrays bypass the column types, so encode NUL here as they would (_nul.py).
-        params = {
-            "sid": escape(key.session_id),
-            "app": escape(key.app_name),
-            "user": escape(key.user_id),
-            "lid": loop_id,
-            "created": moment,
-            "positions": list(columns[2]),
-            "turn_indexes": list(columns[3]),
-            "kinds": list(columns[4]),
-            "tool_call_ids": [_escape_or_none(v) for v in columns[5]],
-            "tool_names": [_escape_or_none(v) for v in columns[6]],
-            "payloads": [escape_json_text(item.payload, item.text) for item in items],
-            "token_counts": list(columns[8]),
-            "hashes": list(columns[9]),
-            "client_ids": [_escape_or_none(v) for v in columns[10]],
-            "search_texts": [indexed_text(item.message) for item in items],
-            "n": len(rows),
-            "tokens": sum(item.token_count for item in items),
-            "turns": assigner.next_turn,
-            "open_ids": escape_json_text(open_ids, json.dumps(open_ids)),
-        }
-        by_position = {
-            position: message_id
-            for message_id, position in db.execute(sql.INSERT_MESSAGES_AND_COUNT, params)
-        }
-        ids = [by_position[row[2]] for row in rows]
     else:
         counters = {
             "lid": loop_id,
@@ -306,8 +283,35 @@ def insert_messages(
     return stored, after
 
 
-def _escape_or_none(value: str | None) -> str | None:
-    return None if value is None else escape(value)
+def _after(
+    state: LoopState, count: int, next_turn: int, open_call_ids: frozenset[str]
+) -> LoopState:
+    return LoopState(
+        state.loop_id, state.version, state.message_count + count, next_turn, open_call_ids
+    )
+
+
+def lock_and_insert(
+    db: Connection,
+    key: SessionKey,
+    state: LoopState,
+    items: Sequence[Prepared],
+    moment: datetime,
+    hint: LockHint,
+) -> tuple[list[StoredMessage], LoopState, Locked] | Locked | None:
+    """PostgreSQL: take the session's lock and append to a loop in one statement.
+
+    The rows go in only if `state` (cached by this store) is still current under the
+    lock. Returns the stored messages, the loop's state after them and the lock; only the
+    lock when `state` was stale (the caller goes on as after `_sessions.lock`); None when
+    the session was not found under `key` (nothing was written).
+    """
+    stored, next_turn, open_call_ids, locked = _pg_append.insert(
+        db, key, state, items, moment, hint
+    )
+    if stored is None or locked is None:
+        return locked
+    return stored, _after(state, len(items), next_turn, open_call_ids), locked
 
 
 def append_to_loop(

@@ -179,11 +179,11 @@ ACTIVATE_LOOP = (
     .values(active_loop_id=bindparam("lid"), loop_count=bindparam("loops"))
 )
 
-# PostgreSQL: the messages and the loop's counters in one round trip (a data-modifying
-# CTE), for any number of rows (arrays unnested, so the statement text never changes).
-INSERT_MESSAGES_AND_COUNT = text(
-    """
-WITH inserted AS (
+# PostgreSQL: the messages and the loop's counters in one round trip (data-modifying
+# CTEs), for any number of rows (arrays unnested, so the
+# statement text never changes). `{go}` is empty, or the condition of the locking form below.
+_PG_APPEND_CTES = """
+inserted AS (
     INSERT INTO sessionstore_messages (session_id, app_name, user_id, loop_id, position,
         turn_index, kind, tool_call_id, tool_name, payload, token_count, content_hash,
         client_id, created_at, search_text)
@@ -197,14 +197,45 @@ WITH inserted AS (
         CAST(:client_ids AS VARCHAR[]), CAST(:search_texts AS TEXT[]))
         AS r(position, turn_index, kind, tool_call_id, tool_name, payload, token_count,
              content_hash, client_id, search_text)
-    RETURNING id, position
+    {go_where}
+    RETURNING id, position, turn_index
 ), counted AS (
     UPDATE sessionstore_loops
     SET message_count = message_count + :n, token_total = token_total + :tokens,
         turn_count = :turns, open_tool_call_ids = CAST(:open_ids AS JSONB)
-    WHERE id = :lid AND session_id = :sid AND app_name = :app AND user_id = :user
-)
-SELECT id, position FROM inserted
+    WHERE id = :lid AND session_id = :sid AND app_name = :app AND user_id = :user {go_and}
+)"""
+
+INSERT_MESSAGES_AND_COUNT = text(
+    "WITH"
+    + _PG_APPEND_CTES.format(go_where="", go_and="")
+    + "\nSELECT id, position FROM inserted\n"
+).bindparams(bindparam("created", type_=messages.c.created_at.type))
+
+# PostgreSQL, an append whose loop state this store cached: the session's write lock
+# (`LOCK_SESSION`) in the same statement, so the append is one round trip. The rows are
+# written only if the lock returns the version just after the cached state's (no one
+# wrote since) and, unless the caller named the loop, that loop is still the active one;
+# else the statement only takes the lock and returns it (no inserted row), and the
+# append goes on as usual. The unscoped store's tenant is the cached one only while no
+# other tenant uses the session id (see `session_key`).
+LOCK_AND_INSERT_MESSAGES = text(
+    """WITH locked AS (
+    UPDATE sessionstore_sessions SET version = version + 1, updated_at = :created
+    WHERE id = :sid AND app_name = :app AND user_id = :user
+        AND (NOT CAST(:unscoped AS BOOLEAN)
+             OR (SELECT count(*) FROM sessionstore_sessions WHERE id = :sid) = 1)
+    RETURNING version, active_loop_id, loop_count
+), go AS (
+    SELECT 1 FROM locked
+    WHERE version = :version AND (CAST(:named AS BOOLEAN) OR active_loop_id = :lid)
+),"""
+    + _PG_APPEND_CTES.format(
+        go_where="WHERE EXISTS (SELECT FROM go)", go_and="AND EXISTS (SELECT FROM go)"
+    )
+    + """
+SELECT l.version, l.active_loop_id, l.loop_count, i.id, i.position
+FROM locked AS l LEFT JOIN inserted AS i ON TRUE
 """
 ).bindparams(bindparam("created", type_=messages.c.created_at.type))
 

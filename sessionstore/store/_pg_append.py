@@ -1,0 +1,139 @@
+"""PostgreSQL's append: messages and loop counters in one statement.
+
+An assistant message's usage is read from its payload (migration 0011), so no usage row
+is written; `check_message_usage` refuses counts a usage sum could not hold.
+
+When the store knows the loop's state, the session's write lock is in it too. Citus takes
+the plain statements of `_messages.insert_messages` instead (a data-modifying CTE runs
+there in several steps through the coordinator).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection
+
+from sessionstore._search_text import indexed_text
+from sessionstore._turns import TurnAssigner
+from sessionstore.models import StoredMessage, ToolResultMessage
+from sessionstore.store import _statements as sql
+from sessionstore.store._nul import escape, escape_json_text
+from sessionstore.store._sessions import Locked, SessionKey
+from sessionstore.store._usage import check_message_usage
+
+if TYPE_CHECKING:
+    from sessionstore.store._messages import LoopState, Prepared
+
+__all__ = ["LockHint", "insert"]
+
+
+@dataclass(frozen=True, slots=True)
+class LockHint:
+    """Take the session's lock in the insert: the rows go in only if it finds `state` current."""
+
+    is_loop_named: bool
+    """The caller named the loop (else it must still be the session's active loop)."""
+    is_unscoped: bool
+    """The key came from the store's cache, not from a tenant handle (see `session_key`)."""
+
+
+def _or_none(value: str | None) -> str | None:
+    return None if value is None else escape(value)
+
+
+def insert(
+    db: Connection,
+    key: SessionKey,
+    state: LoopState,
+    items: Sequence[Prepared],
+    moment: datetime,
+    lock: LockHint | None = None,
+) -> tuple[list[StoredMessage] | None, int, frozenset[str], Locked | None]:
+    """Append prepared messages to an open loop in one statement.
+
+    Returns the stored messages, the loop's next turn and open tool call ids after them,
+    and, with `lock`, what the lock returned: `(None, ..., locked)` when the lock found
+    `state` stale (nothing inserted; the lock is held), `(None, ..., None)` when it did
+    not find the session under `key` alone (nothing written at all).
+    """
+    check_message_usage(item.message for item in items)
+    loop_id, start = state.loop_id, state.message_count
+    assigner = TurnAssigner(state.turn_count, state.open_tool_call_ids)
+    count = len(items)
+    positions = list(range(start, start + count))
+    turn_indexes: list[int] = []
+    kinds: list[str] = []
+    call_ids: list[str | None] = []
+    tool_names: list[str | None] = []
+    for item in items:
+        message = item.message
+        turn_indexes.append(assigner.assign(message))
+        kinds.append(message.kind)
+        if isinstance(message, ToolResultMessage):
+            call_ids.append(escape(message.tool_call_id))
+            tool_names.append(escape(message.tool_name))
+        else:
+            call_ids.append(None)
+            tool_names.append(None)
+    open_ids = sorted(assigner.open_call_ids)
+    # The arrays bypass the column types, so encode NUL here as they would (_nul.py).
+    params: dict[str, Any] = {
+        "sid": escape(key.session_id),
+        "app": escape(key.app_name),
+        "user": escape(key.user_id),
+        "lid": loop_id,
+        "created": moment,
+        "positions": positions,
+        "turn_indexes": turn_indexes,
+        "kinds": kinds,
+        "tool_call_ids": call_ids,
+        "tool_names": tool_names,
+        "payloads": [escape_json_text(item.payload, item.text) for item in items],
+        "token_counts": [item.token_count for item in items],
+        "hashes": [bytes.fromhex(item.digest) for item in items],  # 32 bytes (0011)
+        "client_ids": [_or_none(item.message.client_id) for item in items],
+        "search_texts": [indexed_text(item.message) for item in items],
+        "n": count,
+        "tokens": sum(item.token_count for item in items),
+        "turns": assigner.next_turn,
+        "open_ids": escape_json_text(open_ids, json.dumps(open_ids)),
+    }
+    locked: Locked | None = None
+    if lock is None:
+        by_position = {
+            position: message_id
+            for message_id, position in db.execute(sql.INSERT_MESSAGES_AND_COUNT, params)
+        }
+    else:
+        params["version"] = state.version + 1
+        params["named"] = lock.is_loop_named
+        params["unscoped"] = lock.is_unscoped
+        result = db.execute(sql.LOCK_AND_INSERT_MESSAGES, params).all()
+        if not result:
+            return None, 0, frozenset(), None
+        first = result[0]
+        locked = Locked(first[0], first[1], first[2])
+        if first[3] is None:
+            return None, 0, frozenset(), locked
+        by_position = {row[4]: row[3] for row in result}
+    build = StoredMessage._of
+    stored = [
+        build(
+            by_position[position],
+            key.session_id,
+            loop_id,
+            position,
+            turn_index,
+            item.token_count,
+            item.digest,
+            moment,
+            item.message,
+        )
+        for position, turn_index, item in zip(positions, turn_indexes, items, strict=True)
+    ]
+    return stored, assigner.next_turn, assigner.open_call_ids, locked
