@@ -81,6 +81,10 @@ NOT_FOR_READING = (
     "sessionstore.integrations",
     # a store on SQLite: the PostgreSQL dialect (JSONB, an index's `postgresql_where`)
     "sqlalchemy.dialects.postgresql",
+    # a store on a SQLite file: its async engine, made only when asked for (`SqliteFile`)
+    "sqlalchemy.ext.asyncio",
+    "sqlalchemy.orm",
+    "aiosqlite",
 )
 """What a command that only reads (`sessions list`, `context`) must not import."""
 
