@@ -7,9 +7,11 @@ interleaved run by run, median of `--repeat` runs (wall clock, and the child's C
 steadier than the wall clock on a shared machine):
 
 - `python -c pass` (the interpreter's own start), `python -c "import sqlalchemy"`
-  (the floor of any command that queries through SQLAlchemy) and the import of every
-  third-party library a reading command needs (SQLAlchemy's asyncio extension, which
-  loads its ORM, aiosqlite, pydantic, click, rich's tables);
+  (the floor of any command that queries through SQLAlchemy), the import of every
+  third-party library a command reading through an async engine needs (SQLAlchemy's
+  asyncio extension, which loads its ORM, aiosqlite, pydantic, click, rich's tables), and
+  of those a command reading a SQLite file needs (SQLAlchemy's core, sqlite3, pydantic,
+  click, rich's tables: its store makes no async engine);
 - `python -m sessionstore sessions list` and `python -m sessionstore context SESSION`;
 - `python -m sessionstore --help` (imports no library code).
 
@@ -72,7 +74,11 @@ async def _populate(url: str, sessions: int) -> str:
 
 
 _LIBRARIES = "import aiosqlite, click, pydantic, rich.table, sqlalchemy.ext.asyncio"
-"""The third-party imports a command that reads a SQLite file cannot do without."""
+"""The third-party imports of a command that reads through an async engine (PostgreSQL)."""
+
+_SQLITE_LIBRARIES = "import click, pydantic, rich.table, sqlalchemy, sqlite3"
+"""The third-party imports a command that reads a SQLite file cannot do without: its store
+runs on the stdlib driver and makes no async engine (no asyncio extension, ORM or aiosqlite)."""
 
 Command = tuple[list[str], dict[str, str]]
 """A command line and the environment it runs in."""
@@ -86,6 +92,7 @@ def _commands(url: str, session_id: str, baseline: Path | None) -> dict[str, Com
         "python -c pass": ([python, "-c", "pass"], env),
         "python -c 'import sqlalchemy'": ([python, "-c", "import sqlalchemy"], env),
         "python -c 'import <the libraries>'": ([python, "-c", _LIBRARIES], env),
+        "python -c 'import <the SQLite libraries>'": ([python, "-c", _SQLITE_LIBRARIES], env),
         "sessionstore --help": ([*cli, "--help"], env),
         "sessionstore sessions list": ([*cli, "sessions", "list"], env),
         "sessionstore context SESSION": (

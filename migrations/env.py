@@ -14,12 +14,12 @@ from alembic import context
 from sqlalchemy.engine import Connection
 
 from sessionstore.store._engine import DEFAULT_URL, make_engine
-from sessionstore.store._tables import Base, include_object
+from sessionstore.store._tables import include_object, schema_metadata
 
 VERSION_TABLE = "sessionstore_alembic_version"
 
 config = context.config
-target_metadata = Base.metadata
+target_metadata = schema_metadata()
 
 
 def _configure(connection: Connection) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import Column, Table, select, text
 
 from sessionstore import SessionStore
-from sessionstore.store._tables import Base
+from sessionstore.store._tables import metadata
 
 
 def stored_columns(table: Table, dialect: str) -> list[Column[Any]]:
@@ -31,7 +31,7 @@ async def dump(store: SessionStore) -> dict[str, list[tuple[Any, ...]]]:
     """Return every row of every table (the schema's version included), in a stable order."""
     tables: dict[str, list[tuple[Any, ...]]] = {}
     async with store.engine.connect() as db:
-        for table in Base.metadata.sorted_tables:
+        for table in metadata.sorted_tables:
             stmt = select(*stored_columns(table, db.dialect.name)).order_by(
                 *table.primary_key.columns
             )

@@ -15,23 +15,26 @@ writers to one session queue up instead of interleaving, and positions stay cont
 
 from __future__ import annotations
 
-from typing import Any, Self
-
-from sqlalchemy.engine import URL
-from sqlalchemy.ext.asyncio import AsyncEngine
+import contextlib
+from typing import TYPE_CHECKING, Any, Self
 
 from sessionstore._tokens import HeuristicTokenCounter, TokenCounter
+from sessionstore.errors import SessionStoreError
 from sessionstore.store._block_api import BlockMethods
-from sessionstore.store._engine import DEFAULT_URL, TransactionRunner, make_engine
+from sessionstore.store._engine import DEFAULT_URL, SqliteFile, TransactionRunner, make_engine
 from sessionstore.store._integrity_api import IntegrityMethods
 from sessionstore.store._message_api import MessageMethods
 from sessionstore.store._retention import RetentionMethods
-from sessionstore.store._schema import check, upgrade
+from sessionstore.store._schema import check, revision_at_head, upgrade
 from sessionstore.store._search_api import SearchMethods
 from sessionstore.store._session_api import SessionMethods
 from sessionstore.store._sessions import Tenant
 from sessionstore.store._tenant import TenantStore
 from sessionstore.store._usage_api import UsageMethods
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 __all__ = ["SessionStore", "TenantStore"]
 
@@ -65,9 +68,13 @@ class SessionStore(
         token_counter: TokenCounter | None = None,
         _owns_engine: bool = False,
     ) -> None:
-        super().__init__(TransactionRunner(engine), token_counter or HeuristicTokenCounter(), None)
-        self._engine = engine
-        self._owns_engine = _owns_engine
+        self._setup(TransactionRunner(engine), token_counter, owns_engine=_owns_engine)
+
+    def _setup(
+        self, runner: TransactionRunner, token_counter: TokenCounter | None, *, owns_engine: bool
+    ) -> None:
+        super().__init__(runner, token_counter or HeuristicTokenCounter(), None)
+        self._owns_engine = owns_engine
 
     @classmethod
     def from_url(
@@ -85,13 +92,20 @@ class SessionStore(
         commits that survive a power cut (the default `"normal"` survives an application
         crash).
         """
-        engine = make_engine(url, **engine_kwargs)
-        return cls(engine, token_counter=token_counter, _owns_engine=True)
+        sqlite_file = SqliteFile.of(url, **engine_kwargs)
+        if sqlite_file is None:
+            engine = make_engine(url, **engine_kwargs)
+            return cls(engine, token_counter=token_counter, _owns_engine=True)
+        # Its calls never need the async engine: it is made when first asked for (see
+        # `SqliteFile`), so a command that only reads starts without importing it.
+        store = cls.__new__(cls)
+        store._setup(TransactionRunner(sqlite_file), token_counter, owns_engine=True)
+        return store
 
     @property
     def engine(self) -> AsyncEngine:
-        """The engine this store uses."""
-        return self._engine
+        """The engine this store uses (on a SQLite file, made when first asked for)."""
+        return self._runner.engine
 
     def for_tenant(self, app_name: str, user_id: str) -> TenantStore:
         """Return a handle that sees only the sessions of one tenant, sharing this engine.
@@ -109,8 +123,9 @@ class SessionStore(
         The tenant handles from `for_tenant` share these resources and end with them.
         """
         await self._runner.dispose()
-        if self._owns_engine:
-            await self._engine.dispose()
+        engine = self._runner.made_engine
+        if self._owns_engine and engine is not None:
+            await engine.dispose()
 
     async def __aenter__(self) -> Self:
         return self
@@ -120,8 +135,16 @@ class SessionStore(
 
     async def upgrade(self) -> None:
         """Bring the schema to the newest migration (see `sessionstore.migrate`)."""
-        await upgrade(self._engine)
+        await upgrade(self.engine)
 
     async def check_schema(self) -> str:
         """Return the schema revision; raise `SchemaError` if it is not the newest."""
-        return await check(self._engine)
+        if self._runner.made_engine is None:
+            # A SQLite file store without its async engine yet: the common answer (at the
+            # newest revision) is read on the store's own connection. Anything else, an
+            # error included, is for `check`, which says what is wrong.
+            with contextlib.suppress(SessionStoreError):
+                revision = await self._runner.run(revision_at_head, inline=True)
+                if revision is not None:
+                    return revision
+        return await check(self.engine)

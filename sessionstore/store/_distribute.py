@@ -26,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sessionstore.errors import SchemaError
 from sessionstore.store._schema import VERSION_TABLE, _connection, check
-from sessionstore.store._tables import Base
+from sessionstore.store._tables import metadata
 
 __all__ = ["DISTRIBUTION_COLUMNS", "REFERENCE_TABLES", "Distribution", "distribute"]
 
@@ -34,7 +34,7 @@ SESSIONS = "sessionstore_sessions"
 
 DISTRIBUTION_COLUMNS: dict[str, str] = {
     table.name: ("id" if table.name == SESSIONS else "session_id")
-    for table in Base.metadata.sorted_tables
+    for table in metadata.sorted_tables
 }
 """Each distributed table (parents first) and its distribution column."""
 

@@ -15,12 +15,11 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from sqlalchemy import Engine, Table, create_engine, event
 from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
 from sessionstore._defaults import DEFAULT_LOCK_TIMEOUT, DEFAULT_URL
@@ -32,6 +31,12 @@ from sessionstore.errors import (
     StorageError,
 )
 
+if TYPE_CHECKING:
+    # Imported where an async engine is made: SQLAlchemy's asyncio extension imports its
+    # ORM, which a store on a SQLite file does not need to answer a call (see
+    # `SqliteFile`).
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
 __all__ = [
     "DEFAULT_LOCK_TIMEOUT",
     "DEFAULT_URL",
@@ -39,6 +44,7 @@ __all__ = [
     "INLINE_WRITE_MAX_MESSAGES",
     "POSTGRES_POOL_RECYCLE_S",
     "WRITE_OPTION",
+    "SqliteFile",
     "StateCache",
     "TransactionRunner",
     "connection_error",
@@ -148,13 +154,9 @@ def make_engine(
         ValueError: `lock_timeout` is not a positive number of seconds, or `synchronous`
             is not `"normal"` or `"full"`.
     """
-    if not 0 < lock_timeout < math.inf:  # NaN fails both comparisons
-        raise ValueError("lock_timeout must be a positive number of seconds")
-    level: object = synchronous.lower() if isinstance(synchronous, str) else synchronous  # type: ignore[redundant-expr]  # callers without type checking
-    if level not in SQLITE_SYNCHRONOUS:
-        raise ValueError(f'synchronous must be "normal" or "full", not {synchronous!r}')
-    milliseconds = max(1, round(lock_timeout * 1000))
-    parsed = normalize_url(url)
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    parsed, milliseconds, level = _checked(url, lock_timeout, synchronous)
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed, milliseconds, level, **kwargs)
     kwargs.setdefault("pool_recycle", POSTGRES_POOL_RECYCLE_S)
@@ -164,6 +166,16 @@ def make_engine(
     settings.setdefault("lock_timeout", f"{milliseconds}ms")
     connect_args["server_settings"] = settings
     return create_async_engine(parsed, connect_args=connect_args, **kwargs)
+
+
+def _checked(url: str | URL, lock_timeout: float, synchronous: str) -> tuple[URL, int, str]:
+    """`make_engine`'s checks: the URL with its driver, the lock timeout in ms, the level."""
+    if not 0 < lock_timeout < math.inf:  # NaN fails both comparisons
+        raise ValueError("lock_timeout must be a positive number of seconds")
+    level: object = synchronous.lower() if isinstance(synchronous, str) else synchronous  # type: ignore[redundant-expr]  # callers without type checking
+    if level not in SQLITE_SYNCHRONOUS:
+        raise ValueError(f'synchronous must be "normal" or "full", not {synchronous!r}')
+    return normalize_url(url), max(1, round(lock_timeout * 1000)), str(level)
 
 
 def _is_memory(url: URL) -> bool:
@@ -189,6 +201,8 @@ _SQLITE_SETTINGS: weakref.WeakKeyDictionary[Engine, _SqliteSettings] = weakref.W
 
 
 def _sqlite_engine(url: URL, busy_timeout_ms: int, synchronous: str, **kwargs: Any) -> AsyncEngine:
+    from sqlalchemy.ext.asyncio import create_async_engine
+
     in_memory = _is_memory(url)
     if in_memory:
         # Every connection to ":memory:" is a new, empty database: share one connection.
@@ -418,6 +432,48 @@ class StateCache(Generic[_K, _V]):
                 del self._entries[next(iter(self._entries))]
 
 
+class SqliteFile:
+    """A SQLite file's URL and settings, and the async engine of its store, made on first use.
+
+    A store on a SQLite file runs every call on the standard library's driver in its
+    worker threads (`TransactionRunner`). Its async engine (aiosqlite, through
+    SQLAlchemy's asyncio extension, which imports the ORM) serves only
+    `SessionStore.engine`, the migrations and the schema check's slow path, so a command
+    that only reads neither makes it nor imports them.
+    """
+
+    def __init__(self, url: URL, settings: _SqliteSettings, make: Callable[[], AsyncEngine]):
+        self.url = url
+        self.settings = settings
+        self._make = make
+        self.engine: AsyncEngine | None = None
+        """The engine, once made."""
+
+    @classmethod
+    def of(cls, url: str | URL, **engine_kwargs: Any) -> SqliteFile | None:
+        """Return the deferred engine of a SQLite file store, None for any other store.
+
+        `url` and `engine_kwargs` are checked as `make_engine` checks them, now. Only
+        `lock_timeout` and `synchronous` are deferred: with any other engine argument
+        (for `create_async_engine`) this returns None, and the caller makes the engine.
+        """
+        if set(engine_kwargs) - {"lock_timeout", "synchronous"}:
+            return None
+        lock_timeout = engine_kwargs.get("lock_timeout", DEFAULT_LOCK_TIMEOUT)
+        synchronous = engine_kwargs.get("synchronous", "normal")
+        parsed, milliseconds, level = _checked(url, lock_timeout, synchronous)
+        if parsed.get_backend_name() != "sqlite" or _is_memory(parsed):
+            return None
+        settings = _SqliteSettings(milliseconds, is_read_only_sqlite(parsed), level)
+        return cls(parsed, settings, lambda: make_engine(url, **engine_kwargs))
+
+    def get(self) -> AsyncEngine:
+        """Return the engine, made now if it was not yet."""
+        if self.engine is None:
+            self.engine = self._make()
+        return self.engine
+
+
 class TransactionRunner:
     """Runs a unit of work, a sync function of a `Connection`, in one transaction.
 
@@ -439,11 +495,11 @@ class TransactionRunner:
     Driver errors are raised as `StorageError`, with the original chained.
     """
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine | SqliteFile) -> None:
         self._engine = engine
-        self.is_read_only = engine.url.get_backend_name() == "sqlite" and is_read_only_sqlite(
-            engine.url
-        )
+        url = engine.url
+        self._url = url
+        self.is_read_only = url.get_backend_name() == "sqlite" and is_read_only_sqlite(url)
         """Whether the store opened a SQLite database read-only (it can never write)."""
         self.loop_states: StateCache[tuple[Any, int], Any] = StateCache()
         """Each loop's append state as this store last committed it (see `_message_api`)."""
@@ -456,7 +512,6 @@ class TransactionRunner:
         # thread falls back to the workers instead of sharing it.
         self._inline_lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
-        url = engine.url
         if url.get_backend_name() == "sqlite" and not _is_memory(url):
             sync_url = url.set(drivername="sqlite+pysqlite")
             self._sync_engine = create_engine(
@@ -465,9 +520,12 @@ class TransactionRunner:
                 # Each connection is used by one worker thread at a time, never two.
                 connect_args={"check_same_thread": False},
             )
-            settings = _SQLITE_SETTINGS.get(engine.sync_engine) or _SqliteSettings(
-                round(DEFAULT_LOCK_TIMEOUT * 1000), is_read_only_sqlite(url)
-            )
+            if isinstance(engine, SqliteFile):
+                settings = engine.settings
+            else:
+                settings = _SQLITE_SETTINGS.get(engine.sync_engine) or _SqliteSettings(
+                    round(DEFAULT_LOCK_TIMEOUT * 1000), is_read_only_sqlite(url)
+                )
             _configure_sqlite(
                 self._sync_engine, in_memory=False, settings=settings, is_pysqlite=True
             )
@@ -505,7 +563,7 @@ class TransactionRunner:
                         return result  # type: ignore[return-value]  # done => work's result
                 loop = asyncio.get_running_loop()
                 return await loop.run_in_executor(self._executor, self._run_sync, work, write)
-            async with self._engine.connect() as connection:
+            async with self.engine.connect() as connection:
                 if write:
                     await connection.execution_options(**{WRITE_OPTION: True})
                 async with connection.begin():
@@ -513,7 +571,17 @@ class TransactionRunner:
         except SQLAlchemyError as exc:
             raise storage_error(exc) from exc
         except OSError as exc:
-            raise connection_error(self._engine.url, exc) from exc
+            raise connection_error(self._url, exc) from exc
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The async engine (made now, for a SQLite file store that had not made it yet)."""
+        return self._engine.get() if isinstance(self._engine, SqliteFile) else self._engine
+
+    @property
+    def made_engine(self) -> AsyncEngine | None:
+        """The async engine if it was made (always, for a store built on an engine)."""
+        return self._engine.engine if isinstance(self._engine, SqliteFile) else self._engine
 
     def _try_inline(
         self, work: Callable[[Connection], _T], write: bool = True

@@ -36,7 +36,6 @@ from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import JSON, Dialect, String, Text
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 __all__ = [
@@ -131,7 +130,12 @@ class NulSafeJSON(TypeDecorator[Any]):
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
         """JSONB on PostgreSQL, JSON elsewhere."""
-        return dialect.type_descriptor(JSONB() if _is_postgresql(dialect) else JSON())
+        if not _is_postgresql(dialect):
+            return dialect.type_descriptor(JSON())
+        # Here, not at the top: a store on SQLite never loads the PostgreSQL dialect.
+        from sqlalchemy.dialects.postgresql import JSONB
+
+        return dialect.type_descriptor(JSONB())
 
     def bind_processor(self, dialect: Dialect) -> Any:
         """Serialise; on PostgreSQL, encode the value's strings when it holds a NUL."""

@@ -16,7 +16,6 @@ from sqlalchemy import Connection, Row, func, select
 
 from sessionstore._items import ContextSources, LoopSource
 from sessionstore._loop_messages import LoopMessages
-from sessionstore._overlay import segments
 from sessionstore._scope import (
     ChainEntry,
     grow_window,
@@ -301,6 +300,10 @@ def read_context(
     new_overlay: bool = False,
 ) -> ContextSources:
     """Read what the loader needs to build a loop's context (see `SessionStore.read_context`)."""
+    # Imported here: it pulls the trimming code, which a call that builds no context (a
+    # listing) never needs at start.
+    from sessionstore._overlay import segments
+
     head = resolve_loop(db, key, loop_id)
     if not new_overlay:
         check_overlay(db, key, overlay)

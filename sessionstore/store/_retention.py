@@ -25,7 +25,7 @@ from sessionstore.store import _statements as sql
 from sessionstore.store._engine import is_citus
 from sessionstore.store._handle import _Handle
 from sessionstore.store._sessions import Tenant, delete_session_rows, now
-from sessionstore.store._tables import Base
+from sessionstore.store._tables import metadata
 
 __all__ = ["MAX_BATCH_SIZE", "RetentionMethods"]
 
@@ -38,7 +38,7 @@ def _session_tables() -> list[Table]:
     """Every table holding rows of a session, children first (the sessions table last)."""
     tables = [
         table
-        for table in Base.metadata.sorted_tables
+        for table in metadata.sorted_tables
         if "session_id" in table.c and table is not sql.sessions
     ]
     return [*reversed(tables), sql.sessions]

@@ -21,15 +21,24 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import column, inspect, select, table
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sessionstore.errors import SchemaError
 from sessionstore.store._engine import connection_error, make_engine, storage_error
 
 if TYPE_CHECKING:
     from alembic.config import Config
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
-__all__ = ["VERSION_TABLE", "check", "current", "downgrade", "head", "scanned_head", "upgrade"]
+__all__ = [
+    "VERSION_TABLE",
+    "check",
+    "current",
+    "downgrade",
+    "head",
+    "revision_at_head",
+    "scanned_head",
+    "upgrade",
+]
 
 VERSION_TABLE = "sessionstore_alembic_version"
 """alembic's version table, named so it never clashes with the host application's."""
@@ -69,6 +78,8 @@ def head() -> str:
 
 @asynccontextmanager
 async def _connection(url_or_engine: str | URL | AsyncEngine, what: str) -> AsyncIterator[Any]:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
     owned = not isinstance(url_or_engine, AsyncEngine)
     engine = url_or_engine if isinstance(url_or_engine, AsyncEngine) else make_engine(url_or_engine)
     try:
@@ -176,9 +187,9 @@ async def check(url_or_engine: str | URL | AsyncEngine) -> str:
     Raises:
         SchemaError: the database is empty, behind, or at a revision this version does not know.
     """
-    stored: list[str] | None = await _run(url_or_engine, _stored_revisions)
-    if stored is not None and len(stored) == 1 and stored[0] == _scanned_head():
-        return stored[0]  # at the head: the common case, answered without alembic
+    at_head: str | None = await _run(url_or_engine, revision_at_head)
+    if at_head is not None:
+        return at_head  # the common case, answered without alembic
     revision = await current(url_or_engine)
     expected = head()
     if revision is not None and revision != expected and not _is_known(revision):
@@ -224,6 +235,18 @@ def scanned_head(versions: Path) -> str | None:
     heads = set(revisions) - set(revisions.values())
     is_chain = len(set(revisions.values())) == len(revisions)  # no revision has two children
     return heads.pop() if len(heads) == 1 and is_chain else None
+
+
+def revision_at_head(connection: Connection) -> str | None:
+    """The database's revision if it is the newest this version ships, read without alembic.
+
+    None for any other state (no version table, another revision, several rows, scripts
+    this scan cannot read): `check` then asks alembic what it is.
+    """
+    stored = _stored_revisions(connection)
+    if stored is not None and len(stored) == 1 and stored[0] == _scanned_head():
+        return stored[0]
+    return None
 
 
 def _stored_revisions(connection: Connection) -> list[str] | None:

@@ -29,7 +29,7 @@ from sessionstore._search_text import SEPARATORS, searchable_text, snippet
 from sessionstore.models import MESSAGE_ADAPTER, SearchHit
 from sessionstore.store._nul import NulSafeJSONText
 from sessionstore.store._sessions import Tenant, session_key, visible_session
-from sessionstore.store._tables import JSONPayload, UTCDateTime
+from sessionstore.store._types import JSONPayload, UTCDateTime
 
 __all__ = ["IndexBehind", "index_pending", "search"]
 

@@ -4,12 +4,18 @@ Building and hashing a statement costs SQLAlchemy about 100 µs, five times what
 needs to run it, so every statement a hot path runs is built here, once, and run with
 parameters. Statements that depend on a flag (tenant-scoped or not, one row or many)
 are cached per flag.
+
+Each is built on first use, not at import: a module attribute in capitals
+(`sql.LOCK_SESSION`) is made by the builder of that name in lower case
+(`_lock_session`) the first time it is read (PEP 562), then kept as a plain attribute;
+so a command pays only for the statements it runs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import (
     Select,
@@ -28,29 +34,18 @@ from sqlalchemy import (
 )
 
 from sessionstore.store._nul import NulSafeJSONText
-from sessionstore.store._tables import (
-    KEY_COLUMNS,
-    BlockRow,
-    CompactionEventRow,
-    DigestRow,
-    LoopRow,
-    MessageRow,
-    SectionMessageRow,
-    SectionRow,
-    SessionRow,
-    UsageRow,
-    table_of,
-)
 
-sessions = table_of(SessionRow)
-loops = table_of(LoopRow)
-messages = table_of(MessageRow)
-blocks = table_of(BlockRow)
-sections = table_of(SectionRow)
-section_messages = table_of(SectionMessageRow)
-events = table_of(CompactionEventRow)
-digests = table_of(DigestRow)
-usage = table_of(UsageRow)
+# The tables, re-exported: the units of work name them `sql.<table>`.
+from sessionstore.store._tables import KEY_COLUMNS
+from sessionstore.store._tables import blocks as blocks
+from sessionstore.store._tables import digests as digests
+from sessionstore.store._tables import events as events
+from sessionstore.store._tables import loops as loops
+from sessionstore.store._tables import messages as messages
+from sessionstore.store._tables import section_messages as section_messages
+from sessionstore.store._tables import sections as sections
+from sessionstore.store._tables import sessions as sessions
+from sessionstore.store._tables import usage as usage
 
 LOOP_COLUMNS = (
     loops.c.id,
@@ -119,23 +114,73 @@ def keyed(table: Any) -> tuple[Any, ...]:
 
 SESSION_WHERE = keyed(sessions)
 
-LOCK_SESSION = (
-    update(sessions)
-    .where(*SESSION_WHERE)
-    .values(version=sessions.c.version + 1, updated_at=bindparam("now"))
-    .returning(sessions.c.version, sessions.c.active_loop_id, sessions.c.loop_count)
-)
-"""Bump a session's version, which takes its write lock, and return its state."""
+_T = TypeVar("_T")
 
-SELECT_SESSION = select(sessions).where(*SESSION_WHERE)
+_BUILDERS: dict[str, Callable[[], Any]] = {}
 
-SELECT_SESSION_TENANTS = (
-    select(sessions.c.app_name, sessions.c.user_id)
-    .where(sessions.c.id == bindparam("sid"))
-    .order_by(sessions.c.app_name, sessions.c.user_id)
-    .limit(2)
-)
-"""The tenants that use a session id (two at most: enough to tell one from several)."""
+
+def _lazy(build: Callable[[], _T]) -> Callable[[], _T]:
+    """Register `build` as the builder of the attribute named like it in capitals."""
+    _BUILDERS[build.__name__.lstrip("_").upper()] = build
+    return build
+
+
+if TYPE_CHECKING:
+    # What `__getattr__` builds, for the type checker (which then flags a misspelt name).
+    LOCK_SESSION: Any
+    SELECT_SESSION: Any
+    SELECT_SESSION_TENANTS: Any
+    SELECT_LOOP: Any
+    SELECT_LOOP_STATE: Any
+    UPDATE_LOOP_COUNTERS: Any
+    SELECT_RAW_TURNS: Any
+    SELECT_RAW_TURNS_AS_OF: Any
+    SELECT_LATEST_USER: Any
+    SELECT_LATEST_USER_AS_OF: Any
+    SELECT_TURN_BOUNDS: Any
+    SELECT_HISTORY: Any
+    SELECT_CHAIN_COUNTS: Any
+    SELECT_LOOP_PAGE: Any
+    SELECT_SECTIONS: Any
+    SELECT_SECTION_MESSAGES: Any
+    SELECT_APPENDED_INTO_TURNS: Select[tuple[Any]]
+else:
+
+    def __getattr__(name: str) -> Any:
+        """Build a statement the first time it is read, and keep it (PEP 562)."""
+        build = _BUILDERS.get(name)
+        if build is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        # Two threads may both build it: equal statements, and the last one is kept.
+        statement = globals()[name] = build()
+        return statement
+
+
+@_lazy
+def _lock_session() -> Any:
+    """Bump a session's version, which takes its write lock, and return its state."""
+    return (
+        update(sessions)
+        .where(*SESSION_WHERE)
+        .values(version=sessions.c.version + 1, updated_at=bindparam("now"))
+        .returning(sessions.c.version, sessions.c.active_loop_id, sessions.c.loop_count)
+    )
+
+
+@_lazy
+def _select_session() -> Any:
+    return select(sessions).where(*SESSION_WHERE)
+
+
+@_lazy
+def _select_session_tenants() -> Any:
+    """The tenants that use a session id (two at most: enough to tell one from several)."""
+    return (
+        select(sessions.c.app_name, sessions.c.user_id)
+        .where(sessions.c.id == bindparam("sid"))
+        .order_by(sessions.c.app_name, sessions.c.user_id)
+        .limit(2)
+    )
 
 
 @cache
@@ -144,24 +189,35 @@ def insert_returning_id(table: Table, many: bool) -> Any:
     return insert(table).returning(table.c.id, sort_by_parameter_order=many)
 
 
-SELECT_LOOP = select(loops).where(loops.c.id == bindparam("lid"), *keyed(loops))
-SELECT_LOOP_STATE = select(
-    loops.c.message_count,
-    loops.c.token_total,
-    loops.c.turn_count,
-    loops.c.open_tool_call_ids,
-    loops.c.closed_at,
-).where(loops.c.id == bindparam("lid"), *keyed(loops))
-UPDATE_LOOP_COUNTERS = (
-    update(loops)
-    .where(loops.c.id == bindparam("lid"), *keyed(loops))
-    .values(
-        message_count=loops.c.message_count + bindparam("n"),
-        token_total=loops.c.token_total + bindparam("tokens"),
-        turn_count=bindparam("turns"),
-        open_tool_call_ids=bindparam("open_ids", type_=loops.c.open_tool_call_ids.type),
+@_lazy
+def _select_loop() -> Any:
+    return select(loops).where(loops.c.id == bindparam("lid"), *keyed(loops))
+
+
+@_lazy
+def _select_loop_state() -> Any:
+    return select(
+        loops.c.message_count,
+        loops.c.token_total,
+        loops.c.turn_count,
+        loops.c.open_tool_call_ids,
+        loops.c.closed_at,
+    ).where(loops.c.id == bindparam("lid"), *keyed(loops))
+
+
+@_lazy
+def _update_loop_counters() -> Any:
+    return (
+        update(loops)
+        .where(loops.c.id == bindparam("lid"), *keyed(loops))
+        .values(
+            message_count=loops.c.message_count + bindparam("n"),
+            token_total=loops.c.token_total + bindparam("tokens"),
+            turn_count=bindparam("turns"),
+            open_tool_call_ids=bindparam("open_ids", type_=loops.c.open_tool_call_ids.type),
+        )
     )
-)
+
 
 # Starting a loop (every user request of an SDK session starts one).
 SELECT_LOOP_HEAD = select(loops.c.depth, loops.c.closed_at, loops.c.message_count).where(
@@ -239,40 +295,63 @@ FROM locked AS l LEFT JOIN inserted AS i ON TRUE
 """
 ).bindparams(bindparam("created", type_=messages.c.created_at.type))
 
-_RAW_TURNS_WHERE = (
-    *keyed(messages),
-    messages.c.loop_id == bindparam("lid"),
-    messages.c.turn_index.between(bindparam("a"), bindparam("b")),
-)
-SELECT_RAW_TURNS = select(*MESSAGE_COLUMNS).where(*_RAW_TURNS_WHERE).order_by(messages.c.position)
-SELECT_RAW_TURNS_AS_OF = (
-    select(*MESSAGE_COLUMNS)
-    .where(*_RAW_TURNS_WHERE, messages.c.created_at <= bindparam("t"))
-    .order_by(messages.c.position)
-)
 
-# Matches the partial index ix_sessionstore_messages_user (kind = 'user').
-_USER_WHERE = (
-    *keyed(messages),
-    messages.c.loop_id == bindparam("lid"),
-    messages.c.kind == literal_column("'user'"),
-)
-SELECT_LATEST_USER = (
-    select(*MESSAGE_COLUMNS).where(*_USER_WHERE).order_by(messages.c.position.desc()).limit(1)
-)
-SELECT_LATEST_USER_AS_OF = (
-    select(*MESSAGE_COLUMNS)
-    .where(*_USER_WHERE, messages.c.created_at <= bindparam("t"))
-    .order_by(messages.c.position.desc())
-    .limit(1)
-)
+def _raw_turns_where() -> tuple[Any, ...]:
+    return (
+        *keyed(messages),
+        messages.c.loop_id == bindparam("lid"),
+        messages.c.turn_index.between(bindparam("a"), bindparam("b")),
+    )
 
-SELECT_TURN_BOUNDS = (
-    select(func.min(messages.c.position), func.max(messages.c.position))
-    .where(*keyed(messages), messages.c.loop_id == bindparam("lid"))
-    .group_by(messages.c.turn_index)
-    .order_by(messages.c.turn_index)
-)
+
+@_lazy
+def _select_raw_turns() -> Any:
+    return select(*MESSAGE_COLUMNS).where(*_raw_turns_where()).order_by(messages.c.position)
+
+
+@_lazy
+def _select_raw_turns_as_of() -> Any:
+    return (
+        select(*MESSAGE_COLUMNS)
+        .where(*_raw_turns_where(), messages.c.created_at <= bindparam("t"))
+        .order_by(messages.c.position)
+    )
+
+
+def _user_where() -> tuple[Any, ...]:
+    """Matches the partial index ix_sessionstore_messages_user (kind = 'user')."""
+    return (
+        *keyed(messages),
+        messages.c.loop_id == bindparam("lid"),
+        messages.c.kind == literal_column("'user'"),
+    )
+
+
+@_lazy
+def _select_latest_user() -> Any:
+    return (
+        select(*MESSAGE_COLUMNS).where(*_user_where()).order_by(messages.c.position.desc()).limit(1)
+    )
+
+
+@_lazy
+def _select_latest_user_as_of() -> Any:
+    return (
+        select(*MESSAGE_COLUMNS)
+        .where(*_user_where(), messages.c.created_at <= bindparam("t"))
+        .order_by(messages.c.position.desc())
+        .limit(1)
+    )
+
+
+@_lazy
+def _select_turn_bounds() -> Any:
+    return (
+        select(func.min(messages.c.position), func.max(messages.c.position))
+        .where(*keyed(messages), messages.c.loop_id == bindparam("lid"))
+        .group_by(messages.c.turn_index)
+        .order_by(messages.c.turn_index)
+    )
 
 
 @cache
@@ -374,36 +453,52 @@ def select_chain(limited: bool) -> Any:
     )
 
 
-_WHOLE_CHAIN = _chain_walk(False)
+@cache
+def _whole_chain() -> Any:
+    return _chain_walk(False)
 
-SELECT_HISTORY = (
-    select(*MESSAGE_COLUMNS)
-    .join(_WHOLE_CHAIN, _WHOLE_CHAIN.c.id == messages.c.loop_id)
-    .where(*keyed(messages))
-    .order_by(_WHOLE_CHAIN.c.depth, messages.c.position)
-)
-"""Every message of the chain ending at `:head`, in order: joined to the chain's recursive
-CTE, so no loop id is sent as a parameter (a driver's parameter limit does not apply)."""
 
-SELECT_CHAIN_COUNTS = (
-    select(loops.c.id, loops.c.message_count)
-    .join(_WHOLE_CHAIN, _WHOLE_CHAIN.c.id == loops.c.id)
-    .where(*keyed(loops))
-    .order_by(loops.c.depth)
-)
-"""The ids and message counts of the chain ending at `:head`, root first."""
+@_lazy
+def _select_history() -> Any:
+    """Every message of the chain ending at `:head`, in order.
 
-SELECT_LOOP_PAGE = (
-    select(*MESSAGE_COLUMNS)
-    .where(
-        *keyed(messages),
-        messages.c.loop_id == bindparam("lid"),
-        messages.c.position >= bindparam("start"),
-        messages.c.position < bindparam("stop"),
+    Joined to the chain's recursive CTE, so no loop id is sent as a parameter (a driver's
+    parameter limit does not apply).
+    """
+    chain = _whole_chain()
+    return (
+        select(*MESSAGE_COLUMNS)
+        .join(chain, chain.c.id == messages.c.loop_id)
+        .where(*keyed(messages))
+        .order_by(chain.c.depth, messages.c.position)
     )
-    .order_by(messages.c.position)
-)
-"""The messages of a loop at positions `[:start, :stop)`, in order (a keyset page)."""
+
+
+@_lazy
+def _select_chain_counts() -> Any:
+    """The ids and message counts of the chain ending at `:head`, root first."""
+    chain = _whole_chain()
+    return (
+        select(loops.c.id, loops.c.message_count)
+        .join(chain, chain.c.id == loops.c.id)
+        .where(*keyed(loops))
+        .order_by(loops.c.depth)
+    )
+
+
+@_lazy
+def _select_loop_page() -> Any:
+    """The messages of a loop at positions `[:start, :stop)`, in order (a keyset page)."""
+    return (
+        select(*MESSAGE_COLUMNS)
+        .where(
+            *keyed(messages),
+            messages.c.loop_id == bindparam("lid"),
+            messages.c.position >= bindparam("start"),
+            messages.c.position < bindparam("stop"),
+        )
+        .order_by(messages.c.position)
+    )
 
 
 @cache
@@ -418,36 +513,45 @@ def select_block_rows(as_of: bool) -> Any:
     return stmt.where(columns.created_at <= bindparam("t")) if as_of else stmt
 
 
-SELECT_SECTIONS = select(sections).where(
-    *keyed(sections),
-    sections.c.block_id.in_(bindparam("blocks", expanding=True)),
-)
-SELECT_SECTION_MESSAGES = (
-    select(
-        section_messages.c.id,
-        section_messages.c.section_id,
-        # As text: pydantic-core parses and validates the message in one step.
-        type_coerce(cast(section_messages.c.payload, Text), NulSafeJSONText()).label("payload"),
-        section_messages.c.token_count,
-        section_messages.c.covers,
+@_lazy
+def _select_sections() -> Any:
+    return select(sections).where(
+        *keyed(sections),
+        sections.c.block_id.in_(bindparam("blocks", expanding=True)),
     )
-    .where(
-        *keyed(section_messages),
-        section_messages.c.section_id.in_(bindparam("sections", expanding=True)),
+
+
+@_lazy
+def _select_section_messages() -> Any:
+    return (
+        select(
+            section_messages.c.id,
+            section_messages.c.section_id,
+            # As text: pydantic-core parses and validates the message in one step.
+            type_coerce(cast(section_messages.c.payload, Text), NulSafeJSONText()).label("payload"),
+            section_messages.c.token_count,
+            section_messages.c.covers,
+        )
+        .where(
+            *keyed(section_messages),
+            section_messages.c.section_id.in_(bindparam("sections", expanding=True)),
+        )
+        .order_by(section_messages.c.section_id, section_messages.c.position)
     )
-    .order_by(section_messages.c.section_id, section_messages.c.position)
-)
+
 
 # A message past the first :n of a loop in a turn up to :t: a block built from the first :n
 # would stand for that turn without it (`_blocks.check_unchanged`).
-SELECT_APPENDED_INTO_TURNS: Select[tuple[Any]] = (
-    select(literal_column("1"))
-    .select_from(messages)
-    .where(
-        *keyed(messages),
-        messages.c.loop_id == bindparam("lid"),
-        messages.c.position >= bindparam("n"),
-        messages.c.turn_index <= bindparam("t"),
+@_lazy
+def _select_appended_into_turns() -> Any:
+    return (
+        select(literal_column("1"))
+        .select_from(messages)
+        .where(
+            *keyed(messages),
+            messages.c.loop_id == bindparam("lid"),
+            messages.c.position >= bindparam("n"),
+            messages.c.turn_index <= bindparam("t"),
+        )
+        .limit(1)
     )
-    .limit(1)
-)

@@ -1,4 +1,4 @@
-"""The SQL schema as SQLAlchemy 2 typed rows, and the conversions between rows and models.
+"""The SQL schema as SQLAlchemy Core tables, and the conversions between rows and models.
 
 A session is keyed by `(id, app_name, user_id)`: its id is unique within its tenant only.
 Every other table carries that key (`session_id`, `app_name`, `user_id`), and every primary
@@ -6,7 +6,11 @@ key, unique constraint and foreign key includes it, so every table can be distri
 `session_id` (the distribution column: a call naming a session id reaches one shard) and
 colocated with the others; every query the store makes about a session is scoped by the
 key. The schema itself is created only by the alembic migrations in `migrations/`; this
-module describes it for queries and for the test that compares the two.
+module describes it for queries and for the test that compares the two
+(`schema_metadata`). The column types are in `_types`.
+
+The tables are Core `Table`s, not ORM classes: the store only ever runs Core statements,
+and declaring ORM classes costs a command's start time for nothing.
 
 Every column that references a loop, block, section or message is indexed (`index=True`,
 or among the leading columns of another index: migration 0010), so deleting a session,
@@ -19,14 +23,12 @@ whole key).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
-from functools import lru_cache
-from typing import Any, ClassVar, cast
+from functools import cache
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
-    DateTime,
-    Dialect,
+    Column,
     Float,
     ForeignKeyConstraint,
     Index,
@@ -38,16 +40,12 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
-from sqlalchemy.ext.asyncio import AsyncAttrs
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
-from sqlalchemy.types import TypeDecorator
 
 from sessionstore.models import (
     APP_NAME_MAX_LENGTH,
     CLIENT_ID_MAX_LENGTH,
     MESSAGE_ADAPTER,
     OVERLAY_MAX_LENGTH,
-    SESSION_ID_MAX_LENGTH,
     STRATEGY_MAX_LENGTH,
     TITLE_MAX_LENGTH,
     TOOL_ID_MAX_LENGTH,
@@ -67,33 +65,33 @@ from sessionstore.models import (
 from sessionstore.models._limits import STORED
 from sessionstore.models._records import decoded_records
 from sessionstore.store._hex_digest import HexDigest
-from sessionstore.store._nul import NulSafeJSON, NulSafeString
+from sessionstore.store._nul import NulSafeString
+from sessionstore.store._types import Id, JSONPayload, SessionId, UTCDateTime, sqlite_utc
 
 __all__ = [
     "KEY_COLUMNS",
-    "Base",
-    "BlockRow",
-    "CompactionEventRow",
-    "DigestRow",
-    "LoopRow",
-    "MessageRow",
-    "SectionMessageRow",
-    "SectionRow",
-    "SessionRow",
-    "UTCDateTime",
-    "UsageRow",
     "block_model",
+    "blocks",
     "decoded_models",
     "digest_model",
+    "digests",
     "event_model",
+    "events",
     "include_object",
     "loop_model",
+    "loops",
+    "messages",
+    "metadata",
     "replacement_from_text",
     "replacement_model",
+    "schema_metadata",
+    "section_messages",
+    "sections",
     "session_model",
+    "sessions",
     "stored_model",
     "stored_models",
-    "table_of",
+    "usage",
 ]
 
 NAMING_CONVENTION = {
@@ -104,69 +102,8 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
-# JSON on SQLite, JSONB on PostgreSQL, where NUL characters are encoded (see _nul.py).
-JSONPayload = NulSafeJSON()
-# Every string column is a NulSafeString (VARCHAR, with NUL encoded on PostgreSQL), sized by
-# the limits the models and the store check before writing (`sessionstore.models`), so no
-# backend refuses what another accepts.
-SessionId = NulSafeString(SESSION_ID_MAX_LENGTH)
-# SQLite only auto-increments an INTEGER PRIMARY KEY, which is 64-bit there anyway.
-Id = BigInteger().with_variant(Integer(), "sqlite")
-
-
-class UTCDateTime(TypeDecorator[datetime]):
-    """An aware UTC datetime that survives SQLite, which stores no time zone.
-
-    Naive datetimes are refused on the way in; values read back are always aware UTC.
-    """
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        """Refuse naive datetimes; store UTC (without an offset on SQLite)."""
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError("naive datetime: sessionstore stores aware UTC datetimes only")
-        value = value.astimezone(UTC)
-        # SQLite compares the stored text, so every value is written in one offset-free form.
-        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
-
-    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        """Return an aware UTC datetime."""
-        if value is None:
-            return None
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-    def result_processor(self, dialect: Dialect, coltype: Any) -> Any:
-        """On SQLite, parse the stored text straight to an aware datetime (memoised).
-
-        A bulk read of messages holds a few distinct times (one per append call), so
-        most values are a cache hit instead of a regular-expression parse and a copy.
-        """
-        if dialect.name == "sqlite":
-            return _sqlite_utc
-        return super().result_processor(dialect, coltype)
-
-
-@lru_cache(maxsize=4096)
-def _sqlite_utc(value: str | None) -> datetime | None:
-    """Parse a time as SQLAlchemy stores it on SQLite (UTC, no offset) to an aware datetime."""
-    if value is None:
-        return None
-    return datetime.fromisoformat(value).replace(tzinfo=UTC)
-
-
-class Base(AsyncAttrs, DeclarativeBase):
-    """Declarative base with stable constraint names, for alembic."""
-
-    metadata = MetaData(naming_convention=NAMING_CONVENTION)
-    type_annotation_map: ClassVar[dict[Any, Any]] = {
-        datetime: UTCDateTime(),
-        dict[str, Any]: JSONPayload,
-    }
-
+metadata = MetaData(naming_convention=NAMING_CONVENTION)
+"""Every table, with stable constraint names for alembic (see `schema_metadata`)."""
 
 KEY_COLUMNS = ("session_id", "app_name", "user_id")
 """A session's key as the other tables carry it; `session_id` is the distribution column."""
@@ -207,283 +144,262 @@ def _keyed_unique(table: str, name: str, *columns: str) -> UniqueConstraint:
     return UniqueConstraint(*KEY_COLUMNS, *columns, name=f"uq_{table}_{name}")
 
 
-def _app_name() -> Any:
-    return mapped_column(NulSafeString(APP_NAME_MAX_LENGTH))
-
-
-def _user_id() -> Any:
-    return mapped_column(NulSafeString(USER_ID_MAX_LENGTH))
-
-
-class SessionRow(Base):
-    """One agent session, owned by a tenant."""
-
-    __tablename__ = "sessionstore_sessions"
-    __table_args__ = (
-        Index("ix_sessionstore_sessions_tenant", "app_name", "user_id", "created_at", "id"),
-        Index("ix_sessionstore_sessions_created", "created_at", "id"),
-        PrimaryKeyConstraint("id", "app_name", "user_id"),
+def _key() -> tuple[Column[Any], ...]:
+    """The session's key columns of a table that belongs to a session (after its `id`)."""
+    return (
+        Column("session_id", SessionId, nullable=False),
+        Column("app_name", NulSafeString(APP_NAME_MAX_LENGTH), nullable=False),
+        Column("user_id", NulSafeString(USER_ID_MAX_LENGTH), nullable=False),
     )
 
-    id: Mapped[str] = mapped_column(SessionId)
-    app_name: Mapped[str] = mapped_column(NulSafeString(APP_NAME_MAX_LENGTH))
-    user_id: Mapped[str] = mapped_column(NulSafeString(USER_ID_MAX_LENGTH))
-    title: Mapped[str | None] = mapped_column(NulSafeString(TITLE_MAX_LENGTH))
-    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata")
+
+def _id() -> Column[int]:
+    return Column("id", Id, autoincrement=True, nullable=False)
+
+
+def _time(name: str, *, nullable: bool = False) -> Column[Any]:
+    return Column(name, UTCDateTime(), nullable=nullable)
+
+
+# One agent session, owned by a tenant.
+sessions = Table(
+    "sessionstore_sessions",
+    metadata,
+    Column("id", SessionId, nullable=False),
+    Column("app_name", NulSafeString(APP_NAME_MAX_LENGTH), nullable=False),
+    Column("user_id", NulSafeString(USER_ID_MAX_LENGTH), nullable=False),
+    Column("title", NulSafeString(TITLE_MAX_LENGTH), nullable=True),
+    Column("metadata", JSONPayload, nullable=False),
     # No foreign key: sessions and loops would reference each other; the store keeps it valid.
-    active_loop_id: Mapped[int | None] = mapped_column(Id)
-    version: Mapped[int] = mapped_column(Integer)
-    loop_count: Mapped[int] = mapped_column(Integer)
-    created_at: Mapped[datetime]
-    updated_at: Mapped[datetime]
+    Column("active_loop_id", Id, nullable=True),
+    Column("version", Integer, nullable=False),
+    Column("loop_count", Integer, nullable=False),
+    _time("created_at"),
+    _time("updated_at"),
+    Index("ix_sessionstore_sessions_tenant", "app_name", "user_id", "created_at", "id"),
+    Index("ix_sessionstore_sessions_created", "created_at", "id"),
+    PrimaryKeyConstraint("id", "app_name", "user_id"),
+)
 
-
-class LoopRow(Base):
-    """One agent run (LoopRecord), chained to its parent."""
-
-    __tablename__ = "sessionstore_loops"
-    __table_args__ = (
-        _keyed_pk(),
-        _keyed_unique("sessionstore_loops", "sequence", "sequence"),
-        _session_fk(),
-        _keyed_fk("parent_loop_id", "sessionstore_loops"),
-        Index("ix_sessionstore_loops_parent", "session_id", "parent_loop_id"),
-        {"sqlite_autoincrement": True},
-    )
-
-    id: Mapped[int] = mapped_column(Id, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(SessionId)
-    app_name: Mapped[str] = _app_name()
-    user_id: Mapped[str] = _user_id()
-    parent_loop_id: Mapped[int | None] = mapped_column(Id, index=True)
-    sequence: Mapped[int] = mapped_column(Integer)
-    depth: Mapped[int] = mapped_column(Integer)
-    created_at: Mapped[datetime]
-    closed_at: Mapped[datetime | None]
-    message_count: Mapped[int] = mapped_column(Integer)
-    token_total: Mapped[int] = mapped_column(BigInteger)
-    turn_count: Mapped[int] = mapped_column(Integer)
+# One agent run (LoopRecord), chained to its parent.
+loops = Table(
+    "sessionstore_loops",
+    metadata,
+    _id(),
+    *_key(),
+    Column("parent_loop_id", Id, nullable=True, index=True),
+    Column("sequence", Integer, nullable=False),
+    Column("depth", Integer, nullable=False),
+    _time("created_at"),
+    _time("closed_at", nullable=True),
+    Column("message_count", Integer, nullable=False),
+    Column("token_total", BigInteger, nullable=False),
+    Column("turn_count", Integer, nullable=False),
     # The call ids of the assistant message that opened the last turn, so a tool result
     # appended in a later batch can join that turn without re-reading the message.
-    open_tool_call_ids: Mapped[list[str]] = mapped_column(JSONPayload)
+    Column("open_tool_call_ids", JSONPayload, nullable=False),
+    _keyed_pk(),
+    _keyed_unique("sessionstore_loops", "sequence", "sequence"),
+    _session_fk(),
+    _keyed_fk("parent_loop_id", "sessionstore_loops"),
+    Index("ix_sessionstore_loops_parent", "session_id", "parent_loop_id"),
+    sqlite_autoincrement=True,
+)
 
+# One raw message. Immutable: a trigger refuses every UPDATE.
+messages = Table(
+    "sessionstore_messages",
+    metadata,
+    _id(),
+    *_key(),
+    Column("loop_id", Id, nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("turn_index", Integer, nullable=False),
+    Column("kind", NulSafeString(32), nullable=False),
+    Column("tool_call_id", NulSafeString(TOOL_ID_MAX_LENGTH), nullable=True),
+    Column("tool_name", NulSafeString(TOOL_NAME_MAX_LENGTH), nullable=True),
+    Column("payload", JSONPayload, nullable=False),
+    Column("token_count", Integer, nullable=False),
+    Column("content_hash", HexDigest(), nullable=False),
+    Column("client_id", NulSafeString(CLIENT_ID_MAX_LENGTH), nullable=True),
+    _time("created_at"),
+    # PostgreSQL only: what full-text search indexes (`indexed_text`; NULL only in rows of
+    # older stores). SQLite derives it from the payload (the view
+    # `sessionstore_messages_search`, migration 0010).
+    Column("search_text", Text, nullable=True),
+    _keyed_pk(),
+    # On SQLite `(loop_id, position)` alone (migration 0011): loop ids are unique there
+    # and no shard needs the session's key in it.
+    _keyed_unique("sessionstore_messages", "position", "loop_id", "position"),
+    # No foreign key to the session (migration 0010): the loop's carries its key.
+    _keyed_fk("loop_id", "sessionstore_loops"),
+    # Two partial indexes (on `client_id IS NOT NULL`, migration 0010, and on
+    # `kind = 'user'`) are added by `schema_metadata`.
+    # Also what the loop's foreign key is looked up by (loop ids are unique).
+    Index("ix_sessionstore_messages_turn", "loop_id", "turn_index"),
+    sqlite_autoincrement=True,
+)
 
-class MessageRow(Base):
-    """One raw message. Immutable: a trigger refuses every UPDATE."""
+# A compaction block: an overlay on one loop. Immutable once written.
+blocks = Table(
+    "sessionstore_blocks",
+    metadata,
+    _id(),
+    *_key(),
+    Column("loop_id", Id, nullable=False, index=True),
+    Column("overlay", NulSafeString(OVERLAY_MAX_LENGTH), nullable=False),
+    Column("generation", Integer, nullable=False),
+    Column("keep_first_start", Integer, nullable=True),
+    Column("keep_first_end", Integer, nullable=True),
+    Column("strategy", NulSafeString(STRATEGY_MAX_LENGTH), nullable=False),
+    Column("config", JSONPayload, nullable=False),
+    Column("tokens_before", BigInteger, nullable=False),
+    Column("tokens_after", BigInteger, nullable=False),
+    _time("created_at"),
+    _keyed_pk(),
+    _keyed_unique("sessionstore_blocks", "generation", "loop_id", "overlay", "generation"),
+    _session_fk(),
+    _keyed_fk("loop_id", "sessionstore_loops"),
+    sqlite_autoincrement=True,
+)
 
-    __tablename__ = "sessionstore_messages"
-    __table_args__ = (
-        _keyed_pk(),
-        # On SQLite `(loop_id, position)` alone (migration 0011): loop ids are unique there
-        # and no shard needs the session's key in it.
-        _keyed_unique("sessionstore_messages", "position", "loop_id", "position"),
-        # No foreign key to the session (migration 0010): the loop's carries its key.
-        _keyed_fk("loop_id", "sessionstore_loops"),
-        # Only the messages that have one (migration 0010): most have none.
-        Index(
-            "uq_sessionstore_messages_client_id",
-            *KEY_COLUMNS,
-            "client_id",
-            unique=True,
-            sqlite_where=text("client_id IS NOT NULL"),
-            postgresql_where=text("client_id IS NOT NULL"),
-        ),
-        # Also what the loop's foreign key is looked up by (loop ids are unique).
-        Index("ix_sessionstore_messages_turn", "loop_id", "turn_index"),
-        Index(
-            "ix_sessionstore_messages_user",
-            "loop_id",
-            "position",
-            sqlite_where=text("kind = 'user'"),
-            postgresql_where=text("kind = 'user'"),
-        ),
-        {"sqlite_autoincrement": True},
-    )
+# A section of a block (`compacted` or `recent`) and the turn range it stands for.
+sections = Table(
+    "sessionstore_block_sections",
+    metadata,
+    _id(),
+    *_key(),
+    Column("block_id", Id, nullable=False, index=True),
+    Column("kind", NulSafeString(16), nullable=False),
+    Column("start_turn", Integer, nullable=False),
+    Column("end_turn", Integer, nullable=False),
+    _keyed_pk(),
+    _keyed_unique("sessionstore_block_sections", "kind", "block_id", "kind"),
+    _session_fk(),
+    _keyed_fk("block_id", "sessionstore_blocks"),
+)
 
-    id: Mapped[int] = mapped_column(Id, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(SessionId)
-    app_name: Mapped[str] = _app_name()
-    user_id: Mapped[str] = _user_id()
-    loop_id: Mapped[int] = mapped_column(Id)
-    position: Mapped[int] = mapped_column(Integer)
-    turn_index: Mapped[int] = mapped_column(Integer)
-    kind: Mapped[str] = mapped_column(NulSafeString(32))
-    tool_call_id: Mapped[str | None] = mapped_column(NulSafeString(TOOL_ID_MAX_LENGTH))
-    tool_name: Mapped[str | None] = mapped_column(NulSafeString(TOOL_NAME_MAX_LENGTH))
-    payload: Mapped[dict[str, Any]]
-    token_count: Mapped[int] = mapped_column(Integer)
-    content_hash: Mapped[str] = mapped_column(HexDigest())
-    client_id: Mapped[str | None] = mapped_column(NulSafeString(CLIENT_ID_MAX_LENGTH))
-    created_at: Mapped[datetime]
-    search_text: Mapped[str | None] = mapped_column(Text)
-    """PostgreSQL only: what full-text search indexes (`indexed_text`; NULL only in rows of
-    older stores). SQLite derives it from the payload (the view `sessionstore_messages_search`,
-    migration 0010)."""
+# A replacement message of a section, with the ids of the raw messages it covers.
+section_messages = Table(
+    "sessionstore_section_messages",
+    metadata,
+    _id(),
+    *_key(),
+    Column("section_id", Id, nullable=False, index=True),
+    Column("position", Integer, nullable=False),
+    Column("kind", NulSafeString(32), nullable=False),
+    Column("payload", JSONPayload, nullable=False),
+    Column("token_count", Integer, nullable=False),
+    Column("covers", JSONPayload, nullable=False),
+    # What full-text search indexes, as for raw messages.
+    Column("search_text", Text, nullable=True),
+    _keyed_pk(),
+    _keyed_unique("sessionstore_section_messages", "position", "section_id", "position"),
+    _session_fk(),
+    _keyed_fk("section_id", "sessionstore_block_sections"),
+)
 
+# A compaction started or ended, with token estimates and duration.
+events = Table(
+    "sessionstore_compaction_events",
+    metadata,
+    _id(),
+    *_key(),
+    Column("loop_id", Id, nullable=True, index=True),
+    Column("block_id", Id, nullable=True, index=True),
+    Column("event", NulSafeString(16), nullable=False),
+    Column("tokens_before", BigInteger, nullable=False),
+    Column("tokens_after", BigInteger, nullable=True),
+    Column("duration_ms", Float, nullable=True),
+    Column("details", JSONPayload, nullable=False),
+    _time("created_at"),
+    _keyed_pk(),
+    _session_fk(),
+    _keyed_fk("loop_id", "sessionstore_loops"),
+    _keyed_fk("block_id", "sessionstore_blocks"),
+    Index("ix_sessionstore_compaction_events_session", "session_id", "id"),
+)
 
-class BlockRow(Base):
-    """A compaction block: an overlay on one loop. Immutable once written."""
+# A session digest: the loops of a chain before a compaction's scope, summarised.
+digests = Table(
+    "sessionstore_digests",
+    metadata,
+    _id(),
+    *_key(),
+    Column("overlay", NulSafeString(OVERLAY_MAX_LENGTH), nullable=False),
+    Column("head_loop_id", Id, nullable=False, index=True),
+    Column("through_loop_id", Id, nullable=False, index=True),
+    Column("folded", JSONPayload, nullable=False),
+    Column("payload", JSONPayload, nullable=False),
+    Column("token_count", Integer, nullable=False),
+    Column("details", JSONPayload, nullable=False),
+    _time("created_at"),
+    _keyed_pk(),
+    _session_fk(),
+    _keyed_fk("head_loop_id", "sessionstore_loops"),
+    _keyed_fk("through_loop_id", "sessionstore_loops"),
+    Index("ix_sessionstore_digests_head", "session_id", "overlay", "head_loop_id", "id"),
+    sqlite_autoincrement=True,
+)
 
-    __tablename__ = "sessionstore_blocks"
-    __table_args__ = (
-        _keyed_pk(),
-        _keyed_unique("sessionstore_blocks", "generation", "loop_id", "overlay", "generation"),
-        _session_fk(),
-        _keyed_fk("loop_id", "sessionstore_loops"),
-        {"sqlite_autoincrement": True},
-    )
-
-    id: Mapped[int] = mapped_column(Id, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(SessionId)
-    app_name: Mapped[str] = _app_name()
-    user_id: Mapped[str] = _user_id()
-    loop_id: Mapped[int] = mapped_column(Id, index=True)
-    overlay: Mapped[str] = mapped_column(NulSafeString(OVERLAY_MAX_LENGTH))
-    generation: Mapped[int] = mapped_column(Integer)
-    keep_first_start: Mapped[int | None] = mapped_column(Integer)
-    keep_first_end: Mapped[int | None] = mapped_column(Integer)
-    strategy: Mapped[str] = mapped_column(NulSafeString(STRATEGY_MAX_LENGTH))
-    config: Mapped[dict[str, Any]]
-    tokens_before: Mapped[int] = mapped_column(BigInteger)
-    tokens_after: Mapped[int] = mapped_column(BigInteger)
-    created_at: Mapped[datetime]
-
-
-class SectionRow(Base):
-    """A section of a block (`compacted` or `recent`) and the turn range it stands for."""
-
-    __tablename__ = "sessionstore_block_sections"
-    __table_args__ = (
-        _keyed_pk(),
-        _keyed_unique("sessionstore_block_sections", "kind", "block_id", "kind"),
-        _session_fk(),
-        _keyed_fk("block_id", "sessionstore_blocks"),
-    )
-
-    id: Mapped[int] = mapped_column(Id, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(SessionId)
-    app_name: Mapped[str] = _app_name()
-    user_id: Mapped[str] = _user_id()
-    block_id: Mapped[int] = mapped_column(Id, index=True)
-    kind: Mapped[str] = mapped_column(NulSafeString(16))
-    start_turn: Mapped[int] = mapped_column(Integer)
-    end_turn: Mapped[int] = mapped_column(Integer)
-
-
-class SectionMessageRow(Base):
-    """A replacement message of a section, with the ids of the raw messages it covers."""
-
-    __tablename__ = "sessionstore_section_messages"
-    __table_args__ = (
-        _keyed_pk(),
-        _keyed_unique("sessionstore_section_messages", "position", "section_id", "position"),
-        _session_fk(),
-        _keyed_fk("section_id", "sessionstore_block_sections"),
-    )
-
-    id: Mapped[int] = mapped_column(Id, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(SessionId)
-    app_name: Mapped[str] = _app_name()
-    user_id: Mapped[str] = _user_id()
-    section_id: Mapped[int] = mapped_column(Id, index=True)
-    position: Mapped[int] = mapped_column(Integer)
-    kind: Mapped[str] = mapped_column(NulSafeString(32))
-    payload: Mapped[dict[str, Any]]
-    token_count: Mapped[int] = mapped_column(Integer)
-    covers: Mapped[list[int]] = mapped_column(JSONPayload)
-    search_text: Mapped[str | None] = mapped_column(Text)
-    """What full-text search indexes, as for raw messages."""
-
-
-class CompactionEventRow(Base):
-    """A compaction started or ended, with token estimates and duration."""
-
-    __tablename__ = "sessionstore_compaction_events"
-    __table_args__ = (
-        _keyed_pk(),
-        _session_fk(),
-        _keyed_fk("loop_id", "sessionstore_loops"),
-        _keyed_fk("block_id", "sessionstore_blocks"),
-        Index("ix_sessionstore_compaction_events_session", "session_id", "id"),
-    )
-
-    id: Mapped[int] = mapped_column(Id, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(SessionId)
-    app_name: Mapped[str] = _app_name()
-    user_id: Mapped[str] = _user_id()
-    loop_id: Mapped[int | None] = mapped_column(Id, index=True)
-    block_id: Mapped[int | None] = mapped_column(Id, index=True)
-    event: Mapped[str] = mapped_column(NulSafeString(16))
-    tokens_before: Mapped[int] = mapped_column(BigInteger)
-    tokens_after: Mapped[int | None] = mapped_column(BigInteger)
-    duration_ms: Mapped[float | None] = mapped_column(Float)
-    details: Mapped[dict[str, Any]]
-    created_at: Mapped[datetime]
-
-
-class DigestRow(Base):
-    """A session digest: the loops of a chain before a compaction's scope, summarised."""
-
-    __tablename__ = "sessionstore_digests"
-    __table_args__ = (
-        _keyed_pk(),
-        _session_fk(),
-        _keyed_fk("head_loop_id", "sessionstore_loops"),
-        _keyed_fk("through_loop_id", "sessionstore_loops"),
-        Index("ix_sessionstore_digests_head", "session_id", "overlay", "head_loop_id", "id"),
-        {"sqlite_autoincrement": True},
-    )
-
-    id: Mapped[int] = mapped_column(Id, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(SessionId)
-    app_name: Mapped[str] = _app_name()
-    user_id: Mapped[str] = _user_id()
-    overlay: Mapped[str] = mapped_column(NulSafeString(OVERLAY_MAX_LENGTH))
-    head_loop_id: Mapped[int] = mapped_column(Id, index=True)
-    through_loop_id: Mapped[int] = mapped_column(Id, index=True)
-    folded: Mapped[list[list[int]]] = mapped_column(JSONPayload)
-    payload: Mapped[dict[str, Any]]
-    token_count: Mapped[int] = mapped_column(Integer)
-    details: Mapped[dict[str, Any]]
-    created_at: Mapped[datetime]
-
-
-class UsageRow(Base):
-    """Provider usage of one model call (`record_usage`), on its loop and turn. Immutable.
-
-    The usage an appended assistant message carries stays in its payload only (migration
-    0011); the session's totals add both.
-    """
-
-    __tablename__ = "sessionstore_usage"
-    __table_args__ = (
-        _keyed_pk(),
-        _keyed_unique("sessionstore_usage", "message_id", "message_id"),
-        # No foreign key to the session (migration 0010): the loop's carries its key.
-        _keyed_fk("loop_id", "sessionstore_loops"),
-        # No foreign key to the message (migration 0011): an appended message's usage is
-        # read from its payload, so `message_id` is set only in rows of older stores.
-        Index("ix_sessionstore_usage_turn", "session_id", "loop_id", "turn_index"),
-        {"sqlite_autoincrement": True},
-    )
-
-    id: Mapped[int] = mapped_column(Id, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(SessionId)
-    app_name: Mapped[str] = _app_name()
-    user_id: Mapped[str] = _user_id()
+# Provider usage of one model call (`record_usage`), on its loop and turn. Immutable. The
+# usage an appended assistant message carries stays in its payload only (migration 0011);
+# the session's totals add both.
+usage = Table(
+    "sessionstore_usage",
+    metadata,
+    _id(),
+    *_key(),
     # Looked up by ix_sessionstore_usage_turn and the message key (migration 0010).
-    loop_id: Mapped[int] = mapped_column(Id)
-    turn_index: Mapped[int] = mapped_column(Integer)
+    Column("loop_id", Id, nullable=False),
+    Column("turn_index", Integer, nullable=False),
     # NULL: `record_usage` names no message (before migration 0011, an appended message's
     # usage was a row here too).
-    message_id: Mapped[int | None] = mapped_column(Id)
-    model: Mapped[str | None] = mapped_column(NulSafeString(255))
-    input_tokens: Mapped[int] = mapped_column(BigInteger)
-    output_tokens: Mapped[int] = mapped_column(BigInteger)
-    cache_read_tokens: Mapped[int] = mapped_column(BigInteger)
-    cache_write_tokens: Mapped[int] = mapped_column(BigInteger)
-    reasoning_tokens: Mapped[int] = mapped_column(BigInteger)
-    created_at: Mapped[datetime]
+    Column("message_id", Id, nullable=True),
+    Column("model", NulSafeString(255), nullable=True),
+    Column("input_tokens", BigInteger, nullable=False),
+    Column("output_tokens", BigInteger, nullable=False),
+    Column("cache_read_tokens", BigInteger, nullable=False),
+    Column("cache_write_tokens", BigInteger, nullable=False),
+    Column("reasoning_tokens", BigInteger, nullable=False),
+    _time("created_at"),
+    _keyed_pk(),
+    _keyed_unique("sessionstore_usage", "message_id", "message_id"),
+    # No foreign key to the session (migration 0010): the loop's carries its key.
+    _keyed_fk("loop_id", "sessionstore_loops"),
+    # No foreign key to the message (migration 0011): an appended message's usage is
+    # read from its payload, so `message_id` is set only in rows of older stores.
+    Index("ix_sessionstore_usage_turn", "session_id", "loop_id", "turn_index"),
+    sqlite_autoincrement=True,
+)
+
+
+@cache
+def schema_metadata() -> MetaData:
+    """Return `metadata` with the messages' two partial indexes: the whole schema.
+
+    For what compares the metadata with the migrations or renders it (alembic's
+    `env.py`, the tests). An index's `postgresql_where` makes SQLAlchemy import its
+    PostgreSQL dialect (to check the argument), which a store on SQLite never needs;
+    and the store runs no DDL. So these two are added here, on first use, to the
+    tables the store queries.
+    """
+    Index(
+        "uq_sessionstore_messages_client_id",
+        *(messages.c[name] for name in KEY_COLUMNS),
+        messages.c.client_id,
+        unique=True,
+        sqlite_where=text("client_id IS NOT NULL"),
+        postgresql_where=text("client_id IS NOT NULL"),
+    )
+    Index(
+        "ix_sessionstore_messages_user",
+        messages.c.loop_id,
+        messages.c.position,
+        sqlite_where=text("kind = 'user'"),
+        postgresql_where=text("kind = 'user'"),
+    )
+    return metadata
 
 
 def include_object(
@@ -532,11 +448,6 @@ _MESSAGES = "sessionstore_messages"
 def _table_name(obj: object) -> str | None:
     table = getattr(obj, "table", None)
     return getattr(table, "name", None)
-
-
-def table_of(row_class: type[Base]) -> Table:
-    """Return the `Table` behind a row class, typed as one."""
-    return cast(Table, row_class.__table__)
 
 
 # ── row ↔ model ────────────────────────────────────────────────────────────────
@@ -609,7 +520,7 @@ def decoded_models(
     For a read whose caller uses every message. `plain`: the rows come straight from the
     SQLite driver (`run_plain`), so the time is the stored text, parsed here.
     """
-    return decoded_records(rows, session_id, _sqlite_utc if plain else None)  # type: ignore[arg-type]  # a stored time is never NULL
+    return decoded_records(rows, session_id, sqlite_utc if plain else None)  # type: ignore[arg-type]  # a stored time is never NULL
 
 
 def replacement_model(row: Any) -> ReplacementMessage:

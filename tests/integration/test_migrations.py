@@ -33,7 +33,7 @@ from sessionstore import (
 )
 from sessionstore.errors import SchemaError
 from sessionstore.store._schema import scanned_head
-from sessionstore.store._tables import Base, include_object
+from sessionstore.store._tables import include_object, schema_metadata
 from tests.integration._helpers import session_with_loops
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,7 +57,7 @@ def _diff(connection: Any) -> list[Any]:
             "include_object": include_object,
         },
     )
-    return list(compare_metadata(context, Base.metadata))
+    return list(compare_metadata(context, schema_metadata()))
 
 
 HEAD = "0011_compact_messages"
@@ -77,7 +77,7 @@ async def test_upgrade_matches_metadata_and_downgrade_cleans_up(empty_db_url: st
     assert await migrate.check(url) == HEAD
     assert await _inspect(url, _diff) == []
     tables = await _inspect(url, _tables)
-    assert {t.name for t in Base.metadata.sorted_tables} <= tables
+    assert {t.name for t in schema_metadata().sorted_tables} <= tables
     await migrate.downgrade(url, "base")
     assert await _inspect(url, _tables) <= {migrate.VERSION_TABLE}
     assert await migrate.current(url) is None

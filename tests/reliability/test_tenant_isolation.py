@@ -49,7 +49,7 @@ from sessionstore import (
     stream_conversation,
 )
 from sessionstore.errors import SessionExistsError, SessionStoreError
-from sessionstore.store._tables import Base
+from sessionstore.store._tables import metadata
 from tests.dump import stored_columns
 from tests.factories import conversation
 
@@ -168,7 +168,7 @@ async def snapshot(
     """Every row of one session (of `tenant`), in every table, in a stable order."""
     rows = []
     async with store.engine.connect() as conn:
-        for table in Base.metadata.sorted_tables:
+        for table in metadata.sorted_tables:
             if table.name == "sessionstore_sessions":
                 key = table.c.id
             elif "session_id" in table.c:

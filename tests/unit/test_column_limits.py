@@ -21,7 +21,7 @@ from sessionstore.models import (
     TOOL_NAME_MAX_LENGTH,
     USER_ID_MAX_LENGTH,
 )
-from sessionstore.store._tables import Base
+from sessionstore.store._tables import metadata
 
 CHECKED_TEXT = {
     "session_id": SESSION_ID_MAX_LENGTH,
@@ -77,7 +77,7 @@ COUNTED_BY_THE_STORE = {
 def _columns() -> list[tuple[str, object]]:
     return [
         (f"{table.name}.{column.name}", column.type)
-        for table in Base.metadata.sorted_tables
+        for table in metadata.sorted_tables
         for column in table.columns
     ]
 

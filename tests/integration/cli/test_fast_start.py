@@ -79,8 +79,25 @@ NOT_FOR_READING = (
     "sessionstore._compaction",
     "sessionstore._audit",
     "sessionstore.integrations",
+    # a store on SQLite: the PostgreSQL dialect (JSONB, an index's `postgresql_where`)
+    "sqlalchemy.dialects.postgresql",
+    # a store on a SQLite file: its async engine, made only when asked for (`SqliteFile`)
+    "sqlalchemy.ext.asyncio",
+    "sqlalchemy.orm",
+    "aiosqlite",
 )
 """What a command that only reads (`sessions list`, `context`) must not import."""
+
+NOT_FOR_LISTING = (
+    # building a context: the loader, pairing and trimming code
+    "sessionstore._overlay",
+    "sessionstore._trim",
+    "sessionstore._fit_units",
+    "sessionstore._context",
+    "sessionstore.strategies._passes",
+    "sessionstore.summarizers",
+)
+"""What `sessions list` must not import either: it builds no context."""
 
 _READ_PROBE = """
 import json, sys
@@ -141,6 +158,8 @@ def test_a_command_that_reads_imports_only_what_it_uses(sqlite_file, args):
     assert session_id[:20] in out or "hello" in out  # it did read the session
     assert "sqlalchemy" in modules  # and opened the store
     assert [m for m in modules if m == "alembic" or m.startswith(NOT_FOR_READING)] == []
+    if args[0] == "sessions":
+        assert [m for m in modules if m.startswith(NOT_FOR_LISTING)] == []
 
 
 def test_the_probe_sees_a_heavy_import(sqlite_file):
@@ -151,6 +170,35 @@ def test_the_probe_sees_a_heavy_import(sqlite_file):
 
     assert "sessionstore.summarizers._extractive" in modules
     assert "sessionstore._compaction" in modules
+
+
+def test_the_probe_sees_what_a_context_needs(sqlite_file):
+    """`context` builds one: the loader and the trimming code are imported."""
+    url, session_id = sqlite_file
+
+    _, modules = _modules_of_a_run(url, "context", session_id, "--budget", "1000")
+
+    assert {"sessionstore._overlay", "sessionstore._trim"} <= set(modules)
+
+
+def test_the_whole_schema_has_the_partial_indexes_with_both_predicates():
+    """The store's tables leave them out (see `schema_metadata`); the compared schema has them."""
+    code = (
+        "import json, sys\n"
+        "from sessionstore.store._tables import messages, schema_metadata\n"
+        "before = sorted(ix.name for ix in messages.indexes)\n"
+        "schema_metadata()\n"
+        "after = {ix.name: sorted(ix.dialect_kwargs) for ix in messages.indexes}\n"
+        "print(json.dumps([before, after]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+
+    before, after = json.loads(out.stdout)
+
+    partial = {"uq_sessionstore_messages_client_id", "ix_sessionstore_messages_user"}
+    assert partial.isdisjoint(before)
+    for name in partial:
+        assert after[name] == ["postgresql_where", "sqlite_where"]
 
 
 @pytest.mark.parametrize("args", [("--help",), ("--version",), ("-h",)])

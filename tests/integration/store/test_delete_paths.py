@@ -27,7 +27,7 @@ from sessionstore import (
     make_engine,
 )
 from sessionstore.errors import SessionNotFoundError
-from sessionstore.store._tables import KEY_COLUMNS, Base
+from sessionstore.store._tables import KEY_COLUMNS, metadata
 from tests.factories import conversation
 from tests.integration._helpers import SMALL
 from tests.integration.store.test_retention import populate, rows_by_session
@@ -97,7 +97,7 @@ def _unindexed(connection: Any) -> list[str]:
     """
     inspector = inspect(connection)
     missing = []
-    for table in Base.metadata.sorted_tables:
+    for table in metadata.sorted_tables:
         orders = [ix["column_names"] for ix in inspector.get_indexes(table.name)]
         orders += [uq["column_names"] for uq in inspector.get_unique_constraints(table.name)]
         orders.append(inspector.get_pk_constraint(table.name)["constrained_columns"])

@@ -20,13 +20,13 @@ from sessionstore import (
     compact_session_loops,
     make_engine,
 )
-from sessionstore.store._tables import Base
+from sessionstore.store._tables import metadata
 from tests.citus_cluster import CITUS_ENV
 from tests.factories import conversation
 
 SESSION_TABLES = sorted(
     table.name
-    for table in Base.metadata.sorted_tables
+    for table in metadata.sorted_tables
     if "session_id" in table.c or table.name == "sessionstore_sessions"
 )
 """Every table that holds a session's rows (a new one is covered without editing this test)."""
@@ -54,7 +54,7 @@ async def rows_by_session(store: SessionStore) -> Counter[tuple[str, str]]:
     """Rows per (table, session id), in every table that holds a session's rows."""
     counts: Counter[tuple[str, str]] = Counter()
     async with store.engine.connect() as conn:
-        for table in Base.metadata.sorted_tables:
+        for table in metadata.sorted_tables:
             key = table.c.id if table.name == "sessionstore_sessions" else table.c.get("session_id")
             if key is None:
                 continue
