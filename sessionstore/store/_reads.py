@@ -45,7 +45,13 @@ from sessionstore.store._blocks import (
 )
 from sessionstore.store._engine import run_plain
 from sessionstore.store._sessions import SessionKey, chain, resolve_loop, visible_session
-from sessionstore.store._tables import block_model, decoded_models, stored_model, stored_models
+from sessionstore.store._tables import (
+    block_model,
+    decoded_models,
+    loop_model,
+    stored_model,
+    stored_models,
+)
 from sessionstore.strategies import LoopView
 
 __all__ = [
@@ -113,6 +119,21 @@ def chain_as_of(
     if as_of is not None:
         loops = _loops_as_of(db, key, loops, as_of)
     return loops, complete
+
+
+def _only_root(db: Connection, key: SessionKey, moment: datetime | None) -> LoopRecord | None:
+    """Return the session's one root loop, or None when it has several (or `moment` is set).
+
+    A chain's first loop is the root it ends at. A session with one root (no chain was
+    started anew) needs no walk of a long chain to find it: one probe of the parent index,
+    so a resume stays flat in the chain's length. Otherwise the caller walks the chain.
+    """
+    if moment is not None:
+        return None  # the counters as of then: the walk reads them
+    loops = sql.loops
+    stmt = select(loops).where(*sql.keyed(loops), loops.c.parent_loop_id.is_(None)).limit(2)
+    rows = db.execute(stmt, key.params).all()
+    return loop_model(rows[0]) if len(rows) == 1 else None
 
 
 def _loops_as_of(
@@ -336,7 +357,9 @@ def read_context(
 
     root: LoopRecord | None = None
     if in_scope and in_scope[0].parent_loop_id is not None:
-        root = whole_chain()[0]
+        root = (chain[0] if chain is not None else None) or _only_root(db, key, moment)
+        if root is None:
+            root = whole_chain()[0]
         if isinstance(used, TokenBudget) and digest is None:
             # No digest stands for the loops the budget left out: the chain's first loop,
             # which holds the session's task, stays in (the trimmer shortens it, last).
