@@ -7,13 +7,16 @@ import pytest
 from sessionstore import (
     AssistantMessage,
     ConflictError,
+    Message,
     SessionStore,
     StaleWriteError,
     StoredMessage,
+    SystemMessage,
     ToolCall,
     ToolResultMessage,
     UserMessage,
 )
+from sessionstore.config import FixedCount
 
 
 async def texts(store: SessionStore, session_id: str) -> list[str]:
@@ -161,3 +164,32 @@ async def test_the_newest_messages_of_a_chain(store: SessionStore) -> None:
         assert newest == everything[max(0, len(everything) - last) :]  # all 12 past 12
     with pytest.raises(ValueError, match="last"):
         await store.get_history(session.id, last=-1)
+
+
+async def _chain(store: SessionStore, session_id: str, prompt: str, *, root: bool) -> None:
+    """A chain of five loops whose first opens with the system prompt `prompt`."""
+    first: list[Message] = [
+        SystemMessage(content=prompt),
+        UserMessage(content=f"{prompt}: the task"),
+    ]
+    if root:
+        await store.start_loop(session_id, is_root=True, messages=first)
+    else:
+        await store.append_messages(session_id, first)
+    for n in range(4):
+        await store.start_loop(session_id, messages=[UserMessage(content=f"{prompt}: step {n}")])
+
+
+@pytest.mark.parametrize("roots", [1, 2])
+async def test_the_system_prompt_comes_from_the_first_loop_of_the_active_chain(
+    store: SessionStore, roots: int
+) -> None:
+    """One root is found by one probe; with several, the chain's own root still wins."""
+    session = await store.create_session(app_name="a", user_id="u")
+    await _chain(store, session.id, "prompt A", root=False)
+    if roots == 2:
+        await _chain(store, session.id, "prompt B", root=True)
+    sources = await store.read_context(session.id, budget=100_000, scope=FixedCount(count=1))
+    expected = "prompt A" if roots == 1 else "prompt B"
+    assert [m.message.text for m in sources.system] == [expected]  # type: ignore[union-attr]
+    assert all(loop.loop.parent_loop_id is not None for loop in sources.loops)
