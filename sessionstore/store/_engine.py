@@ -306,6 +306,21 @@ def run_plain(db: Connection, statement: Any, params: Mapping[str, Any]) -> list
         cursor.close()
 
 
+def rows_of(
+    db: Connection,
+    statement: Any,
+    params: Mapping[str, Any],
+    plain_params: Mapping[str, Any] | None = None,
+) -> Sequence[Any]:
+    """Return a row-returning statement's rows: on SQLite through `run_plain`, else `execute`.
+
+    `plain_params`: the bind-ready form of `params` for `run_plain`, when they differ (a
+    time bound with `bound_time`).
+    """
+    rows = run_plain(db, statement, params if plain_params is None else plain_params)
+    return db.execute(statement, params).all() if rows is None else rows
+
+
 def insert_plain(
     db: Connection, table: Table, columns: tuple[str, ...], rows: Sequence[Sequence[Any]]
 ) -> list[int] | None:

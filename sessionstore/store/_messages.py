@@ -273,14 +273,7 @@ def insert_messages(
         )
         for message_id, row, item in zip(ids, rows, items, strict=True)
     ]
-    after = LoopState(
-        loop_id,
-        state.version,
-        start + len(rows),
-        assigner.next_turn,
-        frozenset(assigner.open_call_ids),
-    )
-    return stored, after
+    return stored, _after(state, len(rows), assigner.next_turn, frozenset(assigner.open_call_ids))
 
 
 def _after(

@@ -14,7 +14,6 @@ no row came back.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
@@ -29,7 +28,7 @@ from sqlalchemy import (
     type_coerce,
 )
 
-from sessionstore.store._engine import run_plain
+from sessionstore.store._engine import rows_of
 from sessionstore.store._nul import NulSafeJSONText
 from sessionstore.store._sessions import SessionKey, visible_session
 from sessionstore.store._statements import SESSION_WHERE, keyed, loops, messages, sessions
@@ -136,9 +135,7 @@ def chain_strings(
     statement = select_chain_strings(db.dialect.name, path, last is not None)
     params: dict[str, Any] = key.params if last is None else {**key.params, "n": last}
     # On SQLite straight on the driver: the column's text as it is stored.
-    rows: Sequence[Any] | None = run_plain(db, statement, params)
-    if rows is None:
-        rows = db.execute(statement, params).all()
+    rows = rows_of(db, statement, params)
     if not rows:
         visible_session(db, key)
         return []

@@ -40,7 +40,7 @@ from sessionstore.models import (
 )
 from sessionstore.models._limits import check_json, check_text
 from sessionstore.store import _statements as sql
-from sessionstore.store._engine import insert_plain, run_plain
+from sessionstore.store._engine import insert_plain, rows_of, run_plain
 from sessionstore.store._tables import loop_model, session_model
 
 __all__ = [
@@ -148,9 +148,7 @@ def session_key(db: Connection, tenant: Tenant | None, session_id: str) -> Sessi
         return SessionKey(session_id, tenant.app_name, tenant.user_id)
     params = {"sid": session_id}
     # On SQLite straight on the driver: this runs before every call of the unscoped store.
-    rows = run_plain(db, sql.SELECT_SESSION_TENANTS, params)
-    if rows is None:
-        rows = list(db.execute(sql.SELECT_SESSION_TENANTS, params).all())
+    rows = rows_of(db, sql.SELECT_SESSION_TENANTS, params)
     if not rows:
         raise SessionNotFoundError(session_id)
     if len(rows) > 1:
@@ -172,8 +170,8 @@ def lock(db: Connection, key: SessionKey, moment: datetime) -> Locked:
     statement = sql.LOCK_SESSION
     params = {"now": moment, **key.params}
     # On SQLite straight on the driver (the hot path of every append): the time bound ready.
-    rows = run_plain(db, statement, {**params, "now": bound_time(db, moment)})
-    row = db.execute(statement, params).first() if rows is None else (rows[0] if rows else None)
+    rows = rows_of(db, statement, params, {**params, "now": bound_time(db, moment)})
+    row = rows[0] if rows else None
     if row is None:
         raise SessionNotFoundError(key.session_id)
     return Locked(row[0], row[1], row[2])
@@ -367,13 +365,10 @@ class LoopHead:
 def loop_head(db: Connection, key: SessionKey, loop_id: int) -> LoopHead:
     """Return a loop's `LoopHead`; raise `LoopNotFoundError` if it is not a loop of the session."""
     params = {"lid": loop_id, **key.params}
-    rows = run_plain(db, sql.SELECT_LOOP_HEAD, params)
-    row = (
-        db.execute(sql.SELECT_LOOP_HEAD, params).first() if rows is None else next(iter(rows), None)
-    )
-    if row is None:
+    rows = rows_of(db, sql.SELECT_LOOP_HEAD, params)
+    if not rows:
         raise LoopNotFoundError(loop_id, session_id=key.session_id)
-    depth, closed_at, message_count = row
+    depth, closed_at, message_count = rows[0]
     return LoopHead(depth, closed_at is None, message_count)
 
 
