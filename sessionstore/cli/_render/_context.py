@@ -185,8 +185,10 @@ def _origin(item: ContextItem, numbers: LoopNumbers) -> str:
         where = "session digest (the loops before the scope)"
     elif item.source == "built":
         where = (
+            # Merged summaries, and raw turns the budget dropped folded into one: its
+            # messages were compacted before, or left out to fit now.
             f"digest built for this context (not stored) · covers {len(item.covers)} "
-            "message(s) left out to fit"
+            "message(s), compacted or left out to fit"
         )
     elif item.source == "shortened":
         where = f"shortened to fit · loop {item.loop_id} · message {item.message_id}"

@@ -599,3 +599,17 @@ def test_audit_loop_and_errors(db_url):
     assert "session 'nope' not found" in fails(db_url, "audit", "nope").stderr
     assert "loop 999999" in fails(db_url, "audit", session_id, "--loop", "999999").stderr
     assert "--scope" in fails(db_url, "audit", session_id, "--scope", "-1").stderr
+
+
+def test_context_text_says_what_a_built_digest_covers(db_url):
+    session_id = make_session(db_url)
+    ok(db_url, "compact", session_id, "--budget", "6000")
+    built = json_out(ok(db_url, "context", session_id, "--budget", "3000", "--json"))
+    assert built["sources"].get("built", 0) >= 1
+
+    text = ok(db_url, "context", session_id, "--budget", "3000", "--format", "text").stdout
+
+    headers = [line for line in text.splitlines() if "digest built for this context" in line]
+    assert headers
+    # Its messages were compacted before, or left out to fit now: not only the latter.
+    assert all("compacted or left out to fit" in line for line in headers)
