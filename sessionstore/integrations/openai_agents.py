@@ -12,8 +12,10 @@ The SDK's Responses-API items are stored as sessionstore messages through
 sessionstore does applies to them: compaction overlays, `build_context`, the audit, the
 CLI. Each message also keeps the JSON text of the items it stands for (in
 `extra["openai_responses"]["json"]`): in raw mode `get_items` has the database hand back
-that text alone and decodes it in one `json.loads`, with no model built, so a full read
-costs about what the SDK's own stores cost. Beyond the SDK's own stores:
+that text alone and decodes it in one `json.loads`, with no model built; a session object
+remembers the texts it read (by message id and content hash: rows never change), so its
+next read has only the ids and hashes read and the new messages' texts extracted. Beyond
+the SDK's own stores:
 
 - with `max_context_tokens`, `get_items` returns the context built from the overlays
   within that budget: every item while the whole history fits, and, once it does not, a
