@@ -12,8 +12,10 @@ The SDK's Responses-API items are stored as sessionstore messages through
 sessionstore does applies to them: compaction overlays, `build_context`, the audit, the
 CLI. Each message also keeps the JSON text of the items it stands for (in
 `extra["openai_responses"]["json"]`): in raw mode `get_items` has the database hand back
-that text alone and decodes it in one `json.loads`, with no model built, so a full read
-costs about what the SDK's own stores cost. Beyond the SDK's own stores:
+that text alone and decodes it in one `json.loads`, with no model built; a session object
+remembers the texts it read (by message id and content hash: rows never change), so its
+next read has only the ids and hashes read and the new messages' texts extracted. Beyond
+the SDK's own stores:
 
 - with `max_context_tokens`, `get_items` returns the context built from the overlays
   within that budget: every item while the whole history fits, and, once it does not, a
@@ -68,6 +70,7 @@ from sessionstore.models._limits import STORED
 from sessionstore.models._messages import MESSAGE_ADAPTER
 from sessionstore.models._records import paused_gc
 from sessionstore.store import SessionStore, TenantStore
+from sessionstore.store._payload_reads import ChainStrings
 
 try:
     from agents.items import TResponseInputItem
@@ -91,6 +94,8 @@ _POP_BACKOFF_MAX = 0.25
 """The longest wait between two tries (seconds): the whole of them stays under 2 s."""
 _JSON_PATH = ("extra", RESPONSES_FORMAT, JSON_KEY)
 """Where a stored message keeps the JSON text of the SDK items it stands for."""
+_KEPT_MAX = 100_000
+"""How many messages' kept texts a session object remembers from its reads (see `_keep`)."""
 _CALL_NAMES_MAX = 1024
 """How many call names (by call id) a session object remembers from its own writes."""
 
@@ -188,6 +193,9 @@ class SessionStoreSession:
         self._system_prompt_tokens = system_prompt_tokens
         self._overlay = overlay
         self._closed = False
+        # The kept JSON texts of the items this object read last, by message id with the
+        # message's hash (rows never change): a read parses only the messages not in it.
+        self._kept: dict[int, tuple[Any, str | None]] = {}
         # The names of the calls this object wrote, for outputs added in a later call.
         self._call_names: dict[str, str] = {}
         self._auto_compact = auto_compact
@@ -377,33 +385,56 @@ class SessionStoreSession:
         """
         if limit is not None and limit <= 0:
             return []
+        known = self._kept
         try:
-            rows = await self._store._history_strings(self.session_id, _JSON_PATH, last=limit)
+            chained = await self._store._chain_strings(
+                self.session_id, _JSON_PATH, last=limit, known=known or None
+            )
         except SessionNotFoundError:
             return []
+        found = chained.found
+        self._keep(chained, known, whole=limit is None)
+        whole = None not in found
         try:
-            units: list[Any] = _decoded([found or "null" for found, _ in rows])
+            texts = cast(list[str], found) if whole else [text or "null" for text in found]
+            units: list[Any] = _decoded(texts)
         except ValueError:
             return await self._model_items(limit)
-        missing = [index for index, (found, _) in enumerate(rows) if found is None]
+        missing = [] if whole else [index for index, text in enumerate(found) if text is None]
         kept = units
         if missing:
-            kept = [unit for unit, (found, _) in zip(units, rows, strict=True) if found is not None]
+            kept = [unit for unit, text in zip(units, found, strict=True) if text is not None]
         if not _are_item_lists(kept):
             return await self._model_items(limit)
         starts = None if limit is None else [True] * len(units)
         for index in missing:
-            payload = rows[index][1]
-            assert payload is not None  # the statement returns one of the two
-            units[index], start = _items_of_payload(payload)
+            units[index], start = _items_of_payload(chained.payloads[chained.ids[index]])
             if starts is not None:
                 starts[index] = start
         if starts is None:
             return list(chain.from_iterable(units))
         for index, unit in enumerate(units):
-            if rows[index][0] is not None and unit:
+            if found[index] is not None and unit:
                 starts[index] = item_type(unit[0]) not in _OUTPUT_TYPES
         return _window(starts, units, limit)
+
+    def _keep(
+        self, chained: ChainStrings, known: dict[int, tuple[Any, str | None]], *, whole: bool
+    ) -> None:
+        """Remember the kept texts a read returned, by message id and hash, for the next read.
+
+        A whole read replaces what was remembered (the messages of other chains go); a
+        read of the newest few adds to it, up to `_KEPT_MAX` messages. A new mapping each
+        time: a read still running in a worker thread keeps looking at the one it was given.
+        """
+        fresh = dict(
+            zip(chained.ids, zip(chained.digests, chained.found, strict=True), strict=True)
+        )
+        if not whole and len(known) + len(fresh) <= _KEPT_MAX:
+            if fresh.keys() <= known.keys():
+                return
+            fresh = {**known, **fresh}
+        self._kept = fresh if len(fresh) <= _KEPT_MAX else {}
 
     async def _model_items(self, limit: int | None) -> list[dict[str, Any]]:
         """The raw items of the active chain, each message built as a model and exported."""

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from array import array
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 from sqlalchemy import Connection
 
@@ -427,12 +427,33 @@ class MessageMethods(_Handle):
             ValueError: a key of `path` is not a plain name.
             SessionNotFoundError: no such session (or another tenant's).
         """
+        chained = await self._chain_strings(session_id, path, last=last)
+        payloads = chained.payloads
+        return [
+            (found, None if found is not None else payloads[message_id])
+            for message_id, found in zip(chained.ids, chained.found, strict=True)
+        ]
+
+    async def _chain_strings(
+        self,
+        session_id: str,
+        path: tuple[str, ...],
+        *,
+        last: int | None = None,
+        known: Mapping[int, tuple[Any, str | None]] | None = None,
+    ) -> _payload_reads.ChainStrings:
+        """Return `_history_strings` by column, with each message's id and `content_hash`.
+
+        The strings of the messages in `known` (by id, with their hash, as this returns
+        them) are not read again (see `_payload_reads.chain_strings`).
+        """
         check_count(last, "last")
         if not path or not all(name.isidentifier() and name.isascii() for name in path):
             raise ValueError(f"path must be plain names, got {path!r}")
 
-        def work(db: Connection) -> list[tuple[str | None, str | None]]:
-            return _payload_reads.chain_strings(db, self._key(db, session_id), path, last)
+        def work(db: Connection) -> _payload_reads.ChainStrings:
+            key = self._key(db, session_id)
+            return _payload_reads.chain_strings(db, key, path, last, known)
 
         # The newest few: a small read, run on the event loop when SQLite lets it start.
         return await self._read(work, inline=last is not None and last <= INLINE_READ_MAX_MESSAGES)

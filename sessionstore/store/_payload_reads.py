@@ -10,10 +10,18 @@ column, no model. One statement a call, for the chain that ends at the session's
 loop, found by a subquery, and a second one only when some message has no such string (its
 payload, by id); the visibility check (a missing session, another tenant's) runs only when
 no row came back.
+
+An adapter that read the strings once may hand back what it has, by message id with the
+message's `content_hash` (`known`): a message's row never changes, and the hash pins it
+to its payload, so its string is the one it kept. Then the statement returns only ids
+and hashes (no JSON parsed), and the strings of the messages it does not know are
+extracted by id.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -34,7 +42,21 @@ from sessionstore.store._sessions import SessionKey, visible_session
 from sessionstore.store._statements import SESSION_WHERE, keyed, loops, messages, sessions
 from sessionstore.store._tables import KEY_COLUMNS
 
-__all__ = ["chain_strings"]
+__all__ = ["ChainStrings", "chain_strings"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChainStrings:
+    """The active chain's messages, oldest first, by column."""
+
+    ids: list[int]
+    digests: list[Any]
+    """Each message's `content_hash`, as the driver returns it."""
+    found: list[str | None]
+    """The string at the path of each message (None: it has none)."""
+    payloads: dict[int, str]
+    """The payload (JSON text) of each message without one, by id."""
+
 
 _PAYLOAD_TEXT = type_coerce(cast(messages.c.payload, Text), NulSafeJSONText())
 
@@ -86,7 +108,7 @@ def _string_at(dialect: str, path: tuple[str, ...]) -> Any:
 
 @cache
 def select_chain_strings(dialect: str, path: tuple[str, ...], newest: bool) -> Any:
-    """Select `(string at path, message id)` of the active chain's messages.
+    """Select `(string at path, message id, content_hash)` of the active chain's messages.
 
     All in order, or the newest `:n`, newest first. The messages are found by
     `loop_id IN (the chain)` and ordered by `(loop_id, position)`, the order of the
@@ -95,8 +117,22 @@ def select_chain_strings(dialect: str, path: tuple[str, ...], newest: bool) -> A
     The string is extracted once a row (the database parses the whole payload for it);
     the payloads of the rows without one are read apart (`SELECT_PAYLOADS`).
     """
+    found = _string_at(dialect, path).label("found")
+    return _chain_select(newest, found, messages.c.id, messages.c.content_hash)
+
+
+@cache
+def select_chain_keys(newest: bool) -> Any:
+    """Select `(message id, content_hash)` of the active chain's messages (no JSON parsed).
+
+    In the order of `select_chain_strings`.
+    """
+    return _chain_select(newest, messages.c.id, messages.c.content_hash)
+
+
+def _chain_select(newest: bool, *columns: Any) -> Any:
+    """Select `columns` of the active chain's messages, in order (see `select_chain_strings`)."""
     walk = _walk(newest)
-    columns = (_string_at(dialect, path).label("found"), messages.c.id)
     stmt = select(*columns).where(*keyed(messages), messages.c.loop_id.in_(select(walk.c.id)))
     if newest:
         order = (messages.c.loop_id.desc(), messages.c.position.desc())
@@ -104,51 +140,97 @@ def select_chain_strings(dialect: str, path: tuple[str, ...], newest: bool) -> A
     return stmt.order_by(messages.c.loop_id, messages.c.position)
 
 
+_IDS: Any = bindparam("ids", expanding=True)
+
 SELECT_PAYLOADS = select(messages.c.id, _PAYLOAD_TEXT.label("payload")).where(
-    *keyed(messages), messages.c.id.in_(bindparam("ids", expanding=True))
+    *keyed(messages), messages.c.id.in_(_IDS)
 )
 """The payloads (JSON text) of the session's messages with these ids."""
 
+
+@cache
+def select_strings(dialect: str, path: tuple[str, ...]) -> Any:
+    """Select `(message id, string at path)` of the session's messages with these ids."""
+    found = _string_at(dialect, path).label("found")
+    return select(messages.c.id, found).where(*keyed(messages), messages.c.id.in_(_IDS))
+
+
 _IDS_PER_STATEMENT = 500
-"""Ids bound in one `SELECT_PAYLOADS` (under every driver's parameter limit)."""
+"""Ids bound in one statement by id (under every driver's parameter limit)."""
 
 
 def chain_strings(
-    db: Connection, key: SessionKey, path: tuple[str, ...], last: int | None
-) -> list[tuple[str | None, str | None]]:
+    db: Connection,
+    key: SessionKey,
+    path: tuple[str, ...],
+    last: int | None,
+    known: Mapping[int, tuple[Any, str | None]] | None = None,
+) -> ChainStrings:
     """Return the string at `path` of each message of the active chain, oldest first.
 
-    A message without one gives `(None, its whole payload as JSON text)` instead.
+    A message without one gives its whole payload as JSON text instead.
 
     Args:
         db: The connection, in a transaction.
         key: The session.
         path: The keys that lead to a string in a message's JSON (letters, digits, `_`).
         last: Only the newest `last` messages; None: all of them.
+        known: Strings read before, by message id with the message's `content_hash`
+            (as this returns them; None for a message without one): a message whose id
+            and hash are there is not read again.
 
     Raises:
         SessionNotFoundError: no such session (or another tenant's).
     """
     if last == 0:
         visible_session(db, key)
-        return []
-    statement = select_chain_strings(db.dialect.name, path, last is not None)
+        return ChainStrings([], [], [], {})
+    newest = last is not None
     params: dict[str, Any] = key.params if last is None else {**key.params, "n": last}
-    # On SQLite straight on the driver: the column's text as it is stored.
-    rows = rows_of(db, statement, params)
+    # On SQLite straight on the driver: the column's text (and the hash) as it is stored.
+    if known:
+        rows = rows_of(db, select_chain_keys(newest), params)
+        if newest:
+            rows = rows[::-1]
+        ids = [row[0] for row in rows]
+        digests = [row[1] for row in rows]
+        found: list[str | None] = []
+        unknown: list[int] = []
+        for message_id, digest in rows:
+            entry = known.get(message_id)
+            if entry is not None and entry[0] == digest:
+                found.append(entry[1])
+            else:
+                found.append(None)
+                unknown.append(message_id)
+        if unknown:
+            strings = _by_id(db, key, select_strings(db.dialect.name, path), unknown)
+            found = [
+                strings.get(message_id, text) for message_id, text in zip(ids, found, strict=True)
+            ]
+    else:
+        rows = rows_of(db, select_chain_strings(db.dialect.name, path, newest), params)
+        if newest:
+            rows = rows[::-1]
+        found = [row[0] for row in rows]
+        ids = [row[1] for row in rows]
+        digests = [row[2] for row in rows]
     if not rows:
         visible_session(db, key)
-        return []
-    missing = [row[1] for row in rows if row[0] is None]
+        return ChainStrings([], [], [], {})
     payloads: dict[int, str] = {}
-    for start in range(0, len(missing), _IDS_PER_STATEMENT):
-        ids = missing[start : start + _IDS_PER_STATEMENT]
-        payloads.update(
-            (row[0], row[1]) for row in db.execute(SELECT_PAYLOADS, {**key.params, "ids": ids})
+    if None in found:
+        missing = [message_id for message_id, text in zip(ids, found, strict=True) if text is None]
+        payloads = _by_id(db, key, SELECT_PAYLOADS, missing)
+    return ChainStrings(ids, digests, found, payloads)
+
+
+def _by_id(db: Connection, key: SessionKey, statement: Any, ids: list[int]) -> dict[int, Any]:
+    """Run a statement of `(id, value)` by `ids`, in chunks; return the values by id."""
+    values: dict[int, Any] = {}
+    for start in range(0, len(ids), _IDS_PER_STATEMENT):
+        chunk = ids[start : start + _IDS_PER_STATEMENT]
+        values.update(
+            (row[0], row[1]) for row in db.execute(statement, {**key.params, "ids": chunk})
         )
-    found: list[tuple[str | None, str | None]] = [
-        (row[0], None) if row[0] is not None else (None, payloads[row[1]]) for row in rows
-    ]
-    if last is not None:
-        found.reverse()
-    return found
+    return values

@@ -617,3 +617,41 @@ async def test_a_kept_text_that_is_not_items_reads_through_the_models(store: Ses
     expected = [{"role": "user", "content": text} for text in ("first", "{}", "not json", "[1]")]
     assert await read(session) == expected
     assert await read(session, 2) == expected[-2:]
+
+
+async def test_a_session_object_reads_what_other_writers_changed_since_its_last_read(
+    store: SessionStore,
+) -> None:
+    """Its reads reuse the texts it read before (by message id and hash) and see every change."""
+    scoped = tenant(store)
+    reader = SessionStoreSession("shared", scoped)
+    writer = SessionStoreSession("shared", scoped)
+
+    async def fresh(limit: int | None = None) -> list[Item]:
+        return await read(SessionStoreSession("shared", scoped), limit)
+
+    async def same(limit: int | None = None) -> None:
+        assert await read(reader, limit) == await fresh(limit), limit
+
+    await writer.add_items(sdk([{"role": "user", "content": "one"}]))
+    await writer.add_items(sdk([*dumped(tool_turn(0, 1, 2))]))
+    await same()
+    await writer.add_items(
+        sdk([{"type": "function_call_output", "call_id": "call_0", "output": "3"}])
+    )
+    await same(2)
+    await same()
+    # Through the store, without the kept JSON.
+    await scoped.append_messages(
+        "shared", from_openai_responses([{"role": "assistant", "content": "three"}])
+    )
+    await same()
+    await same(1)
+    assert await writer.pop_item() == {"role": "assistant", "content": "three"}
+    await same(1)
+    await same()
+    await writer.clear_session()
+    assert await read(reader) == []
+    await writer.add_items(sdk([{"role": "user", "content": "two"}]))
+    assert await read(reader) == [{"role": "user", "content": "two"}]
+    assert await read(reader, 5) == [{"role": "user", "content": "two"}]

@@ -59,3 +59,36 @@ async def test_it_refuses_a_bad_path_and_says_when_there_is_no_session(
         await store._history_strings("missing", PATH)
     with pytest.raises(SessionNotFoundError):
         await store._history_strings("missing", PATH, last=3)
+
+
+async def test_it_takes_a_known_string_by_id_and_hash_and_reads_the_others(
+    store: SessionStore,
+) -> None:
+    sid = await new_session(store)
+    await store.append_messages(sid, [_message(n, kept=n != 2) for n in range(4)], loop_id="new")
+    first = await store._chain_strings(sid, PATH)
+    assert first.found == ["[0]", "[1]", None, "[3]"]
+    assert set(first.payloads) == {first.ids[2]}
+    ids, digests = first.ids, first.digests
+    # What is known with its hash is taken as it is (nothing read: the text below was never
+    # stored); a wrong hash, an unknown id and a message without the string are read.
+    known = {
+        ids[0]: (digests[0], "[100]"),
+        ids[1]: (digests[0], "[101]"),
+        ids[2]: (digests[2], None),
+    }
+    await store.append_messages(sid, [_message(4, kept=True)])
+    again = await store._chain_strings(sid, PATH, known=known)
+    assert again.ids == [*ids, again.ids[-1]]
+    assert again.digests[:4] == digests
+    assert again.found == ["[100]", "[1]", None, "[3]", "[4]"]
+    assert again.payloads == first.payloads
+    newest = await store._chain_strings(sid, PATH, last=2, known=known)
+    assert newest.found == ["[3]", "[4]"]
+    assert newest.ids == again.ids[-2:]
+    # The newest two, the one before them known.
+    tail = await store._chain_strings(sid, PATH, last=3, known=known)
+    assert tail.found == [None, "[3]", "[4]"]
+    assert set(tail.payloads) == {ids[2]}
+    with pytest.raises(SessionNotFoundError):
+        await store._chain_strings("missing", PATH, known=known)
