@@ -15,6 +15,7 @@ from sessionstore import (
     TextContent,
     ThinkingContent,
     from_openai_responses,
+    redact_message,
     to_openai_responses,
 )
 from sessionstore.formats._responses import from_openai_responses_json
@@ -161,3 +162,19 @@ def test_a_message_in_the_old_form_reads_back_the_same() -> None:
     (new,) = _kept(OLD_ITEMS)
     assert [set(r) for r in _hints(new)["items"]] == [{"slots"}, {"slots"}]
     assert to_openai_responses([_stored(new)]) == OLD_ITEMS
+
+
+def test_a_redacted_kept_message_exports_in_its_structure() -> None:
+    # The redacted copy's blocks differ from the kept text (redacted too): the items come
+    # from the kept text, with the redacted values at their slots.
+    given = [
+        {"role": "user", "content": "my password=hunter2xyz ok", "id": "u1"},
+        {"type": "function_call_output", "call_id": "c", "output": "Bearer abcdefghijklmnop123456"},
+    ]
+    for message in _kept(given):
+        redacted = redact_message(message)
+        assert redacted.content != message.content  # type: ignore[union-attr]
+        (item,) = to_openai_responses([redacted])
+        assert "hunter2xyz" not in json.dumps(item)
+        assert "abcdefghijklmnop123456" not in json.dumps(item)
+        assert set(item) == set(to_openai_responses([message])[0])
