@@ -27,7 +27,9 @@ redacted and audited like any other message) and everything else in
   `custom_type` `"openai_responses"` whose `data` is the item, verbatim.
 
 For each item, `extra["openai_responses"]["items"]` holds the item with the values that
-went into blocks taken out, and the places they go back to. On export those values come
+went into blocks taken out, and the places they go back to (with
+`from_openai_responses_json`, only the places: the kept JSON text holds the item; records
+of older versions hold both, and read back the same). On export those values come
 from the blocks, so a compacted or redacted copy of a message exports its new text in the
 original structure. A message whose blocks no longer match that record (or that has
 none: a summary, a message written by hand) is exported canonically: text as an easy
@@ -53,7 +55,7 @@ from pydantic import BaseModel, JsonValue, ValidationError
 
 from sessionstore.errors import FormatError, describe_validation_error
 from sessionstore.formats._messages import check_is_message
-from sessionstore.formats._text import render_as_text
+from sessionstore.formats._responses_canonical import _canonical, _image_url, _Invalid
 from sessionstore.models import (
     AssistantMessage,
     CustomMessage,
@@ -121,7 +123,8 @@ _THINKING_PARTS = {"summary_text": "text", "reasoning_text": "text"}
 _DATA_URL = re.compile(r"data:([^;,]+);base64,(.*)", re.DOTALL)
 
 _Path: TypeAlias = list[str | int]
-_Block: TypeAlias = TextContent | ImageContent | ThinkingContent | ToolCall
+_Block: TypeAlias = dict[str, Any] | ImageContent
+"""A block as `_import` builds it: a dict the message validates (an image: a model)."""
 _Built = TypeVar("_Built", bound=BaseModel)
 _RECORD_DEPTH = 4
 """How deep an item's record sits in a message's `extra`: extra, format, items, record."""
@@ -131,10 +134,6 @@ _KIND_OF: dict[type, str] = {
     ThinkingContent: "thinking",
     ToolCall: "call",
 }
-
-
-class _Invalid(Exception):
-    """A problem with one item; `from_openai_responses` adds the item index."""
 
 
 def _copied(value: Any) -> Any:
@@ -189,7 +188,9 @@ def from_openai_responses_json(
     the items it stands for, joined from `texts`, so a reader of the stored message can
     answer with the items exactly as given, with one `json.loads` and no model (the
     openai-agents session's raw mode). `to_openai_responses` does not read it: a
-    compacted or redacted copy of the message still exports its own blocks.
+    compacted or redacted copy of the message still exports its own blocks, in the
+    structure of the kept items: the record of an item that the text proves within limits
+    holds only its slots, not a copy of the item.
 
     Args:
         items: The items, as plain dicts, in order.
@@ -244,12 +245,14 @@ def _import(
                 if not records:
                     first, checked = index, True
                 checked = checked and copy is not None
-                record, item_blocks = _import_model_item(item, copy)
+                record, item_blocks = _import_model_item(
+                    item, _skeleton(item, texts is not None, copy)
+                )
                 records.append(record)
                 blocks.extend(item_blocks)
                 for block in item_blocks:
-                    if isinstance(block, ToolCall):
-                        names[block.id] = block.name
+                    if type(block) is dict and block["type"] == "tool_call":
+                        names[block["id"]] = block["name"]
                 continue
             flush(index)
             text = None if texts is None else "[" + texts[index] + "]"
@@ -275,8 +278,24 @@ def _is_model_item(item: Mapping[str, Any]) -> bool:
     return kind in _MODEL_ITEM_TYPES
 
 
-def _record(skeleton: dict[str, Any], slots: list[list[Any]]) -> dict[str, JsonValue]:
-    record: dict[str, Any] = {"item": skeleton, "slots": slots}
+def _skeleton(
+    item: Mapping[str, Any], kept: bool, copy: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The copy of `item` its record keeps, or None when its record keeps only the slots.
+
+    An item whose JSON text is kept and known within limits (`copy`) needs no skeleton:
+    the kept text holds it (`kept_items` reads it back). Any other item keeps one, so the
+    model's checks see it as before.
+    """
+    if kept and copy is not None:
+        return None
+    return _copied(dict(item)) if copy is None else copy
+
+
+def _record(skeleton: dict[str, Any] | None, slots: list[list[Any]]) -> dict[str, JsonValue]:
+    record: dict[str, Any] = (
+        {"slots": slots} if skeleton is None else {"item": skeleton, "slots": slots}
+    )
     return record
 
 
@@ -291,9 +310,8 @@ def _built(model: type[_Built], checked: bool, **fields: Any) -> _Built:
 
 
 def _import_model_item(
-    item: Mapping[str, Any], copy: dict[str, Any] | None
+    item: Mapping[str, Any], skeleton: dict[str, Any] | None
 ) -> tuple[dict[str, JsonValue], list[_Block]]:
-    skeleton: dict[str, Any] = _copied(dict(item)) if copy is None else copy
     slots: list[list[Any]] = []
     blocks: list[_Block] = []
     kind = item_type(item)
@@ -305,9 +323,12 @@ def _import_model_item(
         if not isinstance(name, str) or not name:
             raise _Invalid(f"a {kind} item needs a 'name' string")
         if isinstance(arguments, str):
-            for key in ("call_id", "name", arguments_key):
-                del skeleton[key]
-            blocks.append(ToolCall(id=call_id, name=name, arguments=arguments))
+            if skeleton is not None:
+                for key in ("call_id", "name", arguments_key):
+                    del skeleton[key]
+            blocks.append(
+                {"type": "tool_call", "id": call_id, "name": name, "arguments": arguments}
+            )
             slots.append(["call"])
     elif kind == "reasoning":
         for key in ("summary", "content"):
@@ -319,7 +340,7 @@ def _import_model_item(
 
 def _slot_content(
     item: Mapping[str, Any],
-    skeleton: dict[str, Any],
+    skeleton: dict[str, Any] | None,
     slots: list[list[Any]],
     blocks: list[_Block],
     *,
@@ -328,8 +349,9 @@ def _slot_content(
 ) -> None:
     value = item.get(key)
     if isinstance(value, str):
-        del skeleton[key]
-        blocks.append(TextContent(text=value))
+        if skeleton is not None:
+            del skeleton[key]
+        blocks.append({"type": "text", "text": value})
         slots.append(["text", key])
     elif isinstance(value, list):
         _slot_parts(item, skeleton, key, _TEXT_PARTS, slots, blocks, images=images)
@@ -337,7 +359,7 @@ def _slot_content(
 
 def _slot_parts(
     item: Mapping[str, Any],
-    skeleton: dict[str, Any],
+    skeleton: dict[str, Any] | None,
     key: str,
     text_parts: Mapping[str, str],
     slots: list[list[Any]],
@@ -355,13 +377,19 @@ def _slot_parts(
         kind = item_type(part)
         text_key = text_parts.get(kind) if kind else None
         if text_key is not None and isinstance(part.get(text_key), str):
-            del skeleton[key][number][text_key]
+            if skeleton is not None:
+                del skeleton[key][number][text_key]
             text = part[text_key]
-            blocks.append(ThinkingContent(thinking=text) if thinking else TextContent(text=text))
+            blocks.append(
+                {"type": "thinking", "thinking": text}
+                if thinking
+                else {"type": "text", "text": text}
+            )
             slots.append(["thinking" if thinking else "text", key, number, text_key])
         elif images and kind == "input_image" and isinstance(part.get("image_url"), str):
             detail = part.get("detail")
-            del skeleton[key][number]["image_url"]
+            if skeleton is not None:
+                del skeleton[key][number]["image_url"]
             blocks.append(_image(part["image_url"], detail if isinstance(detail, str) else None))
             slots.append(["image", key, number, "image_url"])
 
@@ -380,7 +408,7 @@ def _import_input_item(
     item: Mapping[str, Any], names: dict[str, str], text: str | None, copy: dict[str, Any] | None
 ) -> Message:
     kind = item_type(item)
-    skeleton: dict[str, Any] = _copied(dict(item)) if copy is None else copy
+    skeleton = _skeleton(item, text is not None, copy)
     slots: list[list[Any]] = []
     blocks: list[_Block] = []
     if kind in (None, "message") and "role" in item:
@@ -395,7 +423,8 @@ def _import_input_item(
         call_id = item.get("call_id")
         if not isinstance(call_id, str) or not call_id:
             raise _Invalid(f"a {kind} item needs a 'call_id' string")
-        del skeleton["call_id"]
+        if skeleton is not None:
+            del skeleton["call_id"]
         _slot_content(item, skeleton, slots, blocks, images=True, key="output")
         return _built(
             ToolResultMessage,
@@ -530,16 +559,20 @@ def _restore(message: Message) -> list[dict[str, Any]] | None:
     records = hints.get("items")
     if not isinstance(records, list):
         return None
+    kept = kept_items(hints, records)
     blocks = list(content)
     items: list[dict[str, Any]] = []
     at = 0
-    for record in records:
+    for number, record in enumerate(records):
         if not isinstance(record, dict):
             return None
         item, slots = record.get("item"), record.get("slots")
+        whole = item is None and kept is not None
+        if whole:
+            item = kept[number]  # type: ignore[index]  # kept is not None
         if not isinstance(item, dict) or not isinstance(slots, list):
             return None
-        item = _copied(item)
+        item = item if whole else _copied(item)
         for slot in slots:
             if at >= len(blocks) or not isinstance(slot, list) or not slot:
                 return None
@@ -548,9 +581,31 @@ def _restore(message: Message) -> list[dict[str, Any]] | None:
             if _KIND_OF.get(type(block)) != slot[0] or not _fill(item, slot[1:], block):
                 return None
         if isinstance(message, ToolResultMessage):
-            item = {"call_id": message.tool_call_id, **item}
+            if whole:
+                item["call_id"] = message.tool_call_id
+            else:
+                item = {"call_id": message.tool_call_id, **item}
         items.append(item)
     return items if at == len(blocks) else None
+
+
+def kept_items(hints: Mapping[str, Any], records: list[Any]) -> list[Any] | None:
+    """The items of a message's kept JSON text, when some record keeps only its slots.
+
+    A record of an item whose JSON text is kept holds no copy of the item (the text holds
+    it); records written before that, and records without a kept text, each hold one.
+    None when every record holds its item, or the text is not a list of one item a record.
+    """
+    if all(type(record) is not dict or "item" in record for record in records):
+        return None
+    text = hints.get(JSON_KEY)
+    if type(text) is not str:
+        return None
+    try:
+        items = json.loads(text)
+    except ValueError:
+        return None
+    return items if type(items) is list and len(items) == len(records) else None
 
 
 def _fill(item: dict[str, Any], path: list[Any], block: object) -> bool:
@@ -579,72 +634,3 @@ def _fill(item: dict[str, Any], path: list[Any], block: object) -> bool:
     except (KeyError, IndexError, TypeError):
         return False
     return True
-
-
-def _image_url(block: ImageContent) -> str:
-    if block.url is not None:
-        return block.url
-    if block.mime_type is None:
-        raise _Invalid("an inline image has no mime_type, which its data: URL needs")
-    return f"data:{block.mime_type};base64,{block.data}"
-
-
-def _canonical(message: Message) -> list[dict[str, Any]]:
-    if isinstance(message, SystemMessage):
-        return [{"role": "system", "content": message.text}]
-    if isinstance(message, UserMessage):
-        return [{"role": "user", "content": _input_content(message.content)}]
-    if isinstance(message, AssistantMessage):
-        return _canonical_assistant(message)
-    if isinstance(message, ToolResultMessage):
-        return [
-            {
-                "type": "function_call_output",
-                "call_id": message.tool_call_id,
-                "output": _input_content(message.content),
-            }
-        ]
-    text = render_as_text(message)
-    return [] if text is None else [{"role": "user", "content": text}]
-
-
-def _input_content(blocks: Sequence[TextContent | ImageContent]) -> str | list[dict[str, Any]]:
-    if all(isinstance(b, TextContent) for b in blocks):
-        return "\n".join(b.text for b in blocks if isinstance(b, TextContent))
-    parts: list[dict[str, Any]] = []
-    for block in blocks:
-        if isinstance(block, TextContent):
-            parts.append({"type": "input_text", "text": block.text})
-        else:
-            parts.append(
-                {
-                    "type": "input_image",
-                    "image_url": _image_url(block),
-                    "detail": block.detail or "auto",
-                }
-            )
-    return parts
-
-
-def _canonical_assistant(message: AssistantMessage) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    texts: list[str] = []
-    for block in message.content:
-        if isinstance(block, TextContent):
-            texts.append(block.text)
-            continue
-        if texts:
-            items.append({"role": "assistant", "content": "\n".join(texts)})
-            texts = []
-        if isinstance(block, ToolCall):
-            items.append(
-                {
-                    "type": "function_call",
-                    "call_id": block.id,
-                    "name": block.name,
-                    "arguments": block.arguments,
-                }
-            )
-    if texts:
-        items.append({"role": "assistant", "content": "\n".join(texts)})
-    return items

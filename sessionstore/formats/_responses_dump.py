@@ -11,7 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sessionstore.formats._responses import _TOOL_CALL_TYPES, RESPONSES_FORMAT, item_type
+from sessionstore.formats._responses import (
+    _TOOL_CALL_TYPES,
+    RESPONSES_FORMAT,
+    item_type,
+    kept_items,
+)
 
 __all__ = ["items_from_dump"]
 
@@ -44,10 +49,14 @@ def items_from_dump(dump: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     records = hints.get("items") if type(hints) is dict else None
     if type(records) is not list or type(content) is not list:
         return None
+    kept = kept_items(hints, records)  # type: ignore[arg-type]  # hints is a dict here
     items: list[dict[str, Any]] = []
     at, end = 0, len(content)
-    for record in records:
+    for number, record in enumerate(records):
         item = record.get("item") if type(record) is dict else None
+        whole = item is None and kept is not None
+        if whole:
+            item = kept[number]  # type: ignore[index]  # kept is not None
         slots = record.get("slots") if item is not None else None
         if type(item) is not dict or type(slots) is not list:
             return None
@@ -61,7 +70,10 @@ def items_from_dump(dump: Mapping[str, Any]) -> list[dict[str, Any]] | None:
             if not _fill_from_dump(item, slot, block):
                 return None
         if kind == "tool_result":
-            item = {"call_id": dump.get("tool_call_id"), **item}
+            if whole:
+                item["call_id"] = dump.get("tool_call_id")
+            else:
+                item = {"call_id": dump.get("tool_call_id"), **item}
         items.append(item)
     return items if at == end else None
 

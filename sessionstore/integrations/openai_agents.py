@@ -96,6 +96,8 @@ _JSON_PATH = ("extra", RESPONSES_FORMAT, JSON_KEY)
 """Where a stored message keeps the JSON text of the SDK items it stands for."""
 _KEPT_MAX = 100_000
 """How many messages' kept texts a session object remembers from its reads (see `_keep`)."""
+_ITEM_JSON = json.JSONEncoder(separators=(",", ":"))
+"""`json.dumps(item, separators=(",", ":"))`, without building an encoder for each item."""
 _CALL_NAMES_MAX = 1024
 """How many call names (by call id) a session object remembers from its own writes."""
 
@@ -518,9 +520,10 @@ def _json_items(items: Sequence[TResponseInputItem]) -> tuple[list[Mapping[str, 
     the text is what the message keeps (see `from_openai_responses_json`).
     """
     texts = []
+    encode = _ITEM_JSON.encode
     for index, item in enumerate(items):
         try:
-            texts.append(json.dumps(item, separators=(",", ":")))
+            texts.append(encode(item))
         except (TypeError, ValueError) as error:
             raise TypeError(f"item {index} cannot be stored: {error}") from None
     return [cast(Mapping[str, Any], item) for item in items], texts
