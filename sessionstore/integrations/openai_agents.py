@@ -66,9 +66,9 @@ from sessionstore.formats._responses import (
 )
 from sessionstore.formats._responses_dump import items_from_dump
 from sessionstore.models import CustomMessage, Message, ToolCall, ToolResultMessage
+from sessionstore.models._batch import paused_gc
 from sessionstore.models._limits import STORED
 from sessionstore.models._messages import MESSAGE_ADAPTER
-from sessionstore.models._records import paused_gc
 from sessionstore.store import SessionStore, TenantStore
 from sessionstore.store._payload_reads import ChainStrings
 

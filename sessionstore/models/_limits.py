@@ -6,7 +6,9 @@ backend answers a value over a limit the same way: a `ValueError` naming the fie
 `pydantic.ValidationError`, also a `ValueError`, when a model refuses it).
 
 Values read back from the database are not checked again (`STORED` in the validation
-context), so a row written before a limit existed stays readable.
+context), so a row written before a limit existed stays readable. The validators that a
+stored value passed when it was written are marked `checked_on_write`: the decoder of
+stored messages (`_stored_json.py`) is built without them.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -56,7 +58,9 @@ __all__ = [
     "check_json_text",
     "check_overlay",
     "check_text",
+    "checked_on_write",
     "finite_duration",
+    "is_checked_on_write",
     "is_stored",
     "json_copy_within_limits",
 ]
@@ -115,6 +119,28 @@ def is_stored(info: ValidationInfo | None) -> bool:
     """Return True when a model is validated from a stored row (`STORED` context)."""
     context = None if info is None else info.context
     return isinstance(context, dict) and bool(context.get(_STORED_KEY))
+
+
+_CHECKED_ON_WRITE: set[Callable[..., Any]] = set()
+
+_Validator = TypeVar("_Validator", bound=Callable[..., Any])
+
+
+def checked_on_write(validator: _Validator) -> _Validator:
+    """Mark a model's validator as one a stored value passed when it was written.
+
+    It is a check or a normalisation that, on a value the store wrote (the dump of a
+    validated model), returns what it was given: in the `STORED` context it returns at
+    once, or it would pass. The decoder of stored messages leaves it out. Validation of
+    new input keeps it.
+    """
+    _CHECKED_ON_WRITE.add(validator)
+    return validator
+
+
+def is_checked_on_write(validator: Callable[..., Any]) -> bool:
+    """Return True for a validator marked `checked_on_write` (a classmethod's function too)."""
+    return getattr(validator, "__func__", validator) in _CHECKED_ON_WRITE
 
 
 # ── checks (plain functions: the store's arguments, and the models' validators) ─
@@ -267,6 +293,7 @@ def check_overlay(name: object) -> str:
 def _text_validator(
     max_length: int | None, min_length: int = 0
 ) -> Callable[[str, ValidationInfo], str]:
+    @checked_on_write
     def validate(value: str, info: ValidationInfo) -> str:
         if is_stored(info):
             return value
@@ -281,6 +308,7 @@ def bounded_text(max_length: int, *, min_length: int = 0) -> AfterValidator:
     return AfterValidator(_text_validator(max_length, min_length))
 
 
+@checked_on_write
 def _json_validator(value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
     context = info.context
     if isinstance(context, dict) and context.get(_CHECKED_JSON_KEY):
@@ -291,6 +319,7 @@ def _json_validator(value: Any, handler: ValidatorFunctionWrapHandler, info: Val
 
 
 def _count_validator(high: int) -> Callable[[int, ValidationInfo], int]:
+    @checked_on_write
     def validate(value: int, info: ValidationInfo) -> int:
         if not is_stored(info) and value > high:
             name = info.field_name or "value"
@@ -300,10 +329,12 @@ def _count_validator(high: int) -> Callable[[int, ValidationInfo], int]:
     return validate
 
 
+@checked_on_write
 def _overlay_validator(value: str, info: ValidationInfo) -> str:
     return value if is_stored(info) else check_overlay(value)
 
 
+@checked_on_write
 def _ids_validator(value: list[int], info: ValidationInfo) -> list[int]:
     if not is_stored(info):
         for item in value:

@@ -35,6 +35,7 @@ from sessionstore.models._limits import (
     bounded_text,
     check_json,
     check_json_text,
+    checked_on_write,
     is_stored,
 )
 
@@ -71,6 +72,7 @@ class ImageContent(BaseModel):
     """Provider hint for the resolution (`low`, `high`, `auto`), kept for export."""
 
     @model_validator(mode="after")
+    @checked_on_write
     def _one_source(self) -> ImageContent:
         if (self.data is None) == (self.url is None):
             raise ValueError("an image needs exactly one of `data` (base64) or `url`")
@@ -121,6 +123,7 @@ class ToolCall(BaseModel):
 
     @field_validator("arguments", mode="before")
     @classmethod
+    @checked_on_write
     def _arguments_to_text(cls, value: Any, info: ValidationInfo) -> Any:
         if is_stored(info):
             return value
@@ -150,6 +153,7 @@ def _joined_text(blocks: Sequence[object]) -> str:
     return "\n".join(b.text for b in blocks if isinstance(b, TextContent))
 
 
+@checked_on_write  # a stored message's content is a list already
 def _text_to_blocks(value: Any) -> Any:
     if isinstance(value, str):
         return [{"type": "text", "text": value}]

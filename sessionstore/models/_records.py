@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import gc
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import pairwise
@@ -24,7 +22,6 @@ from pydantic import (
 
 from sessionstore.errors import InvalidBlockError
 from sessionstore.models._limits import (
-    STORED,
     STRATEGY_MAX_LENGTH,
     BigCount,
     Count,
@@ -33,7 +30,8 @@ from sessionstore.models._limits import (
     OverlayName,
     bounded_text,
 )
-from sessionstore.models._messages import MESSAGE_ADAPTER, CompactionSummaryMessage, Message
+from sessionstore.models._messages import CompactionSummaryMessage, Message
+from sessionstore.models._stored_json import stored_message
 
 # ── stored records ─────────────────────────────────────────────────────────────
 
@@ -312,98 +310,8 @@ class StoredMessage(_LazyRecord):
         return stored_message(*pending)
 
 
-def stored_message(payload: str | bytes, client_id: str | None) -> Message:
-    """Decode a message from the JSON text the store wrote for it and its `client_id` column."""
-    message = MESSAGE_ADAPTER.validate_json(payload, context=STORED)
-    if client_id is not None:
-        # What `model_copy(update={"client_id": ...})` gives, without copying: the model
-        # was just built here and no one else holds it yet.
-        message.__dict__["client_id"] = client_id
-        message.__pydantic_fields_set__.add("client_id")
-    return message
-
-
 _ALL_FIELDS = frozenset(StoredMessage.model_fields)
 _COLUMN_FIELDS = _ALL_FIELDS - {"message"}
-
-
-def decoded_records(
-    rows: Iterable[Sequence[Any]],
-    session_id: str,
-    parse_time: Callable[[Any], datetime] | None = None,
-) -> list[StoredMessage]:
-    """Build stored messages from trusted columns, each message decoded now.
-
-    Each row is `(id, loop_id, position, turn_index, token_count, content_hash,
-    client_id, created_at, payload)`; `parse_time` turns a stored time into a datetime
-    when the rows come straight from a driver. Each record's state is set as
-    `StoredMessage._of` sets it, in one loop: a decoded read builds thousands, and the
-    calls per record (the adapter's wrapper, one builder calling the next) were about a
-    tenth of it.
-    """
-    # pydantic-core's validator itself: `TypeAdapter.validate_json` only forwards to it.
-    validate = MESSAGE_ADAPTER.validator.validate_json
-    cls, fields, new, put = StoredMessage, _ALL_FIELDS, _new, _set
-    records = []
-    for message_id, loop_id, position, turn, tokens, digest, client_id, at, text in rows:
-        message = validate(text, context=STORED)
-        if client_id is not None:
-            # As in `stored_message`: the model was just built and no one else holds it.
-            message.__dict__["client_id"] = client_id
-            message.__pydantic_fields_set__.add("client_id")
-        stored = new(cls)
-        put(
-            stored,
-            "__dict__",
-            {
-                "id": message_id,
-                "session_id": session_id,
-                "loop_id": loop_id,
-                "position": position,
-                "turn_index": turn,
-                "token_count": tokens,
-                # The store keeps the digest's bytes (migration 0011); a plain read returns them.
-                "content_hash": digest.hex() if isinstance(digest, bytes) else digest,
-                "created_at": at if parse_time is None else parse_time(at),
-                "message": message,
-            },
-        )
-        put(stored, "__pydantic_fields_set__", fields)
-        put(stored, "__pydantic_extra__", None)
-        put(stored, "__pydantic_private__", None)
-        records.append(stored)
-    return records
-
-
-@contextmanager
-def paused_gc() -> Iterator[None]:
-    """Pause the cyclic garbage collector for a bounded batch of work (nests safely).
-
-    Building thousands of objects that all survive (a read's records, an append's rows)
-    makes the collector run again and again over the growing heap, each pass finding
-    nothing to free: it was about 60% of a decoded full read. Paused, it runs once after
-    the batch. Objects that die are still freed at once (reference counting).
-    """
-    was_enabled = gc.isenabled()
-    if was_enabled:
-        gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def decode_all(records: Sequence[_LazyRecord]) -> None:
-    """Decode the lazy field of every record now, with the garbage collector paused.
-
-    For a read whose caller uses every message (a public list read): decoded one at a
-    time as they are used, the collector runs over them again and again (`paused_gc`).
-    Messages decoded already are left as they are.
-    """
-    with paused_gc():
-        for record in records:
-            record._decode()
 
 
 class Page(_Record):

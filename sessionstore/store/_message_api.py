@@ -15,8 +15,8 @@ from sessionstore.models import (
     StoredMessage,
     TurnRange,
 )
+from sessionstore.models._batch import decode_all, paused_gc
 from sessionstore.models._limits import check_big_count, check_count, check_id
-from sessionstore.models._records import decode_all, paused_gc
 from sessionstore.store import _messages, _payload_reads, _reads, _sessions
 from sessionstore.store._engine import (
     INLINE_READ_MAX_MESSAGES,

@@ -62,8 +62,8 @@ from sessionstore.models import (
     StoredMessage,
     TurnRange,
 )
+from sessionstore.models._batch import decoded_records
 from sessionstore.models._limits import STORED
-from sessionstore.models._records import decoded_records
 from sessionstore.store._hex_digest import HexDigest
 from sessionstore.store._nul import NulSafeString
 from sessionstore.store._types import Id, JSONPayload, SessionId, UTCDateTime, sqlite_utc

@@ -23,7 +23,7 @@ from sessionstore import (
     UserMessage,
 )
 from sessionstore.models import StoredMessage, content_hash, message_from_json, message_payload
-from sessionstore.models._records import decoded_records
+from sessionstore.models._batch import decoded_records
 
 
 def test_string_content_becomes_one_text_block() -> None:

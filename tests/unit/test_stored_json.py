@@ -1,0 +1,213 @@
+"""The decoder of stored payloads builds what `MESSAGE_ADAPTER` builds, without Python checks."""
+
+from __future__ import annotations
+
+import gc
+import json
+import sys
+from types import FrameType
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sessionstore import (
+    AssistantMessage,
+    BashExecutionMessage,
+    BranchSummaryMessage,
+    CompactionSummaryMessage,
+    CustomMessage,
+    ImageContent,
+    Message,
+    SystemMessage,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from sessionstore.models import MESSAGE_ADAPTER, message_payload
+from sessionstore.models._batch import _PROMOTE_AT, paused_gc
+from sessionstore.models._limits import STORED
+from sessionstore.models._stored_json import STORED_VALIDATOR, decode_stored
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53), 2**53)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+texts = st.text(max_size=80)
+names = st.text(min_size=1, max_size=40)
+counts = st.integers(0, 2**40)
+images = st.one_of(
+    st.builds(ImageContent, url=texts, mime_type=st.none() | texts, detail=st.none() | texts),
+    st.builds(ImageContent, data=st.sampled_from(["", "aGk=", "aGVsbG8="]), mime_type=texts),
+)
+user_blocks = st.lists(st.one_of(st.builds(TextContent, text=texts), images), max_size=3)
+assistant_blocks = st.lists(
+    st.one_of(
+        st.builds(TextContent, text=texts),
+        st.builds(
+            ThinkingContent, thinking=texts, signature=st.none() | texts, redacted=st.booleans()
+        ),
+        st.builds(ToolCall, id=names, name=names, arguments=texts),
+        images,
+    ),
+    max_size=4,
+)
+usages = st.builds(
+    Usage,
+    input_tokens=counts,
+    output_tokens=counts,
+    cache_read_tokens=counts,
+    cache_write_tokens=counts,
+    reasoning_tokens=counts,
+)
+extras = st.dictionaries(st.text(max_size=10), json_values, max_size=2)
+messages = st.one_of(
+    st.builds(UserMessage, content=user_blocks, name=st.none() | texts, extra=extras),
+    st.builds(
+        AssistantMessage,
+        content=assistant_blocks,
+        name=st.none() | texts,
+        model=st.none() | texts,
+        stop_reason=st.none() | texts,
+        usage=st.none() | usages,
+        extra=extras,
+    ),
+    st.builds(
+        ToolResultMessage,
+        tool_call_id=names,
+        tool_name=texts,
+        content=user_blocks,
+        is_error=st.booleans(),
+        extra=extras,
+    ),
+    st.builds(
+        BashExecutionMessage,
+        command=texts,
+        output=texts,
+        exit_code=st.none() | st.integers(-255, 255),
+        cancelled=st.booleans(),
+        truncated=st.booleans(),
+    ),
+    st.builds(CustomMessage, custom_type=names, data=json_values, display=st.booleans()),
+    st.builds(BranchSummaryMessage, summary=texts, from_loop_id=st.none() | counts),
+    st.builds(CompactionSummaryMessage, summary=texts, tokens_before=st.none() | counts),
+    st.builds(SystemMessage, content=st.lists(st.builds(TextContent, text=texts), max_size=2)),
+)
+
+
+def _state(model: Any) -> Any:
+    """Everything that makes a model what it is, nested models included."""
+    if isinstance(model, list):
+        return [_state(item) for item in model]
+    if not hasattr(model, "__pydantic_fields_set__"):
+        return model
+    fields = {name: _state(value) for name, value in model.__dict__.items()}
+    return (
+        type(model),
+        fields,
+        model.__pydantic_fields_set__,
+        model.__pydantic_extra__,
+        model.__pydantic_private__,
+    )
+
+
+@settings(max_examples=300, derandomize=True)
+@given(messages)
+def test_a_stored_payload_decodes_to_the_adapters_message(message: Message) -> None:
+    """The same classes, fields, fields set and nested models as `validate_json(STORED)`."""
+    text = json.dumps(message_payload(message), ensure_ascii=False)
+    expected = MESSAGE_ADAPTER.validate_json(text, context=STORED)
+    decoded = STORED_VALIDATOR.validate_json(text)
+    assert decoded == expected == message.model_copy(update={"client_id": None})
+    assert _state(decoded) == _state(expected)
+    assert decode_stored(text.encode()) == expected
+
+
+def test_the_decoder_runs_no_python() -> None:
+    """No validator written in Python runs: each would only return at once on a stored value."""
+    payloads: list[Message] = [
+        UserMessage(content=[TextContent(text="hi"), ImageContent(url="https://x")]),
+        AssistantMessage(
+            content=[TextContent(text="a"), ToolCall(id="c", name="bash", arguments={"x": 1})],
+            usage=Usage(input_tokens=3),
+            extra={"openai": {"id": "r1"}},
+        ),
+        ToolResultMessage(tool_call_id="c", tool_name="bash", content="ok"),
+        CustomMessage(custom_type="note", data={"a": [1, 2.5]}),
+    ]
+    texts_ = [json.dumps(message_payload(m)) for m in payloads]
+    called: list[str] = []
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        if event == "call":
+            called.append(frame.f_code.co_qualname)
+
+    sys.setprofile(profile)
+    try:
+        decoded = [STORED_VALIDATOR.validate_json(text) for text in texts_]
+    finally:
+        sys.setprofile(None)
+    assert [c for c in called if c != "test_the_decoder_runs_no_python.<locals>.<listcomp>"] == []
+    assert decoded == payloads
+    # The adapter runs them (so the test above can fail).
+    sys.setprofile(profile)
+    try:
+        MESSAGE_ADAPTER.validate_json(texts_[1], context=STORED)
+    finally:
+        sys.setprofile(None)
+    assert any("is_stored" in name for name in called)
+
+
+def test_a_text_the_store_never_writes_still_decodes_as_the_adapter_decodes_it() -> None:
+    """A content given as a string is refused by the decoder; `decode_stored` falls back."""
+    text = '{"kind": "user", "content": "hi"}'
+    assert decode_stored(text) == MESSAGE_ADAPTER.validate_json(text, context=STORED)
+    assert decode_stored(text) == UserMessage(content="hi")
+
+
+def test_new_input_keeps_every_check() -> None:
+    """Only the stored decoder leaves the checks out: validating input still runs them."""
+    text = json.dumps({"kind": "tool_result", "tool_call_id": "x" * 300, "content": []})
+    assert decode_stored(text).tool_call_id == "x" * 300  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="tool_call_id"):
+        MESSAGE_ADAPTER.validate_json(text)
+
+
+def _generation(marker: object) -> int | None:
+    for generation in range(3):
+        if any(item is marker for item in gc.get_objects(generation)):
+            return generation
+    return None
+
+
+def test_a_big_batch_is_promoted_to_the_oldest_generation_unvisited() -> None:
+    gc.collect()
+    with paused_gc():
+        batch = [[i] for i in range(_PROMOTE_AT + 10)]
+    assert gc.isenabled()
+    assert _generation(batch[-1]) == 2
+    with paused_gc():
+        small = [[i] for i in range(10)]
+    assert _generation(small[-1]) in (0, 1)
+
+
+def test_objects_the_application_froze_stay_frozen() -> None:
+    gc.collect()
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with paused_gc():
+            batch = [[i] for i in range(_PROMOTE_AT + 10)]
+        assert gc.get_freeze_count() == frozen
+        assert _generation(batch[-1]) in (0, 1)
+    finally:
+        gc.unfreeze()
