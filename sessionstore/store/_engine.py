@@ -588,6 +588,29 @@ class TransactionRunner:
         except OSError as exc:
             raise connection_error(self._url, exc) from exc
 
+    async def run_alone(self, work: Callable[[Connection], _T]) -> _T:
+        """PostgreSQL: run `work`, which sends at most one statement, outside a transaction block.
+
+        The statement is then a transaction of its own, committed by the server as it
+        ends: one round trip, where `run` adds a `BEGIN` and a `COMMIT` of their own. Only
+        for work whose one statement is the whole write (or writes nothing).
+        """
+        try:
+            async with self.engine.connect() as connection:
+                await connection.execution_options(
+                    isolation_level="AUTOCOMMIT", **{WRITE_OPTION: True}
+                )
+                return await connection.run_sync(work)
+        except SQLAlchemyError as exc:
+            raise storage_error(exc) from exc
+        except OSError as exc:
+            raise connection_error(self._url, exc) from exc
+
+    @property
+    def is_postgres(self) -> bool:
+        """Whether the store's database is PostgreSQL (Citus included)."""
+        return self._url.get_backend_name() == "postgresql"
+
     @property
     def engine(self) -> AsyncEngine:
         """The async engine (made now, for a SQLite file store that had not made it yet)."""
