@@ -520,6 +520,9 @@ class TransactionRunner:
         """Each loop's append state as this store last committed it (see `_message_api`)."""
         self.last_appends: StateCache[str, Any] = StateCache()
         """By session id: the key and loop state of this store's last append to it."""
+        self.appends_alone = url.get_backend_name() == "postgresql"
+        """Whether an append may be one statement outside a transaction block (`run_alone`):
+        PostgreSQL until a connection finds Citus."""
         self._sync_engine: Engine | None = None
         self._inline_engine: Engine | None = None
         self._inline: Connection | None = None
@@ -605,11 +608,6 @@ class TransactionRunner:
             raise storage_error(exc) from exc
         except OSError as exc:
             raise connection_error(self._url, exc) from exc
-
-    @property
-    def is_postgres(self) -> bool:
-        """Whether the store's database is PostgreSQL (Citus included)."""
-        return self._url.get_backend_name() == "postgresql"
 
     @property
     def engine(self) -> AsyncEngine:

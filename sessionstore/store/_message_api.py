@@ -90,7 +90,7 @@ class MessageMethods(_Handle):
         # expected version other than the cached one fails, or is stale: the usual path).
         if (
             last is not None
-            and self._runner.is_postgres
+            and self._runner.appends_alone
             and expected_version in (None, last[1].version)
         ):
             alone = await self._append_alone(session_id, batch, moment, last, loop_id)
@@ -183,6 +183,7 @@ class MessageMethods(_Handle):
             db: Connection,
         ) -> tuple[list[StoredMessage], _messages.LoopState, _sessions.Locked] | None:
             if is_citus(db):  # its coordinator runs a data-modifying CTE in several steps
+                self._runner.appends_alone = False
                 return None
             with paused_gc():
                 return _messages.lock_and_insert(db, key, cached, batch, moment, hint)
