@@ -86,9 +86,21 @@ def searchable_text(message: Message) -> str:
     return text[:MAX_SEARCH_TEXT]
 
 
+_ASCII_WORDS = bytes(c if chr(c).isalnum() else 0x20 for c in range(256))
+"""A byte translation that keeps ASCII letters and digits and makes every other byte a space."""
+
+
 def indexed_text(message: Message) -> str:
-    """Return what the databases index for a message: its searchable text's words, spaced."""
-    return SEPARATORS.sub(" ", searchable_text(message)).strip()
+    """Return what the databases index for a message: its searchable text's words, spaced.
+
+    The words `SEPARATORS` splits out, joined by single spaces. An ASCII text (the usual
+    case) is split with a byte translation, several times faster than the pattern on a
+    long text (the largest cost of PostgreSQL's append in Python), to the same result.
+    """
+    text = searchable_text(message)
+    if text.isascii():
+        return b" ".join(text.encode("ascii").translate(_ASCII_WORDS).split()).decode("ascii")
+    return SEPARATORS.sub(" ", text).strip()
 
 
 def query_terms(query: str) -> list[str]:

@@ -520,6 +520,9 @@ class TransactionRunner:
         """Each loop's append state as this store last committed it (see `_message_api`)."""
         self.last_appends: StateCache[str, Any] = StateCache()
         """By session id: the key and loop state of this store's last append to it."""
+        self.appends_alone = url.get_backend_name() == "postgresql"
+        """Whether an append may be one statement outside a transaction block (`run_alone`):
+        PostgreSQL until a connection finds Citus."""
         self._sync_engine: Engine | None = None
         self._inline_engine: Engine | None = None
         self._inline: Connection | None = None
@@ -583,6 +586,24 @@ class TransactionRunner:
                     await connection.execution_options(**{WRITE_OPTION: True})
                 async with connection.begin():
                     return await connection.run_sync(work)
+        except SQLAlchemyError as exc:
+            raise storage_error(exc) from exc
+        except OSError as exc:
+            raise connection_error(self._url, exc) from exc
+
+    async def run_alone(self, work: Callable[[Connection], _T]) -> _T:
+        """PostgreSQL: run `work`, which sends at most one statement, outside a transaction block.
+
+        The statement is then a transaction of its own, committed by the server as it
+        ends: one round trip, where `run` adds a `BEGIN` and a `COMMIT` of their own. Only
+        for work whose one statement is the whole write (or writes nothing).
+        """
+        try:
+            async with self.engine.connect() as connection:
+                await connection.execution_options(
+                    isolation_level="AUTOCOMMIT", **{WRITE_OPTION: True}
+                )
+                return await connection.run_sync(work)
         except SQLAlchemyError as exc:
             raise storage_error(exc) from exc
         except OSError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime
 from typing import Any, Literal, cast
 
 from sqlalchemy import Connection
@@ -85,29 +86,25 @@ class MessageMethods(_Handle):
         after: list[_messages.LoopState] = []
         keys: list[_sessions.SessionKey] = []
         last = self._last_append(session_id, batch, loop_id)
+        # PostgreSQL: one round trip when this store's cached state is still current (an
+        # expected version other than the cached one fails, or is stale: the usual path).
+        if (
+            last is not None
+            and self._runner.appends_alone
+            and expected_version in (None, last[1].version)
+        ):
+            alone = await self._append_alone(session_id, batch, moment, last, loop_id)
+            if alone is not None:
+                return alone
+            # Nothing was written: the usual transaction locks the session and reads it.
 
         def work(db: Connection) -> list[StoredMessage]:
             with paused_gc():
                 return write(db)
 
         def write(db: Connection) -> list[StoredMessage]:
-            locked = None
-            if last is not None and db.dialect.name == "postgresql" and not is_citus(db):
-                # One round trip: the lock and the rows in one statement (see
-                # LOCK_AND_INSERT_MESSAGES), when the cached state is still current.
-                key, cached = last
-                hint = LockHint(isinstance(loop_id, int), self._tenant is None)
-                done = _messages.lock_and_insert(db, key, cached, batch, moment, hint)
-                if isinstance(done, tuple):
-                    keys.append(key)
-                    stored, new_state, locked = done
-                    _sessions.check_version(session_id, locked, expected_version)
-                    after.append(replace(new_state, version=locked.version))
-                    return stored
-                locked = done
-            if locked is None:
-                key = self._key(db, session_id)
-                locked = _sessions.lock(db, key, moment)
+            key = self._key(db, session_id)
+            locked = _sessions.lock(db, key, moment)
             keys.append(key)
             known = _messages.known_client_ids(db, key, batch)
             # Write each message once: skip stored client ids and in-batch repeats.
@@ -164,6 +161,40 @@ class MessageMethods(_Handle):
         # later version written by someone else.
         states.put((keys[-1], after[-1].loop_id), after[-1])
         self._runner.last_appends.put(session_id, (keys[-1], after[-1]))
+        return stored
+
+    async def _append_alone(
+        self,
+        session_id: str,
+        batch: Sequence[_messages.Prepared],
+        moment: datetime,
+        last: tuple[_sessions.SessionKey, _messages.LoopState],
+        loop_id: object,
+    ) -> list[StoredMessage] | None:
+        """PostgreSQL: append in one statement that is its own transaction (one round trip).
+
+        Written only if `last`'s state is still current; None when nothing was written
+        (a stale state, a session not found under the key, or Citus).
+        """
+        key, cached = last
+        hint = LockHint(isinstance(loop_id, int), self._tenant is None)
+
+        def work(
+            db: Connection,
+        ) -> tuple[list[StoredMessage], _messages.LoopState, _sessions.Locked] | None:
+            if is_citus(db):  # its coordinator runs a data-modifying CTE in several steps
+                self._runner.appends_alone = False
+                return None
+            with paused_gc():
+                return _messages.lock_and_insert(db, key, cached, batch, moment, hint)
+
+        done = await self._runner.run_alone(work)
+        if done is None:
+            return None
+        stored, new_state, locked = done
+        after = replace(new_state, version=locked.version)
+        self._runner.loop_states.put((key, after.loop_id), after)
+        self._runner.last_appends.put(session_id, (key, after))
         return stored
 
     def _last_append(

@@ -291,19 +291,20 @@ def lock_and_insert(
     items: Sequence[Prepared],
     moment: datetime,
     hint: LockHint,
-) -> tuple[list[StoredMessage], LoopState, Locked] | Locked | None:
+) -> tuple[list[StoredMessage], LoopState, Locked] | None:
     """PostgreSQL: take the session's lock and append to a loop in one statement.
 
-    The rows go in only if `state` (cached by this store) is still current under the
-    lock. Returns the stored messages, the loop's state after them and the lock; only the
-    lock when `state` was stale (the caller goes on as after `_sessions.lock`); None when
-    the session was not found under `key` (nothing was written).
+    `db` must be outside a transaction block (`TransactionRunner.run_alone`): the
+    statement is the whole write. The rows go in only if `state` (cached by this store) is
+    still current. Returns the stored messages, the loop's state after them and the lock;
+    None when nothing was written (`state` was stale, or the session was not found under
+    `key`): the caller appends as usual, in a transaction.
     """
     stored, next_turn, open_call_ids, locked = _pg_append.insert(
         db, key, state, items, moment, hint
     )
     if stored is None or locked is None:
-        return locked
+        return None
     return stored, _after(state, len(items), next_turn, open_call_ids), locked
 
 

@@ -3,7 +3,8 @@
 An assistant message's usage is read from its payload (migration 0011), so no usage row
 is written; `check_message_usage` refuses counts a usage sum could not hold.
 
-When the store knows the loop's state, the session's write lock is in it too. Citus takes
+When the store knows the loop's state, the session's write lock is in it too, and the
+statement is the whole transaction: one round trip (`LOCK_AND_INSERT_IF_CURRENT`). Citus takes
 the plain statements of `_messages.insert_messages` instead (a data-modifying CTE runs
 there in several steps through the coordinator).
 """
@@ -57,9 +58,9 @@ def insert(
     """Append prepared messages to an open loop in one statement.
 
     Returns the stored messages, the loop's next turn and open tool call ids after them,
-    and, with `lock`, what the lock returned: `(None, ..., locked)` when the lock found
-    `state` stale (nothing inserted; the lock is held), `(None, ..., None)` when it did
-    not find the session under `key` alone (nothing written at all).
+    and, with `lock`, what the lock returned. With `lock` the statement must run outside a
+    transaction block (`TransactionRunner.run_alone`): it is the whole write, and it writes
+    nothing, returning `(None, 0, frozenset(), None)`, unless `state` is current.
     """
     check_message_usage(item.message for item in items)
     loop_id, start = state.loop_id, state.message_count
@@ -113,13 +114,11 @@ def insert(
         params["version"] = state.version + 1
         params["named"] = lock.is_loop_named
         params["unscoped"] = lock.is_unscoped
-        result = db.execute(sql.LOCK_AND_INSERT_MESSAGES, params).all()
+        result = db.execute(sql.LOCK_AND_INSERT_IF_CURRENT, params).all()
         if not result:
             return None, 0, frozenset(), None
         first = result[0]
         locked = Locked(first[0], first[1], first[2])
-        if first[3] is None:
-            return None, 0, frozenset(), locked
         by_position = {row[4]: row[3] for row in result}
     build = StoredMessage._of
     stored = [

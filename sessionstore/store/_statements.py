@@ -268,30 +268,31 @@ INSERT_MESSAGES_AND_COUNT = text(
     + "\nSELECT id, position FROM inserted\n"
 ).bindparams(bindparam("created", type_=messages.c.created_at.type))
 
-# PostgreSQL, an append whose loop state this store cached: the session's write lock
-# (`LOCK_SESSION`) in the same statement, so the append is one round trip. The rows are
-# written only if the lock returns the version just after the cached state's (no one
-# wrote since) and, unless the caller named the loop, that loop is still the active one;
-# else the statement only takes the lock and returns it (no inserted row), and the
-# append goes on as usual. The unscoped store's tenant is the cached one only while no
-# other tenant uses the session id (see `session_key`).
-LOCK_AND_INSERT_MESSAGES = text(
+# PostgreSQL, an append whose loop state this store cached, as a transaction of its own:
+# the session's write lock (`LOCK_SESSION`'s version bump) and the rows in one statement,
+# sent without BEGIN and COMMIT, so the whole append is one round trip (in a transaction
+# block it is three). The version is bumped and the rows written only if the cached state
+# is current: the session is at the cached version and, unless the caller named the loop,
+# that loop is still the active one; else nothing is written and no row is returned, and
+# the append runs as usual in a transaction. The unscoped store's tenant is the cached one
+# only while no other tenant uses the session id (see `session_key`).
+LOCK_AND_INSERT_IF_CURRENT = text(
     """WITH locked AS (
     UPDATE sessionstore_sessions SET version = version + 1, updated_at = :created
-    WHERE id = :sid AND app_name = :app AND user_id = :user
+    WHERE id = :sid AND app_name = :app AND user_id = :user AND version + 1 = :version
+        AND (CAST(:named AS BOOLEAN) OR active_loop_id = :lid)
         AND (NOT CAST(:unscoped AS BOOLEAN)
              OR (SELECT count(*) FROM sessionstore_sessions WHERE id = :sid) = 1)
     RETURNING version, active_loop_id, loop_count
 ), go AS (
     SELECT 1 FROM locked
-    WHERE version = :version AND (CAST(:named AS BOOLEAN) OR active_loop_id = :lid)
 ),"""
     + _PG_APPEND_CTES.format(
         go_where="WHERE EXISTS (SELECT FROM go)", go_and="AND EXISTS (SELECT FROM go)"
     )
     + """
 SELECT l.version, l.active_loop_id, l.loop_count, i.id, i.position
-FROM locked AS l LEFT JOIN inserted AS i ON TRUE
+FROM locked AS l JOIN inserted AS i ON TRUE
 """
 ).bindparams(bindparam("created", type_=messages.c.created_at.type))
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sessionstore import (
     AssistantMessage,
@@ -21,6 +23,7 @@ from sessionstore import (
 from sessionstore._search_text import (
     MAX_SEARCH_TEXT,
     MAX_TERMS,
+    SEPARATORS,
     indexed_text,
     query_terms,
     searchable_text,
@@ -67,6 +70,13 @@ def test_indexed_text_is_the_searchable_words_spaced():
     message = ToolResultMessage(tool_call_id="c", tool_name="read_file", content="src/a.py: ok…")
     assert indexed_text(message) == "read file src a py ok"
     assert indexed_text(UserMessage(content="Ünïcode — 3.14 café")) == "Ünïcode 3 14 café"
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=0x7F)))
+def test_indexed_text_of_an_ascii_text_is_the_separators_split(text):
+    # The byte translation of ASCII texts gives what the pattern gives.
+    expected = SEPARATORS.sub(" ", text.replace("\x00", " ")).strip()
+    assert indexed_text(UserMessage(content=text)) == expected
 
 
 def test_query_terms_drop_punctuation_and_repeats_and_keep_case_for_the_database():

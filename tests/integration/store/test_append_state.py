@@ -125,3 +125,33 @@ async def test_an_append_to_a_session_deleted_and_made_again_starts_afresh(
     [stored] = await store.append_messages(sid, [UserMessage(content="two")])
     assert stored.position == 0
     assert _texts(await store.get_history(sid)) == ["two"]
+
+
+async def test_each_append_bumps_the_version_once_and_expected_versions_chain(
+    store: SessionStore,
+) -> None:
+    sid = await _session(store)
+    version = (await store.get_session(sid)).version
+    for n in range(4):
+        await store.append_messages(
+            sid, [UserMessage(content=f"q{n}")], expected_version=version + n
+        )
+    assert (await store.get_session(sid)).version == version + 4
+    assert _texts(await store.get_history(sid)) == ["q0", "q1", "q2", "q3"]
+
+
+async def test_an_expected_version_another_store_moved_past_writes_nothing(
+    store: SessionStore, db_url: str
+) -> None:
+    sid = await _session(store)
+    await store.append_messages(sid, [UserMessage(content="one")])
+    version = (await store.get_session(sid)).version
+    async with SessionStore.from_url(db_url) as other:
+        await other.append_messages(sid, [UserMessage(content="two")])
+    # The version this store cached is the one expected, but the session moved on.
+    with pytest.raises(StaleWriteError):
+        await store.append_messages(sid, [UserMessage(content="three")], expected_version=version)
+    assert _texts(await store.get_history(sid)) == ["one", "two"]
+    assert (await store.get_session(sid)).version == version + 1
+    [stored] = await store.append_messages(sid, [UserMessage(content="three")])
+    assert stored.position == 2

@@ -54,12 +54,14 @@ async def test_a_tight_append_loop_lets_another_task_complete_its_calls(
             between.append(appended - before)
         return between
 
-    # Both sessions have their loop, and two connections are ready (PostgreSQL): starting a
-    # loop or connecting is not what the counts are about.
+    # Both sessions have their loop, two connections are ready (PostgreSQL) and the read has
+    # run once (its statements prepared): starting a loop, connecting or preparing is not
+    # what the counts are about.
     await asyncio.gather(
         store.append_messages(busy_id, [UserMessage(content="first")]),
         store.append_messages(other_id, [UserMessage(content="first")]),
     )
+    await asyncio.gather(store.get_messages(busy_id, last=5), store.get_messages(other_id, last=5))
     runner = asyncio.create_task(busy())
     await asyncio.sleep(0)  # the busy task is appending before the other one starts
     try:
