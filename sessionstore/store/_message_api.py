@@ -19,13 +19,10 @@ from sessionstore.models import (
 from sessionstore.models._batch import decode_all, paused_gc
 from sessionstore.models._limits import check_big_count, check_count, check_id
 from sessionstore.store import _messages, _payload_reads, _reads, _sessions
-from sessionstore.store._engine import (
-    INLINE_READ_MAX_MESSAGES,
-    INLINE_WRITE_MAX_MESSAGES,
-    is_citus,
-)
+from sessionstore.store._engine import INLINE_READ_MAX_MESSAGES, INLINE_WRITE_MAX_MESSAGES
 from sessionstore.store._handle import Rollback, _Handle
 from sessionstore.store._pg_append import LockHint
+from sessionstore.store._plain import is_citus
 from sessionstore.store._sessions import now
 
 __all__ = ["MessageMethods"]

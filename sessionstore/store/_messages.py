@@ -31,8 +31,8 @@ from sessionstore.models import (
 from sessionstore.models._limits import check_count
 from sessionstore.store import _pg_append
 from sessionstore.store import _statements as sql
-from sessionstore.store._engine import insert_plain, is_citus, run_plain
 from sessionstore.store._pg_append import LockHint
+from sessionstore.store._plain import insert_plain, is_citus, run_plain
 from sessionstore.store._sessions import Locked, SessionKey, bound_time, loop_row
 from sessionstore.store._tables import stored_model, stored_models
 from sessionstore.store._usage import check_message_usage

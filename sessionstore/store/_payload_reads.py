@@ -36,8 +36,8 @@ from sqlalchemy import (
     type_coerce,
 )
 
-from sessionstore.store._engine import rows_of
 from sessionstore.store._nul import NulSafeJSONText
+from sessionstore.store._plain import rows_of
 from sessionstore.store._sessions import SessionKey, visible_session
 from sessionstore.store._statements import SESSION_WHERE, keyed, loops, messages, sessions
 from sessionstore.store._tables import KEY_COLUMNS

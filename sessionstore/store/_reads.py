@@ -43,7 +43,7 @@ from sessionstore.store._blocks import (
     load_blocks,
     newest_digest,
 )
-from sessionstore.store._engine import run_plain
+from sessionstore.store._plain import run_plain
 from sessionstore.store._sessions import SessionKey, chain, resolve_loop, visible_session
 from sessionstore.store._tables import (
     block_model,

@@ -22,8 +22,8 @@ from sqlalchemy import Connection, Table, and_, func, or_, select, tuple_
 from sessionstore.errors import StorageError
 from sessionstore.models import PurgeFailure, PurgeReport
 from sessionstore.store import _statements as sql
-from sessionstore.store._engine import is_citus
 from sessionstore.store._handle import _Handle
+from sessionstore.store._plain import is_citus
 from sessionstore.store._sessions import Tenant, delete_session_rows, now
 from sessionstore.store._tables import metadata
 

@@ -40,7 +40,7 @@ from sessionstore.models import (
 )
 from sessionstore.models._limits import check_json, check_text
 from sessionstore.store import _statements as sql
-from sessionstore.store._engine import insert_plain, rows_of, run_plain
+from sessionstore.store._plain import insert_plain, rows_of, run_plain
 from sessionstore.store._tables import loop_model, session_model
 
 __all__ = [

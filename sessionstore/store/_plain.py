@@ -1,0 +1,123 @@
+"""Statements run straight on the driver, and whether a PostgreSQL database is Citus.
+
+The append path's few statements, where SQLAlchemy's execution costs several times what
+the database needs, run on the stdlib SQLite cursor.
+
+Each helper returns None (or takes SQLAlchemy's path itself) on a database it does not
+serve, so a caller keeps one line for both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import Table
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
+
+__all__ = ["insert_plain", "is_citus", "rows_of", "run_plain"]
+
+_PLAIN_INSERTS: dict[tuple[str, tuple[str, ...]], str] = {}
+_PLAIN_STATEMENTS: dict[int, tuple[Any, str, tuple[str, ...], dict[str, Any]]] = {}
+
+
+def is_citus(db: Connection) -> bool:
+    """Whether the database is a Citus coordinator (asked once per connection).
+
+    There a statement that writes through a data-modifying CTE or `INSERT ... SELECT` runs
+    in several steps through the coordinator; the store sends plain statements instead,
+    each of which Citus routes to the one node that holds the session.
+    """
+    if db.dialect.name != "postgresql":
+        return False
+    info = db.connection.info
+    found = info.get("sessionstore_citus")
+    if found is None:
+        query = "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')"
+        found = info["sessionstore_citus"] = bool(db.exec_driver_sql(query).scalar())
+    return bool(found)
+
+
+def run_plain(db: Connection, statement: Any, params: Mapping[str, Any]) -> list[Any] | None:
+    """Run a pre-built statement straight on a SQLite connection; return its rows.
+
+    For the few statements of the append path, where SQLAlchemy's execution costs several
+    times what SQLite needs: the statement is compiled once, and the parameters must be
+    bind-ready (no type processing is applied). Returns None on other databases: run
+    the statement with `db.execute` there.
+    """
+    if db.dialect.name != "sqlite":
+        return None
+    entry = _PLAIN_STATEMENTS.get(id(statement))
+    if entry is None or entry[0] is not statement:
+        compiled = statement.compile(dialect=db.dialect)
+        names = tuple(compiled.positiontup or ())
+        # Literals SQLAlchemy turned into parameters (the 1 of `version + 1`).
+        fixed = {name: compiled.binds[name].value for name in names if name not in params}
+        entry = (statement, compiled.string, names, fixed)
+        _PLAIN_STATEMENTS[id(statement)] = entry
+    _, sql, names, fixed = entry
+    cursor: Any = db.connection.dbapi_connection.cursor()  # type: ignore[union-attr]  # a live connection
+    dbapi_error = db.dialect.loaded_dbapi.Error
+    try:
+        cursor.execute(sql, [params[n] if n in params else fixed[n] for n in names])
+        return cursor.fetchall()  # type: ignore[no-any-return]  # DBAPI rows
+    except dbapi_error as exc:
+        raise DBAPIError.instance(sql, None, exc, dbapi_error) from exc
+    finally:
+        cursor.close()
+
+
+def rows_of(
+    db: Connection,
+    statement: Any,
+    params: Mapping[str, Any],
+    plain_params: Mapping[str, Any] | None = None,
+) -> Sequence[Any]:
+    """Return a row-returning statement's rows: on SQLite through `run_plain`, else `execute`.
+
+    `plain_params`: the bind-ready form of `params` for `run_plain`, when they differ (a
+    time bound with `bound_time`).
+    """
+    rows = run_plain(db, statement, params if plain_params is None else plain_params)
+    return db.execute(statement, params).all() if rows is None else rows
+
+
+def insert_plain(
+    db: Connection, table: Table, columns: tuple[str, ...], rows: Sequence[Sequence[Any]]
+) -> list[int] | None:
+    """Insert rows of bind-ready values on a SQLite connection and return their ids.
+
+    One `executemany` straight on the stdlib cursor: no statement compilation, no type
+    processing of each value and no `RETURNING` (the values must already be what the
+    column types would bind: JSON as text, datetimes processed). The ids are consecutive
+    because the transaction holds the write lock and the table is `AUTOINCREMENT`, so
+    they follow from `lastrowid`. Returns None on other databases: use Core there.
+    """
+    if db.dialect.name != "sqlite" or not rows:
+        return None
+    key = (table.name, columns)
+    sql = _PLAIN_INSERTS.get(key)
+    if sql is None:
+        sql = (
+            f"INSERT INTO {table.name} ({', '.join(columns)}) "
+            f"VALUES ({', '.join('?' * len(columns))})"
+        )
+        _PLAIN_INSERTS[key] = sql
+    # The DBAPI connection: the stdlib one, or aiosqlite's adapter (in-memory databases).
+    cursor: Any = db.connection.dbapi_connection.cursor()  # type: ignore[union-attr]  # a live connection
+    dbapi_error = db.dialect.loaded_dbapi.Error
+    try:
+        if len(rows) == 1:
+            cursor.execute(sql, rows[0])
+            last = cursor.lastrowid  # set by execute (not by executemany)
+        else:
+            cursor.executemany(sql, rows)
+            cursor.execute("SELECT last_insert_rowid()")
+            last = cursor.fetchone()[0]
+    except dbapi_error as exc:
+        raise DBAPIError.instance(sql, None, exc, dbapi_error) from exc
+    finally:
+        cursor.close()
+    return list(range(last - len(rows) + 1, last + 1))
