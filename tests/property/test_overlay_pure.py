@@ -414,11 +414,14 @@ def test_fitting_loses_least_first(
         # Outputs are cut before turns go, the older first: a turn was dropped only after
         # every tool output before it was cut.
         in_context = {raw_id for item in items for raw_id in item.covers}
+        # Not the stored system prompt a caller's own one leaves out: that is no cut.
         dropped = {
             m.id
             for source in chain.sources
             for m in source.raw
-            if m.id not in in_context and m.id not in context.orphan_results
+            if m.id not in in_context
+            and m.id not in context.orphan_results
+            and not (own_system_prompt and isinstance(m.message, SystemMessage))
         }
         for item in items:
             whole = isinstance(item.message, ToolResultMessage) and item.source == "raw"
