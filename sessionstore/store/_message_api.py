@@ -156,8 +156,7 @@ class MessageMethods(_Handle):
             return result
         # Only once committed: a state cached from a rolled-back write could match a
         # later version written by someone else.
-        states.put((keys[-1], after[-1].loop_id), after[-1])
-        self._runner.last_appends.put(session_id, (keys[-1], after[-1]))
+        self._remember_append(session_id, keys[-1], after[-1])
         return stored
 
     async def _append_alone(
@@ -189,10 +188,15 @@ class MessageMethods(_Handle):
         if done is None:
             return None
         stored, new_state, locked = done
-        after = replace(new_state, version=locked.version)
+        self._remember_append(session_id, key, replace(new_state, version=locked.version))
+        return stored
+
+    def _remember_append(
+        self, session_id: str, key: _sessions.SessionKey, after: _messages.LoopState
+    ) -> None:
+        """Cache a committed append's loop state, for this store's next append to it."""
         self._runner.loop_states.put((key, after.loop_id), after)
         self._runner.last_appends.put(session_id, (key, after))
-        return stored
 
     def _last_append(
         self, session_id: str, batch: Sequence[_messages.Prepared], loop_id: object
