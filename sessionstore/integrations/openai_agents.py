@@ -65,7 +65,13 @@ from sessionstore.formats._responses import (
     item_type,
 )
 from sessionstore.formats._responses_dump import items_from_dump
-from sessionstore.models import CustomMessage, Message, ToolCall, ToolResultMessage
+from sessionstore.integrations._responses_window import (
+    OUTPUT_TYPES,
+    dump_is_output,
+    is_output,
+    window,
+)
+from sessionstore.models import Message, ToolCall
 from sessionstore.models._batch import paused_gc
 from sessionstore.models._limits import STORED
 from sessionstore.models._messages import MESSAGE_ADAPTER
@@ -86,7 +92,6 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 __all__ = ["SessionStoreSession"]
 
-_OUTPUT_TYPES = frozenset(CALL_OUTPUT_TYPES.values()) | {"mcp_approval_response"}
 _POP_ATTEMPTS = 12
 """How many times `pop_item` reads and tries again when another writer came first."""
 _POP_BACKOFF = 0.005
@@ -249,8 +254,8 @@ class SessionStoreSession:
         except SessionNotFoundError:
             return []
         units = [to_openai_responses([message]) for message in messages]
-        starts = [not _is_output(message) for message in messages]
-        return cast(list[TResponseInputItem], _window(starts, units, limit))
+        starts = [not is_output(message) for message in messages]
+        return cast(list[TResponseInputItem], window(starts, units, limit))
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append items; a batch that opens with a user message starts a new loop.
@@ -417,8 +422,8 @@ class SessionStoreSession:
             return list(chain.from_iterable(units))
         for index, unit in enumerate(units):
             if found[index] is not None and unit:
-                starts[index] = item_type(unit[0]) not in _OUTPUT_TYPES
-        return _window(starts, units, limit)
+                starts[index] = item_type(unit[0]) not in OUTPUT_TYPES
+        return window(starts, units, limit)
 
     def _keep(
         self, chained: ChainStrings, known: dict[int, tuple[Any, str | None]], *, whole: bool
@@ -448,7 +453,7 @@ class SessionStoreSession:
         units = [to_openai_responses([message]) for message in messages]
         if limit is None:
             return [item for unit in units for item in unit]
-        return _window([not _is_output(message) for message in messages], units, limit)
+        return window([not is_output(message) for message in messages], units, limit)
 
     async def _messages(self) -> list[Message]:
         """The context built within the window (context mode)."""
@@ -540,7 +545,7 @@ def _are_item_lists(units: list[Any]) -> bool:
 def _items_of_payload(payload: str) -> tuple[list[dict[str, Any]], bool]:
     """The items of a stored message without its items' JSON, and whether it may start a turn."""
     dump = json.loads(payload)
-    start = not _dump_is_output(dump)
+    start = not dump_is_output(dump)
     items = items_from_dump(dump)
     if items is None:
         items = to_openai_responses([MESSAGE_ADAPTER.validate_json(payload, context=STORED)])
@@ -572,94 +577,5 @@ def _decoded(texts: Sequence[str]) -> list[Any]:
             gc.enable()
 
 
-def _dump_is_output(dump: Mapping[str, Any]) -> bool:
-    """`_is_output` of a message's JSON dump."""
-    kind = dump.get("kind")
-    if kind == "tool_result":
-        return True
-    data = dump.get("data")
-    return (
-        kind == "custom"
-        and dump.get("custom_type") == RESPONSES_FORMAT
-        and type(data) is dict
-        and item_type(data) in _OUTPUT_TYPES
-    )
-
-
 def _is_user_message(item: Mapping[str, Any]) -> bool:
     return item.get("type", "message") == "message" and item.get("role") == "user"
-
-
-def _is_output(message: Message) -> bool:
-    if isinstance(message, ToolResultMessage):
-        return True
-    return (
-        isinstance(message, CustomMessage)
-        and message.custom_type == RESPONSES_FORMAT
-        and isinstance(message.data, dict)
-        and item_type(message.data) in _OUTPUT_TYPES
-    )
-
-
-def _window(
-    starts: Sequence[bool], units: Sequence[list[dict[str, Any]]], limit: int | None
-) -> list[dict[str, Any]]:
-    """Return the newest `limit` items, starting at a turn, without an unpaired call or output.
-
-    `starts[i]`: message i may start a turn (it is not a call's output); `units[i]`: its items.
-    """
-    flat = [
-        (position == 0 and start, item)
-        for start, unit in zip(starts, units, strict=True)
-        for position, item in enumerate(unit)
-    ]
-    if limit is not None:
-        if limit <= 0:
-            return []
-        start = max(0, len(flat) - limit)
-        while start < len(flat) and not flat[start][0]:
-            start += 1
-        flat = flat[start:]
-    return _paired([item for _, item in flat])
-
-
-def _paired(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Leave out outputs whose call is absent and calls whose output is absent.
-
-    A reasoning item right before a call that is left out goes with it: the Responses
-    API refuses a reasoning item without the item it preceded.
-    """
-    kinds: list[Any] = []
-    calls: set[tuple[str, str]] = set()
-    answered: set[tuple[str, str]] = set()
-    for item in items:
-        kind = item.get("type")
-        # Only a string type can be a call's or an output's (`item_type` reads others as "").
-        if type(kind) is str and kind in _PAIRED_TYPES:
-            pair = (kind, str(item.get("call_id")))
-            (calls if kind in CALL_OUTPUT_TYPES else answered).add(pair)
-        kinds.append(kind)
-    if not calls and not answered:
-        return items
-    keep = [True] * len(items)
-    for index, kind in enumerate(kinds):
-        if type(kind) is not str or kind not in _PAIRED_TYPES:
-            continue
-        call_id = str(items[index].get("call_id"))
-        if kind in CALL_OUTPUT_TYPES:
-            if (CALL_OUTPUT_TYPES[kind], call_id) not in answered:
-                keep[index] = False
-                if index and kinds[index - 1] == "reasoning":
-                    keep[index - 1] = False
-        elif not any((call, call_id) in calls for call in _CALLS_OF.get(kind, ())):
-            keep[index] = False
-    return [item for item, kept in zip(items, keep, strict=True) if kept]
-
-
-_PAIRED_TYPES = frozenset(CALL_OUTPUT_TYPES) | _OUTPUT_TYPES
-"""The item types `_paired` matches by `call_id`: calls and the outputs that answer them."""
-_CALLS_OF: dict[str, tuple[str, ...]] = {
-    output: tuple(call for call, out in CALL_OUTPUT_TYPES.items() if out == output)
-    for output in _OUTPUT_TYPES
-}
-"""For each output type, the call types it answers (none for `mcp_approval_response`)."""

@@ -552,7 +552,7 @@ async def test_every_output_item_type_round_trips_through_the_store(store: Sessi
 
 def _model_path_window(messages: list[Any], limit: int | None) -> list[dict[str, Any]]:
     """What `get_items(limit)` answered when it built every message as a model."""
-    from sessionstore.integrations.openai_agents import _is_output, _window
+    from sessionstore.integrations import _responses_window
 
     if limit is not None:
         if limit <= 0:
@@ -561,7 +561,9 @@ def _model_path_window(messages: list[Any], limit: int | None) -> list[dict[str,
     units = [to_openai_responses([m]) for m in messages]
     if limit is None:
         return [item for unit in units for item in unit]
-    return _window([not _is_output(m) for m in messages], units, limit)
+    return _responses_window.window(
+        [not _responses_window.is_output(m) for m in messages], units, limit
+    )
 
 
 async def test_raw_reads_answer_from_the_kept_json_as_the_models_would(

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 pytest.importorskip("agents")
 
 from sessionstore import from_openai_responses, to_openai_responses
-from sessionstore.integrations.openai_agents import _is_output, _window
+from sessionstore.integrations import _responses_window
 
 Item = dict[str, Any]
 
@@ -51,7 +51,9 @@ def test_a_window_is_a_paired_suffix_within_the_limit(
     messages = [m for batch in batches for m in from_openai_responses(batch)]
     units = [to_openai_responses([m]) for m in messages]
     everything = [item for unit in units for item in unit]
-    window = _window([not _is_output(m) for m in messages], units, limit)
+    window = _responses_window.window(
+        [not _responses_window.is_output(m) for m in messages], units, limit
+    )
     assert len(window) <= limit
     tail = everything[-limit:]
     position = 0
