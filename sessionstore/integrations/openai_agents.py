@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import json
 import random
 from collections.abc import Mapping, Sequence
@@ -557,7 +556,8 @@ def _decoded(texts: Sequence[str]) -> list[Any]:
 
     Decoding builds many small containers, and the collector would scan them again and
     again as they pile up (more than half of the decode time for a long history); they
-    hold no cycles, so one pass when it resumes is enough. pydantic-core's parser builds
+    hold no cycles, so it is paused (`paused_gc`, which also spares a big batch the pass
+    after it). pydantic-core's parser builds
     the same values as `json.loads` in about a third of its time; it refuses a lone
     surrogate escape (an escaped half of a surrogate pair), which `json.loads` decodes, so
     that text is parsed again.
@@ -565,16 +565,11 @@ def _decoded(texts: Sequence[str]) -> list[Any]:
     if not texts:
         return []
     text = "[" + ",".join(texts) + "]"
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with paused_gc():
         try:
             return cast(list[Any], from_json(text))
         except ValueError:
             return cast(list[Any], json.loads(text))
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _is_user_message(item: Mapping[str, Any]) -> bool:
