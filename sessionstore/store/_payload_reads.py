@@ -187,11 +187,14 @@ def chain_strings(
         return ChainStrings([], [], [], {})
     newest = last is not None
     params: dict[str, Any] = key.params if last is None else {**key.params, "n": last}
+    statement = (
+        select_chain_keys(newest) if known else select_chain_strings(db.dialect.name, path, newest)
+    )
     # On SQLite straight on the driver: the column's text (and the hash) as it is stored.
+    rows = rows_of(db, statement, params)
+    if newest:
+        rows = rows[::-1]
     if known:
-        rows = rows_of(db, select_chain_keys(newest), params)
-        if newest:
-            rows = rows[::-1]
         ids = [row[0] for row in rows]
         digests = [row[1] for row in rows]
         found: list[str | None] = []
@@ -209,9 +212,6 @@ def chain_strings(
                 strings.get(message_id, text) for message_id, text in zip(ids, found, strict=True)
             ]
     else:
-        rows = rows_of(db, select_chain_strings(db.dialect.name, path, newest), params)
-        if newest:
-            rows = rows[::-1]
         found = [row[0] for row in rows]
         ids = [row[1] for row in rows]
         digests = [row[2] for row in rows]
