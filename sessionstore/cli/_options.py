@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,6 +52,7 @@ __all__ = [
     "loop_option",
     "open_store",
     "overlay_option",
+    "read_only_file_uri",
     "run",
     "run_with_store",
     "scope_option",
@@ -114,13 +116,37 @@ def database_url(url: str, *, read_only: bool = False, may_create: bool = False)
         )
     if not read_only:
         return url
+    return f"sqlite+aiosqlite:///{_read_only_uri(path)}&uri=true"
+
+
+def _read_only_uri(path: Path) -> str:
+    """The `file:` URI that opens the SQLite file at `path` without writing to it."""
     path = path.resolve()
     wal = path.with_name(path.name + "-wal")
     # immutable=1 ignores a write-ahead log: only for a file with none to replay.
     is_media_read_only = not os.access(path.parent, os.W_OK)
     has_log = wal.exists() and wal.stat().st_size > 0
     mode = "immutable=1" if is_media_read_only and not has_log else "mode=ro"
-    return f"sqlite+aiosqlite:///file:{quote(str(path))}?{mode}&uri=true"
+    return f"file:{quote(str(path))}?{mode}"
+
+
+_PLAIN_SQLITE_URL = re.compile(r"sqlite(?:\+aiosqlite)?:///(?P<path>[^?#%]+)")
+"""A SQLite file URL with no query, fragment or escape: its path is what follows `:///`."""
+
+
+def read_only_file_uri(url: str) -> str | None:
+    """The read-only `file:` URI of the SQLite file a plain URL names, if it exists.
+
+    Parsed without SQLAlchemy, for a command that reads the file on the standard
+    library's driver (`_sqlite_read`); None for any other URL (a test holds that
+    SQLAlchemy reads the same file from every URL answered), and the command opens
+    the store instead.
+    """
+    match = _PLAIN_SQLITE_URL.fullmatch(url)
+    if match is None or match["path"] == ":memory:":
+        return None
+    path = Path(match["path"])
+    return _read_only_uri(path) if path.is_file() else None
 
 
 # ── running a command ──────────────────────────────────────────────────────────

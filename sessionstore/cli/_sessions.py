@@ -17,7 +17,13 @@ from typing import IO, TYPE_CHECKING, Any
 import click
 
 from sessionstore.cli._loops import session_loops
-from sessionstore.cli._options import Settings, json_option, loop_option, run_with_store
+from sessionstore.cli._options import (
+    Settings,
+    json_option,
+    loop_option,
+    read_only_file_uri,
+    run_with_store,
+)
 from sessionstore.cli._progress import progress, progress_option
 from sessionstore.cli._render import (
     echo,
@@ -249,6 +255,20 @@ async def _list_sessions(
         raise click.BadParameter(str(exc), param_hint="--cursor") from exc
 
 
+def _first_page_of_file(
+    settings: Settings, limit: int, app_name: str | None, user_id: str | None
+) -> Page | None:
+    """The first page read from a SQLite file without SQLAlchemy, or None (see `_sqlite_read`)."""
+    uri = read_only_file_uri(settings.url)
+    if uri is None:
+        return None
+    from sessionstore._sqlite_read import first_page
+
+    return first_page(
+        uri, timeout=settings.lock_timeout, limit=limit, app_name=app_name, user_id=user_id
+    )
+
+
 @sessions.command("list")
 @click.option("--app-name", help="Only the sessions of this application.")
 @click.option("--user-id", help="Only the sessions of this user (needs --app-name).")
@@ -281,13 +301,15 @@ def sessions_list(
     """
     if user_id is not None and app_name is None:
         raise click.BadParameter("filtering by user needs --app-name too", param_hint="--user-id")
-    page = run_with_store(
-        settings.url,
-        lambda store: _list_sessions(
-            store, limit=limit, cursor=cursor, app_name=app_name, user_id=user_id
-        ),
-        read_only=True,
-    )
+    page = None if cursor is not None else _first_page_of_file(settings, limit, app_name, user_id)
+    if page is None:
+        page = run_with_store(
+            settings.url,
+            lambda store: _list_sessions(
+                store, limit=limit, cursor=cursor, app_name=app_name, user_id=user_id
+            ),
+            read_only=True,
+        )
     if as_json:
         print_json(page.model_dump(mode="json"))
     else:

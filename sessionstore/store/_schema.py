@@ -6,22 +6,26 @@ sit at the top of a checkout (`migrations/`), so both `sessionstore db upgrade` 
 
 alembic is imported only to migrate or to explain a mismatch: `check`, which every command
 that opens a store runs, reads the version row with SQLAlchemy and the newest revision
-from the scripts' headers (`_scanned_head`), so a command that only reads starts fast.
+from the scripts' headers (`_sqlite_read.shipped_head`), so a command that only reads
+starts fast.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from functools import cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import column, inspect, select, table
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.exc import SQLAlchemyError
 
+from sessionstore._sqlite_read import (
+    VERSION_TABLE,
+    scanned_head,
+    script_location,
+    shipped_head,
+)
 from sessionstore.errors import SchemaError
 from sessionstore.store._engine import connection_error, make_engine, storage_error
 
@@ -40,27 +44,12 @@ __all__ = [
     "upgrade",
 ]
 
-VERSION_TABLE = "sessionstore_alembic_version"
-"""alembic's version table, named so it never clashes with the host application's."""
-
-
-@cache
-def _script_location() -> Path:
-    package = Path(__file__).resolve().parent.parent
-    packaged = package / "_migrations"
-    if packaged.is_dir():
-        return packaged
-    checkout = package.parent / "migrations"
-    if checkout.is_dir():
-        return checkout
-    raise SchemaError("sessionstore's migration scripts are missing from this installation")
-
 
 def _config(connection: Connection | None = None) -> Config:
     from alembic.config import Config
 
     config = Config()
-    config.set_main_option("script_location", str(_script_location()))
+    config.set_main_option("script_location", str(script_location()))
     if connection is not None:
         config.attributes["connection"] = connection
     return config
@@ -205,37 +194,6 @@ async def check(url_or_engine: str | URL | AsyncEngine) -> str:
 
 # ── the check without alembic ──────────────────────────────────────────────────
 
-_HEADER = re.compile(
-    r"^(?P<key>revision|down_revision)\s*(?::[^=]*)?=\s*(?P<value>None|\"[^\"]*\"|'[^']*')\s*$",
-    flags=re.MULTILINE,
-)
-"""A script's `revision` or `down_revision` line, as the template writes them."""
-
-
-@cache
-def _scanned_head() -> str | None:
-    """The newest revision this version ships, read without alembic (see `scanned_head`)."""
-    return scanned_head(_script_location() / "versions")
-
-
-def scanned_head(versions: Path) -> str | None:
-    """The newest revision of the scripts in `versions`, read from their headers.
-
-    None when the scripts are not a single plain chain of one revision each (a merge,
-    a branch, a header this scan cannot read): `check` then asks alembic. A test keeps
-    the result equal to alembic's head.
-    """
-    revisions: dict[str, str | None] = {}
-    for script in versions.glob("*.py"):
-        found = {m["key"]: m["value"] for m in _HEADER.finditer(script.read_text("utf-8"))}
-        if "revision" not in found or found["revision"] == "None":
-            return None
-        down = found.get("down_revision", "None")
-        revisions[found["revision"][1:-1]] = None if down == "None" else down[1:-1]
-    heads = set(revisions) - set(revisions.values())
-    is_chain = len(set(revisions.values())) == len(revisions)  # no revision has two children
-    return heads.pop() if len(heads) == 1 and is_chain else None
-
 
 def revision_at_head(connection: Connection) -> str | None:
     """The database's revision if it is the newest this version ships, read without alembic.
@@ -244,7 +202,7 @@ def revision_at_head(connection: Connection) -> str | None:
     this scan cannot read): `check` then asks alembic what it is.
     """
     stored = _stored_revisions(connection)
-    if stored is not None and len(stored) == 1 and stored[0] == _scanned_head():
+    if stored is not None and len(stored) == 1 and stored[0] == shipped_head():
         return stored[0]
     return None
 

@@ -8,9 +8,6 @@ writers to one session queue up instead of interleaving.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -18,9 +15,10 @@ from datetime import UTC, datetime
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from sqlalchemy import Connection, Dialect, Row, and_, insert, or_, select, tuple_, update
+from sqlalchemy import Connection, Dialect, Row, Select, and_, insert, or_, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 
+from sessionstore._sqlite_read import decode_cursor, session_page
 from sessionstore.errors import (
     AmbiguousSessionError,
     LoopNotFoundError,
@@ -36,12 +34,11 @@ from sessionstore.models import (
     USER_ID_MAX_LENGTH,
     LoopRecord,
     Page,
-    Session,
 )
 from sessionstore.models._limits import check_json, check_text
 from sessionstore.store import _statements as sql
 from sessionstore.store._plain import insert_plain, rows_of, run_plain
-from sessionstore.store._tables import loop_model, session_model
+from sessionstore.store._tables import loop_model
 
 __all__ = [
     "Locked",
@@ -59,6 +56,7 @@ __all__ = [
     "insert_session",
     "list_loops",
     "list_sessions",
+    "listing_statement",
     "lock",
     "loop_head",
     "loop_row",
@@ -265,16 +263,19 @@ def insert_session(db: Connection, values: Mapping[str, Any]) -> None:
         raise SessionExistsError(values["id"]) from exc
 
 
-def list_sessions(
-    db: Connection,
+def listing_statement(
     tenant: Tenant | None,
     *,
     limit: int,
     cursor: str | None,
     app_name: str | None,
     user_id: str | None,
-) -> Page:
-    """Return one page of sessions, newest first (see `SessionStore.list_sessions`)."""
+) -> Select[Any]:
+    """The statement of one page of sessions, newest first, and one row more.
+
+    The extra row tells whether a next page follows. `_sqlite_read` keeps this
+    statement's SQLite text for a first page (a test holds the two equal).
+    """
     columns = sql.sessions.c
     filters: list[Any] = list(sql.TENANT_WHERE) if tenant is not None else []
     if tenant is None:
@@ -283,7 +284,7 @@ def list_sessions(
         if user_id is not None:
             filters.append(columns.user_id == user_id)
     if cursor is not None:
-        created_at, last = _decode_cursor(cursor)
+        created_at, last = decode_cursor(cursor)
         # Ids are per tenant: the tenant breaks a tie of time and id (a total order).
         after = [columns.id, columns.app_name, columns.user_id][: len(last)]
         filters.append(
@@ -292,7 +293,7 @@ def list_sessions(
                 and_(columns.created_at == created_at, tuple_(*after) < tuple_(*last)),
             )
         )
-    stmt = (
+    return (
         select(sql.sessions)
         .where(*filters)
         .order_by(
@@ -303,10 +304,21 @@ def list_sessions(
         )
         .limit(limit + 1)
     )
+
+
+def list_sessions(
+    db: Connection,
+    tenant: Tenant | None,
+    *,
+    limit: int,
+    cursor: str | None,
+    app_name: str | None,
+    user_id: str | None,
+) -> Page:
+    """Return one page of sessions, newest first (see `SessionStore.list_sessions`)."""
+    stmt = listing_statement(tenant, limit=limit, cursor=cursor, app_name=app_name, user_id=user_id)
     rows = db.execute(stmt, _params(tenant)).all()
-    items = [session_model(row._mapping) for row in rows[:limit]]
-    next_cursor = _encode_cursor(items[-1]) if len(rows) > limit else None
-    return Page(items=items, next_cursor=next_cursor)
+    return session_page([row._mapping for row in rows], limit)
 
 
 def delete_session(db: Connection, key: SessionKey) -> None:
@@ -325,24 +337,6 @@ def delete_session_rows(
     """
     stmt = sql.sessions.delete().where(*where).returning(sql.sessions.c.id)
     return list(db.execute(stmt, dict(params or {})).scalars())
-
-
-def _encode_cursor(session: Session) -> str:
-    last = [session.created_at.isoformat(), session.id, session.app_name, session.user_id]
-    return base64.urlsafe_b64encode(json.dumps(last).encode()).decode()
-
-
-def _decode_cursor(cursor: str) -> tuple[datetime, list[str]]:
-    """Return the time and `[id, app_name, user_id]` of a cursor (`[id]` from older ones)."""
-    invalid = f"invalid cursor {cursor!r}: pass a next_cursor from list_sessions"
-    try:
-        created_at, *last = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        moment = datetime.fromisoformat(created_at)
-    except (binascii.Error, ValueError, TypeError) as exc:
-        raise ValueError(invalid) from exc
-    if moment.tzinfo is None or len(last) not in (1, 3):  # cursors this store writes
-        raise ValueError(invalid)
-    return moment, [str(value) for value in last]
 
 
 # ── loops ───────────────────────────────────────────────────────────────────────

@@ -41,6 +41,7 @@ from sqlalchemy import (
     text,
 )
 
+from sessionstore._sqlite_read import session_model
 from sessionstore.models import (
     APP_NAME_MAX_LENGTH,
     CLIENT_ID_MAX_LENGTH,
@@ -57,7 +58,6 @@ from sessionstore.models import (
     CompactionSummaryMessage,
     LoopRecord,
     ReplacementMessage,
-    Session,
     SessionDigest,
     StoredMessage,
     TurnRange,
@@ -451,22 +451,6 @@ def _table_name(obj: object) -> str | None:
 
 
 # ── row ↔ model ────────────────────────────────────────────────────────────────
-
-
-def session_model(values: Mapping[Any, Any]) -> Session:
-    """Build a `Session` from a sessions row's mapping (or the values it was inserted with)."""
-    return Session(
-        id=values["id"],
-        app_name=values["app_name"],
-        user_id=values["user_id"],
-        title=values["title"],
-        metadata=values["metadata"],
-        active_loop_id=values["active_loop_id"],
-        loop_count=values["loop_count"],
-        version=values["version"],
-        created_at=values["created_at"],
-        updated_at=values["updated_at"],
-    )
 
 
 def loop_model(row: Any) -> LoopRecord:

@@ -7,12 +7,12 @@ outside a table (`_search`). Migrations keep frozen copies of their own (see 000
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import BigInteger, DateTime, Dialect, Integer
 from sqlalchemy.types import TypeDecorator
 
+from sessionstore._sqlite_read import sqlite_utc
 from sessionstore.models import SESSION_ID_MAX_LENGTH
 from sessionstore.store._nul import NulSafeJSON, NulSafeString
 
@@ -62,11 +62,3 @@ class UTCDateTime(TypeDecorator[datetime]):
         if dialect.name == "sqlite":
             return sqlite_utc
         return super().result_processor(dialect, coltype)
-
-
-@lru_cache(maxsize=4096)
-def sqlite_utc(value: str | None) -> datetime | None:
-    """Parse a time as SQLAlchemy stores it on SQLite (UTC, no offset) to an aware datetime."""
-    if value is None:
-        return None
-    return datetime.fromisoformat(value).replace(tzinfo=UTC)
