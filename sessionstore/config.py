@@ -46,7 +46,9 @@ TASK_SUMMARY_SHARE = 0.5
 
 
 class _Config(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Built on first use, as the models are (see `sessionstore.models`): every command
+    # imports this module for its options, few build a configuration.
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -118,7 +120,9 @@ class CompactionConfig(_Config):
     `sessionstore.strategies.register_block_strategy`) or as objects.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", arbitrary_types_allowed=True, defer_build=True
+    )
 
     # WHEN
     compact_at_pct: float = Field(default=0.90, gt=0, le=1)

@@ -8,7 +8,6 @@ store and checks its schema (`open_store`).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import re
@@ -154,6 +153,8 @@ def read_only_file_uri(url: str) -> str | None:
 
 def run(work: Coroutine[Any, Any, _T]) -> _T:
     """Run one coroutine and turn the errors a user can cause into clean messages."""
+    import asyncio  # here: a command that reads without the store runs no event loop
+
     try:
         return asyncio.run(work)
     except ValidationError as exc:  # before ValueError, which it subclasses

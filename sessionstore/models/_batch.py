@@ -17,7 +17,7 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from sessionstore.models._records import _ALL_FIELDS, StoredMessage, _LazyRecord
-from sessionstore.models._stored_json import STORED_VALIDATOR, decode_stored
+from sessionstore.models._stored_json import decode_stored, shared_validator
 
 __all__ = ["decode_all", "decoded_records", "paused_gc"]
 
@@ -40,7 +40,7 @@ def decoded_records(
     the calls per record (one builder calling the next) were about a tenth of it. Each
     message is decoded as `stored_message` decodes it.
     """
-    validate = STORED_VALIDATOR.validate_json
+    validate = shared_validator().validate_json
     cls, fields, new, put = StoredMessage, _ALL_FIELDS, _new, _set
     records = []
     stored_at: Any = None

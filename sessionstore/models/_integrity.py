@@ -15,7 +15,7 @@ IntegrityCheck = Literal["hash", "payload", "positions", "turns", "counters", "l
 class IntegrityProblem(BaseModel):
     """One thing wrong in the stored data."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     check: IntegrityCheck
     """Which check found it: `hash` (a message's content no longer matches its hash),
@@ -34,7 +34,7 @@ class IntegrityProblem(BaseModel):
 class IntegrityReport(BaseModel):
     """The result of `SessionStore.verify`: what was checked and every problem found."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     sessions: int = 0
     loops: int = 0

@@ -39,7 +39,7 @@ from sessionstore.models._limits import (
     is_stored,
 )
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
+_FROZEN = ConfigDict(frozen=True, defer_build=True, extra="forbid")
 
 ToolId: TypeAlias = Annotated[str, bounded_text(TOOL_ID_MAX_LENGTH, min_length=1)]
 """A tool call id: 1 to 255 characters of valid Unicode."""
@@ -379,8 +379,27 @@ MessageKind: TypeAlias = Literal[
     "system",
 ]
 
-MESSAGE_ADAPTER: TypeAdapter[Message] = TypeAdapter(Message)
+MESSAGE_ADAPTER: TypeAdapter[Message] = TypeAdapter(Message, config=ConfigDict(defer_build=True))
 """Validates a dict or JSON text into the right message class."""
+
+_CLASSES = tuple(
+    value
+    for value in list(globals().values())
+    if isinstance(value, type) and issubclass(value, BaseModel) and value.__module__ == __name__
+)
+"""This module's model classes, in the order they are defined (each after those it holds)."""
+
+
+def build_message_classes() -> None:
+    """Build every message class in the order they are defined, then `MESSAGE_ADAPTER`.
+
+    Each is built on first use (`defer_build`), on its own. The validator of stored
+    payloads (`_stored_json`) is made from the adapter's schema as it was when import
+    built them all in order: each class holding the finished schemas of those it nests.
+    """
+    for cls in _CLASSES:
+        cls.model_rebuild(force=True)
+    MESSAGE_ADAPTER.rebuild(force=True)
 
 
 def message_from_json(data: str | bytes) -> Message:

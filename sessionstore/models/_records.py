@@ -37,7 +37,7 @@ from sessionstore.models._stored_json import stored_message
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
 
 _PENDING = "_pending_field"

@@ -12,7 +12,7 @@ __all__ = ["PurgeFailure", "PurgeReport"]
 class PurgeFailure(BaseModel):
     """A session a purge could not delete, and why: skipped, still there."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     session_id: str
     """The session."""
@@ -27,7 +27,7 @@ class PurgeFailure(BaseModel):
 class PurgeReport(BaseModel):
     """The outcome of `SessionStore.purge`: the sessions removed and their rows, per table."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     cutoff: datetime
     """Sessions last updated before this moment (aware UTC) were purged."""

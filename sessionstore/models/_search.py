@@ -20,7 +20,7 @@ class SearchHit(BaseModel):
     message's id, `block_id` its block, and `covers` the raw messages it stands for.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     session_id: str
     """The session of the message."""

@@ -18,15 +18,23 @@ use this decoder.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from collections.abc import Callable
+from functools import cache
+from typing import TYPE_CHECKING, Any, Final
 
 from pydantic import ValidationError
 from pydantic_core import SchemaValidator
 
 from sessionstore.models._limits import STORED, is_checked_on_write
-from sessionstore.models._messages import MESSAGE_ADAPTER, Message
+from sessionstore.models._messages import MESSAGE_ADAPTER, Message, build_message_classes
 
-__all__ = ["STORED_VALIDATOR", "decode_stored", "stored_message", "stored_validator"]
+__all__ = [
+    "STORED_VALIDATOR",
+    "decode_stored",
+    "shared_validator",
+    "stored_message",
+    "stored_validator",
+]
 
 _VALIDATOR_FUNCTIONS: Final = frozenset({"function-before", "function-after", "function-wrap"})
 _NOT_VALIDATION: Final = frozenset({"serialization", "cls", "metadata"})
@@ -79,24 +87,52 @@ def _model_classes(schema: Any, found: set[type]) -> set[type]:
 
 def stored_validator() -> SchemaValidator:
     """Build the validator of stored message payloads (see the module's docstring)."""
+    build_message_classes()  # each is built on first use (`defer_build`)
     schema = _without_checks(MESSAGE_ADAPTER.core_schema)
     classes = _model_classes(schema, set())
     # pydantic-core builds the schema of a model whose class is complete from the class's
     # own validator, which has every check; marked incomplete while this one is built,
     # each is built from the schema given (a test holds that no Python code runs).
+    completed = {cls: cls.__pydantic_complete__ for cls in classes}  # type: ignore[attr-defined]
     for cls in classes:
         cls.__pydantic_complete__ = False  # type: ignore[attr-defined]
     try:
         return SchemaValidator(schema)
     finally:
-        for cls in classes:
-            cls.__pydantic_complete__ = True  # type: ignore[attr-defined]
+        for cls, is_complete in completed.items():
+            cls.__pydantic_complete__ = is_complete  # type: ignore[attr-defined]
 
 
-STORED_VALIDATOR: Final = stored_validator()
-"""The validator of stored message payloads; it refuses a text `decode_stored` decodes the
-slow way (see the module's docstring)."""
-_validate_stored = STORED_VALIDATOR.validate_json
+@cache
+def shared_validator() -> SchemaValidator:
+    """The validator of stored message payloads, built on first use, then kept.
+
+    It refuses a text `decode_stored` decodes the slow way (see the module's docstring).
+    Built on first use, like the message classes (`defer_build`): a command that reads
+    no message (`sessions list`) builds neither.
+    """
+    return stored_validator()
+
+
+if TYPE_CHECKING:
+    STORED_VALIDATOR: SchemaValidator
+
+
+def __getattr__(name: str) -> Any:
+    """`STORED_VALIDATOR`: `shared_validator()`, for the callers that name the validator."""
+    if name == "STORED_VALIDATOR":
+        return shared_validator()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _validate_first(text: str | bytes) -> Any:
+    """Build the validator, then let every later call go straight to it."""
+    global _validate_stored
+    _validate_stored = shared_validator().validate_json
+    return _validate_stored(text)
+
+
+_validate_stored: Callable[[str | bytes], Any] = _validate_first
 
 
 def decode_stored(text: str | bytes) -> Message:

@@ -12,7 +12,7 @@ __all__ = ["LoopUsage", "SessionUsage", "TurnUsage", "UsageRecord"]
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
 
 class UsageRecord(_Record):

@@ -308,3 +308,50 @@ def test_times_are_read_as_the_store_reads_them(tmp_path):
     fast = ok(url, "sessions", "list", "--json").output
     assert fast == ok(_store_url(tmp_path / "times.db"), "sessions", "list", "--json").output
     assert json.loads(fast)["items"][-1]["created_at"] == "2025-12-31T23:59:59.999999Z"
+
+
+_BUILT_PROBE = """
+import json, sys
+from sessionstore.cli import main
+try:
+    main(sys.argv[1:], prog_name="sessionstore")
+except SystemExit as exc:
+    assert not exc.code, exc.code
+from sessionstore import models
+built = sorted(
+    name for name in dir(models)
+    if getattr(getattr(models, name), "__pydantic_complete__", False)
+)
+print(json.dumps(built), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "is_reading_messages"),
+    [(("sessions", "list"), False), (("context", "{session}", "--budget", "1000"), True)],
+    ids=["sessions list", "context"],
+)
+def test_a_command_builds_only_the_models_it_validates(listing_file, args, is_reading_messages):
+    """The models are built on first use (`defer_build`): a listing builds no message class."""
+    url = f"sqlite+aiosqlite:///{listing_file}"
+    session = json.loads(ok(url, "sessions", "list", "--json").output)["items"][0]["id"]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _BUILT_PROBE,
+            "--url",
+            url,
+            *(a.format(session=session) for a in args),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+
+    built = set(json.loads(done.stderr.splitlines()[-1]))
+
+    assert ("UserMessage" in built) is is_reading_messages
+    assert ("AssistantMessage" in built) is is_reading_messages
+    if not is_reading_messages:
+        assert built == {"Page", "Session"}
