@@ -11,7 +11,9 @@ steadier than the wall clock on a shared machine):
   third-party library a command reading through an async engine needs (SQLAlchemy's
   asyncio extension, which loads its ORM, aiosqlite, pydantic, click, rich's tables), and
   of those a command reading a SQLite file needs (SQLAlchemy's core, sqlite3, pydantic,
-  click, rich's tables: its store makes no async engine);
+  click, rich's tables: its store makes no async engine), and of those `sessions list`
+  needs on a SQLite file, where it reads without the store (pydantic's models, sqlite3,
+  click, rich's tables);
 - `python -m sessionstore sessions list` and `python -m sessionstore context SESSION`;
 - `python -m sessionstore --help` (imports no library code).
 
@@ -80,6 +82,9 @@ _SQLITE_LIBRARIES = "import click, pydantic, rich.table, sqlalchemy, sqlite3"
 """The third-party imports a command that reads a SQLite file cannot do without: its store
 runs on the stdlib driver and makes no async engine (no asyncio extension, ORM or aiosqlite)."""
 
+_LISTING_LIBRARIES = "import click, rich.table, sqlite3; from pydantic import BaseModel"
+"""The third-party imports of `sessions list` on a SQLite file: it reads without SQLAlchemy."""
+
 Command = tuple[list[str], dict[str, str]]
 """A command line and the environment it runs in."""
 
@@ -93,6 +98,7 @@ def _commands(url: str, session_id: str, baseline: Path | None) -> dict[str, Com
         "python -c 'import sqlalchemy'": ([python, "-c", "import sqlalchemy"], env),
         "python -c 'import <the libraries>'": ([python, "-c", _LIBRARIES], env),
         "python -c 'import <the SQLite libraries>'": ([python, "-c", _SQLITE_LIBRARIES], env),
+        "python -c 'import <the listing libraries>'": ([python, "-c", _LISTING_LIBRARIES], env),
         "sessionstore --help": ([*cli, "--help"], env),
         "sessionstore sessions list": ([*cli, "sessions", "list"], env),
         "sessionstore context SESSION": (

@@ -64,6 +64,7 @@ from sessionstore.models import (
 )
 from sessionstore.models._batch import decoded_records
 from sessionstore.models._limits import STORED
+from sessionstore.models._stored_json import shared_validator
 from sessionstore.store._hex_digest import HexDigest
 from sessionstore.store._nul import NulSafeString
 from sessionstore.store._types import Id, JSONPayload, SessionId, UTCDateTime, sqlite_utc
@@ -579,3 +580,9 @@ def digest_model(row: Any) -> SessionDigest:
 def event_model(values: Mapping[Any, Any]) -> CompactionEvent:
     """Build a `CompactionEvent` from an events row's mapping."""
     return CompactionEvent.model_validate(dict(values), context=STORED)
+
+
+# The models are built on first use (`sessionstore.models`). A store decodes what it reads:
+# the validator of stored payloads, and with it every message class, is built with the
+# store, as it was on import before, so a store's first read does not pay for it.
+shared_validator()
