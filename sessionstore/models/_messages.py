@@ -7,7 +7,7 @@ import binascii
 import hashlib
 import json
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias, cast
 
 from pydantic import (
     BaseModel,
@@ -22,7 +22,7 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
-from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
+from pydantic_core import to_json, to_jsonable_python
 
 from sessionstore.models._limits import (
     CLIENT_ID_MAX_LENGTH,
@@ -457,6 +457,28 @@ def _sorted_usage(usage: Usage) -> dict[str, Any]:
     return {n: fields[n] for n in _SORTED_USAGE if n != "reasoning_tokens" or fields[n]}
 
 
+def _in_order(value: object) -> bool:
+    """Whether pydantic-core writes this JSON value as the canonical encoder does.
+
+    It writes dicts in their own order and floats its own way: true for JSON's types
+    without floats, every dict's keys in sorted order (as an importer's records are).
+    """
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return True
+    if kind is list:
+        return all(_in_order(item) for item in cast("list[object]", value))
+    if kind is dict:
+        fields = cast("dict[object, object]", value)
+        keys = list(fields)
+        return (
+            all(type(key) is str for key in keys)
+            and keys == sorted(keys)  # type: ignore[type-var]  # strings, just checked
+            and all(_in_order(item) for item in fields.values())
+        )
+    return False
+
+
 def canonical_message(message: Message) -> bytes:
     """Return `canonical_payload(message_payload(message))`, written straight from the model.
 
@@ -464,10 +486,10 @@ def canonical_message(message: Message) -> bytes:
     encoder then walks and sorts again (two thirds of preparing a short message). Here
     the models' own field dicts are copied in sorted order (the dump gives the same
     values: strings, integers, booleans, None, and the block and usage models, whose one
-    custom serialiser is applied here). Without JSON values (`extra` empty, not a custom
-    message's `data`) the tree holds nothing but those, and pydantic-core writes it: the
-    same bytes (compact, UTF-8, the same string escapes; a test holds it). With JSON
-    values the canonical encoder sorts and writes them as before. Anything else (a
+    custom serialiser is applied here). When the JSON values (`extra`, a custom message's
+    `data`) hold no float and every dict's keys in order (`_in_order`), pydantic-core
+    writes the tree: the same bytes (compact, UTF-8, the same string escapes; a test
+    holds it). Otherwise the canonical encoder sorts and writes it. Anything else (a
     subclass, a value only the dump converts, an error) takes the dump, which gives the
     bytes, or raises the error, it always gave.
     """
@@ -483,10 +505,10 @@ def canonical_message(message: Message) -> bytes:
                 elif name == "usage" and value is not None:
                     value = _sorted_usage(value)
                 tree[name] = value
-            if message.extra or type(message) is CustomMessage:
-                return _CANONICAL.encode(tree).encode()
-            return to_json(tree)
-        except (_NotPlain, KeyError, TypeError, ValueError, PydanticSerializationError):
+            if _in_order(tree.get("extra")) and _in_order(tree.get("data")):
+                return to_json(tree)
+            return _CANONICAL.encode(tree).encode()
+        except (_NotPlain, KeyError, TypeError, ValueError, RecursionError):
             pass
     return canonical_payload(message_payload(message))
 

@@ -112,6 +112,14 @@ def test_the_canonical_bytes_are_the_dumps(
     assert canonical_message(message) == canonical_payload(message_payload(message))
 
 
+def test_json_values_in_key_order_and_out_of_it() -> None:
+    """An importer's records (keys in order, no float) and the rest give the dump's bytes."""
+    records = {"fmt": {"items": [{"slots": [["text", 0]]}], "json": '[{"a":"\\n\u00e9"}]'}}
+    for extra in (records, {"b": 1, "a": 2}, {"a": 1.5}, {"a": [True, None, 2**70]}):
+        message = UserMessage(content="x\ty", extra=extra)
+        assert canonical_message(message) == canonical_payload(message_payload(message))
+
+
 class _Shouting(UserMessage):
     """A subclass whose dump differs from its fields: it must take the dump."""
 
