@@ -107,11 +107,11 @@ def insert_plain(
     Straight on the stdlib cursor: no statement compilation, no type processing of each
     value and no `RETURNING` (the values must already be what the column types would
     bind: JSON as text, datetimes processed). The rows go in a few multi-row statements,
-    not one statement a row (`executemany`): each statement SQLite runs opens its own
-    statement journal for the triggers and foreign keys that may abort it, which cost a
-    third of a short row's insert. The rows are split in powers of two (100 = 64 + 32 +
-    4), so a handful of statements serve every batch size and each is prepared once
-    (the driver's statement cache). The ids are consecutive because the transaction
+    not one statement a row (`executemany`): a statement's run costs the driver's and
+    SQLite's per-statement work (a reset, a bind pass, a step, the start of the trigger
+    program), measured at 2.5 to 3.5 µs a row, a fifth of a short message's insert. The
+    rows are split in powers of two (100 = 64 + 32 + 4), so a handful of statements serve
+    every batch size and each is prepared once (the driver's statement cache). The ids are consecutive because the transaction
     holds the write lock and the table is `AUTOINCREMENT`, so they follow from the
     last. Returns None on other databases: use Core there.
     """
