@@ -7,7 +7,7 @@ import binascii
 import hashlib
 import json
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal, TypeAlias, cast
+from typing import Annotated, Any, Literal, TypeAlias, cast, get_args
 
 from pydantic import (
     BaseModel,
@@ -427,16 +427,7 @@ _SORTED_FIELDS: dict[type[BaseModel], tuple[str, ...]] = {
 _SORTED_USAGE = tuple(sorted(Usage.model_fields))
 _SORTED_MESSAGE_FIELDS: dict[type[BaseModel], tuple[str, ...]] = {
     cls: tuple(sorted(set(cls.model_fields) - {"client_id"}))
-    for cls in (
-        UserMessage,
-        AssistantMessage,
-        ToolResultMessage,
-        BashExecutionMessage,
-        CustomMessage,
-        BranchSummaryMessage,
-        CompactionSummaryMessage,
-        SystemMessage,
-    )
+    for cls in get_args(get_args(Message)[0])  # the classes of the `Message` union
 }
 """Each message class's stored fields (no `client_id`) in canonical order."""
 

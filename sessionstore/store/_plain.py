@@ -111,9 +111,10 @@ def insert_plain(
     SQLite's per-statement work (a reset, a bind pass, a step, the start of the trigger
     program), measured at 2.5 to 3.5 µs a row, a fifth of a short message's insert. The
     rows are split in powers of two (100 = 64 + 32 + 4), so a handful of statements serve
-    every batch size and each is prepared once (the driver's statement cache). The ids are consecutive because the transaction
-    holds the write lock and the table is `AUTOINCREMENT`, so they follow from the
-    last. Returns None on other databases: use Core there.
+    every batch size and each is prepared once (the driver's statement cache). The ids
+    are consecutive because the transaction holds the write lock and the table is
+    `AUTOINCREMENT`, so they follow from the last. Returns None on other databases: use
+    Core there.
     """
     if db.dialect.name != "sqlite" or not rows:
         return None
