@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, Table, insert, select
 
@@ -25,7 +25,7 @@ from sessionstore.models import (
     StoredMessage,
     ToolResultMessage,
     TurnRange,
-    canonical_payload,
+    canonical_message,
     message_payload,
 )
 from sessionstore.models._limits import check_count
@@ -53,16 +53,26 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class Prepared:
-    """What a message row needs, computed before the transaction opens."""
+class Prepared(NamedTuple):
+    """What a message row needs, computed before the transaction opens.
+
+    A named tuple: built for every appended message, where a frozen dataclass's
+    `__init__` (a call a field) cost as much as hashing the message.
+    """
 
     message: Message
-    payload: dict[str, Any]
     text: str
     """The canonical JSON of `payload`: what is hashed, and what is stored on SQLite."""
     digest: str
     token_count: int
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        """The stored payload as a dict (`message_payload`), built when asked for.
+
+        SQLite writes `text` alone; the other paths ask for the dict only where they need it.
+        """
+        return message_payload(self.message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,12 +102,11 @@ def prepare(message: Message, counter: TokenCounter) -> Prepared:
     The search text is not computed here: SQLite derives it from the payload in the
     database (migration 0010), PostgreSQL's insert computes it (`insert_messages`).
     """
-    payload = message_payload(message)
-    canonical = canonical_payload(payload)
+    canonical = canonical_message(message)
     digest = hashlib.sha256(canonical).hexdigest()
     tokens = counter.count_message(message)
     check_count(tokens, "token_count")  # what the token counter returned: a 32-bit column
-    return Prepared(message, payload, canonical.decode(), digest, tokens)
+    return Prepared(message, canonical.decode(), digest, tokens)
 
 
 def insert_returning_ids(

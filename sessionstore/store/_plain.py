@@ -18,7 +18,7 @@ from sqlalchemy.exc import DBAPIError
 
 __all__ = ["insert_plain", "is_citus", "rows_of", "run_plain"]
 
-_PLAIN_INSERTS: dict[tuple[str, tuple[str, ...]], str] = {}
+_PLAIN_INSERTS: dict[tuple[str, tuple[str, ...], int], str] = {}
 _PLAIN_STATEMENTS: dict[int, tuple[Any, str, tuple[str, ...], dict[str, Any]]] = {}
 
 
@@ -84,38 +84,56 @@ def rows_of(
     return db.execute(statement, params).all() if rows is None else rows
 
 
+_MAX_VARIABLES = 999
+"""The fewest parameters a SQLite statement may have (`SQLITE_MAX_VARIABLE_NUMBER` before 3.32)."""
+
+
+def _insert_sql(table: str, columns: tuple[str, ...], count: int) -> str:
+    """The INSERT of `count` rows in one VALUES list (built once a table, columns and count)."""
+    key = (table, columns, count)
+    sql = _PLAIN_INSERTS.get(key)
+    if sql is None:
+        row = f"({', '.join('?' * len(columns))})"
+        sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES {', '.join([row] * count)}"
+        _PLAIN_INSERTS[key] = sql
+    return sql
+
+
 def insert_plain(
     db: Connection, table: Table, columns: tuple[str, ...], rows: Sequence[Sequence[Any]]
 ) -> list[int] | None:
     """Insert rows of bind-ready values on a SQLite connection and return their ids.
 
-    One `executemany` straight on the stdlib cursor: no statement compilation, no type
-    processing of each value and no `RETURNING` (the values must already be what the
-    column types would bind: JSON as text, datetimes processed). The ids are consecutive
-    because the transaction holds the write lock and the table is `AUTOINCREMENT`, so
-    they follow from `lastrowid`. Returns None on other databases: use Core there.
+    Straight on the stdlib cursor: no statement compilation, no type processing of each
+    value and no `RETURNING` (the values must already be what the column types would
+    bind: JSON as text, datetimes processed). The rows go in a few multi-row statements,
+    not one statement a row (`executemany`): a statement's run costs the driver's and
+    SQLite's per-statement work (a reset, a bind pass, a step, the start of the trigger
+    program), measured at 2.5 to 3.5 µs a row, a fifth of a short message's insert. The
+    rows are split in powers of two (100 = 64 + 32 + 4), so a handful of statements serve
+    every batch size and each is prepared once (the driver's statement cache). The ids
+    are consecutive because the transaction holds the write lock and the table is
+    `AUTOINCREMENT`, so they follow from the last. Returns None on other databases: use
+    Core there.
     """
     if db.dialect.name != "sqlite" or not rows:
         return None
-    key = (table.name, columns)
-    sql = _PLAIN_INSERTS.get(key)
-    if sql is None:
-        sql = (
-            f"INSERT INTO {table.name} ({', '.join(columns)}) "
-            f"VALUES ({', '.join('?' * len(columns))})"
-        )
-        _PLAIN_INSERTS[key] = sql
+    most = 1
+    while most * 2 * len(columns) <= _MAX_VARIABLES:
+        most *= 2
     # The DBAPI connection: the stdlib one, or aiosqlite's adapter (in-memory databases).
     cursor: Any = db.connection.dbapi_connection.cursor()  # type: ignore[union-attr]  # a live connection
     dbapi_error = db.dialect.loaded_dbapi.Error
+    sql = ""
     try:
-        if len(rows) == 1:
-            cursor.execute(sql, rows[0])
-            last = cursor.lastrowid  # set by execute (not by executemany)
-        else:
-            cursor.executemany(sql, rows)
-            cursor.execute("SELECT last_insert_rowid()")
-            last = cursor.fetchone()[0]
+        at, count = 0, most
+        while at < len(rows):
+            while count > len(rows) - at:
+                count //= 2
+            sql = _insert_sql(table.name, columns, count)
+            cursor.execute(sql, [value for row in rows[at : at + count] for value in row])
+            at += count
+        last = cursor.lastrowid  # the last row's: the rows are numbered in VALUES order
     except dbapi_error as exc:
         raise DBAPIError.instance(sql, None, exc, dbapi_error) from exc
     finally:

@@ -22,7 +22,7 @@ from sessionstore.models import (
     Usage,
     UsageRecord,
 )
-from sessionstore.models._limits import STORED, check_big_count
+from sessionstore.models._limits import MAX_BIG_INT, STORED, check_big_count
 from sessionstore.store import _statements as sql
 from sessionstore.store._sessions import SessionKey, loop_row
 
@@ -69,8 +69,11 @@ def check_message_usage(messages: Iterable[Message]) -> None:
     """
     for message in messages:
         if isinstance(message, AssistantMessage) and message.usage is not None:
+            counts = message.usage.__dict__
             for name in USAGE_FIELDS:
-                check_big_count(getattr(message.usage, name), f"usage.{name}")
+                count = counts[name]
+                if type(count) is not int or not 0 <= count <= MAX_BIG_INT:  # else: the error
+                    check_big_count(count, f"usage.{name}")
 
 
 def insert_usage(
