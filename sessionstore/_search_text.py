@@ -34,6 +34,7 @@ __all__ = [
     "MAX_SEARCH_TEXT",
     "MAX_TERMS",
     "SEPARATORS",
+    "index_words",
     "indexed_text",
     "query_terms",
     "searchable_text",
@@ -91,13 +92,17 @@ _ASCII_WORDS = bytes(c if chr(c).isalnum() else 0x20 for c in range(256))
 
 
 def indexed_text(message: Message) -> str:
-    """Return what the databases index for a message: its searchable text's words, spaced.
+    """Return what the databases index for a message: its searchable text's words, spaced."""
+    return index_words(searchable_text(message))
+
+
+def index_words(text: str) -> str:
+    """Return a searchable text's words, spaced (see `indexed_text`).
 
     The words `SEPARATORS` splits out, joined by single spaces. An ASCII text (the usual
     case) is split with a byte translation, several times faster than the pattern on a
     long text (the largest cost of PostgreSQL's append in Python), to the same result.
     """
-    text = searchable_text(message)
     if text.isascii():
         return b" ".join(text.encode("ascii").translate(_ASCII_WORDS).split()).decode("ascii")
     return SEPARATORS.sub(" ", text).strip()
