@@ -14,9 +14,11 @@ What changes, on PostgreSQL only (SQLite is left as it is):
 - `sessionstore_messages.search_text` is dropped: nothing reads it, and the vector no
   longer derives from it (fewer bytes a row).
 
-Data step: none. Every stored vector keeps its value, and is the one the append now
-writes for the same message, so rows stored before and after match a query alike and
-rank alike.
+Data step: none on PostgreSQL. Every stored vector keeps its value, and is the one the
+append now writes for the same message, so rows stored before and after match a query
+alike and rank alike. Citus refuses `DROP EXPRESSION` on a distributed table: there the
+vectors are copied into a new plain column (the no-update trigger set aside for it), which
+replaces the generated one, and the GIN index is built again.
 
 The summaries (`sessionstore_section_messages`) keep their generated vector: they are
 written by a compaction, a few at a time.
@@ -48,10 +50,38 @@ BATCH = 500
 
 
 def upgrade() -> None:
-    if op.get_bind().dialect.name != "postgresql":
+    bind = op.get_bind()
+    if bind.dialect.name != "postgresql":
         return
-    op.execute(f"ALTER TABLE {MESSAGES} ALTER COLUMN search_vector DROP EXPRESSION")
+    if _distributed(bind):
+        _copy_to_plain_column(bind)
+    else:
+        op.execute(f"ALTER TABLE {MESSAGES} ALTER COLUMN search_vector DROP EXPRESSION")
     op.execute(f"ALTER TABLE {MESSAGES} DROP COLUMN search_text")
+
+
+def _distributed(bind: sa.Connection) -> bool:
+    """Whether Citus distributes the messages (it refuses `DROP EXPRESSION` on them)."""
+    if bind.execute(sa.text("SELECT to_regclass('pg_catalog.pg_dist_partition')")).scalar():
+        found = bind.execute(
+            sa.text(
+                "SELECT 1 FROM pg_catalog.pg_dist_partition "
+                f"WHERE logicalrelid = '{MESSAGES}'::regclass"
+            )
+        ).first()
+        return found is not None
+    return False
+
+
+def _copy_to_plain_column(bind: sa.Connection) -> None:
+    """Citus: the same change, as a new plain column filled from the generated one."""
+    op.execute(f"ALTER TABLE {MESSAGES} ADD COLUMN written_vector tsvector")
+    op.execute(f"ALTER TABLE {MESSAGES} DISABLE TRIGGER {NO_UPDATE}")
+    bind.execute(sa.text(f"UPDATE {MESSAGES} SET written_vector = search_vector"))
+    op.execute(f"ALTER TABLE {MESSAGES} ENABLE TRIGGER {NO_UPDATE}")
+    op.execute(f"ALTER TABLE {MESSAGES} DROP COLUMN search_vector")  # and its index
+    op.execute(f"ALTER TABLE {MESSAGES} RENAME COLUMN written_vector TO search_vector")
+    op.execute(f"CREATE INDEX {INDEX} ON {MESSAGES} USING gin (search_vector)")
 
 
 def downgrade() -> None:
