@@ -32,7 +32,7 @@ from sessionstore.store import _pg_append
 from sessionstore.store import _statements as sql
 from sessionstore.store._pg_append import LockHint
 from sessionstore.store._plain import insert_plain, is_citus, run_plain
-from sessionstore.store._search_vector import PG_MESSAGES, vector_expression
+from sessionstore.store._search_vector import pg_messages, vector_expression
 from sessionstore.store._sessions import Locked, SessionKey, bound_time, loop_row
 from sessionstore.store._tables import stored_model, stored_models
 from sessionstore.store._usage import check_message_usage
@@ -232,9 +232,8 @@ def insert_messages(
             )
             for row, item in zip(rows, items, strict=True)
         ]
-        inserted = (
-            insert(PG_MESSAGES).values(values).returning(PG_MESSAGES.c.id, PG_MESSAGES.c.position)
-        )
+        table = pg_messages()
+        inserted = insert(table).values(values).returning(table.c.id, table.c.position)
         by_position = {position: message_id for message_id, position in db.execute(inserted)}
         ids = [by_position[row[2]] for row in rows]
         counters = {

@@ -22,18 +22,19 @@ is the same.
 from __future__ import annotations
 
 import re
+from functools import cache
 from itertools import chain, repeat
 from typing import Any
 
-from sqlalchemy import Column, MetaData, Text, cast, func, literal, literal_column
-from sqlalchemy.dialects.postgresql import TSVECTOR
+from sqlalchemy import Column, MetaData, Table, Text, cast, func, literal, literal_column
 from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.types import UserDefinedType
 
 from sessionstore._search_text import index_words, searchable_text
 from sessionstore.models import Message
 from sessionstore.store._tables import messages
 
-__all__ = ["PG_MESSAGES", "ascii_vector", "vector_expression", "vector_values"]
+__all__ = ["ascii_vector", "pg_messages", "vector_expression", "vector_values"]
 
 _LOWER_WORDS = bytes(
     ord(chr(c).lower()) if c < 128 and chr(c).isalnum() else 0x20 for c in range(256)
@@ -87,14 +88,32 @@ def vector_values(message: Message) -> tuple[str | None, str | None]:
     return None, index_words(text)
 
 
+class _TSVector(UserDefinedType[str]):
+    """PostgreSQL's `tsvector`, without SQLAlchemy's PostgreSQL dialect.
+
+    A SQLite command imports this module, and must not load that dialect.
+    """
+
+    cache_ok = True
+
+    def get_col_spec(self, **_: Any) -> str:
+        return "TSVECTOR"
+
+
 def vector_expression(message: Message) -> ColumnElement[Any]:
     """Return a message's vector as one row's value of a multi-row insert (Citus's)."""
     vector, text = vector_values(message)
     if vector is not None:
-        return cast(literal(vector, Text), TSVECTOR)
+        return cast(literal(vector, Text), _TSVector())
     return func.to_tsvector(literal_column("'simple'::regconfig"), literal(text, Text))
 
 
-PG_MESSAGES = messages.to_metadata(MetaData())
-"""PostgreSQL's raw messages table with its `search_vector` (the dialect-neutral one has none)."""
-PG_MESSAGES.append_column(Column("search_vector", TSVECTOR))
+@cache
+def pg_messages() -> Table:
+    """Return PostgreSQL's raw messages table with its `search_vector`, for Citus's insert.
+
+    The dialect-neutral table has no such column; the copy is made on first use.
+    """
+    table = messages.to_metadata(MetaData())
+    table.append_column(Column("search_vector", _TSVector()))
+    return table
