@@ -126,3 +126,17 @@ async def test_ranking_counts_each_occurrence(store: SessionStore) -> None:
     hits = await store.search("wombat")
     assert [h.message_id for h in hits] == [thrice.id, once.id]
     assert hits[0].score > hits[1].score
+
+
+@pytest.mark.parametrize("db_url", POSTGRES, indirect=True)
+async def test_the_largest_text_is_appended_and_its_last_word_found(store: SessionStore) -> None:
+    """100,000 characters of distinct words (past 16,383 positions) and a 3,000-letter word:
+    the append does not fail, the word past the last position is found, the long one is not
+    indexed (as `to_tsvector` skips it)."""
+    session = await store.create_session(app_name="a", user_id="u")
+    long_word = "z" * 3000
+    text = " ".join([long_word, *(f"x{n:x}" for n in range(16_500))])
+    assert 95_000 < len(text) <= 100_000
+    (stored,) = await store.append_messages(session.id, [UserMessage(content=text)])
+    assert [h.message_id for h in await store.search(f"x{16_499:x}")] == [stored.id]
+    assert await store.search(long_word) == []
