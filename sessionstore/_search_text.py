@@ -1,11 +1,12 @@
 """Search text: what of a message is indexed, how a query is read, and how a snippet is cut.
 
-PostgreSQL indexes the text written with each message (`indexed_text`: the message's
+PostgreSQL indexes the words of each message (`indexed_text`: the message's
 `searchable_text` reduced to words, letters and digits, separated by single spaces), so
 its parser sees the words FTS5's tokenizer sees, and the database does no character work
 of its own (a `translate()` in PostgreSQL's index expression cost more than the indexing
-itself). SQLite stores no search text: its index reads the same fields from each payload
-with the database's JSON functions (migration 0010), and FTS5's tokenizer splits them.
+itself); the append writes their vector (`store/_search_vector.py`, migration 0012).
+SQLite stores no search text: its index reads the same fields from each payload with the
+database's JSON functions (migration 0010), and FTS5's tokenizer splits them.
 A query is read the same way: every word must appear (`query_terms`). A user's query is
 never passed to a full-text syntax, so no input is a syntax error. Snippets are cut here
 from `searchable_text`, not by the databases, so both backends show the same one.
