@@ -1,11 +1,12 @@
 """Search text: what of a message is indexed, how a query is read, and how a snippet is cut.
 
-PostgreSQL indexes the text written with each message (`indexed_text`: the message's
+PostgreSQL indexes the words of each message (`indexed_text`: the message's
 `searchable_text` reduced to words, letters and digits, separated by single spaces), so
 its parser sees the words FTS5's tokenizer sees, and the database does no character work
 of its own (a `translate()` in PostgreSQL's index expression cost more than the indexing
-itself). SQLite stores no search text: its index reads the same fields from each payload
-with the database's JSON functions (migration 0010), and FTS5's tokenizer splits them.
+itself); the append writes their vector (`store/_search_vector.py`, migration 0012).
+SQLite stores no search text: its index reads the same fields from each payload with the
+database's JSON functions (migration 0010), and FTS5's tokenizer splits them.
 A query is read the same way: every word must appear (`query_terms`). A user's query is
 never passed to a full-text syntax, so no input is a syntax error. Snippets are cut here
 from `searchable_text`, not by the databases, so both backends show the same one.
@@ -34,6 +35,7 @@ __all__ = [
     "MAX_SEARCH_TEXT",
     "MAX_TERMS",
     "SEPARATORS",
+    "index_words",
     "indexed_text",
     "query_terms",
     "searchable_text",
@@ -91,13 +93,17 @@ _ASCII_WORDS = bytes(c if chr(c).isalnum() else 0x20 for c in range(256))
 
 
 def indexed_text(message: Message) -> str:
-    """Return what the databases index for a message: its searchable text's words, spaced.
+    """Return what the databases index for a message: its searchable text's words, spaced."""
+    return index_words(searchable_text(message))
+
+
+def index_words(text: str) -> str:
+    """Return a searchable text's words, spaced (see `indexed_text`).
 
     The words `SEPARATORS` splits out, joined by single spaces. An ASCII text (the usual
     case) is split with a byte translation, several times faster than the pattern on a
     long text (the largest cost of PostgreSQL's append in Python), to the same result.
     """
-    text = searchable_text(message)
     if text.isascii():
         return b" ".join(text.encode("ascii").translate(_ASCII_WORDS).split()).decode("ascii")
     return SEPARATORS.sub(" ", text).strip()

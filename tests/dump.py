@@ -4,27 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Column, Table, select, text
+from sqlalchemy import select, text
 
 from sessionstore import SessionStore
 from sessionstore.store._tables import metadata
-
-
-def stored_columns(table: Table, dialect: str) -> list[Column[Any]]:
-    """The columns `table` has in a database of `dialect`.
-
-    SQLite stores no search text for raw messages (migration 0010): its full-text index
-    reads the payload through a view.
-    """
-    return [
-        column
-        for column in table.c
-        if not (
-            dialect == "sqlite"
-            and table.name == "sessionstore_messages"
-            and column.name == "search_text"
-        )
-    ]
 
 
 async def dump(store: SessionStore) -> dict[str, list[tuple[Any, ...]]]:
@@ -32,9 +15,7 @@ async def dump(store: SessionStore) -> dict[str, list[tuple[Any, ...]]]:
     tables: dict[str, list[tuple[Any, ...]]] = {}
     async with store.engine.connect() as db:
         for table in metadata.sorted_tables:
-            stmt = select(*stored_columns(table, db.dialect.name)).order_by(
-                *table.primary_key.columns
-            )
+            stmt = select(table).order_by(*table.primary_key.columns)
             rows = await db.execute(stmt)
             tables[table.name] = [tuple(row) for row in rows]
         version = await db.execute(text("SELECT * FROM sessionstore_alembic_version"))

@@ -15,7 +15,6 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, Table, insert, select
 
-from sessionstore._search_text import indexed_text
 from sessionstore._tokens import TokenCounter
 from sessionstore._turns import TurnAssigner, TurnMap
 from sessionstore.errors import ConflictError, InvalidBlockError, LoopNotFoundError
@@ -33,6 +32,7 @@ from sessionstore.store import _pg_append
 from sessionstore.store import _statements as sql
 from sessionstore.store._pg_append import LockHint
 from sessionstore.store._plain import insert_plain, is_citus, run_plain
+from sessionstore.store._search_vector import pg_messages, vector_expression
 from sessionstore.store._sessions import Locked, SessionKey, bound_time, loop_row
 from sessionstore.store._tables import stored_model, stored_models
 from sessionstore.store._usage import check_message_usage
@@ -166,7 +166,7 @@ _MESSAGE_INSERT_COLUMNS = (
     "app_name",
     "user_id",
 )
-"""The columns SQLite's insert writes (no `search_text` there: migration 0010)."""
+"""The columns SQLite's insert writes (PostgreSQL's adds the search vector, migration 0012)."""
 
 
 def loop_state(db: Connection, key: SessionKey, loop_id: int, version: int) -> LoopState:
@@ -237,15 +237,12 @@ def insert_messages(
                     (*row[:7], item.payload, *row[8:11], moment, *row[12:]),
                     strict=True,
                 ),
-                search_text=indexed_text(item.message),
+                search_vector=vector_expression(item.message),
             )
             for row, item in zip(rows, items, strict=True)
         ]
-        inserted = (
-            insert(sql.messages)
-            .values(values)
-            .returning(sql.messages.c.id, sql.messages.c.position)
-        )
+        table = pg_messages()
+        inserted = insert(table).values(values).returning(table.c.id, table.c.position)
         by_position = {position: message_id for message_id, position in db.execute(inserted)}
         ids = [by_position[row[2]] for row in rows]
         counters = {

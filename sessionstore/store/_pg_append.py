@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection
 
-from sessionstore._search_text import indexed_text
 from sessionstore._turns import TurnAssigner
 from sessionstore.models import StoredMessage, ToolResultMessage
 from sessionstore.store import _statements as sql
 from sessionstore.store._nul import escape, escape_json_text
+from sessionstore.store._search_vector import vector_values
 from sessionstore.store._sessions import Locked, SessionKey
 from sessionstore.store._usage import check_message_usage
 
@@ -82,6 +82,7 @@ def insert(
             call_ids.append(None)
             tool_names.append(None)
     open_ids = sorted(assigner.open_call_ids)
+    vectors_or_texts = [vector_values(item.message) for item in items]
     # The arrays bypass the column types, so encode NUL here as they would (_nul.py).
     params: dict[str, Any] = {
         "sid": escape(key.session_id),
@@ -98,7 +99,8 @@ def insert(
         "token_counts": [item.token_count for item in items],
         "hashes": [bytes.fromhex(item.digest) for item in items],  # 32 bytes (0011)
         "client_ids": [_or_none(item.message.client_id) for item in items],
-        "search_texts": [indexed_text(item.message) for item in items],
+        "vectors": [vector for vector, _ in vectors_or_texts],
+        "search_texts": [text for _, text in vectors_or_texts],
         "n": count,
         "tokens": sum(item.token_count for item in items),
         "turns": assigner.next_turn,

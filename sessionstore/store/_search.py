@@ -1,7 +1,8 @@
 """Units of work for full-text search: each database's own engine, ranked, within a tenant.
 
 SQLite matches through the FTS5 tables and ranks by bm25; PostgreSQL matches the GIN-indexed
-`search_vector` column and ranks by `ts_rank` (migration 0005 creates both). The engine is
+`search_vector` column and ranks by `ts_rank` (migration 0005 creates both; since 0012 the
+append writes the raw messages' vector, `_search_vector`). The engine is
 the dialect's own, so this is the one module besides `_engine` that branches on the
 dialect. Every query word must match; the words are taken from the user's query by
 `query_terms` and quoted (SQLite) or passed to `plainto_tsquery` (PostgreSQL), so no

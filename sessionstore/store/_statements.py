@@ -242,17 +242,18 @@ _PG_APPEND_CTES = """
 inserted AS (
     INSERT INTO sessionstore_messages (session_id, app_name, user_id, loop_id, position,
         turn_index, kind, tool_call_id, tool_name, payload, token_count, content_hash,
-        client_id, created_at, search_text)
+        client_id, created_at, search_vector)
     SELECT :sid, :app, :user, :lid, r.position, r.turn_index, r.kind, r.tool_call_id, r.tool_name,
         CAST(r.payload AS JSONB), r.token_count, r.content_hash, r.client_id, :created,
-        r.search_text
+        coalesce(CAST(r.vector AS TSVECTOR), to_tsvector('simple'::regconfig, r.search_text))
     FROM unnest(CAST(:positions AS INTEGER[]), CAST(:turn_indexes AS INTEGER[]),
         CAST(:kinds AS VARCHAR[]), CAST(:tool_call_ids AS VARCHAR[]),
         CAST(:tool_names AS VARCHAR[]), CAST(:payloads AS TEXT[]),
         CAST(:token_counts AS INTEGER[]), CAST(:hashes AS BYTEA[]),
-        CAST(:client_ids AS VARCHAR[]), CAST(:search_texts AS TEXT[]))
+        CAST(:client_ids AS VARCHAR[]), CAST(:vectors AS TEXT[]),
+        CAST(:search_texts AS TEXT[]))
         AS r(position, turn_index, kind, tool_call_id, tool_name, payload, token_count,
-             content_hash, client_id, search_text)
+             content_hash, client_id, vector, search_text)
     {go_where}
     RETURNING id, position, turn_index
 ), counted AS (

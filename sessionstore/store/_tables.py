@@ -224,10 +224,9 @@ messages = Table(
     Column("content_hash", HexDigest(), nullable=False),
     Column("client_id", NulSafeString(CLIENT_ID_MAX_LENGTH), nullable=True),
     _time("created_at"),
-    # PostgreSQL only: what full-text search indexes (`indexed_text`; NULL only in rows of
-    # older stores). SQLite derives it from the payload (the view
-    # `sessionstore_messages_search`, migration 0010).
-    Column("search_text", Text, nullable=True),
+    # No search text: SQLite derives it from the payload (the view
+    # `sessionstore_messages_search`, migration 0010); PostgreSQL's append writes the
+    # `search_vector` (migration 0012, see `_search_vector`).
     _keyed_pk(),
     # On SQLite `(loop_id, position)` alone (migration 0011): loop ids are unique there
     # and no shard needs the session's key in it.
@@ -410,14 +409,12 @@ def include_object(
 
     Migration 0005 creates them per dialect (FTS5 tables and their shadow tables on
     SQLite, a generated `tsvector` column and its GIN index on PostgreSQL), which one
-    dialect-neutral metadata cannot describe; so are the SQLite-only unique keys that
-    stand in for the keyed primary keys there (see `_keyed_pk`), the raw messages'
-    `search_text`, which only PostgreSQL stores (migration 0010), and SQLite's shorter
-    position key of the raw messages (migration 0011).
+    dialect-neutral metadata cannot describe (since 0012 PostgreSQL's `search_vector` of
+    the raw messages is a plain column the append writes); so are the SQLite-only unique
+    keys that stand in for the keyed primary keys there (see `_keyed_pk`), and SQLite's
+    shorter position key of the raw messages (migration 0011).
     """
     name = name or ""
-    if type_ == "column" and name == "search_text" and _table_name(obj) == _MESSAGES:
-        return False  # PostgreSQL only (migration 0010)
     if type_ == "table":
         return not (name.endswith("_fts") or "_fts_" in name)
     if type_ == "column":
@@ -441,14 +438,6 @@ def _sqlite_position(*constraints: object) -> bool:
         [column.name for column in getattr(c, "columns", ())] == ["loop_id", "position"]
         for c in constraints
     )
-
-
-_MESSAGES = "sessionstore_messages"
-
-
-def _table_name(obj: object) -> str | None:
-    table = getattr(obj, "table", None)
-    return getattr(table, "name", None)
 
 
 # ── row ↔ model ────────────────────────────────────────────────────────────────
