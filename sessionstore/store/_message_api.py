@@ -491,10 +491,7 @@ class MessageMethods(_Handle):
             return _payload_reads.chain_strings(db, key, path, last, known)
 
         # The newest few: a small read, run on the event loop when SQLite lets it start.
-        # No snapshot: the tenant lookup and the one statement that reads the loop's rows
-        # (and checks the session) each answer on their own.
-        small = last is not None and last <= INLINE_READ_MAX_MESSAGES
-        return await self._read(work, inline=small, snapshot=False)
+        return await self._read(work, inline=last is not None and last <= INLINE_READ_MAX_MESSAGES)
 
 
 def _decoded(stored: list[StoredMessage]) -> list[StoredMessage]:
