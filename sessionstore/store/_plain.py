@@ -92,11 +92,15 @@ def read_plain(db: Connection, statement: Any, params: Mapping[str, Any]) -> lis
     messages about as much as the driver's fetch: each value comes as asyncpg gives it
     (`timestamptz` an aware UTC datetime, `bytea` bytes, text still NUL-encoded, see
     `_nul.py`), so the caller must undo what the column types' result processors do. The
-    parameters go through their types' bind processors. Returns None on other drivers.
+    parameters go through their types' bind processors. Returns None on other drivers,
+    and on a PostgreSQL connection with cursor listeners (an application's tracing, the
+    tests' routing check), which then see the statement go through SQLAlchemy as usual.
     """
     if db.dialect.name == "sqlite":
         return run_plain(db, statement, params)
     if db.dialect.driver != "asyncpg":
+        return None
+    if db.dispatch.before_cursor_execute or db.dispatch.after_cursor_execute:
         return None
     _, sql, names, fixed, processors = _compiled(db, statement, params)
     values = []
