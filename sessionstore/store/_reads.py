@@ -554,9 +554,8 @@ def _rows(
 
     `decoded`: every message is decoded now (the caller uses them all), and on SQLite
     and asyncpg the rows come straight from the driver (`read_plain`: no SQLAlchemy row
-    processing);
-    otherwise each message is decoded when first used. `newest_first`: the statement
-    returns its rows newest first.
+    processing); otherwise each message is decoded when first used. `newest_first`: the
+    statement returns its rows newest first.
     """
     plain = read_plain(db, statement, params) if decoded else None
     rows: Sequence[Any] = db.execute(statement, params).all() if plain is None else plain
