@@ -29,13 +29,17 @@ def decoded_records(
     rows: Iterable[Sequence[Any]],
     session_id: str,
     parse_time: Callable[[Any], datetime] | None = None,
+    unescape: tuple[Callable[[str], str], Callable[[str], str]] | None = None,
 ) -> list[StoredMessage]:
     """Build stored messages from trusted columns, each message decoded now.
 
     Each row is `(id, loop_id, position, turn_index, token_count, content_hash,
     client_id, created_at, payload)`; `parse_time` turns a stored time into a datetime
     when the rows come straight from a driver (a time repeated from the row before, as
-    a batch of messages appended together has, is parsed once). Each record's state is
+    a batch of messages appended together has, is parsed once); `unescape`, when the
+    rows come straight from a driver whose strings are stored encoded (PostgreSQL's NUL
+    encoding), is the pair of functions that decode the payload's JSON text and a
+    string (the client id). Each record's state is
     set as `StoredMessage._of` sets it, in one loop: a decoded read builds thousands, and
     the calls per record (one builder calling the next) were about a tenth of it. Each
     message is decoded as `stored_message` decodes it.
@@ -46,6 +50,10 @@ def decoded_records(
     stored_at: Any = None
     at = None
     for message_id, loop_id, position, turn, tokens, digest, client_id, when, text in rows:
+        if unescape is not None:
+            text = unescape[0](text)
+            if client_id is not None:
+                client_id = unescape[1](client_id)
         try:
             message = validate(text)
         except ValidationError:

@@ -61,8 +61,10 @@ class _Handle:
         """The key of the session a call names (see `_sessions.session_key`)."""
         return session_key(db, self._tenant, session_id)
 
-    async def _read(self, work: Callable[[Connection], _T], *, inline: bool = False) -> _T:
-        return await self._runner.run(work, inline=inline)
+    async def _read(
+        self, work: Callable[[Connection], _T], *, inline: bool = False, snapshot: bool = True
+    ) -> _T:
+        return await self._runner.run(work, inline=inline, snapshot=snapshot)
 
     async def _write(self, work: Callable[[Connection], _T], *, inline: bool = False) -> _T:
         return await self._runner.run(work, write=True, inline=inline)

@@ -322,7 +322,10 @@ class MessageMethods(_Handle):
                 return _reads.loop_messages(db, key, loop_id, last, decoded=True)
 
         # The newest few: a small read, run on the event loop when SQLite lets it start.
-        return await self._read(work, inline=last is not None and last <= INLINE_READ_MAX_MESSAGES)
+        # No snapshot: the tenant lookup and the one statement that reads the loop's rows
+        # (and checks the session) each answer on their own.
+        small = last is not None and last <= INLINE_READ_MAX_MESSAGES
+        return await self._read(work, inline=small, snapshot=False)
 
     async def get_turns(
         self, session_id: str, loop_id: int, turns: TurnRange

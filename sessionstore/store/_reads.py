@@ -43,7 +43,7 @@ from sessionstore.store._blocks import (
     load_blocks,
     newest_digest,
 )
-from sessionstore.store._plain import run_plain
+from sessionstore.store._plain import read_plain
 from sessionstore.store._sessions import SessionKey, chain, resolve_loop, visible_session
 from sessionstore.store._tables import (
     block_model,
@@ -553,16 +553,17 @@ def _rows(
     """Run a statement of the message columns and build its records, oldest first.
 
     `decoded`: every message is decoded now (the caller uses them all), and on SQLite
-    the rows come straight from the driver (`run_plain`: no SQLAlchemy row processing);
-    otherwise each message is decoded when first used. `newest_first`: the statement
-    returns its rows newest first.
+    and asyncpg the rows come straight from the driver (`read_plain`: no SQLAlchemy row
+    processing); otherwise each message is decoded when first used. `newest_first`: the
+    statement returns its rows newest first.
     """
-    plain = run_plain(db, statement, params) if decoded else None
+    plain = read_plain(db, statement, params) if decoded else None
     rows: Sequence[Any] = db.execute(statement, params).all() if plain is None else plain
     if newest_first:
         rows = rows[::-1]
     if decoded:
-        return decoded_models(rows, key.session_id, plain=plain is not None)
+        driver = None if plain is None else db.dialect.name
+        return decoded_models(rows, key.session_id, plain=driver)
     return stored_models(rows, key.session_id)
 
 

@@ -66,7 +66,7 @@ from sessionstore.models._batch import decoded_records
 from sessionstore.models._limits import STORED
 from sessionstore.models._stored_json import shared_validator
 from sessionstore.store._hex_digest import HexDigest
-from sessionstore.store._nul import NulSafeString
+from sessionstore.store._nul import NulSafeString, unescape, unescape_json_text
 from sessionstore.store._types import Id, JSONPayload, SessionId, UTCDateTime, sqlite_utc
 
 __all__ = [
@@ -487,14 +487,20 @@ def stored_models(rows: Iterable[Sequence[Any]], session_id: str) -> list[Stored
 
 
 def decoded_models(
-    rows: Iterable[Sequence[Any]], session_id: str, *, plain: bool = False
+    rows: Iterable[Sequence[Any]], session_id: str, *, plain: str | None = None
 ) -> list[StoredMessage]:
     """Build the `StoredMessage`s of many rows with their messages decoded now.
 
-    For a read whose caller uses every message. `plain`: the rows come straight from the
-    SQLite driver (`run_plain`), so the time is the stored text, parsed here.
+    For a read whose caller uses every message. `plain`: the dialect whose driver gave
+    the rows straight (`read_plain`), so what the column types would do on the way out is
+    done here: on SQLite the time is the stored text, parsed; on PostgreSQL the strings
+    are NUL-encoded (`_nul.py`).
     """
-    return decoded_records(rows, session_id, sqlite_utc if plain else None)  # type: ignore[arg-type]  # a stored time is never NULL
+    if plain == "sqlite":
+        return decoded_records(rows, session_id, sqlite_utc)  # type: ignore[arg-type]  # a stored time is never NULL
+    if plain == "postgresql":
+        return decoded_records(rows, session_id, unescape=(unescape_json_text, unescape))
+    return decoded_records(rows, session_id)
 
 
 def replacement_model(row: Any) -> ReplacementMessage:

@@ -28,7 +28,7 @@ from sessionstore import (
     make_engine,
 )
 from sessionstore.models import content_hash, message_payload
-from sessionstore.store import _nul
+from sessionstore.store import _nul, _plain, _statements
 
 ESC = _nul.ESCAPE
 ODD = [
@@ -165,3 +165,38 @@ async def test_ids_with_nul_work_on_every_backend(store: SessionStore) -> None:
     assert (await store.verify()).is_ok
     await tenant.delete_session("s\x00id")
     assert (await store.list_sessions()).items == []
+
+
+async def test_reads_straight_from_the_driver_decode_as_sqlalchemy_does(db_url: str) -> None:
+    """`read_plain` rows (no result processing) give what SQLAlchemy's processed rows give.
+
+    A store of its own: the `store` fixture's routing recorder listens to the cursor, which
+    sends PostgreSQL reads through SQLAlchemy (see `read_plain`).
+    """
+    tenant_app, tenant_user = f"app{ESC}1\x00", f"u\x00{ESC}"
+    async with SessionStore.from_url(db_url) as store:
+        tenant = store.for_tenant(tenant_app, tenant_user)
+        session = await tenant.create_session(session_id=f"s\x00{ESC}0")
+        written = []
+        for n, odd in enumerate(ODD):
+            messages = _messages(odd)
+            messages[0] = UserMessage(content=f"go {odd}", client_id=f"c{n}{odd}")
+            messages[3] = CustomMessage(custom_type="f", data={"f": [-0.0, 1e300, 2.5e-8, odd]})
+            written += await tenant.append_messages(session.id, messages)
+
+        def plain_rows(db: Any) -> Any:
+            statement = _statements.select_loop_messages(True, False)
+            params = {"sid": session.id, "app": tenant_app, "user": tenant_user, "n": None}
+            return _plain.read_plain(db, statement, params)
+
+        # The fast path is taken on both backends (SQLite's driver, asyncpg).
+        assert len(await store._runner.run(plain_rows)) == len(written)
+        dumps = [m.model_dump() for m in written]
+        by_id = await tenant.get_messages_by_id(session.id, [m.id for m in written])
+        assert [m.model_dump() for m in by_id] == dumps
+        assert [m.model_dump() for m in await tenant.get_messages(session.id)] == dumps
+        newest = await tenant.get_messages(session.id, last=5)
+        assert [m.model_dump() for m in newest] == dumps[-5:]
+        assert [m.model_dump() for m in await tenant.get_history(session.id)] == dumps
+        chunks = [m async for chunk in tenant.iter_history(session.id, chunk_size=7) for m in chunk]
+        assert [m.model_dump() for m in chunks] == dumps

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from sessionstore import (
     CompactionConfig,
@@ -40,6 +41,42 @@ async def test_get_messages_reads_the_loop_and_its_newest(store: SessionStore) -
     loop_id = written[0].loop_id
     _same(await store.get_messages(sid, loop_id, last=2), written[-2:])
     _same(await store.get_messages(sid, loop_id), written)
+
+
+async def test_get_messages_on_postgresql_sends_no_begin(store: SessionStore) -> None:
+    """Its statements each answer on their own: no `BEGIN` and `COMMIT` round trips."""
+    if store.engine.dialect.name != "postgresql":
+        pytest.skip("a PostgreSQL transaction block")
+    sid = await new_session(store)
+    written = await store.append_messages(sid, conversation(turns=3))
+    sent: list[str] = []
+    logged: dict[int, Any] = {}
+
+    def log(record: Any) -> None:
+        sent.append(record.query.split()[0].upper())
+
+    def listen(dbapi_connection: Any, *_: Any) -> None:
+        # asyncpg's own log of the plain queries it sends (BEGIN, COMMIT).
+        driver = dbapi_connection.driver_connection
+        if id(driver) not in logged:
+            logged[id(driver)] = driver
+            driver.add_query_logger(log)
+
+    event.listen(store.engine.sync_engine.pool, "checkout", listen)
+    try:
+        _same(await store.get_messages(sid), written)
+        _same(await store.get_messages(sid, last=2), written[-2:])
+        with pytest.raises(SessionNotFoundError):
+            await store.get_messages("no-such-session")
+        assert logged  # the logger listened to the connections the reads used
+        assert "BEGIN" not in sent
+        assert "COMMIT" not in sent
+        _same(await store.get_history(sid), written)  # a read of several statements
+        assert sent.count("BEGIN") == 1
+    finally:
+        event.remove(store.engine.sync_engine.pool, "checkout", listen)
+        for driver in logged.values():
+            driver.remove_query_logger(log)
 
 
 async def test_get_messages_of_an_empty_or_unknown_loop(store: SessionStore) -> None:
