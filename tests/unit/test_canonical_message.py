@@ -7,7 +7,6 @@ block, string and JSON value.
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 import pytest
@@ -16,92 +15,16 @@ from hypothesis import strategies as st
 from pydantic import field_serializer
 
 from sessionstore import (
-    AssistantMessage,
-    BashExecutionMessage,
-    BranchSummaryMessage,
-    CompactionSummaryMessage,
-    CustomMessage,
-    ImageContent,
     Message,
-    SystemMessage,
     TextContent,
-    ThinkingContent,
-    ToolCall,
-    ToolResultMessage,
-    Usage,
     UserMessage,
 )
 from sessionstore.models import canonical_message, canonical_payload, message_payload
-
-# Control characters, quotes, backslashes, line separators and non-ASCII: every escape.
-texts = st.text(
-    st.characters(exclude_categories=["Cs"]) | st.sampled_from('"\\/\x00\x1f\x7f\u2028é'),
-    max_size=40,
-)
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**70), 2**70)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | texts,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3),
-    max_leaves=8,
-)
-counts = st.integers(0, 2**40)
-images = st.one_of(
-    st.builds(
-        ImageContent, data=st.binary(max_size=12).map(lambda b: base64.b64encode(b).decode())
-    ),
-    st.builds(ImageContent, url=texts, mime_type=st.none() | texts, detail=st.none() | texts),
-)
-blocks = st.one_of(
-    st.builds(TextContent, text=texts),
-    st.builds(ThinkingContent, thinking=texts, signature=st.none() | texts, redacted=st.booleans()),
-    st.builds(ToolCall, id=texts.filter(bool), name=texts.filter(bool), arguments=texts),
-    images,
-)
-usages = st.builds(
-    Usage,
-    input_tokens=counts,
-    output_tokens=counts,
-    cache_read_tokens=counts,
-    reasoning_tokens=st.sampled_from([0, 0, 7]),
-)
-messages = st.one_of(
-    st.builds(
-        UserMessage,
-        content=st.lists(st.builds(TextContent, text=texts) | images, max_size=3),
-        name=st.none() | texts,
-    ),
-    st.builds(
-        AssistantMessage,
-        content=st.lists(blocks, max_size=4),
-        model=st.none() | texts,
-        stop_reason=st.none() | texts,
-        usage=st.none() | usages,
-    ),
-    st.builds(
-        ToolResultMessage,
-        tool_call_id=texts.filter(bool),
-        tool_name=texts,
-        content=texts,
-        is_error=st.booleans(),
-    ),
-    st.builds(
-        BashExecutionMessage,
-        command=texts,
-        output=texts,
-        exit_code=st.none() | st.integers(-(2**70), 2**70),
-    ),
-    st.builds(CustomMessage, custom_type=texts.filter(bool), data=json_values),
-    st.builds(BranchSummaryMessage, summary=texts, from_loop_id=st.none() | st.integers(0)),
-    st.builds(CompactionSummaryMessage, summary=texts, tokens_before=st.none() | st.integers(0)),
-    st.builds(SystemMessage, content=st.lists(st.builds(TextContent, text=texts), max_size=2)),
-)
+from tests.unit._every_message import extras, messages, texts
 
 
 @settings(max_examples=400, derandomize=True)
-@given(messages, st.none() | st.dictionaries(texts, json_values, max_size=3), st.none() | texts)
+@given(messages, st.none() | extras, st.none() | texts)
 def test_the_canonical_bytes_are_the_dumps(
     message: Message, extra: dict[str, Any] | None, client_id: str | None
 ) -> None:

@@ -10,19 +10,13 @@ from typing import Any
 
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from sessionstore import (
     AssistantMessage,
-    BashExecutionMessage,
-    BranchSummaryMessage,
-    CompactionSummaryMessage,
     CustomMessage,
     ImageContent,
     Message,
-    SystemMessage,
     TextContent,
-    ThinkingContent,
     ToolCall,
     ToolResultMessage,
     Usage,
@@ -32,76 +26,7 @@ from sessionstore.models import MESSAGE_ADAPTER, message_payload
 from sessionstore.models._batch import _PROMOTE_AT, paused_gc
 from sessionstore.models._limits import STORED
 from sessionstore.models._stored_json import STORED_VALIDATOR, decode_stored
-
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**53), 2**53)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
-    max_leaves=8,
-)
-texts = st.text(max_size=80)
-names = st.text(min_size=1, max_size=40)
-counts = st.integers(0, 2**40)
-images = st.one_of(
-    st.builds(ImageContent, url=texts, mime_type=st.none() | texts, detail=st.none() | texts),
-    st.builds(ImageContent, data=st.sampled_from(["", "aGk=", "aGVsbG8="]), mime_type=texts),
-)
-user_blocks = st.lists(st.one_of(st.builds(TextContent, text=texts), images), max_size=3)
-assistant_blocks = st.lists(
-    st.one_of(
-        st.builds(TextContent, text=texts),
-        st.builds(
-            ThinkingContent, thinking=texts, signature=st.none() | texts, redacted=st.booleans()
-        ),
-        st.builds(ToolCall, id=names, name=names, arguments=texts),
-        images,
-    ),
-    max_size=4,
-)
-usages = st.builds(
-    Usage,
-    input_tokens=counts,
-    output_tokens=counts,
-    cache_read_tokens=counts,
-    cache_write_tokens=counts,
-    reasoning_tokens=counts,
-)
-extras = st.dictionaries(st.text(max_size=10), json_values, max_size=2)
-messages = st.one_of(
-    st.builds(UserMessage, content=user_blocks, name=st.none() | texts, extra=extras),
-    st.builds(
-        AssistantMessage,
-        content=assistant_blocks,
-        name=st.none() | texts,
-        model=st.none() | texts,
-        stop_reason=st.none() | texts,
-        usage=st.none() | usages,
-        extra=extras,
-    ),
-    st.builds(
-        ToolResultMessage,
-        tool_call_id=names,
-        tool_name=texts,
-        content=user_blocks,
-        is_error=st.booleans(),
-        extra=extras,
-    ),
-    st.builds(
-        BashExecutionMessage,
-        command=texts,
-        output=texts,
-        exit_code=st.none() | st.integers(-255, 255),
-        cancelled=st.booleans(),
-        truncated=st.booleans(),
-    ),
-    st.builds(CustomMessage, custom_type=names, data=json_values, display=st.booleans()),
-    st.builds(BranchSummaryMessage, summary=texts, from_loop_id=st.none() | counts),
-    st.builds(CompactionSummaryMessage, summary=texts, tokens_before=st.none() | counts),
-    st.builds(SystemMessage, content=st.lists(st.builds(TextContent, text=texts), max_size=2)),
-)
+from tests.unit._every_message import messages
 
 
 def _state(model: Any) -> Any:
