@@ -147,7 +147,7 @@ class NulSafeJSON(TypeDecorator[Any]):
             text = serialize(value)
             if not isinstance(text, str):
                 return text
-            return escape_json_text(value, text, serialize)
+            return escape_json_text(text, lambda: value, serialize)
 
         return process
 
@@ -213,22 +213,27 @@ def _compact_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def escape_json_text(value: Any, text: str, serialize: Callable[[Any], str] = _compact_json) -> str:
-    """Return JSON text for `value` that PostgreSQL's jsonb can hold and give back exactly.
+def escape_json_text(
+    text: str, value_of: Callable[[], Any], serialize: Callable[[Any], str] = _compact_json
+) -> str:
+    """Return JSON text that PostgreSQL's jsonb can hold and give back exactly for `text`.
 
-    `text` is `value` already serialised; it is returned as it is unless it holds a NUL,
+    `text` is a value already serialised; it is returned as it is unless it holds a NUL,
     the escape character, a positive exponent or `-0.0` (the scans of the text are the
-    cheap test). Then `value`'s strings are encoded and serialised again with `serialize`
-    (the rare walk), and, if it holds a float `jsonb` would alter, written by `_jsonb_text`.
+    cheap test). Only then is the value asked for (`value_of()`: the append's payload dict
+    is built for these rare texts alone), its strings encoded and serialised again with
+    `serialize` (the rare walk), and, if it holds a float `jsonb` would alter, written by
+    `_jsonb_text`.
     """
     if any(marker in text for marker in _FLOAT_MARKERS):
         floats: list[str] = []
+        value = value_of()
         tree = _escape_floats(value, floats)
         if floats:
             return _jsonb_text(tree, floats)
         return serialize(tree) if tree is not value else text
     if any(marker in text for marker in _JSON_MARKERS):
-        return serialize(escape_tree(value))
+        return serialize(escape_tree(value_of()))
     return text
 
 

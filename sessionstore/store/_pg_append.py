@@ -15,12 +15,13 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection
 
 from sessionstore._turns import TurnAssigner
-from sessionstore.models import StoredMessage, ToolResultMessage
+from sessionstore.models import StoredMessage, ToolResultMessage, message_payload
 from sessionstore.store import _statements as sql
 from sessionstore.store._nul import escape, escape_json_text
 from sessionstore.store._search_vector import vector_values
@@ -95,7 +96,9 @@ def insert(
         "kinds": kinds,
         "tool_call_ids": call_ids,
         "tool_names": tool_names,
-        "payloads": [escape_json_text(item.payload, item.text) for item in items],
+        "payloads": [
+            escape_json_text(item.text, partial(message_payload, item.message)) for item in items
+        ],
         "token_counts": [item.token_count for item in items],
         "hashes": [bytes.fromhex(item.digest) for item in items],  # 32 bytes (0011)
         "client_ids": [_or_none(item.message.client_id) for item in items],
@@ -104,7 +107,7 @@ def insert(
         "n": count,
         "tokens": sum(item.token_count for item in items),
         "turns": assigner.next_turn,
-        "open_ids": escape_json_text(open_ids, json.dumps(open_ids)),
+        "open_ids": escape_json_text(json.dumps(open_ids), lambda: open_ids),
     }
     locked: Locked | None = None
     if lock is None:
