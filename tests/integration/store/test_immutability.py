@@ -5,6 +5,7 @@ Deleting a whole session stays possible (issue 10, defect 9).
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 import pytest
@@ -104,6 +105,54 @@ async def test_database_refuses_rewriting_a_message_by_replace_or_delete_and_ins
             f"VALUES ({target.id}, {values})",
         )
     await _refused(db_url, f"DELETE FROM sessionstore_messages WHERE id = {target.id}")
+    assert await store.get_messages(session_id) == stored
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        pytest.param({"session_id": "other"}, id="another-session-id"),
+        pytest.param({"app_name": "other-app", "user_id": "other-user"}, id="another-tenant"),
+    ],
+)
+async def test_sqlite_refuses_replacing_a_message_by_its_loop_and_position_under_another_key(
+    store: SessionStore, db_url: str, key: dict[str, str]
+) -> None:
+    """SQLite's position key is `(loop_id, position)` (0011): a REPLACE by it under another
+    session key is refused too, on a connection that does not enforce foreign keys
+    (the stdlib driver's default), where nothing else would stop it (migration 0013)."""
+    if store.engine.dialect.name != "sqlite":
+        pytest.skip("INSERT OR REPLACE is SQLite's")
+    session_id = await new_session(store)
+    stored = await store.append_messages(session_id, conversation(2))
+    target = stored[1]
+    session = await store.get_session(session_id)
+    row = {
+        "session_id": session_id,
+        "app_name": session.app_name,
+        "user_id": session.user_id,
+        "loop_id": target.loop_id,
+        "position": target.position,
+        "turn_index": target.turn_index,
+        "kind": "user",
+        "payload": '{"kind":"user","content":"forged"}',
+        "token_count": 1,
+        "content_hash": b"x" * 32,
+        "created_at": "2026-01-01 00:00:00",
+        **key,
+    }
+    path = db_url.split("///", 1)[1]
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        assert conn.execute("PRAGMA foreign_keys").fetchone() == (0,)
+        marks = ", ".join("?" * len(row))
+        with pytest.raises(sqlite3.IntegrityError, match="immutable"):
+            conn.execute(
+                f"INSERT OR REPLACE INTO sessionstore_messages ({', '.join(row)}) VALUES ({marks})",
+                list(row.values()),
+            )
+    finally:
+        conn.close()
     assert await store.get_messages(session_id) == stored
 
 
