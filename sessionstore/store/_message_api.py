@@ -74,7 +74,7 @@ class MessageMethods(_Handle):
             check_id(loop_id, "loop_id")
         check_id(expected_version, "expected_version")
         with paused_gc():  # a batch's models and rows all survive the call (see paused_gc)
-            batch = [_messages.prepare(_messages.validated(m), self._counter) for m in messages]
+            batch = _messages.prepare_all(messages, self._counter)
         if not batch:
             return []
         moment = now()
@@ -100,8 +100,7 @@ class MessageMethods(_Handle):
                 return write(db)
 
         def write(db: Connection) -> list[StoredMessage]:
-            key = self._key(db, session_id)
-            locked = _sessions.lock(db, key, moment)
+            key, locked = self._lock(db, session_id, moment)
             keys.append(key)
             known = _messages.known_client_ids(db, key, batch)
             # Write each message once: skip stored client ids and in-batch repeats.
@@ -158,6 +157,26 @@ class MessageMethods(_Handle):
         # later version written by someone else.
         self._remember_append(session_id, keys[-1], after[-1])
         return stored
+
+    def _lock(
+        self, db: Connection, session_id: str, moment: datetime
+    ) -> tuple[_sessions.SessionKey, _sessions.Locked]:
+        """Find the session's key and lock it (bump its version) for an append.
+
+        On SQLite the unscoped store does both in one statement when it appended to the
+        session before (its key is cached): see `_messages.lock_known`.
+        """
+        if self._tenant is None and db.dialect.name == "sqlite":
+            last = cast(
+                "tuple[_sessions.SessionKey, _messages.LoopState] | None",
+                self._runner.last_appends.get(session_id),
+            )
+            if last is not None:
+                locked = _messages.lock_known(db, last[0], moment)
+                if locked is not None:
+                    return last[0], locked
+        key = self._key(db, session_id)
+        return key, _sessions.lock(db, key, moment)
 
     async def _append_alone(
         self,

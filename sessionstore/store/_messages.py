@@ -27,7 +27,7 @@ from sessionstore.models import (
     canonical_message,
     message_payload,
 )
-from sessionstore.models._limits import check_count
+from sessionstore.models._limits import MAX_INT, check_count
 from sessionstore.store import _pg_append
 from sessionstore.store import _statements as sql
 from sessionstore.store._pg_append import LockHint
@@ -46,7 +46,9 @@ __all__ = [
     "insert_returning_ids",
     "known_client_ids",
     "lock_and_insert",
+    "lock_known",
     "prepare",
+    "prepare_all",
     "turn_map",
     "turns",
     "validated",
@@ -109,6 +111,33 @@ def prepare(message: Message, counter: TokenCounter) -> Prepared:
     return Prepared(message, canonical.decode(), digest, tokens)
 
 
+def prepare_all(messages: Iterable[Any], counter: TokenCounter) -> list[Prepared]:
+    """`prepare(validated(message), counter)` for each message, in one loop.
+
+    A batch's messages are prepared in one pass with the callables looked up once: the
+    calls and look-ups of two functions a message cost about a tenth of what preparing a
+    short one does. The token count is checked by `check_count` only when it is not a
+    32-bit count already.
+    """
+    adapter = MESSAGE_ADAPTER.validate_python
+    canonical_of = canonical_message
+    sha256 = hashlib.sha256
+    count = counter.count_message
+    most = MAX_INT
+    out: list[Prepared] = []
+    for message in messages:
+        if isinstance(message, Mapping):
+            message = adapter(message)
+        elif not hasattr(message, "kind") or not hasattr(message, "client_id"):
+            raise TypeError(f"not a message: {type(message).__name__}")
+        canonical = canonical_of(message)
+        tokens = count(message)
+        if type(tokens) is not int or not 0 <= tokens <= most:
+            check_count(tokens, "token_count")  # what the token counter returned
+        out.append(Prepared(message, canonical.decode(), sha256(canonical).hexdigest(), tokens))
+    return out
+
+
 def insert_returning_ids(
     db: Connection, table: Table, rows: Sequence[Mapping[str, Any]]
 ) -> list[int]:
@@ -118,6 +147,22 @@ def insert_returning_ids(
         one = sql.insert_returning_id(table, False)
         return [db.execute(one, row).scalar_one() for row in rows]
     return list(db.execute(sql.insert_returning_id(table, True), list(rows)).scalars())
+
+
+def lock_known(db: Connection, key: SessionKey, moment: datetime) -> Locked | None:
+    """SQLite: lock the session under a key the unscoped store found before, if still its.
+
+    One statement for the look-up of the session's tenant and the version bump (see
+    `LOCK_ONLY_SESSION`). None when no row was locked (the session is gone, or another
+    tenant now has a session of that id): nothing was written, and the caller looks the
+    key up and locks as usual, which raises what it should.
+    """
+    params = {"now": bound_time(db, moment), **key.params}
+    rows = run_plain(db, sql.LOCK_ONLY_SESSION, params)
+    if not rows:
+        return None
+    version, active_loop_id, loop_count = rows[0]
+    return Locked(version, active_loop_id, loop_count)
 
 
 def known_client_ids(
@@ -205,28 +250,32 @@ def insert_messages(
     # Bind-ready values, in _MESSAGE_INSERT_COLUMNS order; `created_at` is one value for
     # the whole batch, so its type's bind processing runs once, not once a row.
     created = bound_time(db, moment)
+    session_id, app_name, user_id = key.session_id, key.app_name, key.user_id
+    assign, fromhex, tool_result = assigner.assign, bytes.fromhex, ToolResultMessage
     rows: list[tuple[Any, ...]] = []
-    for offset, item in enumerate(items):
+    position = start
+    for item in items:
         message = item.message
-        is_tool = isinstance(message, ToolResultMessage)
+        is_tool = isinstance(message, tool_result)
         rows.append(
             (
-                key.session_id,
+                session_id,
                 loop_id,
-                start + offset,
-                assigner.assign(message),
+                position,
+                assign(message),
                 message.kind,
                 message.tool_call_id if is_tool else None,  # type: ignore[union-attr]  # is_tool narrows it
                 message.tool_name if is_tool else None,  # type: ignore[union-attr]  # is_tool narrows it
                 item.text,
                 item.token_count,
-                bytes.fromhex(item.digest),  # the digest's 32 bytes (migration 0011)
+                fromhex(item.digest),  # the digest's 32 bytes (migration 0011)
                 message.client_id,
                 created,
-                key.app_name,
-                key.user_id,
+                app_name,
+                user_id,
             )
         )
+        position += 1
     open_ids = sorted(assigner.open_call_ids)
     ids = insert_plain(db, sql.messages, _MESSAGE_INSERT_COLUMNS, rows)
     if ids is None:  # Citus: two statements, each routed to the session's node
@@ -268,7 +317,7 @@ def insert_messages(
     stored = [
         build(
             message_id,
-            key.session_id,
+            session_id,
             loop_id,
             row[2],
             row[3],

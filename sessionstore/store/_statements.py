@@ -23,10 +23,12 @@ from sqlalchemy import (
     Text,
     bindparam,
     cast,
+    exists,
     func,
     insert,
     literal,
     literal_column,
+    or_,
     select,
     text,
     type_coerce,
@@ -128,6 +130,7 @@ def _lazy(build: Callable[[], _T]) -> Callable[[], _T]:
 if TYPE_CHECKING:
     # What `__getattr__` builds, for the type checker (which then flags a misspelt name).
     LOCK_SESSION: Any
+    LOCK_ONLY_SESSION: Any
     SELECT_SESSION: Any
     SELECT_SESSION_TENANTS: Any
     SELECT_LOOP: Any
@@ -164,6 +167,23 @@ def _lock_session() -> Any:
         .where(*SESSION_WHERE)
         .values(version=sessions.c.version + 1, updated_at=bindparam("now"))
         .returning(sessions.c.version, sessions.c.active_loop_id, sessions.c.loop_count)
+    )
+
+
+@_lazy
+def _lock_only_session() -> Any:
+    """`LOCK_SESSION`, only if no other tenant has a session of the same id.
+
+    For the unscoped store, which names a session by its id alone: one statement where
+    the tenant look-up (`SELECT_SESSION_TENANTS`) and the lock were two. A row back means
+    what the look-up would have found, one session of that id, with this key.
+    """
+    other = sessions.alias("other")
+    return _lock_session().where(
+        ~exists().where(
+            other.c.id == bindparam("sid"),
+            or_(other.c.app_name != bindparam("app"), other.c.user_id != bindparam("user")),
+        )
     )
 
 

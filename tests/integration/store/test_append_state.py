@@ -7,6 +7,8 @@ every way another writer can, and check the append still lands where it belongs.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from sessionstore import (
@@ -155,3 +157,29 @@ async def test_an_expected_version_another_store_moved_past_writes_nothing(
     assert (await store.get_session(sid)).version == version + 1
     [stored] = await store.append_messages(sid, [UserMessage(content="three")])
     assert stored.position == 2
+
+
+async def test_the_unscoped_store_looks_a_session_up_and_locks_it_in_one_statement(
+    store: SessionStore,
+) -> None:
+    """SQLite: after its first append to a session the unscoped store locks it by the key
+    it found, in one statement that also checks no other tenant took the id (the cases
+    where it did, or the session went, are the tests above)."""
+    if store.engine.dialect.name != "sqlite":
+        pytest.skip("the inline SQLite connection's statements")
+    sid = await _session(store)
+    await store.append_messages(sid, [UserMessage(content="one")])
+    inline = store._runner._inline
+    assert inline is not None  # the append ran on it
+    raw: Any = inline.connection.driver_connection
+    seen: list[str] = []
+    raw.set_trace_callback(seen.append)
+    try:
+        await store.append_messages(sid, [UserMessage(content="two")])
+    finally:
+        raw.set_trace_callback(None)
+    sessions = [s for s in seen if "sessionstore_sessions" in s]
+    assert len(sessions) == 1, seen
+    assert sessions[0].startswith("UPDATE sessionstore_sessions")
+    assert "NOT (EXISTS" in sessions[0]
+    assert _texts(await store.get_history(sid)) == ["one", "two"]
