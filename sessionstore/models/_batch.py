@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Final
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from sessionstore.models._records import _ALL_FIELDS, StoredMessage, _LazyRecord
 from sessionstore.models._stored_json import decode_stored, shared_validator
@@ -22,7 +22,14 @@ from sessionstore.models._stored_json import decode_stored, shared_validator
 __all__ = ["decode_all", "decoded_records", "paused_gc"]
 
 _new = object.__new__
-_set = object.__setattr__
+_SLOTS = vars(BaseModel)
+# A model's instance state, set through its slots' own descriptors: one C call each,
+# without `object.__setattr__`'s lookup of the name (a read builds thousands of records).
+_set_dict = _SLOTS["__dict__"].__set__
+_set_fields_set = _SLOTS["__pydantic_fields_set__"].__set__
+_set_extra = _SLOTS["__pydantic_extra__"].__set__
+_set_private = _SLOTS["__pydantic_private__"].__set__
+_SETTERS: Final = (_set_dict, _set_fields_set, _set_extra, _set_private)
 
 
 def decoded_records(
@@ -45,8 +52,10 @@ def decoded_records(
     message is decoded as `stored_message` decodes it.
     """
     validate = shared_validator().validate_json
-    cls, fields, new, put = StoredMessage, _ALL_FIELDS, _new, _set
-    records = []
+    cls, fields, new = StoredMessage, _ALL_FIELDS, _new
+    set_dict, set_fields, set_extra, set_private = _SETTERS
+    records: list[StoredMessage] = []
+    append = records.append
     stored_at: Any = None
     at = None
     for message_id, loop_id, position, turn, tokens, digest, client_id, when, text in rows:
@@ -67,9 +76,8 @@ def decoded_records(
         elif when != stored_at:
             stored_at, at = when, parse_time(when)
         stored = new(cls)
-        put(
+        set_dict(
             stored,
-            "__dict__",
             {
                 "id": message_id,
                 "session_id": session_id,
@@ -83,10 +91,10 @@ def decoded_records(
                 "message": message,
             },
         )
-        put(stored, "__pydantic_fields_set__", fields)
-        put(stored, "__pydantic_extra__", None)
-        put(stored, "__pydantic_private__", None)
-        records.append(stored)
+        set_fields(stored, fields)
+        set_extra(stored, None)
+        set_private(stored, None)
+        append(stored)
     return records
 
 

@@ -23,7 +23,7 @@ from sessionstore.store._engine import INLINE_READ_MAX_MESSAGES, INLINE_WRITE_MA
 from sessionstore.store._handle import Rollback, _Handle
 from sessionstore.store._pg_append import LockHint
 from sessionstore.store._plain import is_citus
-from sessionstore.store._sessions import now
+from sessionstore.store._sessions import check_session_id, now
 
 __all__ = ["MessageMethods"]
 
@@ -335,14 +335,23 @@ class MessageMethods(_Handle):
         check_id(loop_id, "loop_id")
         check_big_count(last, "last")
 
+        unscoped = self._tenant is None
+
         def work(db: Connection) -> list[StoredMessage]:
-            key = self._key(db, session_id)
             with paused_gc():  # every record and message survives the call (see paused_gc)
+                if unscoped:
+                    check_session_id(session_id)  # as the tenant lookup checks it
+                    # No tenant lookup first: one statement, when the id is one tenant's.
+                    found = _reads.loop_messages_by_id(db, session_id, loop_id, last)
+                    if found is not None:
+                        return found
+                key = self._key(db, session_id)
                 return _reads.loop_messages(db, key, loop_id, last, decoded=True)
 
         # The newest few: a small read, run on the event loop when SQLite lets it start.
         # No snapshot: the tenant lookup and the one statement that reads the loop's rows
-        # (and checks the session) each answer on their own.
+        # (and checks the session) each answer on their own (the unscoped store's first
+        # statement answers alone when it finds rows).
         small = last is not None and last <= INLINE_READ_MAX_MESSAGES
         return await self._read(work, inline=small, snapshot=False)
 

@@ -43,7 +43,7 @@ from sessionstore.store._blocks import (
     load_blocks,
     newest_digest,
 )
-from sessionstore.store._plain import read_plain
+from sessionstore.store._plain import is_citus, read_plain
 from sessionstore.store._sessions import SessionKey, chain, resolve_loop, visible_session
 from sessionstore.store._tables import (
     block_model,
@@ -59,6 +59,7 @@ __all__ = [
     "chain_in_scope",
     "digest_inputs",
     "loop_messages",
+    "loop_messages_by_id",
     "loop_view",
     "read_context",
 ]
@@ -82,11 +83,32 @@ def loop_messages(
     if last != 0:
         stmt = sql.select_loop_messages(loop_id is None, last is not None)
         params: dict[str, Any] = {**key.params, "lid": loop_id, "n": last}
-        found = _rows(db, stmt, params, key, decoded=decoded, newest_first=last is not None)
+        found = _rows(
+            db, stmt, params, key.session_id, decoded=decoded, newest_first=last is not None
+        )
         if found:
             return found
     resolve_loop(db, key, loop_id)
     return []
+
+
+def loop_messages_by_id(
+    db: Connection, session_id: str, loop_id: int | None, last: int | None
+) -> list[StoredMessage] | None:
+    """`loop_messages(decoded=True)` for a store that knows the session's id only.
+
+    One statement, with no tenant lookup before it (`select_loop_messages_by_id`): it
+    returns the messages when the id is one tenant's and the loop has some. Returns None
+    otherwise (an empty loop, a missing session or loop, an id several tenants use), and
+    on Citus, where a statement of two tables is not planned on one shard: the caller
+    then looks the tenant up and calls `loop_messages`, which answers or raises as usual.
+    """
+    if last == 0 or is_citus(db):
+        return None
+    stmt = sql.select_loop_messages_by_id(loop_id is None, last is not None)
+    params: dict[str, Any] = {"sid": session_id, "lid": loop_id, "n": last}
+    found = _rows(db, stmt, params, session_id, decoded=True, newest_first=last is not None)
+    return found or None
 
 
 def chain_as_of(
@@ -475,7 +497,9 @@ def history(
     One statement joins the messages to the chain's recursive CTE: no loop id is sent
     as a parameter, so a chain of any length reads on every driver.
     """
-    return _rows(db, sql.SELECT_HISTORY, {**key.params, "head": head}, key, decoded=decoded)
+    return _rows(
+        db, sql.SELECT_HISTORY, {**key.params, "head": head}, key.session_id, decoded=decoded
+    )
 
 
 def chain_counts(db: Connection, key: SessionKey, head: int) -> tuple[array[int], array[int]]:
@@ -534,7 +558,7 @@ def history_page(
         stop = min(counts[index], position + size - len(page))
         if position < stop:
             params = {**key.params, "lid": ids[index], "start": position, "stop": stop}
-            page += _rows(db, sql.SELECT_LOOP_PAGE, params, key, decoded=decoded)
+            page += _rows(db, sql.SELECT_LOOP_PAGE, params, key.session_id, decoded=decoded)
             position = stop
         if position >= counts[index]:
             index, position = index + 1, 0
@@ -545,7 +569,7 @@ def _rows(
     db: Connection,
     statement: Any,
     params: dict[str, Any],
-    key: SessionKey,
+    session_id: str,
     *,
     decoded: bool,
     newest_first: bool = False,
@@ -563,8 +587,8 @@ def _rows(
         rows = rows[::-1]
     if decoded:
         driver = None if plain is None else db.dialect.name
-        return decoded_models(rows, key.session_id, plain=driver)
-    return stored_models(rows, key.session_id)
+        return decoded_models(rows, session_id, plain=driver)
+    return stored_models(rows, session_id)
 
 
 def _raw_turns(

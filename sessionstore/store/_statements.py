@@ -422,6 +422,43 @@ def select_loop_messages(active: bool, newest: bool) -> Any:
     return stmt.order_by(columns.position)
 
 
+@cache
+def select_loop_messages_by_id(active: bool, newest: bool) -> Any:
+    """`select_loop_messages` for a store that knows the session's id only (the unscoped one).
+
+    The rows of the session `:sid`'s loop, returned only when exactly one tenant uses the
+    id, so the read needs no tenant lookup before it: no row means an empty loop, a
+    session or loop that does not match, or an id several tenants use, which the caller
+    then tells apart by looking the tenant up and reading as usual. The tenant's columns
+    are bound by uncorrelated subqueries (each run once a statement), so the rows are
+    found by the session's position key, in order, as with the key bound.
+    """
+    tenants = sessions.alias("tenants")
+    unique = (
+        select(func.count())
+        .select_from(tenants)
+        .where(tenants.c.id == bindparam("sid"))
+        .scalar_subquery()
+        == 1
+    )
+
+    def of_session(column: Any) -> Any:
+        """A column of the one session with the id (NULL when not exactly one has it)."""
+        return select(column).where(sessions.c.id == bindparam("sid"), unique).scalar_subquery()
+
+    columns = messages.c
+    where = (
+        columns.session_id == bindparam("sid"),
+        columns.app_name == of_session(sessions.c.app_name),
+        columns.user_id == of_session(sessions.c.user_id),
+        columns.loop_id == (of_session(sessions.c.active_loop_id) if active else bindparam("lid")),
+    )
+    stmt = select(*MESSAGE_COLUMNS).where(*where)
+    if newest:
+        return stmt.order_by(columns.position.desc()).limit(bindparam("n"))
+    return stmt.order_by(columns.position)
+
+
 def _same_session(table: Any, other: Any) -> tuple[Any, ...]:
     """Join conditions: `table`'s row belongs to the same session as `other`'s."""
     return tuple(table.c[name] == other.c[name] for name in KEY_COLUMNS)

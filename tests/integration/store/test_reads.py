@@ -19,7 +19,7 @@ from sessionstore import (
     stream_conversation,
 )
 from sessionstore._loop_messages import LoopMessages
-from sessionstore.errors import LoopNotFoundError, SessionNotFoundError
+from sessionstore.errors import AmbiguousSessionError, LoopNotFoundError, SessionNotFoundError
 from tests.factories import conversation
 from tests.integration.store._helpers import new_session
 
@@ -102,6 +102,54 @@ async def test_get_messages_stays_within_the_tenant(store: SessionStore) -> None
         await other.get_messages(sid)
     with pytest.raises(SessionNotFoundError):
         await other.get_messages(sid, written[0].loop_id, last=2)
+
+
+async def test_get_messages_of_the_unscoped_store_needs_one_tenant(store: SessionStore) -> None:
+    """The unscoped store reads a loop without a tenant lookup first, yet an id two
+    tenants use is still ambiguous, and another session's loop is still not found."""
+    ada, bob = store.for_tenant("app", "ada"), store.for_tenant("app", "bob")
+    await ada.create_session(session_id="shared")
+    await bob.create_session(session_id="shared")
+    ada_written = await ada.append_messages("shared", conversation(turns=2))
+    bob_written = await bob.append_messages("shared", conversation(turns=3))
+    for loop_id in (None, ada_written[0].loop_id, bob_written[0].loop_id):
+        for last in (None, 2):
+            with pytest.raises(AmbiguousSessionError):
+                await store.get_messages("shared", loop_id, last=last)
+    _same(await ada.get_messages("shared", last=2), ada_written[-2:])
+    await bob.delete_session("shared")
+    _same(await store.get_messages("shared"), ada_written)
+    _same(await store.get_messages("shared", ada_written[0].loop_id, last=3), ada_written[-3:])
+    other = await new_session(store)
+    other_written = await store.append_messages(other, conversation(turns=1))
+    with pytest.raises(LoopNotFoundError):
+        await store.get_messages("shared", other_written[0].loop_id)
+    with pytest.raises(LoopNotFoundError):
+        await store.get_messages(other, ada_written[0].loop_id, last=1)
+
+
+async def test_get_messages_of_the_unscoped_store_sends_one_statement(
+    store: SessionStore,
+) -> None:
+    """No tenant lookup before the read: one statement on PostgreSQL, one round trip."""
+    if store.engine.dialect.name != "postgresql":
+        pytest.skip("SQLite's reads go straight to the driver, past SQLAlchemy's events")
+    sid = await new_session(store)
+    written = await store.append_messages(sid, conversation(turns=3))
+    sent: list[str] = []
+
+    def log(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        sent.append(statement)
+
+    event.listen(store.engine.sync_engine, "before_cursor_execute", log)
+    try:
+        _same(await store.get_messages(sid), written)
+        _same(await store.get_messages(sid, written[0].loop_id, last=2), written[-2:])
+        assert len(sent) == 2
+        _same(await store.for_tenant("app", "ada").get_messages(sid, last=2), written[-2:])
+        assert len(sent) == 3
+    finally:
+        event.remove(store.engine.sync_engine, "before_cursor_execute", log)
 
 
 async def test_messages_read_in_bulk_behave_as_built_ones(store: SessionStore) -> None:
