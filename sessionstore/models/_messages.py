@@ -469,6 +469,10 @@ def _sorted_usage(usage: Usage) -> dict[str, Any]:
 
 _PLAIN_SCALARS = frozenset({str, int, bool, type(None)})
 """The JSON types pydantic-core writes as the canonical encoder does (no float)."""
+_IN_ORDER_MAX_CONTAINERS = 50_000
+"""How many dicts and lists `_in_order` looks into before it answers no (the canonical
+encoder then writes the value: the same bytes; a cycle is refused there, as the dump
+refuses it)."""
 
 
 def _in_order(value: object) -> bool:
@@ -483,10 +487,16 @@ def _in_order(value: object) -> bool:
         return True
     stack = [value]
     pop, push = stack.pop, stack.extend
+    budget = _IN_ORDER_MAX_CONTAINERS  # a value that holds itself would never end the walk
     while stack:
         value = pop()
         kind = type(value)
-        if kind is dict:
+        if kind in scalars:
+            continue
+        budget -= 1
+        if kind is list and budget:
+            push(cast("list[object]", value))
+        elif kind is dict and budget:
             fields = cast("dict[object, object]", value)
             keys = [*fields]
             for key in keys:
@@ -495,9 +505,7 @@ def _in_order(value: object) -> bool:
             if keys != sorted(keys):  # type: ignore[type-var]  # strings, just checked
                 return False
             push(fields.values())
-        elif kind is list:
-            push(cast("list[object]", value))
-        elif kind not in scalars:
+        else:  # another type, or the budget is spent
             return False
     return True
 

@@ -131,3 +131,22 @@ def test_a_value_nested_past_the_recursion_limit_takes_the_dump() -> None:
     with pytest.raises(ValueError, match="depth") as written:
         canonical_message(message)
     assert str(written.value) == str(dumped.value)
+
+
+def test_a_value_that_holds_itself_is_refused_as_the_dump_refuses_it() -> None:
+    """The walk gives up on a cycle (it would never end); the dump's error is raised."""
+    message = UserMessage(content="x")
+    message.extra["self"] = message.extra  # a validated model's dict, changed in place
+    with pytest.raises(ValueError, match="Circular reference") as dumped:
+        canonical_payload(message_payload(message))
+    with pytest.raises(ValueError, match="Circular reference") as written:
+        canonical_message(message)
+    assert str(written.value) == str(dumped.value)
+
+
+def test_a_value_past_the_walks_budget_gives_the_same_bytes() -> None:
+    """Past `_IN_ORDER_MAX_CONTAINERS` dicts and lists the canonical encoder writes the bytes."""
+    many = {"a": [[index, "x"] for index in range(60_000)]}
+    assert not _in_order(many)
+    message = UserMessage(content="x", extra=many)
+    assert canonical_message(message) == canonical_payload(message_payload(message))
