@@ -232,7 +232,7 @@ def _import(
 
     for index, item in enumerate(items):
         try:
-            if not isinstance(item, Mapping):
+            if type(item) is not dict and not isinstance(item, Mapping):
                 raise _Invalid(f"expected an object, got {type(item).__name__}")  # noqa: TRY301
             # With its JSON text, an item known within limits is copied from the text, and
             # what is built from the copy is not checked again (`json_copy_within_limits`).
@@ -254,7 +254,8 @@ def _import(
                     if type(block) is dict and block["type"] == "tool_call":
                         names[block["id"]] = block["name"]
                 continue
-            flush(index)
+            if records:
+                flush(index)
             text = None if texts is None else "[" + texts[index] + "]"
             result.append(_import_input_item(item, names, text, copy))
         except _Invalid as exc:
@@ -306,7 +307,10 @@ def _built(model: type[_Built], checked: bool, **fields: Any) -> _Built:
     `json_copy_within_limits` copies, so validating them again (the models' JSON checks,
     walks in Python, most of an import's time) is skipped; the other fields are validated.
     """
-    return model.model_validate(fields, context=CHECKED_JSON) if checked else model(**fields)
+    if not checked:
+        return model(**fields)
+    # `model_validate`'s own validator, without its Python wrapper (a call a message).
+    return model.__pydantic_validator__.validate_python(fields, context=CHECKED_JSON)  # type: ignore[no-any-return]  # an instance of `model`
 
 
 def _import_model_item(

@@ -104,6 +104,8 @@ _ITEM_JSON = json.JSONEncoder(separators=(",", ":"))
 """`json.dumps(item, separators=(",", ":"))`, without building an encoder for each item."""
 _CALL_NAMES_MAX = 1024
 """How many call names (by call id) a session object remembers from its own writes."""
+_NAMED_OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output"})
+"""The outputs whose message names the tool of the call they answer."""
 
 
 def _pop_backoff(attempt: int) -> float:
@@ -484,12 +486,17 @@ class SessionStoreSession:
         The calls this object wrote are remembered; others are looked for among the 50
         newest messages of the active chain.
         """
-        made = {item.get("call_id") for item in items if item_type(item) in CALL_OUTPUT_TYPES}
-        wanted = {
-            item.get("call_id")
-            for item in items
-            if item_type(item) in ("function_call_output", "custom_tool_call_output")
-        } - made
+        made = set()
+        wanted = set()
+        for item in items:  # one pass, the type read once: it runs on every item added
+            kind = item.get("type")
+            if type(kind) is not str:
+                continue
+            if kind in CALL_OUTPUT_TYPES:
+                made.add(item.get("call_id"))
+            elif kind in _NAMED_OUTPUT_TYPES:
+                wanted.add(item.get("call_id"))
+        wanted -= made
         known = {
             call_id: self._call_names[call_id] for call_id in wanted if call_id in self._call_names
         }

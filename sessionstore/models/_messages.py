@@ -467,26 +467,47 @@ def _sorted_usage(usage: Usage) -> dict[str, Any]:
     return {n: fields[n] for n in _SORTED_USAGE if n != "reasoning_tokens" or fields[n]}
 
 
+_PLAIN_SCALARS = frozenset({str, int, bool, type(None)})
+"""The JSON types pydantic-core writes as the canonical encoder does (no float)."""
+_IN_ORDER_MAX_CONTAINERS = 50_000
+"""How many dicts and lists `_in_order` looks into before it answers no (the canonical
+encoder then writes the value: the same bytes; a cycle is refused there, as the dump
+refuses it)."""
+
+
 def _in_order(value: object) -> bool:
     """Whether pydantic-core writes this JSON value as the canonical encoder does.
 
     It writes dicts in their own order and floats its own way: true for JSON's types
     without floats, every dict's keys in sorted order (as an importer's records are).
+    A walk with a stack, not a call a value: it runs on every message an append writes.
     """
-    kind = type(value)
-    if kind is str or kind is int or kind is bool or value is None:
+    scalars = _PLAIN_SCALARS
+    if type(value) in scalars:
         return True
-    if kind is list:
-        return all(_in_order(item) for item in cast("list[object]", value))
-    if kind is dict:
-        fields = cast("dict[object, object]", value)
-        keys = list(fields)
-        return (
-            all(type(key) is str for key in keys)
-            and keys == sorted(keys)  # type: ignore[type-var]  # strings, just checked
-            and all(_in_order(item) for item in fields.values())
-        )
-    return False
+    stack = [value]
+    pop, push = stack.pop, stack.extend
+    budget = _IN_ORDER_MAX_CONTAINERS  # a value that holds itself would never end the walk
+    while stack:
+        value = pop()
+        kind = type(value)
+        if kind in scalars:
+            continue
+        budget -= 1
+        if kind is list and budget:
+            push(cast("list[object]", value))
+        elif kind is dict and budget:
+            fields = cast("dict[object, object]", value)
+            keys = [*fields]
+            for key in keys:
+                if type(key) is not str:
+                    return False
+            if keys != sorted(keys):  # type: ignore[type-var]  # strings, just checked
+                return False
+            push(fields.values())
+        else:  # another type, or the budget is spent
+            return False
+    return True
 
 
 def canonical_message(message: Message) -> bytes:

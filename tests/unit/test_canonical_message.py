@@ -20,6 +20,7 @@ from sessionstore import (
     UserMessage,
 )
 from sessionstore.models import canonical_message, canonical_payload, message_payload
+from sessionstore.models._messages import _in_order
 from tests.unit._every_message import extras, messages, texts
 
 
@@ -76,3 +77,76 @@ def test_what_the_dump_refuses_is_refused_the_same_way() -> None:
         canonical_payload(message_payload(surrogate))
     with pytest.raises(UnicodeEncodeError):
         canonical_message(surrogate)
+
+
+def _in_order_by_definition(value: object) -> bool:
+    """`_in_order` as its docstring defines it, recursively: JSON without floats, keys sorted."""
+    if type(value) in (str, int, bool) or value is None:
+        return True
+    if type(value) is list:
+        return all(_in_order_by_definition(item) for item in value)
+    if type(value) is dict:
+        keys = list(value)
+        return (
+            all(type(key) is str for key in keys)
+            and keys == sorted(keys)
+            and all(_in_order_by_definition(item) for item in value.values())
+        )
+    return False
+
+
+_keys = st.sampled_from(["a", "b", "c", "é"]) | st.integers(0, 2) | st.none()
+_json_like = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.tuples(inner)
+        | st.dictionaries(_keys, inner, max_size=3)
+        | st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3).map(
+            lambda fields: dict(sorted(fields.items()))
+        )
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=400, derandomize=True)
+@given(_json_like)
+def test_in_order_is_its_definition(value: object) -> None:
+    """The stack walk answers as the recursive definition (sorted dicts drawn often)."""
+    assert _in_order(value) is _in_order_by_definition(value)
+
+
+def test_a_value_nested_past_the_recursion_limit_takes_the_dump() -> None:
+    """The walk has no depth limit; what pydantic-core refuses to write goes to the dump."""
+    deep: Any = "x"
+    for _ in range(5000):
+        deep = [deep]
+    message = UserMessage.model_construct(
+        content=[TextContent(text="x")], extra={"a": deep}, kind="user"
+    )
+    assert _in_order(message.extra)
+    with pytest.raises(ValueError, match="depth") as dumped:
+        canonical_payload(message_payload(message))
+    with pytest.raises(ValueError, match="depth") as written:
+        canonical_message(message)
+    assert str(written.value) == str(dumped.value)
+
+
+def test_a_value_that_holds_itself_is_refused_as_the_dump_refuses_it() -> None:
+    """The walk gives up on a cycle (it would never end); the dump's error is raised."""
+    message = UserMessage(content="x")
+    message.extra["self"] = message.extra  # a validated model's dict, changed in place
+    with pytest.raises(ValueError, match="Circular reference") as dumped:
+        canonical_payload(message_payload(message))
+    with pytest.raises(ValueError, match="Circular reference") as written:
+        canonical_message(message)
+    assert str(written.value) == str(dumped.value)
+
+
+def test_a_value_past_the_walks_budget_gives_the_same_bytes() -> None:
+    """Past `_IN_ORDER_MAX_CONTAINERS` dicts and lists the canonical encoder writes the bytes."""
+    many = {"a": [[index, "x"] for index in range(60_000)]}
+    assert not _in_order(many)
+    message = UserMessage(content="x", extra=many)
+    assert canonical_message(message) == canonical_payload(message_payload(message))
