@@ -12,7 +12,7 @@ import math
 import sqlite3
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     # Imported where an async engine is made: SQLAlchemy's asyncio extension imports its
     # ORM, which a store on a SQLite file does not need to answer a call (see
     # `SqliteFile`).
-    from sqlalchemy.ext.asyncio import AsyncEngine
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 __all__ = [
     "DEFAULT_LOCK_TIMEOUT",
@@ -511,6 +511,20 @@ class TransactionRunner:
                     isolation_level="AUTOCOMMIT", **{WRITE_OPTION: True}
                 )
                 return await connection.run_sync(work)
+        except SQLAlchemyError as exc:
+            raise storage_error(exc) from exc
+        except OSError as exc:
+            raise connection_error(self._url, exc) from exc
+
+    async def run_on_driver(self, work: Callable[[AsyncConnection], Awaitable[_T]]) -> _T:
+        """Run async `work` on a pooled connection, errors translated as `run`'s are.
+
+        For work that drives the connection's driver itself (`_pg_append.insert_on_driver`):
+        no transaction is begun for it.
+        """
+        try:
+            async with self.engine.connect() as connection:
+                return await work(connection)
         except SQLAlchemyError as exc:
             raise storage_error(exc) from exc
         except OSError as exc:
