@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     # Imported where an async engine is made: SQLAlchemy's asyncio extension imports its
     # ORM, which a store on a SQLite file does not need to answer a call (see
     # `SqliteFile`).
-    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+    from sqlalchemy.ext.asyncio import AsyncEngine
+    from sqlalchemy.pool import PoolProxiedConnection
 
 __all__ = [
     "DEFAULT_LOCK_TIMEOUT",
@@ -516,15 +517,28 @@ class TransactionRunner:
         except OSError as exc:
             raise connection_error(self._url, exc) from exc
 
-    async def run_on_driver(self, work: Callable[[AsyncConnection], Awaitable[_T]]) -> _T:
-        """Run async `work` on a pooled connection, errors translated as `run`'s are.
+    async def run_on_driver(
+        self, work: Callable[[Engine, PoolProxiedConnection], Awaitable[_T]]
+    ) -> _T:
+        """Run async `work` on a pooled DBAPI connection, errors translated as `run`'s are.
 
         For work that drives the connection's driver itself (`_pg_append.insert_on_driver`):
-        no transaction is begun for it.
+        no SQLAlchemy connection is made around it (about 0.03 ms a call) and no
+        transaction is begun. `work` gets the sync engine (its dialect and listeners).
         """
+        from sqlalchemy.util import greenlet_spawn
+
+        engine = self.engine
+        dbapi_error: Any = engine.dialect.loaded_dbapi.Error
         try:
-            async with self.engine.connect() as connection:
-                return await work(connection)
+            try:
+                pooled = await engine.raw_connection()
+            except dbapi_error as exc:  # the pool's connect is not wrapped by SQLAlchemy
+                raise DBAPIError.instance(None, None, exc, dbapi_error) from exc
+            try:
+                return await work(engine.sync_engine, pooled)
+            finally:
+                await greenlet_spawn(pooled.close)  # an overflow connection is closed: IO
         except SQLAlchemyError as exc:
             raise storage_error(exc) from exc
         except OSError as exc:

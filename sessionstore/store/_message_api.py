@@ -26,7 +26,8 @@ from sessionstore.store._plain import is_citus
 from sessionstore.store._sessions import now
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncConnection
+    from sqlalchemy.engine import Engine
+    from sqlalchemy.pool import PoolProxiedConnection
 
 __all__ = ["MessageMethods"]
 
@@ -187,8 +188,8 @@ class MessageMethods(_Handle):
             with paused_gc():
                 return _messages.lock_and_insert(db, key, cached, batch, moment, hint)
 
-        def on_driver(connection: AsyncConnection) -> Awaitable[Any]:
-            return insert_on_driver(connection, key, cached, batch, moment, hint)
+        def on_driver(engine: Engine, pooled: PoolProxiedConnection) -> Awaitable[Any]:
+            return insert_on_driver(engine, pooled, key, cached, batch, moment, hint)
 
         # asyncpg's own prepared statement if it can take it, else SQLAlchemy's execution.
         sent = await self._runner.run_on_driver(on_driver)

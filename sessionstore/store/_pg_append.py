@@ -19,7 +19,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection
-from sqlalchemy.engine import Dialect
+from sqlalchemy.engine import Dialect, Engine
 from sqlalchemy.exc import DBAPIError
 
 from sessionstore._turns import TurnAssigner
@@ -32,7 +32,7 @@ from sessionstore.store._sessions import Locked, SessionKey
 from sessionstore.store._usage import check_message_usage
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncConnection
+    from sqlalchemy.pool import PoolProxiedConnection
 
     from sessionstore.store._messages import LoopState, Prepared
 
@@ -187,7 +187,8 @@ def _driver_statement(dialect: Dialect) -> tuple[str, tuple[str, ...], dict[str,
 
 
 async def insert_on_driver(
-    connection: AsyncConnection,
+    engine: Engine,
+    pooled: PoolProxiedConnection,
     key: SessionKey,
     state: LoopState,
     items: Sequence[Prepared],
@@ -209,13 +210,11 @@ async def insert_on_driver(
     cursor listeners (an application's tracing, the tests' routing check), which then see
     the statement as usual.
     """
-    engine = connection.sync_engine
     dialect = engine.dialect
     if dialect.driver != "asyncpg":
         return None
     if engine.dispatch.before_cursor_execute or engine.dispatch.after_cursor_execute:
         return None
-    pooled = await connection.get_raw_connection()
     if pooled.info.get(_CITUS_INFO, True):
         return None
     text, names, processors = _driver_statement(dialect)
@@ -234,7 +233,7 @@ async def insert_on_driver(
     try:
         rows = await driver.fetch(text, *values)
     except Exception as exc:
-        raise await _translated(connection, pooled, text, exc) from exc
+        raise await _translated(dialect, pooled, text, exc) from exc
     if not rows:
         return None, 0, frozenset(), None
     first = rows[0]
@@ -246,21 +245,23 @@ async def insert_on_driver(
 
 
 async def _translated(
-    connection: AsyncConnection, pooled: Any, text: str, exc: Exception
+    dialect: Dialect, pooled: PoolProxiedConnection, text: str, exc: Exception
 ) -> BaseException:
     """The error SQLAlchemy would raise for `exc` (a broken connection is invalidated)."""
-    dialect = connection.sync_engine.dialect
+    from sqlalchemy.util import greenlet_spawn
+
+    adapter: Any = pooled.dbapi_connection
     dbapi_error: Any = dialect.loaded_dbapi.Error
     try:
-        pooled.dbapi_connection._handle_exception(exc)  # raises the DBAPI adapter's error
+        adapter._handle_exception(exc)  # raises the DBAPI adapter's error
     except dbapi_error as error:
-        broken = dialect.is_disconnect(error, pooled.dbapi_connection, None)
+        broken = dialect.is_disconnect(error, adapter, None)
         if broken:
-            await connection.invalidate()
+            await greenlet_spawn(pooled.invalidate)
         return DBAPIError.instance(  # type: ignore[no-any-return]  # an error
             text, None, error, dbapi_error, connection_invalidated=broken
         )
     except Exception as other:  # not the driver's: a broken socket, say
-        await connection.invalidate()
+        await greenlet_spawn(pooled.invalidate)
         return other
     raise AssertionError("unreachable: _handle_exception always raises")  # pragma: no cover

@@ -10,6 +10,7 @@ keeps SQLAlchemy's path; `test_append_state.py` runs its tests both ways).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -58,6 +59,7 @@ async def test_a_following_append_is_one_statement_and_no_transaction_block(
     for n in range(3):
         sent.clear()
         [stored] = await store.append_messages(sid, [UserMessage(content=f"q{n}")])
+        await asyncio.sleep(0)  # asyncpg calls its query loggers soon, not at once
         assert len(sent) == 1, sent
         assert _is_locking_append(sent[0])
         assert stored.position == n + 1
@@ -69,6 +71,7 @@ async def test_a_following_append_is_one_statement_and_no_transaction_block(
             ToolResultMessage(tool_call_id="c1", tool_name="ls", content="a\x00b"),
         ],
     )
+    await asyncio.sleep(0)  # asyncpg calls its query loggers soon, not at once
     assert len(sent) == 1
     assert _is_locking_append(sent[0])
     history = await store.get_history(sid)
@@ -93,6 +96,7 @@ async def test_a_tenant_handle_appends_on_the_driver_to_its_own_sessions_only(
     await ada.append_messages(sid, [UserMessage(content="one")])
     sent.clear()
     await ada.append_messages(sid, [UserMessage(content="two")])
+    await asyncio.sleep(0)  # asyncpg calls its query loggers soon, not at once
     assert len(sent) == 1
     assert _is_locking_append(sent[0])
     bob = store.for_tenant("app", "bob")
@@ -128,6 +132,7 @@ async def test_a_connection_lost_under_the_driver_append_is_an_error_then_a_new_
     sent.clear()
     [stored] = await store.append_messages(sid, [UserMessage(content="four")])
     assert stored.position == 3
+    await asyncio.sleep(0)  # asyncpg calls its query loggers soon, not at once
     assert len(sent) == 1
     assert _is_locking_append(sent[0])
     assert [m.position for m in await store.get_history(sid)] == [0, 1, 2, 3]
