@@ -21,7 +21,7 @@ from sessionstore.models._limits import check_big_count, check_count, check_id
 from sessionstore.store import _messages, _payload_reads, _reads, _sessions
 from sessionstore.store._engine import INLINE_READ_MAX_MESSAGES, INLINE_WRITE_MAX_MESSAGES
 from sessionstore.store._handle import Rollback, _Handle
-from sessionstore.store._pg_append import LockHint, insert_on_driver
+from sessionstore.store._pg_append import LockHint, drives, insert_on_driver
 from sessionstore.store._plain import is_citus
 from sessionstore.store._sessions import now
 
@@ -192,7 +192,9 @@ class MessageMethods(_Handle):
             return insert_on_driver(engine, pooled, key, cached, batch, moment, hint)
 
         # asyncpg's own prepared statement if it can take it, else SQLAlchemy's execution.
-        sent = await self._runner.run_on_driver(on_driver)
+        sent = None
+        if drives(self._runner.engine.sync_engine):
+            sent = await self._runner.run_on_driver(on_driver)
         if sent is None:
             done = await self._runner.run_alone(work)
         else:

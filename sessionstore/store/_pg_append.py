@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from sessionstore.store._messages import LoopState, Prepared
 
-__all__ = ["LockHint", "insert", "insert_on_driver"]
+__all__ = ["LockHint", "drives", "insert", "insert_on_driver"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +186,14 @@ def _driver_statement(dialect: Dialect) -> tuple[str, tuple[str, ...], dict[str,
     return entry
 
 
+def drives(engine: Engine) -> bool:
+    """Whether `insert_on_driver` may run on the engine (asyncpg, no cursor listeners)."""
+    dispatch = engine.dispatch
+    return engine.dialect.driver == "asyncpg" and not (
+        dispatch.before_cursor_execute or dispatch.after_cursor_execute
+    )
+
+
 async def insert_on_driver(
     engine: Engine,
     pooled: PoolProxiedConnection,
@@ -211,9 +219,7 @@ async def insert_on_driver(
     the statement as usual.
     """
     dialect = engine.dialect
-    if dialect.driver != "asyncpg":
-        return None
-    if engine.dispatch.before_cursor_execute or engine.dispatch.after_cursor_execute:
+    if not drives(engine):
         return None
     if pooled.info.get(_CITUS_INFO, True):
         return None
