@@ -12,7 +12,7 @@ import math
 import sqlite3
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     # ORM, which a store on a SQLite file does not need to answer a call (see
     # `SqliteFile`).
     from sqlalchemy.ext.asyncio import AsyncEngine
+    from sqlalchemy.pool import PoolProxiedConnection
 
 __all__ = [
     "DEFAULT_LOCK_TIMEOUT",
@@ -511,6 +512,33 @@ class TransactionRunner:
                     isolation_level="AUTOCOMMIT", **{WRITE_OPTION: True}
                 )
                 return await connection.run_sync(work)
+        except SQLAlchemyError as exc:
+            raise storage_error(exc) from exc
+        except OSError as exc:
+            raise connection_error(self._url, exc) from exc
+
+    async def run_on_driver(
+        self, work: Callable[[Engine, PoolProxiedConnection], Awaitable[_T]]
+    ) -> _T:
+        """Run async `work` on a pooled DBAPI connection, errors translated as `run`'s are.
+
+        For work that drives the connection's driver itself (`_pg_append.insert_on_driver`):
+        no SQLAlchemy connection is made around it (about 0.03 ms a call) and no
+        transaction is begun. `work` gets the sync engine (its dialect and listeners).
+        """
+        from sqlalchemy.util import greenlet_spawn
+
+        engine = self.engine
+        dbapi_error: Any = engine.dialect.loaded_dbapi.Error
+        try:
+            try:
+                pooled = await engine.raw_connection()
+            except dbapi_error as exc:  # the pool's connect is not wrapped by SQLAlchemy
+                raise DBAPIError.instance(None, None, exc, dbapi_error) from exc
+            try:
+                return await work(engine.sync_engine, pooled)
+            finally:
+                await greenlet_spawn(pooled.close)  # an overflow connection is closed: IO
         except SQLAlchemyError as exc:
             raise storage_error(exc) from exc
         except OSError as exc:

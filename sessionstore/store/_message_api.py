@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from array import array
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from sqlalchemy import Connection
 
@@ -21,9 +21,13 @@ from sessionstore.models._limits import check_big_count, check_count, check_id
 from sessionstore.store import _messages, _payload_reads, _reads, _sessions
 from sessionstore.store._engine import INLINE_READ_MAX_MESSAGES, INLINE_WRITE_MAX_MESSAGES
 from sessionstore.store._handle import Rollback, _Handle
-from sessionstore.store._pg_append import LockHint
+from sessionstore.store._pg_append import LockHint, drives, insert_on_driver
 from sessionstore.store._plain import is_citus
 from sessionstore.store._sessions import check_session_id, now
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+    from sqlalchemy.pool import PoolProxiedConnection
 
 __all__ = ["MessageMethods"]
 
@@ -203,7 +207,17 @@ class MessageMethods(_Handle):
             with paused_gc():
                 return _messages.lock_and_insert(db, key, cached, batch, moment, hint)
 
-        done = await self._runner.run_alone(work)
+        def on_driver(engine: Engine, pooled: PoolProxiedConnection) -> Awaitable[Any]:
+            return insert_on_driver(engine, pooled, key, cached, batch, moment, hint)
+
+        # asyncpg's own prepared statement if it can take it, else SQLAlchemy's execution.
+        sent = None
+        if drives(self._runner.engine.sync_engine):
+            sent = await self._runner.run_on_driver(on_driver)
+        if sent is None:
+            done = await self._runner.run_alone(work)
+        else:
+            done = _messages.after_lock(cached, len(batch), sent)
         if done is None:
             return None
         stored, new_state, locked = done

@@ -355,12 +355,19 @@ def lock_and_insert(
     None when nothing was written (`state` was stale, or the session was not found under
     `key`): the caller appends as usual, in a transaction.
     """
-    stored, next_turn, open_call_ids, locked = _pg_append.insert(
-        db, key, state, items, moment, hint
-    )
+    return after_lock(state, len(items), _pg_append.insert(db, key, state, items, moment, hint))
+
+
+def after_lock(
+    state: LoopState,
+    count: int,
+    done: tuple[list[StoredMessage] | None, int, frozenset[str], Locked | None],
+) -> tuple[list[StoredMessage], LoopState, Locked] | None:
+    """`lock_and_insert`'s answer from `_pg_append`'s (also `insert_on_driver`'s)."""
+    stored, next_turn, open_call_ids, locked = done
     if stored is None or locked is None:
         return None
-    return stored, _after(state, len(items), next_turn, open_call_ids), locked
+    return stored, _after(state, count, next_turn, open_call_ids), locked
 
 
 def append_to_loop(

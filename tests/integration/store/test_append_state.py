@@ -2,11 +2,15 @@
 
 On PostgreSQL such an append takes the session's lock and writes its rows in one
 statement, using the loop state the store cached; these tests make that state stale in
-every way another writer can, and check the append still lands where it belongs.
+every way another writer can, and check the append still lands where it belongs. Each runs
+twice on PostgreSQL: with the routing check's cursor listener on the store's engine, which
+keeps the statement on SQLAlchemy's execution, and without, where it goes as asyncpg's own
+prepared statement (`_pg_append.insert_on_driver`).
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -26,6 +30,21 @@ from sessionstore.errors import (
     SessionNotFoundError,
     StaleWriteError,
 )
+from tests.routing import Recorder
+
+
+@pytest.fixture(params=["traced", "on_driver"])
+async def store(
+    request: pytest.FixtureRequest, db_url: str, routing_recorder: Recorder
+) -> AsyncIterator[SessionStore]:
+    """The `store` fixture's store; on PostgreSQL also one without cursor listeners."""
+    async with SessionStore.from_url(db_url) as opened:
+        if opened.engine.dialect.name == "postgresql":
+            if request.param == "traced":
+                routing_recorder.attach(opened.engine)
+        elif request.param == "on_driver":
+            pytest.skip("PostgreSQL only: SQLite has one path")
+        yield opened
 
 
 async def _session(store: SessionStore, user: str = "ada", session_id: str | None = None) -> str:
