@@ -7,17 +7,37 @@ it reported must be in the database afterwards (or, for a purge, gone from it).
 from __future__ import annotations
 
 import asyncio
+import os
 from datetime import datetime
 from multiprocessing.connection import Connection
+from typing import Any
 
 from sessionstore import AssistantMessage, SessionStore, Usage, UserMessage
+
+
+def application_name(pid: int) -> str:
+    """The name the connections of the worker with this process id give PostgreSQL."""
+    return f"sessionstore-test-worker-{pid}"
+
+
+def _named(url: str) -> dict[str, Any]:
+    """Engine options that name this worker's PostgreSQL connections (see `application_name`).
+
+    The test finds the worker's server processes by that name after the kill: a COMMIT the
+    worker sent just before it died still completes on the server, possibly later.
+    """
+    if not url.startswith("postgresql"):
+        return {}
+    return {
+        "connect_args": {"server_settings": {"application_name": application_name(os.getpid())}}
+    }
 
 
 def purge_until_killed(url: str, cutoff: str, pipe: Connection) -> None:
     """Purge one session per transaction; send the sessions done after each batch."""
 
     async def run() -> None:
-        async with SessionStore.from_url(url) as store:
+        async with SessionStore.from_url(url, **_named(url)) as store:
             # A first read, so "ready" means connected and able to write at once.
             await store.list_sessions(limit=1)
             pipe.send(("ready", -1))
@@ -40,7 +60,7 @@ def record_usage_until_killed(url: str, session_id: str, base: int, pipe: Connec
     """
 
     async def run() -> None:
-        async with SessionStore.from_url(url) as store:
+        async with SessionStore.from_url(url, **_named(url)) as store:
             await store.usage(session_id)
             pipe.send(("ready", -1))
             index = 0

@@ -11,6 +11,7 @@ are the sum of the rows.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import signal
@@ -37,8 +38,11 @@ pytestmark = pytest.mark.slow
 
 def _kill_at_random(
     target: Callable[..., None], args: tuple[Any, ...], rng: random.Random, max_delay: float
-) -> list[tuple[str, int]]:
-    """Start a worker, wait until it is ready (connected), let it run a while, SIGKILL it."""
+) -> tuple[list[tuple[str, int]], int]:
+    """Start a worker, wait until it is ready (connected), let it run a while, SIGKILL it.
+
+    Returns the worker's reports and its process id (see `_until_its_transactions_ended`).
+    """
     ctx = _workers.context()
     parent, child = ctx.Pipe(duplex=False)
     process = ctx.Process(target=target, args=(*args, child))
@@ -55,7 +59,29 @@ def _kill_at_random(
     process.join(30)
     assert process.exitcode == -signal.SIGKILL, "the worker ended before it was killed"
     reports.extend(_drain(parent))
-    return reports
+    return reports, process.pid
+
+
+async def _until_its_transactions_ended(store: SessionStore, pid: int) -> None:
+    """Wait until the PostgreSQL server processes of a killed worker have ended.
+
+    The kill ends the worker, not its transaction: a COMMIT it sent just before it died is
+    still run by its server process, later when the machine is loaded (its rows then vanish
+    in the middle of a count table by table). Once its server processes are gone, each of
+    its transactions is committed or rolled back, and the database is what it will stay.
+    SQLite has no server: a killed process's transaction is over when it dies.
+    """
+    if store.engine.dialect.name != "postgresql":
+        return
+    query = text("SELECT count(*) FROM pg_stat_activity WHERE application_name = :name")
+    name = _purge_workers.application_name(pid)
+    deadline = time.monotonic() + 60
+    while True:
+        async with store.engine.connect() as conn:  # a new transaction: fresh statistics
+            if not (await conn.execute(query, {"name": name})).scalar_one():
+                return
+        assert time.monotonic() < deadline, "the killed worker's server process did not end"
+        await asyncio.sleep(0.05)
 
 
 async def _expired(store: SessionStore, count: int, tag: str) -> list[str]:
@@ -99,9 +125,10 @@ async def test_sigkill_during_purge_leaves_each_session_whole_or_gone(
         oldest_first = sorted(expired, key=lambda sid: (updated[sid], sid))
         before = _by_session(await rows_by_session(store))
 
-        reports = _kill_at_random(
+        reports, pid = _kill_at_random(
             _purge_workers.purge_until_killed, (db_url, cutoff.isoformat()), rng, 0.3
         )
+        await _until_its_transactions_ended(store, pid)
 
         after = _by_session(await rows_by_session(store))
         done = max((n for kind, n in reports if kind == "purged"), default=0)
@@ -149,12 +176,13 @@ async def test_sigkill_during_usage_recording_keeps_every_acknowledged_call_once
     rng = random.Random(17)
     acked: dict[str, set[int]] = {"message": set(), "record": set()}
     for kill in range(KILLS):
-        reports = _kill_at_random(
+        reports, pid = _kill_at_random(
             _purge_workers.record_usage_until_killed,
             (db_url, session.id, kill * 1_000_000),
             rng,
             0.25,
         )
+        await _until_its_transactions_ended(store, pid)
         for kind, tag in reports:
             if kind in acked:
                 acked[kind].add(tag)
