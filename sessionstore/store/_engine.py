@@ -417,6 +417,9 @@ class TransactionRunner:
         self.appends_alone = url.get_backend_name() == "postgresql"
         """Whether an append may be one statement outside a transaction block (`run_alone`):
         PostgreSQL until a connection finds Citus."""
+        self._append_turns: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
         self._sync_engine: Engine | None = None
         self._inline_engine: Engine | None = None
         self._inline: Connection | None = None
@@ -543,6 +546,24 @@ class TransactionRunner:
             raise storage_error(exc) from exc
         except OSError as exc:
             raise connection_error(self._url, exc) from exc
+
+    def append_turn(self, session_id: str) -> asyncio.Lock:
+        """The lock this store's appends to one session take turns on (by session id).
+
+        Two tasks appending to one session through one store share its cached append
+        state: when both send PostgreSQL's one-statement append on the same state, the
+        one that loses finds it stale and falls back to a transaction, which needs two
+        round trips before it even waits for the session's row lock, while the winner's
+        next one-statement append takes that lock in one; under load the winner could
+        append a dozen times in a row. Appends to one session queue on its row lock
+        anyway; taking turns here first (asyncio's lock wakes its waiters in order) costs
+        no throughput and spends no attempt on a state another task is about to change.
+        Kept while some call holds or awaits it.
+        """
+        turn = self._append_turns.get(session_id)
+        if turn is None:
+            turn = self._append_turns[session_id] = asyncio.Lock()
+        return turn
 
     @property
     def engine(self) -> AsyncEngine:

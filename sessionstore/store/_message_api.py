@@ -81,6 +81,20 @@ class MessageMethods(_Handle):
             batch = _messages.prepare_all(messages, self._counter)
         if not batch:
             return []
+        if not self._runner.appends_alone:
+            return await self._append(session_id, batch, loop_id, expected_version)
+        # PostgreSQL: this store's appends to one session take turns (see `append_turn`).
+        async with self._runner.append_turn(session_id):
+            return await self._append(session_id, batch, loop_id, expected_version)
+
+    async def _append(
+        self,
+        session_id: str,
+        batch: list[_messages.Prepared],
+        loop_id: int | Literal["new"] | None,
+        expected_version: int | None,
+    ) -> list[StoredMessage]:
+        """`append_messages` of a prepared, non-empty batch."""
         moment = now()
 
         states = self._runner.loop_states

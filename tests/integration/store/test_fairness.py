@@ -21,6 +21,9 @@ SERVER_APPENDS_BETWEEN = 10
 """The same bound on PostgreSQL, where every call waits on the network anyway and so yields;
 there the count measures the relative cost of the two calls (and Citus's hops), not a
 starvation, so it gets room for a noisy moment."""
+TAKING_TURNS = 2
+"""The longest run of one of two writers of one session on PostgreSQL, where one store's
+appends to a session take turns (1 but for the first call's race to the lock)."""
 BUSY_LIMIT = 500
 """The busy task stops after this many appends (a starved other task would wait for it)."""
 
@@ -100,6 +103,9 @@ async def test_two_tasks_appending_to_one_session_interleave(store: SessionStore
     for previous, current in pairwise(both_writing):
         run = run + 1 if current == previous else 1
         longest = max(longest, run)
-    assert longest <= _bound(store), both_writing
+    # On PostgreSQL one store's appends to one session take turns (`append_turn`): the
+    # writers alternate, whatever the server's and the machine's pace.
+    bound = TAKING_TURNS if store.engine.dialect.name == "postgresql" else _bound(store)
+    assert longest <= bound, both_writing
     stored = await store.get_messages(session_id)
     assert len(stored) == 60
