@@ -657,3 +657,29 @@ async def test_a_session_object_reads_what_other_writers_changed_since_its_last_
     await writer.add_items(sdk([{"role": "user", "content": "two"}]))
     assert await read(reader) == [{"role": "user", "content": "two"}]
     assert await read(reader, 5) == [{"role": "user", "content": "two"}]
+
+
+async def test_a_fresh_session_object_reads_back_exactly_what_was_added(
+    store: SessionStore,
+) -> None:
+    """Its first read decodes every kept text in one parse: one item, and many, exactly."""
+    scoped = tenant(store)
+    writer = SessionStoreSession("exact", scoped)
+    first = {"role": "user", "content": 'quotes " and \\ backslashes, é, 🙂, \n'}
+    await writer.add_items(sdk([first]))
+    assert await read(SessionStoreSession("exact", scoped)) == [first]
+    # Repeated keys and short values (the parser caches only the keys), nested arguments.
+    added = [first]
+    for n in range(3):
+        turn = [
+            {"role": "user", "content": "go"},
+            {"type": "function_call", "call_id": f"c{n}", "name": "f", "arguments": '{"a": [1]}'},
+            {"type": "function_call_output", "call_id": f"c{n}", "output": "ok"},
+            {"role": "assistant", "content": "go"},
+        ]
+        await writer.add_items(sdk(turn))
+        added += turn
+    got = await read(SessionStoreSession("exact", scoped))
+    assert got == added
+    assert [json.dumps(item) for item in got] == [json.dumps(item) for item in added]
+    assert await read(SessionStoreSession("exact", scoped), 5) == added[-5:]
