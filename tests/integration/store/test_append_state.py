@@ -30,7 +30,10 @@ from sessionstore.errors import (
     SessionNotFoundError,
     StaleWriteError,
 )
+from tests.conftest import BACKENDS
 from tests.routing import Recorder
+
+SQLITE = [param for param in BACKENDS if param.id == "sqlite"]
 
 
 @pytest.fixture(params=["traced", "on_driver"])
@@ -178,14 +181,13 @@ async def test_an_expected_version_another_store_moved_past_writes_nothing(
     assert stored.position == 2
 
 
+@pytest.mark.parametrize("db_url", SQLITE, indirect=True)  # the inline SQLite connection
 async def test_the_unscoped_store_looks_a_session_up_and_locks_it_in_one_statement(
     store: SessionStore,
 ) -> None:
     """SQLite: after its first append to a session the unscoped store locks it by the key
     it found, in one statement that also checks no other tenant took the id (the cases
     where it did, or the session went, are the tests above)."""
-    if store.engine.dialect.name != "sqlite":
-        pytest.skip("the inline SQLite connection's statements")
     sid = await _session(store)
     await store.append_messages(sid, [UserMessage(content="one")])
     inline = store._runner._inline

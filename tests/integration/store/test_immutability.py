@@ -22,8 +22,11 @@ from sessionstore import (
     make_engine,
 )
 from sessionstore.errors import SessionNotFoundError
+from tests.conftest import BACKENDS
 from tests.factories import conversation
 from tests.integration.store._helpers import new_session
+
+SQLITE = [param for param in BACKENDS if param.id == "sqlite"]
 
 
 async def _compacted_session(store: SessionStore) -> tuple[str, list[Any], int]:
@@ -108,6 +111,7 @@ async def test_database_refuses_rewriting_a_message_by_replace_or_delete_and_ins
     assert await store.get_messages(session_id) == stored
 
 
+@pytest.mark.parametrize("db_url", SQLITE, indirect=True)  # INSERT OR REPLACE is SQLite's
 @pytest.mark.parametrize(
     "key",
     [
@@ -121,8 +125,6 @@ async def test_sqlite_refuses_replacing_a_message_by_its_loop_and_position_under
     """SQLite's position key is `(loop_id, position)` (0011): a REPLACE by it under another
     session key is refused too, on a connection that does not enforce foreign keys
     (the stdlib driver's default), where nothing else would stop it (migration 0013)."""
-    if store.engine.dialect.name != "sqlite":
-        pytest.skip("INSERT OR REPLACE is SQLite's")
     session_id = await new_session(store)
     stored = await store.append_messages(session_id, conversation(2))
     target = stored[1]
