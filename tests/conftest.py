@@ -199,9 +199,8 @@ def routing_recorder() -> Iterator[Recorder]:
 @pytest.fixture
 async def store(db_url: str, routing_recorder: Recorder) -> AsyncIterator[SessionStore]:
     """A `SessionStore` on an empty, migrated database, on each backend."""
-    async with SessionStore.from_url(db_url) as opened:
-        if opened.engine.dialect.name == "postgresql":
-            routing_recorder.attach(opened.engine)
+    kwargs = routing_recorder.engine_kwargs() if db_url.startswith("postgresql") else {}
+    async with SessionStore.from_url(db_url, **kwargs) as opened:
         yield opened
 
 

@@ -1,9 +1,12 @@
 """The statement-routing rule: every statement the store sends names the session key.
 
 During the PostgreSQL suite, the `store` fixture records every statement its engine sends
-(`Recorder`); when the run ends, each must bind the distribution column to a value, in its
-WHERE (`session_id = $n`, or `sessionstore_sessions.id = $n`) or in the VALUES of an INSERT
-of the session's rows, so that Citus sends it to the one node that holds the session. The
+(`Recorder`) as asyncpg receives it: SQLAlchemy's statements and those the store sends
+straight to the driver (`_pg_append.insert_on_driver`, `_plain.read_plain`) alike, with no
+cursor listener, which would send the store down SQLAlchemy's path. When the run ends, each
+must bind the distribution column to a value, in its WHERE (`session_id = $n`, or
+`sessionstore_sessions.id = $n`) or in the VALUES of an INSERT of the session's rows, so
+that Citus sends it to the one node that holds the session. The
 calls that read or write many sessions by design fan out: `FAN_OUT` lists them, each with
 the statements it may send (docs/guides/scale-out.md lists the same calls).
 """
@@ -15,9 +18,6 @@ import sys
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
-
-from sqlalchemy import event
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 __all__ = ["FAN_OUT", "Recorder", "routed", "violations"]
 
@@ -73,16 +73,63 @@ class Recorder:
 
     statements: set[str] = field(default_factory=set)
 
-    def attach(self, engine: AsyncEngine) -> None:
-        def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-            if "sessionstore_" in statement and _sent_by_the_store():
-                self.statements.add(statement)
+    def record(self, statement: str) -> None:
+        """Keep a statement the store sends (a test's own SQL is left out)."""
+        if "sessionstore_" in statement and _sent_by_the_store():
+            self.statements.add(statement)
 
-        event.listen(engine.sync_engine, "before_cursor_execute", record)
+    def engine_kwargs(self) -> dict[str, Any]:
+        """What to pass to `SessionStore.from_url` (PostgreSQL) to record its statements.
+
+        Its connections are asyncpg connections that record each statement as it is sent,
+        in the caller's stack: those SQLAlchemy prepares (it runs each as a prepared
+        statement, prepared once per connection) and those run on the connection itself
+        (`fetch`, `execute`, ..., as `insert_on_driver` does). asyncpg's query loggers are
+        no help here: they see no prepared statement, and run later, out of the stack.
+        """
+        return {"connect_args": {"connection_class": _recording(self)}}
+
+
+def _recording(recorder: Recorder) -> type[Any]:
+    """An asyncpg connection class that shows each statement to `recorder` first."""
+    import asyncpg  # type: ignore[import-untyped]  # asyncpg ships no type hints
+
+    class RecordingConnection(asyncpg.Connection):  # type: ignore[misc]  # untyped base
+        __slots__ = ()
+
+        async def prepare(self, query: str, **kwargs: Any) -> Any:
+            recorder.record(query)
+            return await super().prepare(query, **kwargs)
+
+        async def execute(self, query: str, *args: Any, **kwargs: Any) -> Any:
+            recorder.record(query)
+            return await super().execute(query, *args, **kwargs)
+
+        async def executemany(self, command: str, args: Any, **kwargs: Any) -> Any:
+            recorder.record(command)
+            return await super().executemany(command, args, **kwargs)
+
+        async def fetch(self, query: str, *args: Any, **kwargs: Any) -> Any:
+            recorder.record(query)
+            return await super().fetch(query, *args, **kwargs)
+
+        async def fetchrow(self, query: str, *args: Any, **kwargs: Any) -> Any:
+            recorder.record(query)
+            return await super().fetchrow(query, *args, **kwargs)
+
+        async def fetchval(self, query: str, *args: Any, **kwargs: Any) -> Any:
+            recorder.record(query)
+            return await super().fetchval(query, *args, **kwargs)
+
+    return RecordingConnection
 
 
 def _sent_by_the_store() -> bool:
-    """Whether the statement comes from a store call (not from a test's own SQL)."""
+    """Whether the statement comes from a store call (not from a test's own SQL).
+
+    The connection's coroutine runs in its caller's await chain, so the frames of the
+    store's calls (or of SQLAlchemy's, called by a test) are on the stack.
+    """
     frame: FrameType | None = sys._getframe(2)
     while frame is not None:
         if frame.f_globals.get("__name__", "").startswith("sessionstore.store."):

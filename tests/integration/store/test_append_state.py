@@ -3,9 +3,9 @@
 On PostgreSQL such an append takes the session's lock and writes its rows in one
 statement, using the loop state the store cached; these tests make that state stale in
 every way another writer can, and check the append still lands where it belongs. Each runs
-twice on PostgreSQL: with the routing check's cursor listener on the store's engine, which
-keeps the statement on SQLAlchemy's execution, and without, where it goes as asyncpg's own
-prepared statement (`_pg_append.insert_on_driver`).
+twice on PostgreSQL: with a cursor listener on the store's engine (as an application's
+tracing), which keeps the statement on SQLAlchemy's execution, and without, where it goes as
+asyncpg's own prepared statement (`_pg_append.insert_on_driver`).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from sqlalchemy import event
 
 from sessionstore import (
     AssistantMessage,
@@ -30,6 +31,7 @@ from sessionstore.errors import (
     SessionNotFoundError,
     StaleWriteError,
 )
+from sessionstore.store import _pg_append
 from tests.conftest import BACKENDS
 from tests.routing import Recorder
 
@@ -40,14 +42,30 @@ SQLITE = [param for param in BACKENDS if param.id == "sqlite"]
 async def store(
     request: pytest.FixtureRequest, db_url: str, routing_recorder: Recorder
 ) -> AsyncIterator[SessionStore]:
-    """The `store` fixture's store; on PostgreSQL also one without cursor listeners."""
-    async with SessionStore.from_url(db_url) as opened:
-        if opened.engine.dialect.name == "postgresql":
-            if request.param == "traced":
-                routing_recorder.attach(opened.engine)
-        elif request.param == "on_driver":
+    """The `store` fixture's store; on PostgreSQL also one with a cursor listener."""
+    if not db_url.startswith("postgresql"):
+        if request.param == "on_driver":
             pytest.skip("PostgreSQL only: SQLite has one path")
+        kwargs = {}
+    else:
+        kwargs = routing_recorder.engine_kwargs()
+    async with SessionStore.from_url(db_url, **kwargs) as opened:
+        if kwargs and request.param == "traced":
+            event.listen(opened.engine.sync_engine, "before_cursor_execute", _traced)
         yield opened
+
+
+def _traced(*_: Any) -> None:
+    """A cursor listener (as an application's tracing): SQLAlchemy's path runs."""
+
+
+async def test_each_variant_takes_its_path(
+    store: SessionStore, request: pytest.FixtureRequest
+) -> None:
+    if store.engine.dialect.name != "postgresql":
+        pytest.skip("PostgreSQL's two paths")
+    on_driver = request.node.callspec.params["store"] == "on_driver"
+    assert _pg_append.drives(store.engine.sync_engine) is on_driver
 
 
 async def _session(store: SessionStore, user: str = "ada", session_id: str | None = None) -> str:

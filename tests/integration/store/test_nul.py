@@ -170,8 +170,8 @@ async def test_ids_with_nul_work_on_every_backend(store: SessionStore) -> None:
 async def test_reads_straight_from_the_driver_decode_as_sqlalchemy_does(db_url: str) -> None:
     """`read_plain` rows (no result processing) give what SQLAlchemy's processed rows give.
 
-    A store of its own: the `store` fixture's routing recorder listens to the cursor, which
-    sends PostgreSQL reads through SQLAlchemy (see `read_plain`).
+    A store of its own, with no cursor listener (one would send PostgreSQL reads through
+    SQLAlchemy, see `read_plain`).
     """
     tenant_app, tenant_user = f"app{ESC}1\x00", f"u\x00{ESC}"
     async with SessionStore.from_url(db_url) as store:
