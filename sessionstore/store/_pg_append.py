@@ -27,6 +27,7 @@ from sessionstore.models import StoredMessage, ToolResultMessage, message_payloa
 from sessionstore.models._batch import paused_gc
 from sessionstore.store import _statements as sql
 from sessionstore.store._nul import escape, escape_json_text
+from sessionstore.store._plain import CITUS_INFO, driver_values, on_asyncpg
 from sessionstore.store._search_vector import vector_values
 from sessionstore.store._sessions import Locked, SessionKey
 from sessionstore.store._usage import check_message_usage
@@ -169,29 +170,9 @@ def insert(
     return stored, assigner.next_turn, assigner.open_call_ids, locked
 
 
-_CITUS_INFO = "sessionstore_citus"
-"""Where `_plain.is_citus` keeps its answer in a pooled connection's `info`."""
-_DRIVER_STATEMENTS: dict[type[Any], tuple[str, tuple[str, ...], dict[str, Any]]] = {}
-"""`LOCK_AND_INSERT_IF_CURRENT` compiled for a dialect: SQL, parameter order, bind processors."""
-
-
-def _driver_statement(dialect: Dialect) -> tuple[str, tuple[str, ...], dict[str, Any]]:
-    """Compile the locking append once for the dialect (asyncpg's `$n` placeholders, casts)."""
-    entry = _DRIVER_STATEMENTS.get(type(dialect))
-    if entry is None:
-        compiled: Any = sql.LOCK_AND_INSERT_IF_CURRENT.compile(dialect=dialect)
-        names = tuple(compiled.positiontup or ())
-        processors = {n: p for n, p in compiled._bind_processors.items() if n in names}
-        entry = _DRIVER_STATEMENTS[type(dialect)] = (compiled.string, names, processors)
-    return entry
-
-
 def drives(engine: Engine) -> bool:
     """Whether `insert_on_driver` may run on the engine (asyncpg, no cursor listeners)."""
-    dispatch = engine.dispatch
-    return engine.dialect.driver == "asyncpg" and not (
-        dispatch.before_cursor_execute or dispatch.after_cursor_execute
-    )
+    return on_asyncpg(engine.dialect, engine.dispatch)
 
 
 async def insert_on_driver(
@@ -213,28 +194,20 @@ async def insert_on_driver(
     of the compiled statement applied), same answer. Errors are translated as SQLAlchemy
     would (`DBAPIError`), and a connection the error left broken is invalidated.
 
-    Returns None, having sent nothing, where SQLAlchemy's path must run instead: another
-    driver, a Citus database or one not yet asked (`_plain.is_citus`), or an engine with
-    cursor listeners (an application's tracing, the tests' routing check), which then see
-    the statement as usual.
+    For an engine that `drives` (the caller checks, before it takes a connection).
+    Returns None, having sent nothing, where SQLAlchemy's path must run instead: a Citus
+    database or one not yet asked (`_plain.is_citus`).
     """
     dialect = engine.dialect
-    if not drives(engine):
+    if pooled.info.get(CITUS_INFO, True):
         return None
-    if pooled.info.get(_CITUS_INFO, True):
-        return None
-    text, names, processors = _driver_statement(dialect)
     with paused_gc():
         params, positions, turn_indexes, assigner = _values(key, state, items)
         params["created"] = moment
         params["version"] = state.version + 1
         params["named"] = lock.is_loop_named
         params["unscoped"] = lock.is_unscoped
-        values = []
-        for name in names:
-            value = params[name]
-            process = processors.get(name)
-            values.append(value if process is None or value is None else process(value))
+        text, values = driver_values(dialect, sql.LOCK_AND_INSERT_IF_CURRENT, params)
     driver: Any = pooled.driver_connection
     try:
         rows = await driver.fetch(text, *values)

@@ -13,10 +13,22 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Table
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.exc import DBAPIError
 
-__all__ = ["insert_plain", "is_citus", "read_plain", "rows_of", "run_plain"]
+__all__ = [
+    "CITUS_INFO",
+    "driver_values",
+    "insert_plain",
+    "is_citus",
+    "on_asyncpg",
+    "read_plain",
+    "rows_of",
+    "run_plain",
+]
+
+CITUS_INFO = "sessionstore_citus"
+"""Where `is_citus` keeps its answer in a pooled connection's `info`."""
 
 _PLAIN_INSERTS: dict[tuple[str, tuple[str, ...], int], str] = {}
 _Compiled = tuple[Any, str, tuple[str, ...], dict[str, Any], dict[str, Any]]
@@ -34,19 +46,31 @@ def is_citus(db: Connection) -> bool:
     if db.dialect.name != "postgresql":
         return False
     info = db.connection.info
-    found = info.get("sessionstore_citus")
+    found = info.get(CITUS_INFO)
     if found is None:
         query = "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')"
-        found = info["sessionstore_citus"] = bool(db.exec_driver_sql(query).scalar())
+        found = info[CITUS_INFO] = bool(db.exec_driver_sql(query).scalar())
     return bool(found)
 
 
-def _compiled(db: Connection, statement: Any, params: Mapping[str, Any]) -> _Compiled:
-    """Compile a statement for the connection's dialect once (cached by identity)."""
-    key = (id(statement), db.dialect.name)
+def on_asyncpg(dialect: Dialect, dispatch: Any) -> bool:
+    """Whether statements may go straight to asyncpg: its dialect, and no cursor listeners.
+
+    `dispatch`: an engine's or a connection's. Listeners (an application's tracing, the
+    tests' routing check) see only what SQLAlchemy executes, so with any the statement
+    takes SQLAlchemy's path.
+    """
+    return dialect.driver == "asyncpg" and not (
+        dispatch.before_cursor_execute or dispatch.after_cursor_execute
+    )
+
+
+def _compiled(dialect: Dialect, statement: Any, params: Mapping[str, Any]) -> _Compiled:
+    """Compile a statement for the dialect once (cached by identity)."""
+    key = (id(statement), dialect.name)
     entry = _PLAIN_STATEMENTS.get(key)
     if entry is None or entry[0] is not statement:
-        compiled = statement.compile(dialect=db.dialect)
+        compiled = statement.compile(dialect=dialect)
         names = tuple(compiled.positiontup or ())
         # Literals SQLAlchemy turned into parameters (the 1 of `version + 1`).
         fixed = {name: compiled.binds[name].value for name in names if name not in params}
@@ -54,6 +78,23 @@ def _compiled(db: Connection, statement: Any, params: Mapping[str, Any]) -> _Com
         entry = (statement, compiled.string, names, fixed, processors)
         _PLAIN_STATEMENTS[key] = entry
     return entry
+
+
+def driver_values(
+    dialect: Dialect, statement: Any, params: Mapping[str, Any]
+) -> tuple[str, list[Any]]:
+    """The statement's SQL for the dialect and its parameters in order, bind-processed.
+
+    What SQLAlchemy would send the driver: the compiled SQL (once a statement), each
+    parameter through its type's bind processor, the literals it made parameters.
+    """
+    _, sql, names, fixed, processors = _compiled(dialect, statement, params)
+    values = []
+    for name in names:
+        value = params[name] if name in params else fixed[name]
+        process = processors.get(name)
+        values.append(value if process is None or value is None else process(value))
+    return sql, values
 
 
 def _fetch(db: Connection, sql: str, values: list[Any]) -> list[Any]:
@@ -79,7 +120,7 @@ def run_plain(db: Connection, statement: Any, params: Mapping[str, Any]) -> list
     """
     if db.dialect.name != "sqlite":
         return None
-    _, sql, names, fixed, _ = _compiled(db, statement, params)
+    _, sql, names, fixed, _ = _compiled(db.dialect, statement, params)
     return _fetch(db, sql, [params[n] if n in params else fixed[n] for n in names])
 
 
@@ -98,17 +139,9 @@ def read_plain(db: Connection, statement: Any, params: Mapping[str, Any]) -> lis
     """
     if db.dialect.name == "sqlite":
         return run_plain(db, statement, params)
-    if db.dialect.driver != "asyncpg":
+    if not on_asyncpg(db.dialect, db.dispatch):
         return None
-    if db.dispatch.before_cursor_execute or db.dispatch.after_cursor_execute:
-        return None
-    _, sql, names, fixed, processors = _compiled(db, statement, params)
-    values = []
-    for name in names:
-        value = params[name] if name in params else fixed[name]
-        process = processors.get(name)
-        values.append(value if process is None or value is None else process(value))
-    return _fetch(db, sql, values)
+    return _fetch(db, *driver_values(db.dialect, statement, params))
 
 
 def rows_of(
