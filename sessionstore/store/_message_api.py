@@ -313,11 +313,7 @@ class MessageMethods(_Handle):
             SessionNotFoundError: no such session (or another tenant's).
             StaleWriteError: `expected_version` is not the session's version.
         """
-        extra = (
-            []
-            if replacement is None
-            else [_messages.prepare(_messages.validated(replacement), self._counter)]
-        )
+        extra = [] if replacement is None else _messages.prepare_all((replacement,), self._counter)
         moment = now()
 
         def work(db: Connection) -> StoredMessage | None:

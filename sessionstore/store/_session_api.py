@@ -87,7 +87,7 @@ class SessionMethods(_Handle):
         client_ids = [m.client_id for batch in batches for m in batch if m.client_id]
         if len(client_ids) != len(set(client_ids)):
             raise ConflictError("a client_id appears twice in the imported history")
-        prepared = [[_messages.prepare(m, self._counter) for m in batch] for batch in batches]
+        prepared = [_messages.prepare_all(batch, self._counter) for batch in batches]
         values = _sessions.new_session_values(
             self._tenant,
             session_id=session_id,
@@ -206,7 +206,7 @@ class SessionMethods(_Handle):
         check_id(expected_version, "expected_version")
         if is_root and parent_loop_id is not None:
             raise ValueError("a root loop has no parent_loop_id")
-        batch = [_messages.prepare(_messages.validated(m), self._counter) for m in messages]
+        batch = _messages.prepare_all(messages, self._counter)
         client_ids = [item.message.client_id for item in batch if item.message.client_id]
         if len(client_ids) != len(set(client_ids)):
             raise ConflictError("a client_id appears twice in the loop's first messages")
