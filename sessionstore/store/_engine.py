@@ -23,12 +23,12 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, SQLAlche
 from sqlalchemy.pool import StaticPool
 
 from sessionstore._defaults import DEFAULT_LOCK_TIMEOUT, DEFAULT_URL
-from sessionstore.errors import (
-    ConfigurationError,
-    LockTimeoutError,
-    MissingDependencyError,
-    SchemaError,
-    StorageError,
+from sessionstore.errors import ConfigurationError, MissingDependencyError
+from sessionstore.store._db_errors import (
+    connection_error,
+    is_busy,
+    is_sqlite_busy,
+    storage_error,
 )
 
 if TYPE_CHECKING:
@@ -48,11 +48,9 @@ __all__ = [
     "SqliteFile",
     "StateCache",
     "TransactionRunner",
-    "connection_error",
     "is_read_only_sqlite",
     "make_engine",
     "normalize_url",
-    "storage_error",
 ]
 
 _T = TypeVar("_T")
@@ -61,12 +59,6 @@ _V = TypeVar("_V")
 
 SQLITE_WORKERS = 4
 """Worker threads (and pooled connections) for a SQLite file."""
-
-# PostgreSQL's lock_not_available; SQLite's SQLITE_BUSY (the primary code of an extended one).
-_PG_LOCK_NOT_AVAILABLE = "55P03"
-# PostgreSQL's undefined_table; SQLite has no code for it, only its message "no such table".
-_PG_UNDEFINED_TABLE = "42P01"
-_SQLITE_BUSY = 5
 
 POSTGRES_POOL_RECYCLE_S = 1800
 """Seconds after which a pooled PostgreSQL connection is replaced (instead of a ping a call)."""
@@ -252,70 +244,6 @@ def _configure_sqlite(
             raw.execute(statement)
         except sqlite3.Error as exc:
             raise OperationalError(statement, None, exc) from exc
-
-
-def storage_error(exc: SQLAlchemyError, what: str = "database error") -> StorageError | SchemaError:
-    """Return the `StorageError` a driver error becomes: the one place errors are translated.
-
-    The message names the error and the driver's own words, never the SQL statement or its
-    bound parameters (they hold message contents). A missing table (a database nobody
-    migrated) is a `SchemaError` that names the fix. Raise it `from exc`, so the original
-    stays chained for debugging.
-    """
-    original = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else None
-    if original is not None:
-        words = " ".join(str(original).split("\n", 1)[0].split())
-        if _is_missing_table(original, words):
-            return SchemaError(
-                f"{what}: the database has no sessionstore tables ({words}): create them "
-                "with `sessionstore db upgrade` or `await sessionstore.migrate.upgrade(url)`"
-            )
-        if _is_lock_timeout(original):
-            return LockTimeoutError(
-                f"{what}: another transaction held a lock for longer than the lock timeout "
-                f"({type(original).__name__}: {words}); nothing was written, retry later"
-            )
-        return StorageError(f"{what}: {type(original).__name__}: {words}")
-    return StorageError(f"{what}: {type(exc).__name__}")
-
-
-def _is_missing_table(original: BaseException, words: str) -> bool:
-    if getattr(original, "sqlstate", None) == _PG_UNDEFINED_TABLE:
-        return True
-    # sqlite3 has no error code of its own for it (SQLITE_ERROR): its message is the only sign.
-    return "sqlite" in type(original).__module__ and words.startswith("no such table")
-
-
-def _is_sqlite_busy(original: object) -> bool:
-    """Whether a driver's error is SQLite's SQLITE_BUSY (by its code, never its message)."""
-    code = getattr(original, "sqlite_errorcode", None)
-    return isinstance(code, int) and code & 0xFF == _SQLITE_BUSY
-
-
-def _is_busy(exc: BaseException) -> bool:
-    """Whether a SQLAlchemy error wraps SQLITE_BUSY (another connection holds a lock)."""
-    return _is_sqlite_busy(getattr(exc, "orig", None))
-
-
-def _is_lock_timeout(original: BaseException) -> bool:
-    # By the driver's error code, never by its message.
-    return getattr(original, "sqlstate", None) == _PG_LOCK_NOT_AVAILABLE or _is_sqlite_busy(
-        original
-    )
-
-
-def connection_error(url: URL, exc: OSError) -> StorageError:
-    """Return the `StorageError` for a database that cannot be reached at all.
-
-    The drivers raise these as plain `OSError`s (connection refused, unknown host, an SSL
-    upgrade the server refused, a timeout) that SQLAlchemy does not wrap.
-    """
-    where = url.render_as_string(hide_password=True)
-    words = " ".join(str(exc).split()) or "no answer"
-    return StorageError(
-        f"cannot connect to the database {where}: {type(exc).__name__}: {words} "
-        "(check the host, port, SSL settings and that the server is running)"
-    )
 
 
 class StateCache(Generic[_K, _V]):
@@ -594,7 +522,7 @@ class TransactionRunner:
                         **{WRITE_OPTION: True}
                     )
                 except OperationalError as exc:
-                    if _is_busy(exc):  # opening it needs a lock another process holds
+                    if is_busy(exc):  # opening it needs a lock another process holds
                         return False, None
                     raise
             connection = self._inline
@@ -606,7 +534,7 @@ class TransactionRunner:
             try:
                 raw.execute(begin)
             except sqlite3.OperationalError as exc:
-                if _is_sqlite_busy(exc):
+                if is_sqlite_busy(exc):
                     return False, None
                 raise OperationalError(begin, None, exc) from exc
             try:
@@ -616,7 +544,7 @@ class TransactionRunner:
                     connection.rollback()
                 else:
                     raw.rollback()
-                if not write and _is_busy(exc):
+                if not write and is_busy(exc):
                     return False, None
                 raise
             if connection.in_transaction():

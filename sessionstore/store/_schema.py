@@ -27,7 +27,8 @@ from sessionstore._sqlite_read import (
     shipped_head,
 )
 from sessionstore.errors import SchemaError
-from sessionstore.store._engine import connection_error, make_engine, storage_error
+from sessionstore.store._db_errors import connection_error, storage_error
+from sessionstore.store._engine import make_engine
 
 if TYPE_CHECKING:
     from alembic.config import Config

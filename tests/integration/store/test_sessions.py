@@ -345,7 +345,7 @@ async def test_a_storage_error_shows_no_sql_and_no_message_content(
     """
     from sqlalchemy.exc import SQLAlchemyError
 
-    from sessionstore.store._engine import storage_error
+    from sessionstore.store._db_errors import storage_error
 
     secret = "the-confidential-text-of-a-message"
     engine = make_engine(db_url)
