@@ -6,7 +6,6 @@ import functools
 from collections.abc import Callable
 
 from sessionstore.models import IntegrityReport
-from sessionstore.store import _verify
 from sessionstore.store._handle import _Handle
 
 __all__ = ["IntegrityMethods"]
@@ -31,6 +30,9 @@ class IntegrityMethods(_Handle):
         Returns:
             What was checked and every problem found (`report.is_ok` when none).
         """
+        # Imported here: a command that never verifies (`context`) does not load the checks.
+        from sessionstore.store import _verify
+
         keys = await self._read(lambda db: _verify.session_keys(db, self._tenant))
         counts = {"sessions": 0, "loops": 0, "messages": 0, "blocks": 0}
         problems = []

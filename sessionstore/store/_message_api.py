@@ -18,16 +18,17 @@ from sessionstore.models import (
 )
 from sessionstore.models._batch import decode_all, paused_gc
 from sessionstore.models._limits import check_big_count, check_count, check_id
-from sessionstore.store import _messages, _payload_reads, _reads, _sessions
+from sessionstore.store import _messages, _reads, _sessions
 from sessionstore.store._engine import INLINE_READ_MAX_MESSAGES, INLINE_WRITE_MAX_MESSAGES
 from sessionstore.store._handle import Rollback, _Handle
-from sessionstore.store._pg_append import LockHint, drives, insert_on_driver
 from sessionstore.store._plain import is_citus
 from sessionstore.store._sessions import check_session_id, now
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
     from sqlalchemy.pool import PoolProxiedConnection
+
+    from sessionstore.store import _payload_reads
 
 __all__ = ["MessageMethods"]
 
@@ -210,6 +211,9 @@ class MessageMethods(_Handle):
         (a stale state, a session not found under the key, or Citus).
         """
         key, cached = last
+        # Imported here: PostgreSQL's append path, which a read never takes.
+        from sessionstore.store._pg_append import LockHint, drives, insert_on_driver
+
         hint = LockHint(isinstance(loop_id, int), self._tenant is None)
 
         def work(
@@ -537,6 +541,8 @@ class MessageMethods(_Handle):
         check_count(last, "last")
         if not path or not all(name.isidentifier() and name.isascii() for name in path):
             raise ValueError(f"path must be plain names, got {path!r}")
+
+        from sessionstore.store import _payload_reads  # here: only this read needs it
 
         def work(db: Connection) -> _payload_reads.ChainStrings:
             key = self._key(db, session_id)

@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sqlalchemy import Connection, Table, insert, select
 
@@ -28,14 +28,14 @@ from sessionstore.models import (
     message_payload,
 )
 from sessionstore.models._limits import MAX_INT, check_count
-from sessionstore.store import _pg_append
 from sessionstore.store import _statements as sql
-from sessionstore.store._pg_append import LockHint
 from sessionstore.store._plain import insert_plain, is_citus, run_plain
-from sessionstore.store._search_vector import pg_messages, vector_expression
 from sessionstore.store._sessions import Locked, SessionKey, bound_time, loop_row
 from sessionstore.store._tables import stored_model, stored_models
 from sessionstore.store._usage import check_message_usage
+
+if TYPE_CHECKING:
+    from sessionstore.store._pg_append import LockHint
 
 __all__ = [
     "LoopState",
@@ -230,6 +230,8 @@ def insert_messages(
     the append is returned with the stored messages.
     """
     if db.dialect.name == "postgresql" and not is_citus(db):
+        from sessionstore.store import _pg_append  # PostgreSQL's path: a read never loads it
+
         stored, next_turn, open_call_ids, _ = _pg_append.insert(db, key, state, items, moment)
         assert stored is not None  # no lock hint: the rows are always written
         return stored, _after(state, len(items), next_turn, open_call_ids)
@@ -268,6 +270,8 @@ def insert_messages(
     open_ids = sorted(assigner.open_call_ids)
     ids = insert_plain(db, sql.messages, _MESSAGE_INSERT_COLUMNS, rows)
     if ids is None:  # Citus: two statements, each routed to the session's node
+        from sessionstore.store._search_vector import pg_messages, vector_expression
+
         values = [
             dict(
                 zip(
@@ -344,6 +348,8 @@ def lock_and_insert(
     None when nothing was written (`state` was stale, or the session was not found under
     `key`): the caller appends as usual, in a transaction.
     """
+    from sessionstore.store import _pg_append
+
     return after_lock(state, len(items), _pg_append.insert(db, key, state, items, moment, hint))
 
 

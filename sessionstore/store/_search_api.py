@@ -6,7 +6,6 @@ from sqlalchemy import Connection
 
 from sessionstore._search_text import query_terms
 from sessionstore.models import SearchHit
-from sessionstore.store import _search
 from sessionstore.store._handle import _Handle
 
 __all__ = ["SearchMethods"]
@@ -60,6 +59,9 @@ class SearchMethods(_Handle):
             ):
                 raise ValueError("a tenant-scoped handle searches its own tenant's sessions only")
             app_name = user_id = None
+
+        # Imported here: a command that never searches (`context`) does not load the search.
+        from sessionstore.store import _search
 
         def work(db: Connection, scan_pending: bool = False) -> list[SearchHit]:
             return _search.search(
