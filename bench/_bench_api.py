@@ -357,6 +357,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--api-single", type=int, default=500, help="one-message appends a run")
     group.add_argument("--api-reads", type=int, default=5, help="warm full reads a run")
     group.add_argument("--api-tail-reads", type=int, default=100, help="newest-50 reads a run")
+    group.add_argument(
+        "--api-postgres-only",
+        action="store_true",
+        help="PostgreSQL's tables only (needs --postgres-url): skip the SQLite ones",
+    )
 
 
 async def run_api(
@@ -378,7 +383,7 @@ async def run_api(
         "single": args.api_single,
         "tables": [],
     }
-    for kind in kinds:
+    for kind in kinds if not args.api_postgres_only else []:
         for n in sizes:
             directory = Path(tempfile.mkdtemp(prefix="sessionstore_api_"))
             try:
