@@ -278,12 +278,13 @@ def _import(
                 if copies is not None
                 else json_copy_within_limits(item, texts[index], nested_in=RECORD_DEPTH)
             )
-            if _is_model_item(item):
+            kind = item_type(item)  # read once an item: it runs on every item imported
+            if _is_model_item(item, kind):
                 if not records:
                     first, checked = index, True
                 checked = checked and copy is not None
                 record, item_blocks = _import_model_item(
-                    item, _skeleton(item, texts is not None, copy)
+                    item, _skeleton(item, texts is not None, copy), kind
                 )
                 records.append(record)
                 blocks.extend(item_blocks)
@@ -294,7 +295,7 @@ def _import(
             if records:
                 flush(index)
             text = None if texts is None else "[" + texts[index] + "]"
-            result.append(_import_input_item(item, names, text, copy))
+            result.append(_import_input_item(item, names, text, copy, kind))
         except _Invalid as exc:
             raise FormatError(f"item {index}: {exc}") from None
         except ValidationError as exc:
@@ -309,8 +310,8 @@ def item_type(item: Mapping[str, Any]) -> str | None:
     return kind if kind is None or isinstance(kind, str) else ""
 
 
-def _is_model_item(item: Mapping[str, Any]) -> bool:
-    kind = item_type(item)
+def _is_model_item(item: Mapping[str, Any], kind: str | None) -> bool:
+    """Whether `item` (of type `kind`: `item_type(item)`) is emitted by a model call."""
     if kind == "message" or (kind is None and "role" in item):
         return item.get("role") == "assistant"
     return kind in _MODEL_ITEM_TYPES
@@ -351,14 +352,13 @@ def _built(model: type[_Built], checked: bool, **fields: Any) -> _Built:
 
 
 def _import_model_item(
-    item: Mapping[str, Any], skeleton: dict[str, Any] | None
+    item: Mapping[str, Any], skeleton: dict[str, Any] | None, kind: str | None
 ) -> tuple[dict[str, JsonValue], list[_Block]]:
     slots: list[list[Any]] = []
     blocks: list[_Block] = []
-    kind = item_type(item)
     if kind in _TOOL_CALL_TYPES:
         arguments_key = _TOOL_CALL_TYPES[kind]
-        call_id, name, arguments = (item.get(k) for k in ("call_id", "name", arguments_key))
+        call_id, name, arguments = item.get("call_id"), item.get("name"), item.get(arguments_key)
         if not isinstance(call_id, str) or not call_id:
             raise _Invalid(f"a {kind} item needs a 'call_id' string")
         if not isinstance(name, str) or not name:
@@ -446,9 +446,12 @@ def _image(url: str, detail: str | None) -> ImageContent:
 
 
 def _import_input_item(
-    item: Mapping[str, Any], names: dict[str, str], text: str | None, copy: dict[str, Any] | None
+    item: Mapping[str, Any],
+    names: dict[str, str],
+    text: str | None,
+    copy: dict[str, Any] | None,
+    kind: str | None,
 ) -> Message:
-    kind = item_type(item)
     skeleton = _skeleton(item, text is not None, copy)
     slots: list[list[Any]] = []
     blocks: list[_Block] = []
