@@ -207,8 +207,10 @@ def from_openai_responses_json(
         FormatError: as `from_openai_responses`; or `texts` (or `copies`) does not match
             `items` in length.
     """
-    if len(texts) != len(items) or (copies is not None and len(copies) != len(items)):
+    if len(texts) != len(items):
         raise FormatError(f"expected the JSON text of {len(items)} items, got {len(texts)}")
+    if copies is not None and len(copies) != len(items):
+        raise FormatError(f"expected the copies of {len(items)} items, got {len(copies)}")
     return _import(items, tool_names, texts, copies)
 
 

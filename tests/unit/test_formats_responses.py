@@ -447,3 +447,10 @@ def test_the_sessions_texts_and_copies_build_what_json_dumps_builds(
     assert json.dumps(to_openai_responses(built), sort_keys=True) == json.dumps(
         given_items, sort_keys=True
     )
+
+
+def test_the_json_variant_needs_one_copy_an_item_when_given_copies() -> None:
+    with pytest.raises(FormatError, match="copies of 2 items, got 1"):
+        from_openai_responses_json(
+            [{"role": "user", "content": "a"}] * 2, ["{}", "{}"], copies=[None]
+        )
