@@ -52,6 +52,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias, TypeVar
 
 from pydantic import BaseModel, JsonValue, ValidationError
+from pydantic_core import from_json
 
 from sessionstore.errors import FormatError, describe_validation_error
 from sessionstore.formats._messages import check_is_message
@@ -68,11 +69,13 @@ from sessionstore.models import (
     ToolResultMessage,
     UserMessage,
 )
-from sessionstore.models._limits import CHECKED_JSON, json_copy_within_limits
+from sessionstore.models._limits import CHECKED_JSON, MAX_JSON_DEPTH, json_copy_within_limits
 
 __all__ = [
     "CALL_OUTPUT_TYPES",
+    "RECORD_DEPTH",
     "RESPONSES_FORMAT",
+    "checked_copies",
     "from_openai_responses",
     "from_openai_responses_json",
     "item_type",
@@ -126,7 +129,7 @@ _Path: TypeAlias = list[str | int]
 _Block: TypeAlias = dict[str, Any] | ImageContent
 """A block as `_import` builds it: a dict the message validates (an image: a model)."""
 _Built = TypeVar("_Built", bound=BaseModel)
-_RECORD_DEPTH = 4
+RECORD_DEPTH = 4
 """How deep an item's record sits in a message's `extra`: extra, format, items, record."""
 _KIND_OF: dict[type, str] = {
     TextContent: "text",
@@ -181,6 +184,7 @@ def from_openai_responses_json(
     texts: Sequence[str],
     *,
     tool_names: Mapping[str, str] | None = None,
+    copies: Sequence[Any] | None = None,
 ) -> list[Message]:
     """Import items as `from_openai_responses` does, each message keeping its items' JSON.
 
@@ -196,19 +200,52 @@ def from_openai_responses_json(
         items: The items, as plain dicts, in order.
         texts: `json.dumps(item)` of each item (ASCII, as the SDK's own sessions store it).
         tool_names: Tool names by call id, for outputs whose call is not in `items`.
+        copies: `checked_copies(items, texts)`, when the caller has it already; by
+            default each item's copy is made here (`json_copy_within_limits`).
 
     Raises:
-        FormatError: as `from_openai_responses`; or `texts` does not match `items` in length.
+        FormatError: as `from_openai_responses`; or `texts` (or `copies`) does not match
+            `items` in length.
     """
     if len(texts) != len(items):
         raise FormatError(f"expected the JSON text of {len(items)} items, got {len(texts)}")
-    return _import(items, tool_names, texts)
+    if copies is not None and len(copies) != len(items):
+        raise FormatError(f"expected the copies of {len(items)} items, got {len(copies)}")
+    return _import(items, tool_names, texts, copies)
+
+
+def checked_copies(items: Sequence[Any], texts: Sequence[str]) -> list[Any]:
+    """Return `json_copy_within_limits` of each item and its text, as an import uses them.
+
+    Each text must be one JSON value, an encoder's output for its item (as the
+    openai-agents session makes them): the texts are then parsed in one call, and the
+    parse compared with the items at once, which costs half of a parse and a comparison
+    an item. A text that nests too deep for a record, or a batch whose joined parse fails
+    or differs, is copied item by item, so every copy (or None) is what
+    `json_copy_within_limits` gives. Texts that are not each one JSON value could join
+    into a parse that equals the items while a text is not its item's: do not pass them.
+    """
+    limit = MAX_JSON_DEPTH - RECORD_DEPTH
+    if len(texts) == len(items) and all(
+        text.count("[") + text.count("{") < limit for text in texts
+    ):
+        try:
+            parsed = from_json("[" + ",".join(texts) + "]", allow_inf_nan=False)
+        except (TypeError, ValueError):  # not strict JSON, or a str that is not valid Unicode
+            parsed = None
+        if type(parsed) is list and len(parsed) == len(items) and parsed == list(items):
+            return parsed
+    return [
+        json_copy_within_limits(item, text, nested_in=RECORD_DEPTH)
+        for item, text in zip(items, texts, strict=True)
+    ]
 
 
 def _import(
     items: Sequence[Mapping[str, Any]],
     tool_names: Mapping[str, str] | None,
     texts: Sequence[str] | None,
+    copies: Sequence[Any] | None = None,
 ) -> list[Message]:
     if isinstance(items, str | bytes | Mapping) or not isinstance(items, Sequence):
         raise FormatError(f"expected a list of items, got {type(items).__name__}")
@@ -239,14 +276,17 @@ def _import(
             copy = (
                 None
                 if texts is None
-                else json_copy_within_limits(item, texts[index], nested_in=_RECORD_DEPTH)
+                else copies[index]
+                if copies is not None
+                else json_copy_within_limits(item, texts[index], nested_in=RECORD_DEPTH)
             )
-            if _is_model_item(item):
+            kind = item_type(item)  # read once an item: it runs on every item imported
+            if _is_model_item(item, kind):
                 if not records:
                     first, checked = index, True
                 checked = checked and copy is not None
                 record, item_blocks = _import_model_item(
-                    item, _skeleton(item, texts is not None, copy)
+                    item, _skeleton(item, texts is not None, copy), kind
                 )
                 records.append(record)
                 blocks.extend(item_blocks)
@@ -257,7 +297,7 @@ def _import(
             if records:
                 flush(index)
             text = None if texts is None else "[" + texts[index] + "]"
-            result.append(_import_input_item(item, names, text, copy))
+            result.append(_import_input_item(item, names, text, copy, kind))
         except _Invalid as exc:
             raise FormatError(f"item {index}: {exc}") from None
         except ValidationError as exc:
@@ -272,8 +312,8 @@ def item_type(item: Mapping[str, Any]) -> str | None:
     return kind if kind is None or isinstance(kind, str) else ""
 
 
-def _is_model_item(item: Mapping[str, Any]) -> bool:
-    kind = item_type(item)
+def _is_model_item(item: Mapping[str, Any], kind: str | None) -> bool:
+    """Whether `item` (of type `kind`: `item_type(item)`) is emitted by a model call."""
     if kind == "message" or (kind is None and "role" in item):
         return item.get("role") == "assistant"
     return kind in _MODEL_ITEM_TYPES
@@ -314,14 +354,13 @@ def _built(model: type[_Built], checked: bool, **fields: Any) -> _Built:
 
 
 def _import_model_item(
-    item: Mapping[str, Any], skeleton: dict[str, Any] | None
+    item: Mapping[str, Any], skeleton: dict[str, Any] | None, kind: str | None
 ) -> tuple[dict[str, JsonValue], list[_Block]]:
     slots: list[list[Any]] = []
     blocks: list[_Block] = []
-    kind = item_type(item)
     if kind in _TOOL_CALL_TYPES:
         arguments_key = _TOOL_CALL_TYPES[kind]
-        call_id, name, arguments = (item.get(k) for k in ("call_id", "name", arguments_key))
+        call_id, name, arguments = item.get("call_id"), item.get("name"), item.get(arguments_key)
         if not isinstance(call_id, str) or not call_id:
             raise _Invalid(f"a {kind} item needs a 'call_id' string")
         if not isinstance(name, str) or not name:
@@ -409,9 +448,12 @@ def _image(url: str, detail: str | None) -> ImageContent:
 
 
 def _import_input_item(
-    item: Mapping[str, Any], names: dict[str, str], text: str | None, copy: dict[str, Any] | None
+    item: Mapping[str, Any],
+    names: dict[str, str],
+    text: str | None,
+    copy: dict[str, Any] | None,
+    kind: str | None,
 ) -> Message:
-    kind = item_type(item)
     skeleton = _skeleton(item, text is not None, copy)
     slots: list[list[Any]] = []
     blocks: list[_Block] = []

@@ -12,12 +12,18 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from sessionstore import FormatError, from_openai_responses
-from sessionstore.formats._responses import JSON_KEY, RESPONSES_FORMAT, from_openai_responses_json
+from sessionstore.formats._responses import (
+    JSON_KEY,
+    RECORD_DEPTH,
+    RESPONSES_FORMAT,
+    checked_copies,
+    from_openai_responses_json,
+)
 from sessionstore.models import MAX_JSON_DEPTH, MESSAGE_ADAPTER, Message
 from sessionstore.models._limits import check_json, json_copy_within_limits
 
@@ -144,3 +150,65 @@ def test_items_near_the_depth_limit_are_kept_either_way() -> None:
     for item in (_call(d=_nested(MAX_JSON_DEPTH - 6)), {"type": "x", "d": _nested(62)}):
         (message,) = _checked_import([item])
         assert message.extra[RESPONSES_FORMAT][JSON_KEY] == "[" + json.dumps(item) + "]"  # type: ignore[index, call-overload]
+
+
+# ── the openai-agents session's texts and copies of a batch ────────────────────
+
+
+def _json_items(items: list[Any]) -> Any:
+    """The openai-agents session's texts and copies of `items` (skipped without the extra)."""
+    return pytest.importorskip("sessionstore.integrations.openai_agents")._json_items(items)
+
+
+@given(st.lists(json_values, max_size=8))
+def test_checked_copies_are_the_copies_item_by_item(values: list[Any]) -> None:
+    texts = [json.dumps(value) for value in values]
+    expected = [
+        json_copy_within_limits(v, t, nested_in=RECORD_DEPTH)
+        for v, t in zip(values, texts, strict=True)
+    ]
+    assert checked_copies(values, texts) == expected
+
+
+def test_checked_copies_of_a_batch_with_one_refused_item_copy_the_others() -> None:
+    values = [{"a": 1}, {"n": float("nan")}, {"t": (1, 2)}, _nested(MAX_JSON_DEPTH - 3), ["x"]]
+    texts = [json.dumps(value) for value in values]
+    assert checked_copies(values, texts) == [{"a": 1}, None, None, None, ["x"]]
+
+
+@settings(deadline=None)  # the first example imports the SDK
+@given(st.lists(st.one_of(json_values, st.tuples(st.integers()), st.dates()), max_size=6))
+def test_the_sessions_texts_decode_to_what_json_dumps_decodes_to(values: list[Any]) -> None:
+    items = [{"type": "x", "v": value} for value in values]
+    try:
+        expected = [json.dumps(item, separators=(",", ":")) for item in items]
+    except TypeError:
+        with pytest.raises(TypeError, match=r"item \d+ cannot be stored"):
+            _json_items(items)
+        return
+    raw, texts, copies = _json_items(items)
+    assert raw == items
+    assert [json.loads(text) for text in texts] == [json.loads(text) for text in expected]
+    for item, text, copy in zip(items, texts, copies, strict=True):
+        assert copy == json_copy_within_limits(item, text, nested_in=RECORD_DEPTH)
+        if copy is None or not _holds_a_float(item):  # a float may be written otherwise
+            assert text == json.dumps(item, separators=(",", ":"))
+
+
+def _holds_a_float(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_holds_a_float(inner) for inner in value.values())
+    if isinstance(value, list | tuple):
+        return any(_holds_a_float(inner) for inner in value)
+    return isinstance(value, float)
+
+
+def test_the_first_item_json_dumps_refuses_is_named() -> None:
+    import datetime
+
+    # pydantic-core writes a date and bytes; json.dumps refuses them, as the SDK does.
+    items = [{"a": 1}, {"d": datetime.date(2026, 1, 1)}, {"role": "user", "content": "é"}, {1, 2}]
+    with pytest.raises(TypeError, match="item 1 cannot be stored"):
+        _json_items(items)
+    with pytest.raises(TypeError, match="item 2 cannot be stored"):
+        _json_items([{"a": "é"}, {"a": "\x7f"}, {"b": b"x"}])

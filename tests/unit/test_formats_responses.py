@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sessionstore import (
@@ -422,4 +422,35 @@ def test_the_kept_json_exports_as_the_records_do(given_items: list[dict[str, Any
     for with_json, without in zip(stored, plain, strict=True):
         assert json.dumps(to_openai_responses([with_json]), sort_keys=True) == json.dumps(
             to_openai_responses([without]), sort_keys=True
+        )
+
+
+@settings(deadline=None)  # the first example imports the SDK
+@given(st.lists(items, max_size=8))
+def test_the_sessions_texts_and_copies_build_what_json_dumps_builds(
+    given_items: list[dict[str, Any]],
+) -> None:
+    agents = pytest.importorskip("sessionstore.integrations.openai_agents")
+    raw, texts, copies = agents._json_items(given_items)
+    built = from_openai_responses_json(raw, texts, copies=copies)
+    dumps = [json.dumps(item, separators=(",", ":")) for item in given_items]
+    expected = from_openai_responses_json(given_items, dumps)
+
+    def decoded(message: Message) -> dict[str, Any]:
+        dump = message.model_dump()
+        hints = dump["extra"].get("openai_responses", {})
+        if "json" in hints:
+            hints["json"] = json.loads(hints["json"])
+        return dump
+
+    assert [decoded(m) for m in built] == [decoded(m) for m in expected]
+    assert json.dumps(to_openai_responses(built), sort_keys=True) == json.dumps(
+        given_items, sort_keys=True
+    )
+
+
+def test_the_json_variant_needs_one_copy_an_item_when_given_copies() -> None:
+    with pytest.raises(FormatError, match="copies of 2 items, got 1"):
+        from_openai_responses_json(
+            [{"role": "user", "content": "a"}] * 2, ["{}", "{}"], copies=[None]
         )
