@@ -205,7 +205,10 @@ class SessionStoreSession:
         self._closed = False
         # The kept JSON texts of the items this object read last, by message id with the
         # message's hash (rows never change): a read parses only the messages not in it.
+        # A whole read leaves its columns (`_unkept`), made into the mapping when a later
+        # read needs it: an object that reads once (a fresh one each agent run) never does.
         self._kept: dict[int, tuple[Any, str | None]] = {}
+        self._unkept: ChainStrings | None = None
         # The names of the calls this object wrote, for outputs added in a later call.
         self._call_names: dict[str, str] = {}
         self._auto_compact = auto_compact
@@ -395,7 +398,7 @@ class SessionStoreSession:
         """
         if limit is not None and limit <= 0:
             return []
-        known = self._kept
+        known = self._known()
         try:
             chained = await self._store._chain_strings(
                 self.session_id, _JSON_PATH, last=limit, known=known or None
@@ -414,8 +417,11 @@ class SessionStoreSession:
         kept = units
         if missing:
             kept = [unit for unit, text in zip(units, found, strict=True) if text is not None]
-        if not _are_item_lists(kept):
+        items = _item_lists(kept)
+        if items is None:
             return await self._model_items(limit)
+        if not missing and limit is None:
+            return items
         starts = None if limit is None else [True] * len(units)
         for index in missing:
             units[index], start = _items_of_payload(chained.payloads[chained.ids[index]])
@@ -436,15 +442,30 @@ class SessionStoreSession:
         A whole read replaces what was remembered (the messages of other chains go); a
         read of the newest few adds to it, up to `_KEPT_MAX` messages. A new mapping each
         time: a read still running in a worker thread keeps looking at the one it was given.
+        A whole read keeps its columns only: the mapping is made from them when the next
+        read needs it (`_known`).
         """
+        if whole:
+            self._kept, self._unkept = {}, chained if len(chained.ids) <= _KEPT_MAX else None
+            return
         fresh = dict(
             zip(chained.ids, zip(chained.digests, chained.found, strict=True), strict=True)
         )
-        if not whole and len(known) + len(fresh) <= _KEPT_MAX:
+        if len(known) + len(fresh) <= _KEPT_MAX:
             if fresh.keys() <= known.keys():
                 return
             fresh = {**known, **fresh}
         self._kept = fresh if len(fresh) <= _KEPT_MAX else {}
+
+    def _known(self) -> dict[int, tuple[Any, str | None]]:
+        """The kept texts remembered from the reads before, by message id with the hash."""
+        unkept = self._unkept
+        if unkept is not None:
+            self._unkept = None
+            self._kept = dict(
+                zip(unkept.ids, zip(unkept.digests, unkept.found, strict=True), strict=True)
+            )
+        return self._kept
 
     async def _model_items(self, limit: int | None) -> list[dict[str, Any]]:
         """The raw items of the active chain, each message built as a model and exported."""
@@ -588,12 +609,17 @@ def _fast_json(item: Any) -> str:
     return ""
 
 
-def _are_item_lists(units: list[Any]) -> bool:
-    """Whether every unit is a list of dicts (SDK items): a kept text written by hand may not be.
+def _item_lists(units: list[Any]) -> list[Any] | None:
+    """The items of the units, in order, if every unit is a list of dicts (SDK items).
 
-    By the set of types, so the loops over thousands of units and items run in C.
+    None when one is not: a kept text written by hand may not be. By the set of types, so
+    the loops over thousands of units and items run in C, and the items are gathered in
+    the same pass that checks them.
     """
-    return set(map(type, units)) <= {list} and set(map(type, chain.from_iterable(units))) <= {dict}
+    if not set(map(type, units)) <= {list}:
+        return None
+    items = list(chain.from_iterable(units))
+    return items if set(map(type, items)) <= {dict} else None
 
 
 def _items_of_payload(payload: str) -> tuple[list[dict[str, Any]], bool]:

@@ -12,7 +12,16 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, func, select
+from sqlalchemy import (
+    BigInteger,
+    Connection,
+    Row,
+    cast,
+    extract,
+    func,
+    literal_column,
+    select,
+)
 
 from sessionstore._items import ContextSources, LoopSource
 from sessionstore._loop_messages import LoopMessages
@@ -581,7 +590,10 @@ def _rows(
     processing); otherwise each message is decoded when first used. `newest_first`: the
     statement returns its rows newest first.
     """
-    plain = read_plain(db, statement, params) if decoded else None
+    plain = None
+    if decoded:
+        on_postgresql = db.dialect.name == "postgresql"
+        plain = read_plain(db, _micros_read(statement) if on_postgresql else statement, params)
     rows: Sequence[Any] = db.execute(statement, params).all() if plain is None else plain
     if newest_first:
         rows = rows[::-1]
@@ -589,6 +601,31 @@ def _rows(
         driver = None if plain is None else db.dialect.name
         return decoded_models(rows, session_id, plain=driver)
     return stored_models(rows, session_id)
+
+
+_MICROS_READS: dict[int, tuple[Any, Any]] = {}
+_CREATED_AT = sql.MESSAGE_COLUMNS.index(sql.messages.c.created_at)
+
+
+def _micros_read(statement: Any) -> Any:
+    """The statement of the message columns with `created_at` as integer microseconds.
+
+    For asyncpg's plain read (`read_plain`), which gets each value as the driver decodes
+    it: a `timestamptz` becomes a new `datetime` a row, about 60% of what the eight
+    columns beside the payload cost to decode, while a batch's messages share one time,
+    which `decoded_records` turns into a `datetime` once (`utc_micros`). `EXTRACT` gives
+    `numeric` (exact) from PostgreSQL 14, and a `double precision` before, whose error is
+    a fraction of a microsecond at today's times, so the rounding cast is exact either
+    way. Made once a statement (cached by identity; the statements are built once).
+    """
+    entry = _MICROS_READS.get(id(statement))
+    if entry is None or entry[0] is not statement:
+        columns = list(statement.selected_columns)
+        micros = extract("epoch", columns[_CREATED_AT]) * literal_column("1000000")
+        columns[_CREATED_AT] = cast(micros, BigInteger).label("created_at")
+        entry = (statement, statement.with_only_columns(*columns))
+        _MICROS_READS[id(statement)] = entry
+    return entry[1]
 
 
 def _raw_turns(

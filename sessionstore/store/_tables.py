@@ -23,6 +23,7 @@ whole key).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any
 
@@ -493,14 +494,25 @@ def decoded_models(
 
     For a read whose caller uses every message. `plain`: the dialect whose driver gave
     the rows straight (`read_plain`), so what the column types would do on the way out is
-    done here: on SQLite the time is the stored text, parsed; on PostgreSQL the strings
-    are NUL-encoded (`_nul.py`).
+    done here: on SQLite the time is the stored text, parsed; on PostgreSQL it is integer
+    microseconds since the epoch (the statement reads it so, see `_reads._rows`) and the
+    strings are NUL-encoded (`_nul.py`).
     """
     if plain == "sqlite":
         return decoded_records(rows, session_id, sqlite_utc)  # type: ignore[arg-type]  # a stored time is never NULL
     if plain == "postgresql":
-        return decoded_records(rows, session_id, unescape=(unescape_json_text, unescape))
+        return decoded_records(
+            rows, session_id, utc_micros, unescape=(unescape_json_text, unescape)
+        )
     return decoded_records(rows, session_id)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def utc_micros(micros: int) -> datetime:
+    """The aware UTC time `micros` microseconds after the epoch (exact: integer arithmetic)."""
+    return _EPOCH + timedelta(microseconds=micros)
 
 
 def replacement_model(row: Any) -> ReplacementMessage:

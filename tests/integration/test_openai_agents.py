@@ -683,3 +683,21 @@ async def test_a_fresh_session_object_reads_back_exactly_what_was_added(
     assert got == added
     assert [json.dumps(item) for item in got] == [json.dumps(item) for item in added]
     assert await read(SessionStoreSession("exact", scoped), 5) == added[-5:]
+
+
+async def test_a_whole_read_leaves_the_kept_texts_for_the_next_read(store: SessionStore) -> None:
+    """The texts a whole read returned are remembered, by message id and hash, when next used."""
+    scoped = tenant(store)
+    writer = SessionStoreSession("remembered", scoped)
+    added = [{"role": "user", "content": "one"}, {"role": "assistant", "content": "two"}]
+    await writer.add_items(sdk(added))
+    reader = SessionStoreSession("remembered", scoped)
+    assert await read(reader) == added
+    chained = await scoped._chain_strings("remembered", ("extra", "openai_responses", "json"))
+    expected = dict(zip(chained.ids, zip(chained.digests, chained.found, strict=True), strict=True))
+    assert reader._known() == expected
+    assert all(text is not None for _, text in expected.values())
+    await writer.add_items(sdk([{"role": "user", "content": "three"}]))
+    assert await read(reader) == [*added, {"role": "user", "content": "three"}]
+    assert await read(reader, 1) == [{"role": "user", "content": "three"}]
+    assert len(reader._known()) == 3

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from datetime import UTC
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from sessionstore import (
 )
 from sessionstore._loop_messages import LoopMessages
 from sessionstore.errors import AmbiguousSessionError, LoopNotFoundError, SessionNotFoundError
+from sessionstore.store._tables import utc_micros
 from tests.conftest import citus_requested
 from tests.factories import conversation
 from tests.integration.store._helpers import new_session
@@ -374,3 +376,54 @@ async def test_a_chain_longer_than_the_drivers_parameter_limit_reads(
                 raw.execute("COMMIT")
             finally:
                 raw.close()
+
+
+async def test_bulk_reads_give_the_stored_times_exactly(store: SessionStore) -> None:
+    """The driver's plain read (times as microseconds on PostgreSQL) gives SQLAlchemy's times."""
+    sid = await new_session(store)
+    written: list[StoredMessage] = []
+    for _ in range(3):
+        written += await store.append_messages(sid, conversation(turns=1))
+    plain = await store.get_messages(sid)
+    history = await store.get_history(sid)
+
+    def listen(*_: Any) -> None:
+        """Any cursor listener sends the reads through SQLAlchemy's result processing."""
+
+    event.listen(store.engine.sync_engine, "before_cursor_execute", listen)
+    try:
+        processed = await store.get_messages(sid)
+    finally:
+        event.remove(store.engine.sync_engine, "before_cursor_execute", listen)
+    times = [m.created_at for m in written]
+    assert [m.created_at for m in plain] == [m.created_at for m in processed] == times
+    assert [m.created_at for m in history] == times
+    assert all(m.created_at.tzinfo is UTC for m in plain)
+    _same(plain, processed)
+
+
+async def test_postgresql_times_as_microseconds_are_exact(store: SessionStore) -> None:
+    """`EXTRACT(epoch ...)` scaled to microseconds gives each stored time back, to the µs."""
+    if store.engine.dialect.name != "postgresql":
+        pytest.skip("the plain read takes times as microseconds on PostgreSQL only")
+    values = [
+        "2026-11-29 03:31:21.999999+00",
+        "2026-11-29 03:31:21.000001+00",
+        "2026-11-29 03:31:21+00",
+        "1969-12-31 23:59:59.000001+00",
+        "2262-04-11 23:47:16.854775+00",
+        "2026-06-01 12:00:00.5+02",
+    ]
+    async with store.engine.connect() as connection:
+        for value in values:
+            row = (
+                await connection.execute(
+                    text(
+                        "SELECT CAST(EXTRACT(epoch FROM stored) * 1000000 AS BIGINT), stored"
+                        " FROM (SELECT CAST(CAST(:t AS TEXT) AS timestamptz) AS stored) AS one"
+                    ),
+                    {"t": value},
+                )
+            ).one()
+            assert utc_micros(row[0]) == row[1], value
+            assert utc_micros(row[0]).tzinfo is UTC
