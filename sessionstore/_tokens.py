@@ -57,8 +57,12 @@ TOOL_RESULT_OVERHEAD = 8
 
 
 def estimate_tokens(text: str) -> int:
-    """Return ceil(UTF-8 bytes / 4): about four bytes a token for English text."""
-    return -(-len(text.encode()) // 4)
+    """Return ceil(UTF-8 bytes / 4): about four bytes a token for English text.
+
+    An ASCII text's length is its UTF-8 length (`isascii` reads a flag the string keeps:
+    no copy, where `encode` copies the text for every count of every appended message).
+    """
+    return -(-(len(text) if text.isascii() else len(text.encode())) // 4)
 
 
 def content_tokens(

@@ -483,7 +483,7 @@ def _in_order(value: object) -> bool:
     A walk with a stack, not a call a value: it runs on every message an append writes.
     """
     scalars = _PLAIN_SCALARS
-    if type(value) in scalars:
+    if type(value) in scalars or (type(value) is dict and not value):  # most `extra`: {}
         return True
     stack = [value]
     pop, push = stack.pop, stack.extend
@@ -528,14 +528,13 @@ def canonical_message(message: Message) -> bytes:
     if names is not None:
         fields = message.__dict__
         try:
-            tree = {}
-            for name in names:
-                value = fields[name]
-                if name == "content":
-                    value = [_sorted_block(block) for block in value]
-                elif name == "usage" and value is not None:
-                    value = _sorted_usage(value)
-                tree[name] = value
+            tree = {name: fields[name] for name in names}
+            # Replaced in place: a dict keeps a key's place when its value changes.
+            if "content" in tree:
+                tree["content"] = [_sorted_block(block) for block in tree["content"]]
+            usage = tree.get("usage")
+            if usage is not None:
+                tree["usage"] = _sorted_usage(usage)
             if _in_order(tree.get("extra")) and _in_order(tree.get("data")):
                 return to_json(tree)
             return _CANONICAL.encode(tree).encode()

@@ -155,10 +155,13 @@ class MessageMethods(_Handle):
                     state = kept
                 else:
                     state = _messages.loop_state(db, key, target, locked.version)
+            every = len(fresh) == len(batch)  # no client id stored or repeated
             inserted, new_state = _messages.insert_messages(
-                db, key, state, [batch[i] for i in fresh], moment
+                db, key, state, batch if every else [batch[i] for i in fresh], moment
             )
             after.append(replace(new_state, version=locked.version))
+            if every:  # each message written: the answer is the rows, in order
+                return inserted
             by_index = dict(zip(fresh, inserted, strict=True))
             for cid, i in first_of.items():
                 known.setdefault(cid, by_index[i])

@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, get_args
 
 from sqlalchemy import Connection, Table, insert, select
 
@@ -89,6 +89,10 @@ class LoopState:
     open_tool_call_ids: frozenset[str]
 
 
+_MESSAGE_CLASSES = frozenset(get_args(get_args(Message)[0]))
+"""The classes of the `Message` union: what `validated` returns as it is."""
+
+
 def validated(message: Any) -> Message:
     """Return `message` as a model of the message union; dicts are validated into one."""
     if isinstance(message, Mapping):
@@ -116,9 +120,11 @@ def prepare_all(messages: Iterable[Any], counter: TokenCounter) -> list[Prepared
     sha256 = hashlib.sha256
     count = counter.count_message
     most = MAX_INT
+    models = _MESSAGE_CLASSES
     out: list[Prepared] = []
     for message in messages:
-        message = validated(message)
+        if type(message) not in models:  # a model of the union is valid already
+            message = validated(message)
         canonical = canonical_of(message)
         tokens = count(message)
         if type(tokens) is not int or not 0 <= tokens <= most:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from pydantic import field_serializer
 
 from sessionstore import (
+    AssistantMessage,
     Message,
     TextContent,
     UserMessage,
@@ -60,6 +61,15 @@ def test_a_subclass_or_a_value_only_the_dump_converts_takes_the_dump() -> None:
     odd_extra: dict[str, Any] = {"a": (1, 2), "b": {3}}
     odd = UserMessage.model_construct(content=[TextContent(text="x")], extra=odd_extra, kind="user")
     assert canonical_message(odd) == canonical_payload(message_payload(odd))
+
+
+def test_unvalidated_content_of_another_shape_gives_the_dumps_bytes() -> None:
+    """Unvalidated content that is no list of blocks (None): the dump's bytes."""
+    for odd in (
+        UserMessage.model_construct(content=None, kind="user"),  # type: ignore[arg-type]  # unvalidated
+        AssistantMessage.model_construct(content=None, kind="assistant"),  # type: ignore[arg-type]  # unvalidated
+    ):
+        assert canonical_message(odd) == canonical_payload(message_payload(odd))
 
 
 def test_what_the_dump_refuses_is_refused_the_same_way() -> None:

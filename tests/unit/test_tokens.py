@@ -125,6 +125,12 @@ def test_estimate_tokens_is_ceil_of_utf8_bytes_over_four() -> None:
     assert estimate_tokens("日本語") == 3  # nine bytes
 
 
+@given(st.text(max_size=200))
+def test_estimate_tokens_counts_utf8_bytes_for_any_text(text: str) -> None:
+    """ASCII texts are counted by length (no encode), any other text by its UTF-8 bytes."""
+    assert estimate_tokens(text) == math.ceil(len(text.encode("utf-8")) / 4)
+
+
 def test_message_tokens_follow_the_seed() -> None:
     user = UserMessage(content="abcdefgh")  # 2 + framing 4
     assert message_tokens(user) == 6
