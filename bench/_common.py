@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import platform
 import secrets
@@ -78,6 +79,19 @@ def machine_info() -> dict[str, Any]:
         "sessionstore": version("sessionstore"),
         "revision": source_revision(),
     }
+
+
+def child_json(script: str, tree: Path, arguments: list[str]) -> Any:
+    """Run `script --child ARGUMENTS` with `tree` first on its path; return its stdout's JSON.
+
+    For an A/B of two source trees: each run is a fresh process importing one tree's
+    `sessionstore` (and this folder's helpers).
+    """
+    here = Path(script).resolve()
+    command = [sys.executable, str(here), "--child", *arguments]
+    env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{here.parent}"}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
 
 
 def parse_sizes(text: str) -> list[int]:

@@ -34,7 +34,6 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from datetime import UTC, datetime
@@ -198,22 +197,11 @@ async def _child(args: argparse.Namespace) -> dict[str, dict[str, float]]:
 
 
 def _run(tree: Path, args: argparse.Namespace, size: str) -> dict[str, dict[str, float]]:
-    command = [
-        sys.executable,
-        str(Path(__file__).resolve()),
-        "--child",
-        "--postgres-url",
-        args.postgres_url,
-        "--size",
-        size,
-        "--messages",
-        str(args.messages),
-        "--single",
-        str(args.single),
-    ]
-    env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{HERE}"}
-    done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
-    result: dict[str, dict[str, float]] = json.loads(done.stdout)
+    from _common import child_json  # here: the parent imports no sessionstore tree itself
+
+    arguments = ["--postgres-url", args.postgres_url, "--size", size]
+    arguments += ["--messages", str(args.messages), "--single", str(args.single)]
+    result: dict[str, dict[str, float]] = child_json(__file__, tree, arguments)
     return result
 
 

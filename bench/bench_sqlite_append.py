@@ -20,9 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -82,18 +80,10 @@ async def _child(args: argparse.Namespace) -> dict[str, dict[str, float]]:
 
 
 def _run(tree: Path, args: argparse.Namespace, size: str) -> dict[str, dict[str, float]]:
-    command = [
-        sys.executable,
-        str(Path(__file__).resolve()),
-        "--child",
-        "--size",
-        size,
-        "--messages",
-        str(args.messages),
-    ]
-    env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{HERE}"}
-    done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
-    result: dict[str, dict[str, float]] = json.loads(done.stdout)
+    from _common import child_json  # here: the parent imports no sessionstore tree itself
+
+    arguments = ["--size", size, "--messages", str(args.messages)]
+    result: dict[str, dict[str, float]] = child_json(__file__, tree, arguments)
     return result
 
 
