@@ -108,7 +108,11 @@ def _commands(url: str, session_id: str, baseline: Path | None) -> dict[str, Com
     }
     if baseline is not None:
         old = _environment(baseline)
-        for name in ("sessionstore sessions list", "sessionstore context SESSION"):
+        for name in (
+            "sessionstore --help",
+            "sessionstore sessions list",
+            "sessionstore context SESSION",
+        ):
             commands[f"{name} (baseline)"] = (commands[name][0], old)
     return commands
 
@@ -200,7 +204,7 @@ def main() -> None:
         type=Path,
         metavar="DIR",
         help="another source tree (holding a `sessionstore` package, such as an older "
-        "commit's `git archive`) whose two commands are timed in the same runs",
+        "commit's `git archive`) whose three commands are timed in the same runs",
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="sessionstore-startup-") as tmp:
