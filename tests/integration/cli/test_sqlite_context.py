@@ -31,7 +31,7 @@ from sessionstore._sqlite_read import VERSION_TABLE, shipped_head
 from sessionstore.cli._options import read_only_file_uri
 from sessionstore.models import LoopRecord
 from sessionstore.store._sessions import bound_time
-from sessionstore.store._source import sqlite_compiled
+from sessionstore.store._source import StoreSource, sqlite_compiled
 from tests.datasets import DATASET, DATASET_LABEL
 from tests.integration.cli.runner import cli, ok
 
@@ -298,3 +298,46 @@ def _outcome(read: Callable[[], Any]) -> tuple[str, Any]:
         return "ok", read()
     except SessionStoreError as exc:
         return type(exc).__name__, str(exc)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_statement_reads_what_the_stores_reads(demo_file, name):
+    """Each statement run on both sources, on the demo's file: the same columns and values."""
+    path, session_id = demo_file
+    engine = create_engine(f"sqlite:///{path}")
+    with sqlite3.connect(path) as raw, engine.connect() as db:
+        file_source, store_source = SqliteSource(raw), StoreSource(db)
+        (tenant,) = file_source.rows("session_tenants", {"sid": session_id})
+        key = {"sid": session_id, "app": tenant[0], "user": tenant[1]}
+        loops = [row.id for row in file_source.rows("loops", key)]
+        blocks = [
+            row.id
+            for row in file_source.rows("block_rows", {**key, "loops": loops, "overlay": "default"})
+        ]
+        sections = [row.id for row in file_source.rows("sections", {**key, "blocks": blocks})]
+        params = {
+            **key,
+            "head": loops[-1],
+            "limit": 3,
+            "lid": loops[-1],
+            "loops": loops,
+            "heads": loops,
+            "blocks": blocks,
+            "sections": sections,
+            "overlay": "default",
+            "generation": 1,
+            "t": datetime.now(UTC),
+            "a": 0,
+            "b": 1_000,
+        }
+
+        read = file_source.rows(name, params)
+        expected = store_source.rows(name, params)
+
+    engine.dispose()
+    assert [row._fields for row in read[:1]] == [tuple(row._fields) for row in expected[:1]]
+    hexed = [
+        tuple(value.hex() if isinstance(value, bytes) else value for value in row) for row in read
+    ]
+    assert hexed == [tuple(row) for row in expected]
+    assert expected or name in ("generation_time", "loop_stats_as_of")
