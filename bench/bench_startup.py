@@ -15,6 +15,9 @@ steadier than the wall clock on a shared machine):
   needs on a SQLite file, where it reads without the store (pydantic's models, sqlite3,
   click, rich's tables);
 - `python -m sessionstore sessions list` and `python -m sessionstore context SESSION`;
+- `python -m sessionstore context DEMO --budget 32000`: the session `sessionstore demo`
+  stores in a file of its own (12 loops, 563 messages, compacted, with a digest), a read
+  that loads blocks, a digest and raw turns;
 - `python -m sessionstore --help` (imports no library code).
 
 It prints each median and its ratio to `python -c pass` and to `import sqlalchemy`,
@@ -22,7 +25,8 @@ then the modules that cost most in one `python -X importtime` run of each comman
 (cumulative microseconds, the slowest top-level imports first).
 
 With `--baseline DIR` (another source tree, such as an older commit's `git archive`), the
-two commands of that tree are timed in the same runs, for a before / after in one run.
+commands of that tree (`--help`, `sessions list` and both `context`s) are timed in the same
+runs, for a before / after in one run.
 
     python bench/bench_startup.py
     python bench/bench_startup.py --repeat 15 --top 15
@@ -89,7 +93,25 @@ Command = tuple[list[str], dict[str, str]]
 """A command line and the environment it runs in."""
 
 
-def _commands(url: str, session_id: str, baseline: Path | None) -> dict[str, Command]:
+def _demo(url: str) -> str:
+    """Store the demo's session in the file at `url` (`sessionstore demo`); return its id."""
+    done = subprocess.run(
+        [sys.executable, "-m", "sessionstore", "--url", url, "demo", "--json"],
+        env=_environment(ROOT),
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    session_id: str = json.loads(done.stdout)["session_id"]
+    return session_id
+
+
+_CONTEXTS = ("sessionstore context SESSION", "sessionstore context DEMO")
+
+
+def _commands(
+    url: str, session_id: str, demo: tuple[str, str], baseline: Path | None
+) -> dict[str, Command]:
     python = sys.executable
     cli = [python, "-m", "sessionstore", "--url", url]
     env = _environment(ROOT)
@@ -105,10 +127,24 @@ def _commands(url: str, session_id: str, baseline: Path | None) -> dict[str, Com
             [*cli, "context", session_id, "--budget", "100000"],
             env,
         ),
+        "sessionstore context DEMO": (
+            [
+                python,
+                "-m",
+                "sessionstore",
+                "--url",
+                demo[0],
+                "context",
+                demo[1],
+                "--budget",
+                "32000",
+            ],
+            env,
+        ),
     }
     if baseline is not None:
         old = _environment(baseline)
-        for name in ("sessionstore sessions list", "sessionstore context SESSION"):
+        for name in ("sessionstore --help", "sessionstore sessions list", *_CONTEXTS):
             commands[f"{name} (baseline)"] = (commands[name][0], old)
     return commands
 
@@ -200,17 +236,19 @@ def main() -> None:
         type=Path,
         metavar="DIR",
         help="another source tree (holding a `sessionstore` package, such as an older "
-        "commit's `git archive`) whose two commands are timed in the same runs",
+        "commit's `git archive`) whose commands are timed in the same runs",
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="sessionstore-startup-") as tmp:
         url = f"sqlite+aiosqlite:///{Path(tmp) / 'sessions.db'}"
         session_id = asyncio.run(_populate(url, args.sessions))
-        commands = _commands(url, session_id, args.baseline)
+        demo_url = f"sqlite+aiosqlite:///{Path(tmp) / 'demo.db'}"
+        demo = (demo_url, _demo(demo_url))
+        commands = _commands(url, session_id, demo, args.baseline)
         medians = _time_all(commands, tmp, max(3, args.repeat))
         offenders = {
             name: _top_imports(commands[name], tmp, args.top)
-            for name in ("sessionstore sessions list", "sessionstore context SESSION")
+            for name in ("sessionstore sessions list", *_CONTEXTS)
         }
     figures: dict[str, Any] = {
         "machine": machine_info(),

@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sessionstore._items import BuiltContext
+from sessionstore._items import BuiltContext, ContextSources
 from sessionstore._overlay import build
 from sessionstore._scope import context_scope
 from sessionstore.config import CompactionConfig, CompactionScope, validated_config
-from sessionstore.store import SessionStore, TenantStore
 
-__all__ = ["build_context", "context_budget"]
+if TYPE_CHECKING:
+    # For the annotations only: `sessionstore context` on a SQLite file builds through
+    # `built_from` without loading the store (and SQLAlchemy).
+    from sessionstore.store import SessionStore, TenantStore
+
+__all__ = ["build_context", "built_from", "context_budget"]
 
 
 def context_budget(max_context_tokens: int, system_prompt_tokens: int) -> int:
@@ -118,6 +122,32 @@ async def build_context(
         as_of=as_of,
         new_overlay=new_overlay,
     )
+    return built_from(
+        sources,
+        budget=budget,
+        token_scale=token_scale,
+        overlay=overlay,
+        as_of=as_of,
+        redact_secrets=redact_secrets,
+        system_prompt_tokens=system_prompt_tokens,
+    )
+
+
+def built_from(
+    sources: ContextSources,
+    *,
+    budget: int,
+    token_scale: float = 1.0,
+    overlay: str = "default",
+    as_of: int | datetime | None = None,
+    redact_secrets: bool = False,
+    system_prompt_tokens: int = 0,
+) -> BuiltContext:
+    """Build the context from what `read_context` read (the second half of `build_context`).
+
+    `budget` is `context_budget(max_context_tokens, system_prompt_tokens)`; the other
+    arguments are `build_context`'s.
+    """
     context = build(
         sources.loops,
         budget=budget,

@@ -26,9 +26,11 @@ from sessionstore.cli._options import (
     json_option,
     loop_option,
     overlay_option,
+    read_only_file_uri,
     run_with_store,
     scope_option,
     summarizer_options,
+    user_errors,
 )
 from sessionstore.cli._progress import progress, progress_option
 from sessionstore.cli._render import print_json
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
     from sessionstore._audit import AuditSnapshot
     from sessionstore.cli._render import ContextFormat
     from sessionstore.cli._render._loops import LoopNumbers
+    from sessionstore.models import LoopRecord
 
 __all__ = ["audit", "compact", "context"]
 
@@ -306,8 +309,25 @@ def context(
         raise click.UsageError(f"--json contradicts --format {output_format}")
     chosen: ContextFormat = "json" if as_json else output_format or "text"
 
-    from sessionstore import build_context
     from sessionstore.cli._render import print_context
+
+    found = _file_context(
+        settings,
+        session_id,
+        max_context_tokens=max_context_tokens,
+        loop_number=loop_number,
+        scope=scope,
+        system_prompt_tokens=system_prompt_tokens,
+        overlay=overlay,
+        as_of=as_of,
+        redact_secrets=redact_secrets,
+    )
+    if found is not None:
+        built, numbers = found
+        print_context(session_id, built, max_context_tokens, chosen, numbers)
+        return
+
+    from sessionstore import build_context
 
     async def work(store: SessionStore) -> tuple[BuiltContext, LoopNumbers]:
         numbers, loop_id = await session_loops(store, session_id, loop_number)
@@ -326,6 +346,66 @@ def context(
 
     built, numbers = run_with_store(settings.url, work, read_only=True)
     print_context(session_id, built, max_context_tokens, chosen, numbers)
+
+
+def _file_context(
+    settings: Settings,
+    session_id: str,
+    *,
+    max_context_tokens: int,
+    loop_number: int | None,
+    scope: Scope | None,
+    system_prompt_tokens: int,
+    overlay: str,
+    as_of: int | datetime | None,
+    redact_secrets: bool,
+) -> tuple[BuiltContext, LoopNumbers] | None:
+    """`context` on a SQLite file read without SQLAlchemy, or None (see `_sqlite_context`).
+
+    The same read (`_context_source.read_context`) and the same build (`built_from`) as
+    through the store, with the same checks in the same order, so the same output and
+    errors; None for any other URL or a file the store must read.
+    """
+    uri = read_only_file_uri(settings.url)
+    if uri is None:
+        return None
+    from sessionstore._context import built_from, context_budget
+    from sessionstore._scope import context_scope
+    from sessionstore._sqlite_context import read_file_context
+    from sessionstore.cli._loops import numbered
+
+    picked: list[LoopNumbers] = []
+
+    def loop_id_of(loops: list[LoopRecord]) -> int | None:
+        numbers, loop_id = numbered(loops, session_id, loop_number)
+        picked.append(numbers)
+        return loop_id
+
+    def budget() -> int:
+        return context_budget(max_context_tokens, system_prompt_tokens)
+
+    with user_errors():
+        found = read_file_context(
+            uri,
+            timeout=settings.lock_timeout,
+            session_id=session_id,
+            loop_id_of=loop_id_of,
+            scope=context_scope(scope, None),
+            budget=budget,
+            overlay=overlay,
+            as_of=as_of,
+        )
+        if found is None:
+            return None
+        built = built_from(
+            found[1],
+            budget=budget(),
+            overlay=overlay,
+            as_of=as_of,
+            redact_secrets=redact_secrets,
+            system_prompt_tokens=system_prompt_tokens,
+        )
+    return built, picked[0]
 
 
 # ── audit ──────────────────────────────────────────────────────────────────────

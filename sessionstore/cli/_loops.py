@@ -9,8 +9,9 @@ from sessionstore.errors import LoopNotFoundError
 
 if TYPE_CHECKING:
     from sessionstore import SessionStore
+    from sessionstore.models import LoopRecord
 
-__all__ = ["session_loops"]
+__all__ = ["numbered", "session_loops"]
 
 
 async def session_loops(
@@ -21,7 +22,14 @@ async def session_loops(
     One query (`list_loops`) whatever the session's size. A number the session has no loop
     for raises `LoopNotFoundError` naming that number, as the store does for an unknown id.
     """
-    numbers = LoopNumbers(await store.list_loops(session_id))
+    return numbered(await store.list_loops(session_id), session_id, number)
+
+
+def numbered(
+    loops: list[LoopRecord], session_id: str, number: int | None
+) -> tuple[LoopNumbers, int | None]:
+    """`session_loops` from the session's loops, read by the caller."""
+    numbers = LoopNumbers(loops)
     if number is None:
         return numbers, None
     loop_id = numbers.loop_id(number)

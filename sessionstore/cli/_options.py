@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -155,8 +155,15 @@ def run(work: Coroutine[Any, Any, _T]) -> _T:
     """Run one coroutine and turn the errors a user can cause into clean messages."""
     import asyncio  # here: a command that reads without the store runs no event loop
 
-    try:
+    with user_errors():
         return asyncio.run(work)
+
+
+@contextlib.contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn the errors a user can cause into clean messages (`run`'s, for a read without it)."""
+    try:
+        yield
     except ValidationError as exc:  # before ValueError, which it subclasses
         raise click.ClickException(describe_validation_error(exc)) from exc
     except (SessionStoreError, ValueError) as exc:

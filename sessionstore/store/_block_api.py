@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 from pydantic import JsonValue, TypeAdapter
 from sqlalchemy import Connection
 
+from sessionstore._context_source import check_read
 from sessionstore._items import ContextSources
 from sessionstore._scope import ChainEntry
 from sessionstore.config import CompactionScope
@@ -429,14 +430,7 @@ class BlockMethods(_Handle):
             OverlayNotFoundError: no block of the session carries `overlay` (a typo?),
                 unless `new_overlay`.
         """
-        if budget < 1:
-            raise ValueError("budget must be at least 1")
-        if isinstance(as_of, datetime):
-            check_aware(as_of)
-        else:
-            check_count(as_of, "as_of", low=-MAX_INT - 1)  # a generation: a 32-bit column
-        check_id(loop_id, "loop_id")
-        check_overlay(overlay)
+        check_read(budget=budget, loop_id=loop_id, overlay=overlay, as_of=as_of)
 
         def work(db: Connection) -> ContextSources:
             key = self._key(db, session_id)

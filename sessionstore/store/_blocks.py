@@ -11,15 +11,15 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, func, select
+from sqlalchemy import Connection, func, select
 
+from sessionstore import _context_source as source
 from sessionstore._search_text import indexed_text
 from sessionstore._tokens import TokenCounter
 from sessionstore.errors import (
     BlockNotFoundError,
     InvalidBlockError,
     LoopChangedError,
-    OverlayNotFoundError,
 )
 from sessionstore.models import (
     CompactedSection,
@@ -28,17 +28,14 @@ from sessionstore.models import (
     LoopRecord,
     ReplacementMessage,
     SessionDigest,
-    TurnRange,
 )
 from sessionstore.models._limits import check_count
 from sessionstore.store import _statements as sql
 from sessionstore.store._messages import insert_returning_ids
 from sessionstore.store._sessions import SessionKey, loop_row
+from sessionstore.store._source import StoreSource
 from sessionstore.store._tables import (
-    block_model,
-    digest_model,
     event_model,
-    replacement_from_text,
     replacement_model,
 )
 
@@ -64,7 +61,7 @@ EVENT_KINDS = ("started", "ended")
 # A `CompactionEvent`'s columns: the session's tenant columns are not part of it.
 EVENT_COLUMNS = tuple(c for c in sql.events.c if c.name not in ("app_name", "user_id"))
 
-DEFAULT_OVERLAY = "default"
+DEFAULT_OVERLAY = source.DEFAULT_OVERLAY
 
 
 def check_unchanged(
@@ -208,25 +205,10 @@ def _insert_section_messages(
 
 
 def load_blocks(
-    db: Connection, key: SessionKey, rows: Sequence[Row[Any]], *, messages: bool = True
+    db: Connection, key: SessionKey, rows: Sequence[Any], *, messages: bool = True
 ) -> list[CompactionBlock]:
     """Return the blocks of block rows, with their sections (and replacement messages)."""
-    if not rows:
-        return []
-    params: dict[str, Any] = {**key.params, "blocks": [row.id for row in rows]}
-    section_rows = db.execute(sql.SELECT_SECTIONS, params).all()
-    replacements: dict[int, list[ReplacementMessage]] = {s.id: [] for s in section_rows}
-    if section_rows and messages:
-        params = {**key.params, "sections": list(replacements)}
-        for row in db.execute(sql.SELECT_SECTION_MESSAGES, params).all():
-            replacements[row.section_id].append(replacement_from_text(row))
-    by_block: dict[int, dict[str, CompactedSection]] = {}
-    for section in section_rows:
-        by_block.setdefault(section.block_id, {})[section.kind] = CompactedSection(
-            range=TurnRange(start_turn=section.start_turn, end_turn=section.end_turn),
-            messages=replacements[section.id],
-        )
-    return [block_model(row, by_block.get(row.id, {})) for row in rows]
+    return source.load_blocks(StoreSource(db), key, rows, messages=messages)
 
 
 def block_rows(
@@ -235,18 +217,9 @@ def block_rows(
     loop_ids: Sequence[int],
     overlay: str,
     as_of: datetime | None,
-) -> dict[int, Row[Any]]:
+) -> dict[int, Any]:
     """Return the row of the newest block of each loop for `overlay` (written by `as_of`)."""
-    if not loop_ids:
-        return {}
-    params: dict[str, Any] = {**key.params, "loops": list(loop_ids), "overlay": overlay}
-    if as_of is not None:
-        params["t"] = as_of
-    newest: dict[int, Row[Any]] = {}
-    for row in db.execute(sql.select_block_rows(as_of is not None), params).all():
-        if row.loop_id not in newest or row.generation > newest[row.loop_id].generation:
-            newest[row.loop_id] = row
-    return newest
+    return source.block_rows(StoreSource(db), key, loop_ids, overlay, as_of)
 
 
 def current_blocks(
@@ -259,9 +232,7 @@ def current_blocks(
     messages: bool,
 ) -> dict[int, CompactionBlock]:
     """Return the newest block of each loop for `overlay` (written by `as_of`), by loop id."""
-    rows = block_rows(db, key, [loop.id for loop in loops], overlay, as_of)
-    loaded = load_blocks(db, key, list(rows.values()), messages=messages)
-    return {block.loop_id: block for block in loaded if block.loop_id is not None}
+    return source.current_blocks(StoreSource(db), key, loops, overlay, as_of, messages=messages)
 
 
 def replacement(db: Connection, key: SessionKey, replacement_id: int) -> ReplacementMessage | None:
@@ -343,14 +314,7 @@ def newest_digest(
     as_of: datetime | None,
 ) -> SessionDigest | None:
     """Return the newest digest of `overlay` written at one of `head_ids` (None: any loop)."""
-    params: dict[str, Any] = {**key.params, "overlay": overlay}
-    if head_ids is not None:
-        params["heads"] = list(head_ids)
-    if as_of is not None:
-        params["t"] = as_of
-    stmt = sql.select_newest_digest(head_ids is not None, as_of is not None)
-    row = db.execute(stmt, params).first()
-    return None if row is None else digest_model(row)
+    return source.newest_digest(StoreSource(db), key, overlay, head_ids, as_of)
 
 
 def check_overlay(db: Connection, key: SessionKey, overlay: str) -> None:
@@ -358,13 +322,4 @@ def check_overlay(db: Connection, key: SessionKey, overlay: str) -> None:
 
     `default` is always valid: a session never compacted shows its raw messages.
     """
-    if overlay == DEFAULT_OVERLAY:
-        return
-    found = db.execute(
-        select(sql.blocks.c.id)
-        .where(*sql.keyed(sql.blocks), sql.blocks.c.overlay == overlay)
-        .limit(1),
-        key.params,
-    ).first()
-    if found is None:
-        raise OverlayNotFoundError(overlay, session_id=key.session_id)
+    source.check_overlay(StoreSource(db), key, overlay)

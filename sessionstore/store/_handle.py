@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection
 
+from sessionstore._context_source import check_aware as check_aware
 from sessionstore._tokens import TokenCounter
 from sessionstore.models._limits import check_big_count
 from sessionstore.store import _blocks
@@ -24,12 +24,6 @@ class Rollback(Exception):
 
     def __init__(self, result: Any) -> None:
         self.result = result
-
-
-def check_aware(moment: datetime | None) -> None:
-    """Refuse a naive `as_of` datetime."""
-    if moment is not None and moment.tzinfo is None:
-        raise ValueError("as_of must be an aware datetime")
 
 
 def check_limit(limit: int | None) -> None:

@@ -12,55 +12,20 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import (
-    BigInteger,
-    Connection,
-    Row,
-    cast,
-    extract,
-    func,
-    literal_column,
-    select,
-)
+from sqlalchemy import BigInteger, Connection, cast, extract, literal_column
 
-from sessionstore._items import ContextSources, LoopSource
+from sessionstore import _context_source as source
+from sessionstore._items import ContextSources
 from sessionstore._loop_messages import LoopMessages
-from sessionstore._scope import (
-    ChainEntry,
-    grow_window,
-    loop_context_tokens,
-    loops_shown,
-    recorded_scope,
-    resolve_scope,
-    scope_window,
-)
-from sessionstore.config import CompactionScope, TokenBudget
-from sessionstore.errors import BlockNotFoundError
-from sessionstore.models import (
-    CompactionBlock,
-    LoopRecord,
-    SessionDigest,
-    StoredMessage,
-    SystemMessage,
-    TurnRange,
-)
+from sessionstore._scope import ChainEntry
+from sessionstore.config import CompactionScope
+from sessionstore.models import LoopRecord, SessionDigest, StoredMessage
 from sessionstore.store import _statements as sql
-from sessionstore.store._blocks import (
-    block_rows,
-    check_overlay,
-    current_blocks,
-    load_blocks,
-    newest_digest,
-)
+from sessionstore.store._blocks import current_blocks, newest_digest
 from sessionstore.store._plain import is_citus, read_plain
-from sessionstore.store._sessions import SessionKey, chain, resolve_loop, visible_session
-from sessionstore.store._tables import (
-    block_model,
-    decoded_models,
-    loop_model,
-    stored_model,
-    stored_models,
-)
+from sessionstore.store._sessions import SessionKey, resolve_loop, visible_session
+from sessionstore.store._source import StoreSource
+from sessionstore.store._tables import decoded_models, stored_models
 from sessionstore.strategies import LoopView
 
 __all__ = [
@@ -123,190 +88,35 @@ def loop_messages_by_id(
 def chain_as_of(
     db: Connection, key: SessionKey, head: int, limit: int | None, as_of: datetime | None
 ) -> tuple[list[LoopRecord], bool]:
-    """Return the newest `limit` loops of the chain (root first) and whether that is all.
-
-    With `as_of`, loops created later are skipped, so the chain ends at the newest
-    ancestor of `head` that existed then, and each loop's counters are as they were.
-    """
-
-    def attempt(fetch: int | None) -> tuple[list[LoopRecord], bool] | None:
-        loops = chain(db, key, head, fetch)
-        complete = fetch is None or len(loops) < fetch or loops[0].parent_loop_id is None
-        if as_of is not None:
-            loops = [loop for loop in loops if loop.created_at <= as_of]
-        if limit is None or len(loops) > limit or complete:
-            return loops, limit is None or len(loops) <= limit
-        return None
-
-    if limit is None:
-        found = attempt(None)
-        assert found is not None  # an unlimited read is always complete
-        loops, complete = found
-    else:
-        # One loop more than asked, so a full read proves the chain goes on.
-        loops, complete = grow_window(limit + 1, attempt)
-    if not complete:
-        loops = loops[len(loops) - (limit or 0) :]
-    if as_of is not None:
-        loops = _loops_as_of(db, key, loops, as_of)
-    return loops, complete
+    """`_context_source.chain_as_of` on the store's connection."""
+    return source.chain_as_of(StoreSource(db), key, head, limit, as_of)
 
 
-def _only_root(db: Connection, key: SessionKey, moment: datetime | None) -> LoopRecord | None:
-    """Return the session's one root loop, or None when it has several (or `moment` is set).
-
-    A chain's first loop is the root it ends at. A session with one root (no chain was
-    started anew) needs no walk of a long chain to find it: one probe of the parent index,
-    so a resume stays flat in the chain's length. Otherwise the caller walks the chain.
-    """
-    if moment is not None:
-        return None  # the counters as of then: the walk reads them
-    loops = sql.loops
-    stmt = select(loops).where(*sql.keyed(loops), loops.c.parent_loop_id.is_(None)).limit(2)
-    rows = db.execute(stmt, key.params).all()
-    return loop_model(rows[0]) if len(rows) == 1 else None
-
-
-def _loops_as_of(
-    db: Connection, key: SessionKey, loops: list[LoopRecord], as_of: datetime
-) -> list[LoopRecord]:
-    """Return the loops with their cached counters as they were at `as_of`."""
-    if not loops:
-        return loops
-    columns = sql.messages.c
-    stmt = (
-        select(
-            columns.loop_id,
-            func.count(),
-            func.coalesce(func.sum(columns.token_count), 0),
-            func.max(columns.turn_index),
-        )
-        .where(
-            *sql.keyed(sql.messages),
-            columns.loop_id.in_([loop.id for loop in loops]),
-            columns.created_at <= as_of,
-        )
-        .group_by(columns.loop_id)
-    )
-    stats = {row[0]: row[1:] for row in db.execute(stmt, key.params).all()}
-    result = []
-    for loop in loops:
-        count, tokens, last_turn = stats.get(loop.id, (0, 0, None))
-        closed = loop.closed_at if loop.closed_at and loop.closed_at <= as_of else None
-        changes = {
-            "message_count": count,
-            "token_total": int(tokens),
-            "turn_count": 0 if last_turn is None else last_turn + 1,
-            "closed_at": closed,
-        }
-        result.append(loop.model_copy(update=changes))
-    return result
-
-
-def _as_of_time(
-    db: Connection, key: SessionKey, head: int, overlay: str, as_of: datetime | int | None
-) -> datetime | None:
-    """Return `as_of` as a time: a generation of the head's block is read as its write time."""
-    if as_of is None or isinstance(as_of, datetime):
-        return as_of
-    columns = sql.blocks.c
-    row = db.execute(
-        select(columns.created_at).where(
-            *sql.keyed(sql.blocks),
-            columns.loop_id == head,
-            columns.overlay == overlay,
-            columns.generation == as_of,
-        ),
-        key.params,
-    ).first()
-    if row is None:
-        raise BlockNotFoundError(f"loop {head} has no generation {as_of} of overlay {overlay!r}")
-    return row.created_at  # type: ignore[no-any-return]
-
-
-def _scoped_chain(
+def read_context(
     db: Connection,
     key: SessionKey,
-    head: int,
     *,
     scope: CompactionScope | None,
     budget: int,
+    loop_id: int | None,
     overlay: str,
-    moment: datetime | None,
-    summary_cap: int | None = None,
-) -> tuple[list[ChainEntry], int, bool, CompactionScope, dict[int, Row[Any] | None]]:
-    """Read the chain a window at a time until the scope ends inside it.
+    as_of: datetime | int | None,
+    new_overlay: bool = False,
+) -> ContextSources:
+    """Read what the loader needs to build a loop's context (see `SessionStore.read_context`).
 
-    Returns the chain read (root first, with block headers: a block without its
-    sections, which the scope rule does not look at), how many loops before the head
-    take part, whether the chain read is the whole chain, the scope used (`scope`, or
-    the one the head's current block was compacted with), and the block rows read, by
-    loop id, so the caller loads the sections of the loops in scope without reading
-    their blocks again.
+    The read is `_context_source.read_context`, run on the store's statements.
     """
-    read: dict[int, tuple[list[ChainEntry], bool]] = {}
-    rows: dict[int, Row[Any] | None] = {}
-
-    def window(size: int) -> tuple[list[ChainEntry], bool]:
-        # A window read once is not read again (the recorded scope's first read is reused).
-        if size not in read:
-            loops, complete = chain_as_of(db, key, head, size, moment)
-            _read_block_rows(db, key, [loop.id for loop in loops], rows, overlay, moment)
-            headers = [(loop, rows[loop.id]) for loop in loops]
-            read[size] = (
-                [(loop, None if row is None else block_model(row, {})) for loop, row in headers],
-                complete,
-            )
-        return read[size]
-
-    chosen = scope
-    if chosen is None:
-        # The head's current block says which scope it was compacted with; it is in the
-        # window the default scope reads, which is usually the window needed anyway.
-        entries, _ = window(scope_window(recorded_scope(None)))
-        chosen = recorded_scope(next((b for loop, b in entries if loop.id == head), None))
-    final = chosen
-
-    def attempt(size: int) -> tuple[list[ChainEntry], int, bool] | None:
-        entries, complete = window(size)
-        earlier = resolve_scope(entries, final, budget, summary_cap=summary_cap)
-        if earlier < len(entries) - 1 or complete:
-            return entries, earlier, complete
-        return None
-
-    entries, earlier, complete = grow_window(scope_window(final), attempt)
-    return entries, earlier, complete, final, rows
-
-
-def _read_block_rows(
-    db: Connection,
-    key: SessionKey,
-    loop_ids: Sequence[int],
-    rows: dict[int, Row[Any] | None],
-    overlay: str,
-    moment: datetime | None,
-) -> None:
-    """Add the current block row (None: no block) of each loop not read yet to `rows`."""
-    fresh = [loop_id for loop_id in loop_ids if loop_id not in rows]
-    found = block_rows(db, key, fresh, overlay, moment)
-    rows.update((loop_id, found.get(loop_id)) for loop_id in fresh)
-
-
-def _blocks_of(
-    db: Connection,
-    key: SessionKey,
-    loops: Sequence[LoopRecord],
-    rows: dict[int, Row[Any] | None],
-    overlay: str,
-    moment: datetime | None,
-    *,
-    messages: bool,
-) -> dict[int, CompactionBlock]:
-    """Return the current blocks of `loops` with their sections, from the rows already read."""
-    _read_block_rows(db, key, [loop.id for loop in loops], rows, overlay, moment)
-    wanted = [row for row in (rows[loop.id] for loop in loops) if row is not None]
-    loaded = load_blocks(db, key, wanted, messages=messages)
-    return {block.loop_id: block for block in loaded if block.loop_id is not None}
+    return source.read_context(
+        StoreSource(db),
+        key,
+        scope=scope,
+        budget=budget,
+        loop_id=loop_id,
+        overlay=overlay,
+        as_of=as_of,
+        new_overlay=new_overlay,
+    )
 
 
 def chain_in_scope(
@@ -323,8 +133,8 @@ def chain_in_scope(
     head = resolve_loop(db, key, loop_id)
     if head is None:
         return []
-    entries, earlier, _, _, rows = _scoped_chain(
-        db,
+    entries, earlier, _, _, rows = source.scoped_chain(
+        StoreSource(db),
         key,
         head,
         scope=scope,
@@ -336,129 +146,8 @@ def chain_in_scope(
     if not entries:
         return []
     loops = [loop for loop, _ in entries[len(entries) - earlier - 1 :]]
-    blocks = _blocks_of(db, key, loops, rows, overlay, None, messages=False)
+    blocks = source.blocks_of(StoreSource(db), key, loops, rows, overlay, None, messages=False)
     return [(loop, blocks.get(loop.id)) for loop in loops]
-
-
-def read_context(
-    db: Connection,
-    key: SessionKey,
-    *,
-    scope: CompactionScope | None,
-    budget: int,
-    loop_id: int | None,
-    overlay: str,
-    as_of: datetime | int | None,
-    new_overlay: bool = False,
-) -> ContextSources:
-    """Read what the loader needs to build a loop's context (see `SessionStore.read_context`)."""
-    # Imported here: it pulls the trimming code, which a call that builds no context (a
-    # listing) never needs at start.
-    from sessionstore._overlay import segments
-
-    head = resolve_loop(db, key, loop_id)
-    if not new_overlay:
-        check_overlay(db, key, overlay)
-    if head is None:
-        return ContextSources([], None, None)
-    moment = _as_of_time(db, key, head, overlay, as_of)
-    entries, earlier, complete, used, rows = _scoped_chain(
-        db, key, head, scope=scope, budget=budget, overlay=overlay, moment=moment
-    )
-    if not entries:
-        return ContextSources([], None, moment, used)
-    in_scope = [loop for loop, _ in entries[len(entries) - earlier - 1 :]]
-    digest, after = _digest_and_loops_after(
-        db, key, head, [loop for loop, _ in entries], complete, overlay, moment
-    )
-    # The digest stands for its loops; every loop after them is shown (they were in
-    # scope when it was written, or have come since).
-    in_scope = list(loops_shown(used, in_scope, after if digest is not None else None))
-    left_out = 0
-    if isinstance(used, TokenBudget) and digest is None and len(entries) > earlier + 1:
-        left_out = loop_context_tokens(*entries[len(entries) - earlier - 2])
-    chain: list[LoopRecord] | None = [loop for loop, _ in entries] if complete else None
-
-    def whole_chain() -> list[LoopRecord]:
-        """The whole chain, root first, read once and only when the window did not hold it."""
-        nonlocal chain
-        if chain is None:
-            chain, _ = chain_as_of(db, key, head, None, moment)
-        return chain
-
-    root: LoopRecord | None = None
-    if in_scope and in_scope[0].parent_loop_id is not None:
-        root = (chain[0] if chain is not None else None) or _only_root(db, key, moment)
-        if root is None:
-            root = whole_chain()[0]
-        if isinstance(used, TokenBudget) and digest is None:
-            # No digest stands for the loops the budget left out: the chain's first loop,
-            # which holds the session's task, stays in (the trimmer shortens it, last).
-            in_scope = [root, *in_scope]
-            root = None
-    blocks = _blocks_of(db, key, in_scope, rows, overlay, moment, messages=True)
-    sources = []
-    for loop in in_scope:
-        block = blocks.get(loop.id)
-        raw: list[Row[Any]] = []
-        for turns, kind in segments(loop.turn_count, block):
-            if kind == "raw":
-                raw.extend(_raw_turns(db, key, loop.id, turns, moment))
-        sources.append(LoopSource(loop, block, stored_models(raw, key.session_id)))
-    newest = [loop.id for loop, _ in reversed(entries)]
-    latest = _latest_user(db, key, newest, moment)
-    if latest is None and not complete:
-        known = set(newest)
-        older = [loop.id for loop in reversed(whole_chain()) if loop.id not in known]
-        latest = _latest_user(db, key, older, moment)
-    system = [] if root is None else _system_prompt(db, key, root, moment)
-    return ContextSources(sources, latest, moment, used, digest, left_out, system)
-
-
-def _system_prompt(
-    db: Connection, key: SessionKey, root: LoopRecord, moment: datetime | None
-) -> list[StoredMessage]:
-    """Return the system messages that open the chain's first loop (its system prompt)."""
-    if root.turn_count == 0:
-        return []
-    rows = _raw_turns(db, key, root.id, TurnRange(start_turn=0, end_turn=0), moment)
-    found: list[StoredMessage] = []
-    for stored in stored_models(rows, key.session_id):
-        if not isinstance(stored.message, SystemMessage):
-            break
-        found.append(stored)
-    return found
-
-
-def _digest_and_loops_after(
-    db: Connection,
-    key: SessionKey,
-    head: int,
-    window: list[LoopRecord],
-    complete: bool,
-    overlay: str,
-    moment: datetime | None,
-) -> tuple[SessionDigest | None, list[LoopRecord]]:
-    """Return the chain's newest digest and the loops after the ones it folds.
-
-    A digest is the chain's when the loop that was current when it was written is in
-    the chain. The window read for the scope is searched first; a longer chain is read
-    whole only when the session has digests of this overlay and none is in the window.
-    """
-    digest = newest_digest(db, key, overlay, [loop.id for loop in window], moment)
-    loops = window
-    if digest is None and not complete:
-        if newest_digest(db, key, overlay, None, moment) is None:
-            return None, []
-        loops, _ = chain_as_of(db, key, head, None, moment)
-        digest = newest_digest(db, key, overlay, [loop.id for loop in loops], moment)
-    if digest is None:
-        return None, []
-    ids = [loop.id for loop in loops]
-    if digest.through_loop_id not in ids:
-        loops, _ = chain_as_of(db, key, head, None, moment)
-        ids = [loop.id for loop in loops]
-    return digest, loops[ids.index(digest.through_loop_id) + 1 :]
 
 
 def digest_inputs(
@@ -626,27 +315,3 @@ def _micros_read(statement: Any) -> Any:
         entry = (statement, statement.with_only_columns(*columns))
         _MICROS_READS[id(statement)] = entry
     return entry[1]
-
-
-def _raw_turns(
-    db: Connection, key: SessionKey, loop_id: int, turns: TurnRange, as_of: datetime | None
-) -> list[Row[Any]]:
-    params = {**key.params, "lid": loop_id, "a": turns.start_turn, "b": turns.end_turn}
-    if as_of is None:
-        return list(db.execute(sql.SELECT_RAW_TURNS, params).all())
-    return list(db.execute(sql.SELECT_RAW_TURNS_AS_OF, {**params, "t": as_of}).all())
-
-
-def _latest_user(
-    db: Connection, key: SessionKey, loop_ids: Sequence[int], as_of: datetime | None
-) -> StoredMessage | None:
-    """Return the newest raw user message of these loops (newest loop first)."""
-    for loop_id in loop_ids:
-        params: dict[str, Any] = {**key.params, "lid": loop_id}
-        if as_of is None:
-            row = db.execute(sql.SELECT_LATEST_USER, params).first()
-        else:
-            row = db.execute(sql.SELECT_LATEST_USER_AS_OF, {**params, "t": as_of}).first()
-        if row is not None:
-            return stored_model(row, key.session_id)
-    return None

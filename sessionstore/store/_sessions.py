@@ -15,12 +15,13 @@ from datetime import UTC, datetime
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from sqlalchemy import Connection, Dialect, Row, Select, and_, insert, or_, select, tuple_, update
+from sqlalchemy import Connection, Dialect, Select, and_, insert, or_, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 
+from sessionstore import _context_source as source
+from sessionstore._context_source import SessionKey, check_session_id, key_from_tenants
 from sessionstore._sqlite_read import decode_cursor, session_page
 from sessionstore.errors import (
-    AmbiguousSessionError,
     LoopNotFoundError,
     SessionExistsError,
     SessionNotFoundError,
@@ -28,7 +29,6 @@ from sessionstore.errors import (
 )
 from sessionstore.models import (
     APP_NAME_MAX_LENGTH,
-    MAX_INT,
     SESSION_ID_MAX_LENGTH,
     TITLE_MAX_LENGTH,
     USER_ID_MAX_LENGTH,
@@ -38,7 +38,7 @@ from sessionstore.models import (
 from sessionstore.models._limits import check_json, check_text
 from sessionstore.store import _statements as sql
 from sessionstore.store._plain import insert_plain, rows_of, run_plain
-from sessionstore.store._tables import loop_model
+from sessionstore.store._source import StoreSource
 
 __all__ = [
     "Locked",
@@ -99,38 +99,8 @@ def check_tenant(app_name: str | None, user_id: str | None) -> None:
         check_text(user_id, "user_id", max_length=USER_ID_MAX_LENGTH)
 
 
-def check_session_id(session_id: str) -> None:
-    """Refuse a session id that is not text or not valid Unicode (it cannot be sent)."""
-    if not isinstance(session_id, str):
-        raise TypeError(f"session_id must be a str, got {type(session_id).__name__}")
-    check_text(session_id, "session_id")
-
-
 def _params(tenant: Tenant | None) -> dict[str, str]:
     return {} if tenant is None else tenant.params
-
-
-@dataclass(frozen=True, slots=True)
-class SessionKey:
-    """A session's key, `(session_id, app_name, user_id)`: its id is unique within its tenant.
-
-    Every row of the session carries it, and every statement about the session is
-    scoped by it (`_statements.keyed`).
-    """
-
-    session_id: str
-    app_name: str
-    user_id: str
-
-    @property
-    def params(self) -> dict[str, str]:
-        """The bind parameters of `_statements.keyed`."""
-        return {"sid": self.session_id, "app": self.app_name, "user": self.user_id}
-
-    @property
-    def columns(self) -> dict[str, str]:
-        """The key's columns, as a row of the session's tables holds them."""
-        return {"session_id": self.session_id, "app_name": self.app_name, "user_id": self.user_id}
 
 
 def session_key(db: Connection, tenant: Tenant | None, session_id: str) -> SessionKey:
@@ -146,12 +116,7 @@ def session_key(db: Connection, tenant: Tenant | None, session_id: str) -> Sessi
         return SessionKey(session_id, tenant.app_name, tenant.user_id)
     params = {"sid": session_id}
     # On SQLite straight on the driver: this runs before every call of the unscoped store.
-    rows = rows_of(db, sql.SELECT_SESSION_TENANTS, params)
-    if not rows:
-        raise SessionNotFoundError(session_id)
-    if len(rows) > 1:
-        raise AmbiguousSessionError(session_id)
-    return SessionKey(session_id, rows[0][0], rows[0][1])
+    return key_from_tenants(session_id, rows_of(db, sql.SELECT_SESSION_TENANTS, params))
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,29 +147,19 @@ def check_version(session_id: str, locked: Locked, expected: int | None) -> None
         raise StaleWriteError(session_id, expected=expected, actual=locked.version - 1)
 
 
-def visible_session(db: Connection, key: SessionKey) -> Row[Any]:
+def visible_session(db: Connection, key: SessionKey) -> Any:
     """Return the session's row; raise `SessionNotFoundError` if there is none."""
-    row = db.execute(sql.SELECT_SESSION, key.params).first()
-    if row is None:
-        raise SessionNotFoundError(key.session_id)
-    return row
+    return source.visible_session(StoreSource(db), key)
 
 
-def loop_row(db: Connection, key: SessionKey, loop_id: int) -> Row[Any]:
+def loop_row(db: Connection, key: SessionKey, loop_id: int) -> Any:
     """Return a loop's row; raise `LoopNotFoundError` if it is not a loop of the session."""
-    row = db.execute(sql.SELECT_LOOP, {"lid": loop_id, **key.params}).first()
-    if row is None:
-        raise LoopNotFoundError(loop_id, session_id=key.session_id)
-    return row
+    return source.loop_row(StoreSource(db), key, loop_id)
 
 
 def resolve_loop(db: Connection, key: SessionKey, loop_id: int | None) -> int | None:
     """Return `loop_id` (checked to be in the session) or the session's active loop."""
-    session = visible_session(db, key)
-    if loop_id is None:
-        return session.active_loop_id  # type: ignore[no-any-return]  # a nullable int column
-    loop_row(db, key, loop_id)
-    return loop_id
+    return source.resolve_loop(StoreSource(db), key, loop_id)
 
 
 # ── sessions ────────────────────────────────────────────────────────────────────
@@ -450,7 +405,7 @@ def bound_time(db: Connection, moment: datetime) -> Any:
     return moment if process is None else process(moment)
 
 
-def close_loop(db: Connection, key: SessionKey, loop_id: int, moment: datetime) -> Row[Any]:
+def close_loop(db: Connection, key: SessionKey, loop_id: int, moment: datetime) -> Any:
     """Close a loop (if open) and return its row."""
     loop_row(db, key, loop_id)
     columns = sql.loops.c
@@ -474,16 +429,9 @@ def switch_loop(db: Connection, key: SessionKey, loop_id: int) -> None:
 
 def list_loops(db: Connection, key: SessionKey) -> list[LoopRecord]:
     """Return every loop of a session, in order of creation."""
-    stmt = select(*sql.LOOP_COLUMNS).where(*sql.keyed(sql.loops)).order_by(sql.loops.c.sequence)
-    return [loop_model(row) for row in db.execute(stmt, key.params).all()]
+    return source.list_loops(StoreSource(db), key)
 
 
 def chain(db: Connection, key: SessionKey, head: int, limit: int | None) -> list[LoopRecord]:
     """Return the chain of loops ending at `head`, root first (the newest `limit` of them)."""
-    # A window grown past what a chain can hold reads the whole chain; the query's hop
-    # counter is 32-bit on PostgreSQL.
-    if limit is not None:
-        limit = min(limit, MAX_INT)
-    params = {"head": head, "limit": limit, **key.params}
-    rows = db.execute(sql.select_chain(limit is not None), params).all()
-    return [loop_model(row) for row in rows]
+    return source.chain(StoreSource(db), key, head, limit)

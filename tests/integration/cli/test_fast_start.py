@@ -4,8 +4,8 @@ The group lists its commands from `COMMANDS` and imports a command's module only
 it, so the top-level help stays fast; these tests guard what it imports and keep each
 listed summary equal to the command's own help. A command that reads (`sessions list`,
 `context`) runs in a fresh interpreter against a real SQLite file, and must not have
-imported what only migrating, compacting or converting needs (`bench/bench_startup.py`
-times the difference).
+imported what only migrating, compacting or converting needs, nor SQLAlchemy: both read
+the file on the standard library's driver (`bench/bench_startup.py` times the difference).
 """
 
 from __future__ import annotations
@@ -170,9 +170,19 @@ def test_a_command_that_reads_imports_only_what_it_uses(sqlite_file, args):
     if args[0] == "sessions":
         # The first page of a SQLite file is read without the store (`_sqlite_read`).
         assert [m for m in modules if m.startswith(NOT_FOR_LISTING)] == []
-        assert [m for m in modules if m.startswith(("sqlalchemy", "sessionstore.store"))] == []
-    else:
-        assert "sqlalchemy" in modules  # a context is read through the store
+    # A SQLite file is read without the store: a context too (`_sqlite_context`).
+    assert [m for m in modules if m.startswith(("sqlalchemy", "sessionstore.store"))] == []
+
+
+def test_a_context_the_store_reads_loads_sqlalchemy(sqlite_file):
+    """The check above can fail: a URL the file read leaves to the store loads SQLAlchemy."""
+    url, session_id = sqlite_file
+    store_url = url.replace(":///", ":///file:", 1) + "?mode=ro&uri=true"
+
+    out, modules = _modules_of_a_run(store_url, "context", session_id, "--budget", "1000")
+
+    assert "hello" in out
+    assert {"sqlalchemy", "sessionstore.store"} <= set(modules)
 
 
 def test_the_probe_sees_a_heavy_import(sqlite_file):

@@ -1,0 +1,640 @@
+"""The read of a loop's context, written once against a source of named statements.
+
+`read_context` (the store's `SessionStore.read_context`, and `sessionstore context` on a
+SQLite file) reads the chain a window at a time until the scope is known to end inside
+it, then only what the loops in scope show (see `sessionstore.store._reads`). Every
+statement it runs is named here and run by a `Source`: the store's runs the SQLAlchemy
+statement of that name (`store/_source.py`), and `_sqlite_context` runs the same
+statement compiled for SQLite, as text, on the standard library's driver (a test holds
+each text equal to the store's compilation). So the algorithm, the scope rule and the
+rows-to-models conversion exist once, and this module imports no SQLAlchemy.
+
+A source returns a statement's rows as the store's column types give them (aware UTC
+times, decoded JSON), each readable by position and by column name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from sessionstore._items import ContextSources, LoopSource
+from sessionstore._row_models import (
+    block_model,
+    digest_model,
+    loop_model,
+    replacement_from_text,
+    stored_model,
+    stored_models,
+)
+from sessionstore._scope import (
+    ChainEntry,
+    grow_window,
+    loop_context_tokens,
+    loops_shown,
+    recorded_scope,
+    resolve_scope,
+    scope_window,
+)
+from sessionstore.config import CompactionScope, TokenBudget
+from sessionstore.errors import (
+    AmbiguousSessionError,
+    BlockNotFoundError,
+    LoopNotFoundError,
+    OverlayNotFoundError,
+    SessionNotFoundError,
+)
+from sessionstore.models import (
+    MAX_INT,
+    CompactedSection,
+    CompactionBlock,
+    LoopRecord,
+    ReplacementMessage,
+    SessionDigest,
+    StoredMessage,
+    SystemMessage,
+    TurnRange,
+)
+from sessionstore.models._limits import check_count, check_id, check_text
+from sessionstore.models._limits import check_overlay as check_overlay_name
+
+__all__ = [
+    "DEFAULT_OVERLAY",
+    "STATEMENTS",
+    "SessionKey",
+    "Source",
+    "block_rows",
+    "chain",
+    "chain_as_of",
+    "check_aware",
+    "check_overlay",
+    "check_read",
+    "check_session_id",
+    "first",
+    "key_from_tenants",
+    "list_loops",
+    "load_blocks",
+    "loop_row",
+    "newest_digest",
+    "read_context",
+    "resolve_loop",
+    "visible_session",
+]
+
+DEFAULT_OVERLAY = "default"
+
+STATEMENTS = (
+    "session",
+    "session_tenants",
+    "loop",
+    "loops",
+    "chain",
+    "chain_limited",
+    "root",
+    "loop_stats_as_of",
+    "generation_time",
+    "overlay_block",
+    "block_rows",
+    "block_rows_as_of",
+    "digest",
+    "digest_as_of",
+    "digest_heads",
+    "digest_heads_as_of",
+    "sections",
+    "section_messages",
+    "raw_turns",
+    "raw_turns_as_of",
+    "latest_user",
+    "latest_user_as_of",
+)
+"""The statements a context read runs, by name (the parameters each takes: its callers here).
+
+A parameter that is a list (`loops`, `heads`, `blocks`, `sections`) is an `IN` list
+expanded when the statement runs.
+"""
+
+
+class Source(Protocol):
+    """Runs a named statement (one of `STATEMENTS`) with parameters; returns its rows."""
+
+    def rows(self, name: str, params: Mapping[str, Any]) -> Sequence[Any]:
+        """Return every row of the statement `name` run with `params`."""
+        ...
+
+
+def first(src: Source, name: str, params: Mapping[str, Any]) -> Any:
+    """Return the statement's first row, or None."""
+    found = src.rows(name, params)
+    return found[0] if found else None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionKey:
+    """A session's key, `(session_id, app_name, user_id)`: its id is unique within its tenant.
+
+    Every row of the session carries it, and every statement about the session is
+    scoped by it (`_statements.keyed`).
+    """
+
+    session_id: str
+    app_name: str
+    user_id: str
+
+    @property
+    def params(self) -> dict[str, str]:
+        """The bind parameters of `_statements.keyed`."""
+        return {"sid": self.session_id, "app": self.app_name, "user": self.user_id}
+
+    @property
+    def columns(self) -> dict[str, str]:
+        """The key's columns, as a row of the session's tables holds them."""
+        return {"session_id": self.session_id, "app_name": self.app_name, "user_id": self.user_id}
+
+
+def key_from_tenants(session_id: str, rows: Sequence[Sequence[Any]]) -> SessionKey:
+    """The key of `session_id` from its tenants' rows (`session_tenants`: at most two)."""
+    if not rows:
+        raise SessionNotFoundError(session_id)
+    if len(rows) > 1:
+        raise AmbiguousSessionError(session_id)
+    return SessionKey(session_id, rows[0][0], rows[0][1])
+
+
+def check_aware(moment: datetime | None) -> None:
+    """Refuse a naive `as_of` datetime."""
+    if moment is not None and moment.tzinfo is None:
+        raise ValueError("as_of must be an aware datetime")
+
+
+def check_session_id(session_id: str) -> None:
+    """Refuse a session id that is not text or not valid Unicode (it cannot be sent)."""
+    if not isinstance(session_id, str):
+        raise TypeError(f"session_id must be a str, got {type(session_id).__name__}")
+    check_text(session_id, "session_id")
+
+
+def check_read(
+    *, budget: int, loop_id: int | None, overlay: str, as_of: datetime | int | None
+) -> None:
+    """Refuse the arguments of a context read that no statement should see."""
+    if budget < 1:
+        raise ValueError("budget must be at least 1")
+    if isinstance(as_of, datetime):
+        check_aware(as_of)
+    else:
+        check_count(as_of, "as_of", low=-MAX_INT - 1)  # a generation: a 32-bit column
+    check_id(loop_id, "loop_id")
+    check_overlay_name(overlay)
+
+
+# ── sessions and loops ─────────────────────────────────────────────────────────
+
+
+def visible_session(src: Source, key: SessionKey) -> Any:
+    """Return the session's row; raise `SessionNotFoundError` if there is none."""
+    row = first(src, "session", key.params)
+    if row is None:
+        raise SessionNotFoundError(key.session_id)
+    return row
+
+
+def loop_row(src: Source, key: SessionKey, loop_id: int) -> Any:
+    """Return a loop's row; raise `LoopNotFoundError` if it is not a loop of the session."""
+    row = first(src, "loop", {"lid": loop_id, **key.params})
+    if row is None:
+        raise LoopNotFoundError(loop_id, session_id=key.session_id)
+    return row
+
+
+def resolve_loop(src: Source, key: SessionKey, loop_id: int | None) -> int | None:
+    """Return `loop_id` (checked to be in the session) or the session's active loop."""
+    session = visible_session(src, key)
+    if loop_id is None:
+        return session.active_loop_id  # type: ignore[no-any-return]  # a nullable int column
+    loop_row(src, key, loop_id)
+    return loop_id
+
+
+def list_loops(src: Source, key: SessionKey) -> list[LoopRecord]:
+    """Return every loop of a session, in order of creation."""
+    return [loop_model(row) for row in src.rows("loops", key.params)]
+
+
+def chain(src: Source, key: SessionKey, head: int, limit: int | None) -> list[LoopRecord]:
+    """Return the chain of loops ending at `head`, root first (the newest `limit` of them)."""
+    # A window grown past what a chain can hold reads the whole chain; the query's hop
+    # counter is 32-bit on PostgreSQL.
+    if limit is not None:
+        limit = min(limit, MAX_INT)
+    params = {"head": head, "limit": limit, **key.params}
+    rows = src.rows("chain_limited" if limit is not None else "chain", params)
+    return [loop_model(row) for row in rows]
+
+
+def chain_as_of(
+    src: Source, key: SessionKey, head: int, limit: int | None, as_of: datetime | None
+) -> tuple[list[LoopRecord], bool]:
+    """Return the newest `limit` loops of the chain (root first) and whether that is all.
+
+    With `as_of`, loops created later are skipped, so the chain ends at the newest
+    ancestor of `head` that existed then, and each loop's counters are as they were.
+    """
+
+    def attempt(fetch: int | None) -> tuple[list[LoopRecord], bool] | None:
+        loops = chain(src, key, head, fetch)
+        complete = fetch is None or len(loops) < fetch or loops[0].parent_loop_id is None
+        if as_of is not None:
+            loops = [loop for loop in loops if loop.created_at <= as_of]
+        if limit is None or len(loops) > limit or complete:
+            return loops, limit is None or len(loops) <= limit
+        return None
+
+    if limit is None:
+        found = attempt(None)
+        assert found is not None  # an unlimited read is always complete
+        loops, complete = found
+    else:
+        # One loop more than asked, so a full read proves the chain goes on.
+        loops, complete = grow_window(limit + 1, attempt)
+    if not complete:
+        loops = loops[len(loops) - (limit or 0) :]
+    if as_of is not None:
+        loops = _loops_as_of(src, key, loops, as_of)
+    return loops, complete
+
+
+def _only_root(src: Source, key: SessionKey, moment: datetime | None) -> LoopRecord | None:
+    """Return the session's one root loop, or None when it has several (or `moment` is set).
+
+    A chain's first loop is the root it ends at. A session with one root (no chain was
+    started anew) needs no walk of a long chain to find it: one probe of the parent index,
+    so a resume stays flat in the chain's length. Otherwise the caller walks the chain.
+    """
+    if moment is not None:
+        return None  # the counters as of then: the walk reads them
+    rows = src.rows("root", key.params)
+    return loop_model(rows[0]) if len(rows) == 1 else None
+
+
+def _loops_as_of(
+    src: Source, key: SessionKey, loops: list[LoopRecord], as_of: datetime
+) -> list[LoopRecord]:
+    """Return the loops with their cached counters as they were at `as_of`."""
+    if not loops:
+        return loops
+    params = {**key.params, "loops": [loop.id for loop in loops], "t": as_of}
+    stats = {row[0]: row[1:] for row in src.rows("loop_stats_as_of", params)}
+    result = []
+    for loop in loops:
+        count, tokens, last_turn = stats.get(loop.id, (0, 0, None))
+        closed = loop.closed_at if loop.closed_at and loop.closed_at <= as_of else None
+        changes = {
+            "message_count": count,
+            "token_total": int(tokens),
+            "turn_count": 0 if last_turn is None else last_turn + 1,
+            "closed_at": closed,
+        }
+        result.append(loop.model_copy(update=changes))
+    return result
+
+
+# ── blocks and digests ─────────────────────────────────────────────────────────
+
+
+def load_blocks(
+    src: Source, key: SessionKey, rows: Sequence[Any], *, messages: bool = True
+) -> list[CompactionBlock]:
+    """Return the blocks of block rows, with their sections (and replacement messages)."""
+    if not rows:
+        return []
+    params: dict[str, Any] = {**key.params, "blocks": [row.id for row in rows]}
+    section_rows = src.rows("sections", params)
+    replacements: dict[int, list[ReplacementMessage]] = {s.id: [] for s in section_rows}
+    if section_rows and messages:
+        params = {**key.params, "sections": list(replacements)}
+        for row in src.rows("section_messages", params):
+            replacements[row.section_id].append(replacement_from_text(row))
+    by_block: dict[int, dict[str, CompactedSection]] = {}
+    for section in section_rows:
+        by_block.setdefault(section.block_id, {})[section.kind] = CompactedSection(
+            range=TurnRange(start_turn=section.start_turn, end_turn=section.end_turn),
+            messages=replacements[section.id],
+        )
+    return [block_model(row, by_block.get(row.id, {})) for row in rows]
+
+
+def block_rows(
+    src: Source,
+    key: SessionKey,
+    loop_ids: Sequence[int],
+    overlay: str,
+    as_of: datetime | None,
+) -> dict[int, Any]:
+    """Return the row of the newest block of each loop for `overlay` (written by `as_of`)."""
+    if not loop_ids:
+        return {}
+    params: dict[str, Any] = {**key.params, "loops": list(loop_ids), "overlay": overlay}
+    if as_of is not None:
+        params["t"] = as_of
+    newest: dict[int, Any] = {}
+    for row in src.rows("block_rows_as_of" if as_of is not None else "block_rows", params):
+        if row.loop_id not in newest or row.generation > newest[row.loop_id].generation:
+            newest[row.loop_id] = row
+    return newest
+
+
+def current_blocks(
+    src: Source,
+    key: SessionKey,
+    loops: Sequence[LoopRecord],
+    overlay: str,
+    as_of: datetime | None,
+    *,
+    messages: bool,
+) -> dict[int, CompactionBlock]:
+    """Return the newest block of each loop for `overlay` (written by `as_of`), by loop id."""
+    rows = block_rows(src, key, [loop.id for loop in loops], overlay, as_of)
+    loaded = load_blocks(src, key, list(rows.values()), messages=messages)
+    return {block.loop_id: block for block in loaded if block.loop_id is not None}
+
+
+def newest_digest(
+    src: Source,
+    key: SessionKey,
+    overlay: str,
+    head_ids: Sequence[int] | None,
+    as_of: datetime | None,
+) -> SessionDigest | None:
+    """Return the newest digest of `overlay` written at one of `head_ids` (None: any loop)."""
+    params: dict[str, Any] = {**key.params, "overlay": overlay}
+    if head_ids is not None:
+        params["heads"] = list(head_ids)
+    if as_of is not None:
+        params["t"] = as_of
+    name = "digest_heads" if head_ids is not None else "digest"
+    row = first(src, name + ("_as_of" if as_of is not None else ""), params)
+    return None if row is None else digest_model(row)
+
+
+def check_overlay(src: Source, key: SessionKey, overlay: str) -> None:
+    """Refuse an overlay name that no block or digest of the session carries.
+
+    `default` is always valid: a session never compacted shows its raw messages.
+    """
+    if overlay == DEFAULT_OVERLAY:
+        return
+    if first(src, "overlay_block", {**key.params, "overlay": overlay}) is None:
+        raise OverlayNotFoundError(overlay, session_id=key.session_id)
+
+
+# ── the context's read ─────────────────────────────────────────────────────────
+
+
+def _as_of_time(
+    src: Source, key: SessionKey, head: int, overlay: str, as_of: datetime | int | None
+) -> datetime | None:
+    """Return `as_of` as a time: a generation of the head's block is read as its write time."""
+    if as_of is None or isinstance(as_of, datetime):
+        return as_of
+    params = {**key.params, "lid": head, "overlay": overlay, "generation": as_of}
+    row = first(src, "generation_time", params)
+    if row is None:
+        raise BlockNotFoundError(f"loop {head} has no generation {as_of} of overlay {overlay!r}")
+    return row.created_at  # type: ignore[no-any-return]
+
+
+def scoped_chain(
+    src: Source,
+    key: SessionKey,
+    head: int,
+    *,
+    scope: CompactionScope | None,
+    budget: int,
+    overlay: str,
+    moment: datetime | None,
+    summary_cap: int | None = None,
+) -> tuple[list[ChainEntry], int, bool, CompactionScope, dict[int, Any]]:
+    """Read the chain a window at a time until the scope ends inside it.
+
+    Returns the chain read (root first, with block headers: a block without its
+    sections, which the scope rule does not look at), how many loops before the head
+    take part, whether the chain read is the whole chain, the scope used (`scope`, or
+    the one the head's current block was compacted with), and the block rows read, by
+    loop id, so the caller loads the sections of the loops in scope without reading
+    their blocks again.
+    """
+    read: dict[int, tuple[list[ChainEntry], bool]] = {}
+    rows: dict[int, Any] = {}
+
+    def window(size: int) -> tuple[list[ChainEntry], bool]:
+        # A window read once is not read again (the recorded scope's first read is reused).
+        if size not in read:
+            loops, complete = chain_as_of(src, key, head, size, moment)
+            _read_block_rows(src, key, [loop.id for loop in loops], rows, overlay, moment)
+            headers = [(loop, rows[loop.id]) for loop in loops]
+            read[size] = (
+                [(loop, None if row is None else block_model(row, {})) for loop, row in headers],
+                complete,
+            )
+        return read[size]
+
+    chosen = scope
+    if chosen is None:
+        # The head's current block says which scope it was compacted with; it is in the
+        # window the default scope reads, which is usually the window needed anyway.
+        entries, _ = window(scope_window(recorded_scope(None)))
+        chosen = recorded_scope(next((b for loop, b in entries if loop.id == head), None))
+    final = chosen
+
+    def attempt(size: int) -> tuple[list[ChainEntry], int, bool] | None:
+        entries, complete = window(size)
+        earlier = resolve_scope(entries, final, budget, summary_cap=summary_cap)
+        if earlier < len(entries) - 1 or complete:
+            return entries, earlier, complete
+        return None
+
+    entries, earlier, complete = grow_window(scope_window(final), attempt)
+    return entries, earlier, complete, final, rows
+
+
+def _read_block_rows(
+    src: Source,
+    key: SessionKey,
+    loop_ids: Sequence[int],
+    rows: dict[int, Any],
+    overlay: str,
+    moment: datetime | None,
+) -> None:
+    """Add the current block row (None: no block) of each loop not read yet to `rows`."""
+    fresh = [loop_id for loop_id in loop_ids if loop_id not in rows]
+    found = block_rows(src, key, fresh, overlay, moment)
+    rows.update((loop_id, found.get(loop_id)) for loop_id in fresh)
+
+
+def blocks_of(
+    src: Source,
+    key: SessionKey,
+    loops: Sequence[LoopRecord],
+    rows: dict[int, Any],
+    overlay: str,
+    moment: datetime | None,
+    *,
+    messages: bool,
+) -> dict[int, CompactionBlock]:
+    """Return the current blocks of `loops` with their sections, from the rows already read."""
+    _read_block_rows(src, key, [loop.id for loop in loops], rows, overlay, moment)
+    wanted = [row for row in (rows[loop.id] for loop in loops) if row is not None]
+    loaded = load_blocks(src, key, wanted, messages=messages)
+    return {block.loop_id: block for block in loaded if block.loop_id is not None}
+
+
+def read_context(
+    src: Source,
+    key: SessionKey,
+    *,
+    scope: CompactionScope | None,
+    budget: int,
+    loop_id: int | None,
+    overlay: str,
+    as_of: datetime | int | None,
+    new_overlay: bool = False,
+) -> ContextSources:
+    """Read what the loader needs to build a loop's context (see `SessionStore.read_context`)."""
+    # Imported here: it pulls the trimming code, which a call that builds no context (a
+    # listing) never needs at start.
+    from sessionstore._overlay import segments
+
+    head = resolve_loop(src, key, loop_id)
+    if not new_overlay:
+        check_overlay(src, key, overlay)
+    if head is None:
+        return ContextSources([], None, None)
+    moment = _as_of_time(src, key, head, overlay, as_of)
+    entries, earlier, complete, used, rows = scoped_chain(
+        src, key, head, scope=scope, budget=budget, overlay=overlay, moment=moment
+    )
+    if not entries:
+        return ContextSources([], None, moment, used)
+    in_scope = [loop for loop, _ in entries[len(entries) - earlier - 1 :]]
+    digest, after = _digest_and_loops_after(
+        src, key, head, [loop for loop, _ in entries], complete, overlay, moment
+    )
+    # The digest stands for its loops; every loop after them is shown (they were in
+    # scope when it was written, or have come since).
+    in_scope = list(loops_shown(used, in_scope, after if digest is not None else None))
+    left_out = 0
+    if isinstance(used, TokenBudget) and digest is None and len(entries) > earlier + 1:
+        left_out = loop_context_tokens(*entries[len(entries) - earlier - 2])
+    whole: list[LoopRecord] | None = [loop for loop, _ in entries] if complete else None
+
+    def whole_chain() -> list[LoopRecord]:
+        """The whole chain, root first, read once and only when the window did not hold it."""
+        nonlocal whole
+        if whole is None:
+            whole, _ = chain_as_of(src, key, head, None, moment)
+        return whole
+
+    root: LoopRecord | None = None
+    if in_scope and in_scope[0].parent_loop_id is not None:
+        root = (whole[0] if whole is not None else None) or _only_root(src, key, moment)
+        if root is None:
+            root = whole_chain()[0]
+        if isinstance(used, TokenBudget) and digest is None:
+            # No digest stands for the loops the budget left out: the chain's first loop,
+            # which holds the session's task, stays in (the trimmer shortens it, last).
+            in_scope = [root, *in_scope]
+            root = None
+    blocks = blocks_of(src, key, in_scope, rows, overlay, moment, messages=True)
+    sources = []
+    for loop in in_scope:
+        block = blocks.get(loop.id)
+        raw: list[Any] = []
+        for turns, kind in segments(loop.turn_count, block):
+            if kind == "raw":
+                raw.extend(_raw_turns(src, key, loop.id, turns, moment))
+        sources.append(LoopSource(loop, block, stored_models(raw, key.session_id)))
+    newest = [loop.id for loop, _ in reversed(entries)]
+    latest = _latest_user(src, key, newest, moment)
+    if latest is None and not complete:
+        known = set(newest)
+        older = [loop.id for loop in reversed(whole_chain()) if loop.id not in known]
+        latest = _latest_user(src, key, older, moment)
+    system = [] if root is None else _system_prompt(src, key, root, moment)
+    return ContextSources(sources, latest, moment, used, digest, left_out, system)
+
+
+def _system_prompt(
+    src: Source, key: SessionKey, root: LoopRecord, moment: datetime | None
+) -> list[StoredMessage]:
+    """Return the system messages that open the chain's first loop (its system prompt)."""
+    if root.turn_count == 0:
+        return []
+    rows = _raw_turns(src, key, root.id, TurnRange(start_turn=0, end_turn=0), moment)
+    found: list[StoredMessage] = []
+    for stored in stored_models(rows, key.session_id):
+        if not isinstance(stored.message, SystemMessage):
+            break
+        found.append(stored)
+    return found
+
+
+def _digest_and_loops_after(
+    src: Source,
+    key: SessionKey,
+    head: int,
+    window: list[LoopRecord],
+    complete: bool,
+    overlay: str,
+    moment: datetime | None,
+) -> tuple[SessionDigest | None, list[LoopRecord]]:
+    """Return the chain's newest digest and the loops after the ones it folds.
+
+    A digest is the chain's when the loop that was current when it was written is in
+    the chain. The window read for the scope is searched first; a longer chain is read
+    whole only when the session has digests of this overlay and none is in the window.
+    """
+    digest = newest_digest(src, key, overlay, [loop.id for loop in window], moment)
+    loops = window
+    if digest is None and not complete:
+        if newest_digest(src, key, overlay, None, moment) is None:
+            return None, []
+        loops, _ = chain_as_of(src, key, head, None, moment)
+        digest = newest_digest(src, key, overlay, [loop.id for loop in loops], moment)
+    if digest is None:
+        return None, []
+    ids = [loop.id for loop in loops]
+    if digest.through_loop_id not in ids:
+        loops, _ = chain_as_of(src, key, head, None, moment)
+        ids = [loop.id for loop in loops]
+    return digest, loops[ids.index(digest.through_loop_id) + 1 :]
+
+
+def _raw_turns(
+    src: Source, key: SessionKey, loop_id: int, turns: TurnRange, as_of: datetime | None
+) -> Sequence[Any]:
+    params: dict[str, Any] = {
+        **key.params,
+        "lid": loop_id,
+        "a": turns.start_turn,
+        "b": turns.end_turn,
+    }
+    if as_of is None:
+        return src.rows("raw_turns", params)
+    return src.rows("raw_turns_as_of", {**params, "t": as_of})
+
+
+def _latest_user(
+    src: Source, key: SessionKey, loop_ids: Sequence[int], as_of: datetime | None
+) -> StoredMessage | None:
+    """Return the newest raw user message of these loops (newest loop first)."""
+    for loop_id in loop_ids:
+        params: dict[str, Any] = {**key.params, "lid": loop_id}
+        if as_of is None:
+            row = first(src, "latest_user", params)
+        else:
+            row = first(src, "latest_user_as_of", {**params, "t": as_of})
+        if row is not None:
+            return stored_model(row, key.session_id)
+    return None

@@ -1,0 +1,329 @@
+# ruff: noqa: E501  (the statements' texts are kept as SQLAlchemy compiles them, one line a clause)
+"""`sessionstore context` on a SQLite file without SQLAlchemy: the context read on `sqlite3`.
+
+A context read (`_context_source.read_context`, the same function the store runs) asks
+its source for named statements; here each one is the store's statement compiled for
+SQLite (`STATEMENTS`, kept as text: a test holds each equal to
+`store._source.sqlite_compiled`), run on the standard library's driver on a read-only
+connection, in one read transaction. The values come out as the store's column types
+give them on SQLite: times parsed by `sqlite_utc` (the store's result processor there),
+JSON columns decoded by `json.loads`, a content hash as its bytes (which `StoredMessage`
+turns to hex, as on the store's plain reads).
+
+Only a file at the revision the scripts name newest is read here (`scanned_head`, as for
+`sessions list`); anything else returns None and the command opens the store, which says
+what is wrong. Importing SQLAlchemy is most of a command's start (`docs/benchmarks.md`,
+"Stop 27: context without SQLAlchemy").
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import namedtuple
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import closing
+from datetime import UTC, datetime
+from typing import Any
+
+from sessionstore._context_source import (
+    check_read,
+    check_session_id,
+    key_from_tenants,
+    list_loops,
+    read_context,
+    visible_session,
+)
+from sessionstore._items import ContextSources
+from sessionstore._sqlite_read import VERSION_TABLE, shipped_head, sqlite_utc
+from sessionstore.config import CompactionScope
+from sessionstore.models import LoopRecord
+
+__all__ = ["STATEMENTS", "SqliteSource", "read_file_context", "sqlite_time"]
+
+
+def sqlite_time(moment: datetime) -> str:
+    """`moment` as the store binds a time on SQLite: UTC, no offset, microseconds.
+
+    A test holds it equal to the store's bind processor (`_sessions.bound_time`).
+    """
+    value = moment.astimezone(UTC)
+    return (
+        f"{value.year:04d}-{value.month:02d}-{value.day:02d} "
+        f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}.{value.microsecond:06d}"
+    )
+
+
+_CONVERTERS: dict[str, Callable[[Any], Any] | None] = {"t": sqlite_utc, "j": json.loads, "-": None}
+
+
+class SqliteSource:
+    """Runs `STATEMENTS` on a `sqlite3` connection; rows as named tuples of converted values."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+        self._row_types: dict[str, Any] = {}
+
+    def rows(self, name: str, params: Mapping[str, Any]) -> Sequence[Any]:
+        """Return every row of the statement `name` run with `params`."""
+        text, fixed, kinds = STATEMENTS[name]
+        values: dict[str, Any] = dict(fixed)
+        for key, value in params.items():
+            if isinstance(value, list):
+                # An `IN` list, expanded as SQLAlchemy expands it. Every list of these
+                # statements filters a conjunction: an empty one selects no row.
+                if not value:
+                    return []
+                names = [f"{key}_{index}" for index in range(1, len(value) + 1)]
+                text = text.replace(f"__[POSTCOMPILE_{key}]", ", ".join(f":{n}" for n in names))
+                values.update(zip(names, value, strict=True))
+            elif isinstance(value, datetime):
+                values[key] = sqlite_time(value)
+            else:
+                values[key] = value
+        cursor = self.db.execute(text, values)
+        row_type = self._row_types.get(name)
+        if row_type is None:
+            fields = [column[0] for column in cursor.description]
+            row_type = self._row_types[name] = namedtuple(f"{name}_row", fields)
+        converters = [_CONVERTERS[kind] for kind in kinds]
+        return [
+            row_type(
+                *(
+                    value if convert is None or value is None else convert(value)
+                    for convert, value in zip(converters, row, strict=True)
+                )
+            )
+            for row in cursor
+        ]
+
+
+def read_file_context(
+    uri: str,
+    *,
+    timeout: float,
+    session_id: str,
+    loop_id_of: Callable[[list[LoopRecord]], int | None],
+    scope: CompactionScope | None,
+    budget: Callable[[], int],
+    overlay: str,
+    as_of: datetime | int | None,
+) -> tuple[list[LoopRecord], ContextSources] | None:
+    """Read a session's loops and a loop's context from the SQLite file at `uri`, or None.
+
+    The calls and their order are the command's on the store (its loops, then the
+    context of the loop `loop_id_of` picks from them, within `budget()`), so it raises
+    what the store raises. None when the file is at another revision than the newest or
+    cannot be read (the command then opens the store, which says what is wrong).
+    """
+    head = shipped_head()
+    if head is None:
+        return None
+    check_session_id(session_id)
+    try:
+        with closing(sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None)) as db:
+            db.execute("BEGIN")
+            revisions = [row[0] for row in db.execute(f"SELECT version_num FROM {VERSION_TABLE}")]
+            if revisions != [head]:
+                return None
+            src = SqliteSource(db)
+            key = key_from_tenants(session_id, src.rows("session_tenants", {"sid": session_id}))
+            visible_session(src, key)
+            loops = list_loops(src, key)
+            loop_id = loop_id_of(loops)
+            tokens = budget()
+            check_read(budget=tokens, loop_id=loop_id, overlay=overlay, as_of=as_of)
+            sources = read_context(
+                src,
+                key,
+                scope=scope,
+                budget=tokens,
+                loop_id=loop_id,
+                overlay=overlay,
+                as_of=as_of,
+            )
+            return loops, sources
+    except sqlite3.Error:
+        return None  # the store's path reads it, or raises what it says
+
+
+# ── the statements, generated from `store._source.sqlite_compiled` ──────────────
+
+STATEMENTS: dict[str, tuple[str, dict[str, Any], str]] = {
+    "session": (
+        "SELECT sessionstore_sessions.id, sessionstore_sessions.app_name, sessionstore_sessions.user_id, sessionstore_sessions.title, sessionstore_sessions.metadata, sessionstore_sessions.active_loop_id, sessionstore_sessions.version, sessionstore_sessions.loop_count, sessionstore_sessions.created_at, sessionstore_sessions.updated_at \n"
+        "FROM sessionstore_sessions \n"
+        "WHERE sessionstore_sessions.id = :sid AND sessionstore_sessions.app_name = :app AND sessionstore_sessions.user_id = :user",
+        {},
+        "----j---tt",
+    ),
+    "session_tenants": (
+        "SELECT sessionstore_sessions.app_name, sessionstore_sessions.user_id \n"
+        "FROM sessionstore_sessions \n"
+        "WHERE sessionstore_sessions.id = :sid ORDER BY sessionstore_sessions.app_name, sessionstore_sessions.user_id\n"
+        " LIMIT :param_1 OFFSET :param_2",
+        {"param_1": 2, "param_2": 0},
+        "--",
+    ),
+    "loop": (
+        "SELECT sessionstore_loops.id, sessionstore_loops.session_id, sessionstore_loops.app_name, sessionstore_loops.user_id, sessionstore_loops.parent_loop_id, sessionstore_loops.sequence, sessionstore_loops.depth, sessionstore_loops.created_at, sessionstore_loops.closed_at, sessionstore_loops.message_count, sessionstore_loops.token_total, sessionstore_loops.turn_count, sessionstore_loops.open_tool_call_ids \n"
+        "FROM sessionstore_loops \n"
+        "WHERE sessionstore_loops.id = :lid AND sessionstore_loops.session_id = :sid AND sessionstore_loops.app_name = :app AND sessionstore_loops.user_id = :user",
+        {},
+        "-------tt---j",
+    ),
+    "loops": (
+        "SELECT sessionstore_loops.id, sessionstore_loops.session_id, sessionstore_loops.parent_loop_id, sessionstore_loops.sequence, sessionstore_loops.depth, sessionstore_loops.created_at, sessionstore_loops.closed_at, sessionstore_loops.message_count, sessionstore_loops.token_total, sessionstore_loops.turn_count \n"
+        "FROM sessionstore_loops \n"
+        "WHERE sessionstore_loops.session_id = :sid AND sessionstore_loops.app_name = :app AND sessionstore_loops.user_id = :user ORDER BY sessionstore_loops.sequence",
+        {},
+        "-----tt---",
+    ),
+    "chain": (
+        "WITH RECURSIVE chain(id, parent_loop_id, hops, depth, session_id, app_name, user_id) AS \n"
+        "(SELECT sessionstore_loops.id AS id, sessionstore_loops.parent_loop_id AS parent_loop_id, :param_1 AS hops, sessionstore_loops.depth AS depth, sessionstore_loops.session_id AS session_id, sessionstore_loops.app_name AS app_name, sessionstore_loops.user_id AS user_id \n"
+        "FROM sessionstore_loops \n"
+        "WHERE sessionstore_loops.id = :head AND sessionstore_loops.session_id = :sid AND sessionstore_loops.app_name = :app AND sessionstore_loops.user_id = :user UNION ALL SELECT parent.id AS id, parent.parent_loop_id AS parent_loop_id, chain.hops + :hops_1 AS anon_1, parent.depth AS depth, parent.session_id AS session_id, parent.app_name AS app_name, parent.user_id AS user_id \n"
+        "FROM sessionstore_loops AS parent, chain \n"
+        "WHERE parent.id = chain.parent_loop_id AND parent.session_id = :sid AND parent.session_id = chain.session_id AND parent.app_name = chain.app_name AND parent.user_id = chain.user_id)\n"
+        " SELECT sessionstore_loops.id, sessionstore_loops.session_id, sessionstore_loops.parent_loop_id, sessionstore_loops.sequence, sessionstore_loops.depth, sessionstore_loops.created_at, sessionstore_loops.closed_at, sessionstore_loops.message_count, sessionstore_loops.token_total, sessionstore_loops.turn_count \n"
+        "FROM sessionstore_loops JOIN chain ON chain.id = sessionstore_loops.id \n"
+        "WHERE sessionstore_loops.session_id = :sid AND sessionstore_loops.app_name = :app AND sessionstore_loops.user_id = :user ORDER BY sessionstore_loops.depth",
+        {"param_1": 1, "hops_1": 1},
+        "-----tt---",
+    ),
+    "chain_limited": (
+        "WITH RECURSIVE chain(id, parent_loop_id, hops, depth, session_id, app_name, user_id) AS \n"
+        "(SELECT sessionstore_loops.id AS id, sessionstore_loops.parent_loop_id AS parent_loop_id, :param_1 AS hops, sessionstore_loops.depth AS depth, sessionstore_loops.session_id AS session_id, sessionstore_loops.app_name AS app_name, sessionstore_loops.user_id AS user_id \n"
+        "FROM sessionstore_loops \n"
+        "WHERE sessionstore_loops.id = :head AND sessionstore_loops.session_id = :sid AND sessionstore_loops.app_name = :app AND sessionstore_loops.user_id = :user UNION ALL SELECT parent.id AS id, parent.parent_loop_id AS parent_loop_id, chain.hops + :hops_1 AS anon_1, parent.depth AS depth, parent.session_id AS session_id, parent.app_name AS app_name, parent.user_id AS user_id \n"
+        "FROM sessionstore_loops AS parent, chain \n"
+        "WHERE parent.id = chain.parent_loop_id AND parent.session_id = :sid AND parent.session_id = chain.session_id AND parent.app_name = chain.app_name AND parent.user_id = chain.user_id AND chain.hops < :limit)\n"
+        " SELECT sessionstore_loops.id, sessionstore_loops.session_id, sessionstore_loops.parent_loop_id, sessionstore_loops.sequence, sessionstore_loops.depth, sessionstore_loops.created_at, sessionstore_loops.closed_at, sessionstore_loops.message_count, sessionstore_loops.token_total, sessionstore_loops.turn_count \n"
+        "FROM sessionstore_loops JOIN chain ON chain.id = sessionstore_loops.id \n"
+        "WHERE sessionstore_loops.session_id = :sid AND sessionstore_loops.app_name = :app AND sessionstore_loops.user_id = :user ORDER BY sessionstore_loops.depth",
+        {"param_1": 1, "hops_1": 1},
+        "-----tt---",
+    ),
+    "root": (
+        "SELECT sessionstore_loops.id, sessionstore_loops.session_id, sessionstore_loops.app_name, sessionstore_loops.user_id, sessionstore_loops.parent_loop_id, sessionstore_loops.sequence, sessionstore_loops.depth, sessionstore_loops.created_at, sessionstore_loops.closed_at, sessionstore_loops.message_count, sessionstore_loops.token_total, sessionstore_loops.turn_count, sessionstore_loops.open_tool_call_ids \n"
+        "FROM sessionstore_loops \n"
+        "WHERE sessionstore_loops.session_id = :sid AND sessionstore_loops.app_name = :app AND sessionstore_loops.user_id = :user AND sessionstore_loops.parent_loop_id IS NULL\n"
+        " LIMIT :param_1 OFFSET :param_2",
+        {"param_1": 2, "param_2": 0},
+        "-------tt---j",
+    ),
+    "loop_stats_as_of": (
+        "SELECT sessionstore_messages.loop_id, count(*) AS count_1, coalesce(sum(sessionstore_messages.token_count), :coalesce_2) AS coalesce_1, max(sessionstore_messages.turn_index) AS max_1 \n"
+        "FROM sessionstore_messages \n"
+        "WHERE sessionstore_messages.session_id = :sid AND sessionstore_messages.app_name = :app AND sessionstore_messages.user_id = :user AND sessionstore_messages.loop_id IN (__[POSTCOMPILE_loops]) AND sessionstore_messages.created_at <= :t GROUP BY sessionstore_messages.loop_id",
+        {"coalesce_2": 0},
+        "----",
+    ),
+    "generation_time": (
+        "SELECT sessionstore_blocks.created_at \n"
+        "FROM sessionstore_blocks \n"
+        "WHERE sessionstore_blocks.session_id = :sid AND sessionstore_blocks.app_name = :app AND sessionstore_blocks.user_id = :user AND sessionstore_blocks.loop_id = :lid AND sessionstore_blocks.overlay = :overlay AND sessionstore_blocks.generation = :generation",
+        {},
+        "t",
+    ),
+    "overlay_block": (
+        "SELECT sessionstore_blocks.id \n"
+        "FROM sessionstore_blocks \n"
+        "WHERE sessionstore_blocks.session_id = :sid AND sessionstore_blocks.app_name = :app AND sessionstore_blocks.user_id = :user AND sessionstore_blocks.overlay = :overlay\n"
+        " LIMIT :param_1 OFFSET :param_2",
+        {"param_1": 1, "param_2": 0},
+        "-",
+    ),
+    "block_rows": (
+        "SELECT sessionstore_blocks.id, sessionstore_blocks.session_id, sessionstore_blocks.app_name, sessionstore_blocks.user_id, sessionstore_blocks.loop_id, sessionstore_blocks.overlay, sessionstore_blocks.generation, sessionstore_blocks.keep_first_start, sessionstore_blocks.keep_first_end, sessionstore_blocks.strategy, sessionstore_blocks.config, sessionstore_blocks.tokens_before, sessionstore_blocks.tokens_after, sessionstore_blocks.created_at \n"
+        "FROM sessionstore_blocks \n"
+        "WHERE sessionstore_blocks.session_id = :sid AND sessionstore_blocks.app_name = :app AND sessionstore_blocks.user_id = :user AND sessionstore_blocks.loop_id IN (__[POSTCOMPILE_loops]) AND sessionstore_blocks.overlay = :overlay",
+        {},
+        "----------j--t",
+    ),
+    "block_rows_as_of": (
+        "SELECT sessionstore_blocks.id, sessionstore_blocks.session_id, sessionstore_blocks.app_name, sessionstore_blocks.user_id, sessionstore_blocks.loop_id, sessionstore_blocks.overlay, sessionstore_blocks.generation, sessionstore_blocks.keep_first_start, sessionstore_blocks.keep_first_end, sessionstore_blocks.strategy, sessionstore_blocks.config, sessionstore_blocks.tokens_before, sessionstore_blocks.tokens_after, sessionstore_blocks.created_at \n"
+        "FROM sessionstore_blocks \n"
+        "WHERE sessionstore_blocks.session_id = :sid AND sessionstore_blocks.app_name = :app AND sessionstore_blocks.user_id = :user AND sessionstore_blocks.loop_id IN (__[POSTCOMPILE_loops]) AND sessionstore_blocks.overlay = :overlay AND sessionstore_blocks.created_at <= :t",
+        {},
+        "----------j--t",
+    ),
+    "digest": (
+        "SELECT sessionstore_digests.id, sessionstore_digests.session_id, sessionstore_digests.app_name, sessionstore_digests.user_id, sessionstore_digests.overlay, sessionstore_digests.head_loop_id, sessionstore_digests.through_loop_id, CAST(sessionstore_digests.folded AS TEXT) AS folded, sessionstore_digests.payload, sessionstore_digests.token_count, sessionstore_digests.details, sessionstore_digests.created_at \n"
+        "FROM sessionstore_digests \n"
+        "WHERE sessionstore_digests.session_id = :sid AND sessionstore_digests.app_name = :app AND sessionstore_digests.user_id = :user AND sessionstore_digests.overlay = :overlay ORDER BY sessionstore_digests.id DESC\n"
+        " LIMIT :param_1 OFFSET :param_2",
+        {"param_1": 1, "param_2": 0},
+        "--------j-jt",
+    ),
+    "digest_as_of": (
+        "SELECT sessionstore_digests.id, sessionstore_digests.session_id, sessionstore_digests.app_name, sessionstore_digests.user_id, sessionstore_digests.overlay, sessionstore_digests.head_loop_id, sessionstore_digests.through_loop_id, CAST(sessionstore_digests.folded AS TEXT) AS folded, sessionstore_digests.payload, sessionstore_digests.token_count, sessionstore_digests.details, sessionstore_digests.created_at \n"
+        "FROM sessionstore_digests \n"
+        "WHERE sessionstore_digests.session_id = :sid AND sessionstore_digests.app_name = :app AND sessionstore_digests.user_id = :user AND sessionstore_digests.overlay = :overlay AND sessionstore_digests.created_at <= :t ORDER BY sessionstore_digests.id DESC\n"
+        " LIMIT :param_1 OFFSET :param_2",
+        {"param_1": 1, "param_2": 0},
+        "--------j-jt",
+    ),
+    "digest_heads": (
+        "SELECT sessionstore_digests.id, sessionstore_digests.session_id, sessionstore_digests.app_name, sessionstore_digests.user_id, sessionstore_digests.overlay, sessionstore_digests.head_loop_id, sessionstore_digests.through_loop_id, CAST(sessionstore_digests.folded AS TEXT) AS folded, sessionstore_digests.payload, sessionstore_digests.token_count, sessionstore_digests.details, sessionstore_digests.created_at \n"
+        "FROM sessionstore_digests \n"
+        "WHERE sessionstore_digests.session_id = :sid AND sessionstore_digests.app_name = :app AND sessionstore_digests.user_id = :user AND sessionstore_digests.overlay = :overlay AND sessionstore_digests.head_loop_id IN (__[POSTCOMPILE_heads]) ORDER BY sessionstore_digests.id DESC\n"
+        " LIMIT :param_1 OFFSET :param_2",
+        {"param_1": 1, "param_2": 0},
+        "--------j-jt",
+    ),
+    "digest_heads_as_of": (
+        "SELECT sessionstore_digests.id, sessionstore_digests.session_id, sessionstore_digests.app_name, sessionstore_digests.user_id, sessionstore_digests.overlay, sessionstore_digests.head_loop_id, sessionstore_digests.through_loop_id, CAST(sessionstore_digests.folded AS TEXT) AS folded, sessionstore_digests.payload, sessionstore_digests.token_count, sessionstore_digests.details, sessionstore_digests.created_at \n"
+        "FROM sessionstore_digests \n"
+        "WHERE sessionstore_digests.session_id = :sid AND sessionstore_digests.app_name = :app AND sessionstore_digests.user_id = :user AND sessionstore_digests.overlay = :overlay AND sessionstore_digests.head_loop_id IN (__[POSTCOMPILE_heads]) AND sessionstore_digests.created_at <= :t ORDER BY sessionstore_digests.id DESC\n"
+        " LIMIT :param_1 OFFSET :param_2",
+        {"param_1": 1, "param_2": 0},
+        "--------j-jt",
+    ),
+    "sections": (
+        "SELECT sessionstore_block_sections.id, sessionstore_block_sections.session_id, sessionstore_block_sections.app_name, sessionstore_block_sections.user_id, sessionstore_block_sections.block_id, sessionstore_block_sections.kind, sessionstore_block_sections.start_turn, sessionstore_block_sections.end_turn \n"
+        "FROM sessionstore_block_sections \n"
+        "WHERE sessionstore_block_sections.session_id = :sid AND sessionstore_block_sections.app_name = :app AND sessionstore_block_sections.user_id = :user AND sessionstore_block_sections.block_id IN (__[POSTCOMPILE_blocks])",
+        {},
+        "--------",
+    ),
+    "section_messages": (
+        "SELECT sessionstore_section_messages.id, sessionstore_section_messages.section_id, CAST(sessionstore_section_messages.payload AS TEXT) AS payload, sessionstore_section_messages.token_count, sessionstore_section_messages.covers \n"
+        "FROM sessionstore_section_messages \n"
+        "WHERE sessionstore_section_messages.session_id = :sid AND sessionstore_section_messages.app_name = :app AND sessionstore_section_messages.user_id = :user AND sessionstore_section_messages.section_id IN (__[POSTCOMPILE_sections]) ORDER BY sessionstore_section_messages.section_id, sessionstore_section_messages.position",
+        {},
+        "----j",
+    ),
+    "raw_turns": (
+        "SELECT sessionstore_messages.id, sessionstore_messages.loop_id, sessionstore_messages.position, sessionstore_messages.turn_index, sessionstore_messages.token_count, sessionstore_messages.content_hash, sessionstore_messages.client_id, sessionstore_messages.created_at, CAST(sessionstore_messages.payload AS TEXT) AS payload \n"
+        "FROM sessionstore_messages \n"
+        "WHERE sessionstore_messages.session_id = :sid AND sessionstore_messages.app_name = :app AND sessionstore_messages.user_id = :user AND sessionstore_messages.loop_id = :lid AND sessionstore_messages.turn_index BETWEEN :a AND :b ORDER BY sessionstore_messages.position",
+        {},
+        "-------t-",
+    ),
+    "raw_turns_as_of": (
+        "SELECT sessionstore_messages.id, sessionstore_messages.loop_id, sessionstore_messages.position, sessionstore_messages.turn_index, sessionstore_messages.token_count, sessionstore_messages.content_hash, sessionstore_messages.client_id, sessionstore_messages.created_at, CAST(sessionstore_messages.payload AS TEXT) AS payload \n"
+        "FROM sessionstore_messages \n"
+        "WHERE sessionstore_messages.session_id = :sid AND sessionstore_messages.app_name = :app AND sessionstore_messages.user_id = :user AND sessionstore_messages.loop_id = :lid AND sessionstore_messages.turn_index BETWEEN :a AND :b AND sessionstore_messages.created_at <= :t ORDER BY sessionstore_messages.position",
+        {},
+        "-------t-",
+    ),
+    "latest_user": (
+        "SELECT sessionstore_messages.id, sessionstore_messages.loop_id, sessionstore_messages.position, sessionstore_messages.turn_index, sessionstore_messages.token_count, sessionstore_messages.content_hash, sessionstore_messages.client_id, sessionstore_messages.created_at, CAST(sessionstore_messages.payload AS TEXT) AS payload \n"
+        "FROM sessionstore_messages \n"
+        "WHERE sessionstore_messages.session_id = :sid AND sessionstore_messages.app_name = :app AND sessionstore_messages.user_id = :user AND sessionstore_messages.loop_id = :lid AND sessionstore_messages.kind = 'user' ORDER BY sessionstore_messages.position DESC\n"
+        " LIMIT :param_1 OFFSET :param_2",
+        {"param_1": 1, "param_2": 0},
+        "-------t-",
+    ),
+    "latest_user_as_of": (
+        "SELECT sessionstore_messages.id, sessionstore_messages.loop_id, sessionstore_messages.position, sessionstore_messages.turn_index, sessionstore_messages.token_count, sessionstore_messages.content_hash, sessionstore_messages.client_id, sessionstore_messages.created_at, CAST(sessionstore_messages.payload AS TEXT) AS payload \n"
+        "FROM sessionstore_messages \n"
+        "WHERE sessionstore_messages.session_id = :sid AND sessionstore_messages.app_name = :app AND sessionstore_messages.user_id = :user AND sessionstore_messages.loop_id = :lid AND sessionstore_messages.kind = 'user' AND sessionstore_messages.created_at <= :t ORDER BY sessionstore_messages.position DESC\n"
+        " LIMIT :param_1 OFFSET :param_2",
+        {"param_1": 1, "param_2": 0},
+        "-------t-",
+    ),
+}
+"""Each of `_context_source.STATEMENTS`: its SQLite text, fixed parameters, column kinds."""

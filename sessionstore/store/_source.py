@@ -1,0 +1,139 @@
+"""The store's `Source` of a context read: each named statement as a SQLAlchemy statement.
+
+`sessionstore._context_source` reads a loop's context against named statements; here each
+name is the store's statement (`statement`), run on the transaction's connection. The same
+statements compiled for SQLite are the texts `sessionstore._sqlite_context` runs on the
+standard library's driver (a test holds them equal).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from functools import cache
+from typing import Any
+
+from sqlalchemy import Connection, bindparam, func, select
+
+from sessionstore.store import _statements as sql
+
+__all__ = ["StoreSource", "statement"]
+
+
+def _loops() -> Any:
+    return select(*sql.LOOP_COLUMNS).where(*sql.keyed(sql.loops)).order_by(sql.loops.c.sequence)
+
+
+def _root() -> Any:
+    loops = sql.loops
+    return select(loops).where(*sql.keyed(loops), loops.c.parent_loop_id.is_(None)).limit(2)
+
+
+def _loop_stats_as_of() -> Any:
+    columns = sql.messages.c
+    return (
+        select(
+            columns.loop_id,
+            func.count(),
+            func.coalesce(func.sum(columns.token_count), 0),
+            func.max(columns.turn_index),
+        )
+        .where(
+            *sql.keyed(sql.messages),
+            columns.loop_id.in_(bindparam("loops", expanding=True)),
+            columns.created_at <= bindparam("t"),
+        )
+        .group_by(columns.loop_id)
+    )
+
+
+def _generation_time() -> Any:
+    columns = sql.blocks.c
+    return select(columns.created_at).where(
+        *sql.keyed(sql.blocks),
+        columns.loop_id == bindparam("lid"),
+        columns.overlay == bindparam("overlay"),
+        columns.generation == bindparam("generation"),
+    )
+
+
+def _overlay_block() -> Any:
+    columns = sql.blocks.c
+    return (
+        select(columns.id)
+        .where(*sql.keyed(sql.blocks), columns.overlay == bindparam("overlay"))
+        .limit(1)
+    )
+
+
+_BUILDERS: dict[str, Callable[[], Any]] = {
+    "session": lambda: sql.SELECT_SESSION,
+    "session_tenants": lambda: sql.SELECT_SESSION_TENANTS,
+    "loop": lambda: sql.SELECT_LOOP,
+    "loops": _loops,
+    "chain": lambda: sql.select_chain(False),
+    "chain_limited": lambda: sql.select_chain(True),
+    "root": _root,
+    "loop_stats_as_of": _loop_stats_as_of,
+    "generation_time": _generation_time,
+    "overlay_block": _overlay_block,
+    "block_rows": lambda: sql.select_block_rows(False),
+    "block_rows_as_of": lambda: sql.select_block_rows(True),
+    "digest": lambda: sql.select_newest_digest(False, False),
+    "digest_as_of": lambda: sql.select_newest_digest(False, True),
+    "digest_heads": lambda: sql.select_newest_digest(True, False),
+    "digest_heads_as_of": lambda: sql.select_newest_digest(True, True),
+    "sections": lambda: sql.SELECT_SECTIONS,
+    "section_messages": lambda: sql.SELECT_SECTION_MESSAGES,
+    "raw_turns": lambda: sql.SELECT_RAW_TURNS,
+    "raw_turns_as_of": lambda: sql.SELECT_RAW_TURNS_AS_OF,
+    "latest_user": lambda: sql.SELECT_LATEST_USER,
+    "latest_user_as_of": lambda: sql.SELECT_LATEST_USER_AS_OF,
+}
+
+
+@cache
+def statement(name: str) -> Any:
+    """The store's statement named `name` (one of `_context_source.STATEMENTS`), built once."""
+    return _BUILDERS[name]()
+
+
+class StoreSource:
+    """Runs the named statements on a connection (in the caller's transaction)."""
+
+    __slots__ = ("db",)
+
+    def __init__(self, db: Connection) -> None:
+        self.db = db
+
+    def rows(self, name: str, params: Mapping[str, Any]) -> Sequence[Any]:
+        """Return every row of the statement `name` run with `params`."""
+        return self.db.execute(statement(name), params).all()
+
+
+def sqlite_compiled(name: str) -> tuple[str, dict[str, Any], str]:
+    """The statement `name` compiled for SQLite (named parameters), as `_sqlite_context` keeps it.
+
+    Returns its text (an `IN` list's parameter left as `__[POSTCOMPILE_<name>]`), the
+    values of the parameters the statement fixes (a `LIMIT`, a literal), and a letter a
+    selected column: `t` a time (`sqlite_utc`), `j` JSON (`json.loads`), `-` as the
+    driver gives it. A test holds `_sqlite_context.STATEMENTS` equal to these.
+    """
+    from sqlalchemy.dialects import sqlite
+
+    from sessionstore.store._nul import NulSafeJSON
+    from sessionstore.store._types import UTCDateTime
+
+    stmt = statement(name)
+    compiled = stmt.compile(dialect=sqlite.dialect(paramstyle="named"))
+    fixed = {
+        key: value for key, value in compiled.params.items() if not compiled.binds[key].required
+    }
+    kinds = "".join(
+        "t"
+        if isinstance(column.type, UTCDateTime)
+        else "j"
+        if isinstance(column.type, NulSafeJSON)
+        else "-"
+        for column in stmt.selected_columns
+    )
+    return str(compiled), fixed, kinds
