@@ -37,9 +37,10 @@ from tests.integration.cli.runner import cli, ok
 
 
 def test_every_statement_is_the_stores_compiled_for_sqlite():
+    # Out of date after a change to a statement: `python tools/sqlite_statements.py`.
     assert set(STATEMENTS) == set(NAMES)
     for name in NAMES:
-        assert STATEMENTS[name] == sqlite_compiled(name), name
+        assert STATEMENTS[name] == sqlite_compiled(name), f"{name}: run tools/sqlite_statements.py"
 
 
 def test_a_time_is_bound_as_the_store_binds_it():
