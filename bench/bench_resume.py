@@ -466,6 +466,11 @@ def report(
 # ── output ──────────────────────────────────────────────────────────────────────
 
 
+def _or_dash(value: float, show: Callable[[float], str]) -> str:
+    """`show(value)`, or "-" for a figure not measured (NaN: `--full-read none`)."""
+    return "-" if math.isnan(value) else show(value)
+
+
 def table(rows: list[list[str]], left: int = 1) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = []
@@ -509,19 +514,22 @@ def render(result: dict[str, Any], repeat: int) -> str:
                 f"{c['messages']:,}",
                 f"{c['tokens']:,}",
                 fmt(s["resume_ms"]["median"]),
-                fmt(s["history_ms"]["median"]),
-                f"{s['history_over_resume']:,.0f}x",
+                _or_dash(s["history_ms"]["median"], fmt),
+                _or_dash(s["history_over_resume"], lambda ratio: f"{ratio:,.0f}x"),
             ]
         )
     lines += table(rows)
     growth = result.get("resume_growth")
     if growth is not None:
         verdict = "met" if growth["met"] else "NOT met"
-        lines.append(
+        line = (
             f"resume {growth['to']:,} / {growth['from']:,}: {growth['ratio']:.2f}x "
-            f"(goal <= {growth['goal']}x: {verdict}); full read {growth['to']:,} / "
-            f"{growth['from']:,}: {result['history_growth']:.0f}x"
+            f"(goal <= {growth['goal']}x: {verdict})"
         )
+        if not math.isnan(result["history_growth"]):  # not with --full-read none
+            line += f"; full read {growth['to']:,} / {growth['from']:,}: "
+            line += f"{result['history_growth']:.0f}x"
+        lines.append(line)
     lines.append("population (s): total = generate + append + build blocks + write blocks + final")
     for s in result["sizes"]:
         p = s["population"]
