@@ -10,6 +10,7 @@ from pydantic import JsonValue, TypeAdapter
 from sqlalchemy import Connection
 
 from sessionstore._context_source import check_read
+from sessionstore._context_source import read_context as read_sources
 from sessionstore._items import ContextSources
 from sessionstore._scope import ChainEntry
 from sessionstore.config import CompactionScope
@@ -36,6 +37,7 @@ from sessionstore.store import _blocks, _reads, _sessions
 from sessionstore.store import _statements as sql
 from sessionstore.store._handle import _Handle, check_aware, check_event_kind, check_limit
 from sessionstore.store._sessions import now
+from sessionstore.store._source import StoreSource
 from sessionstore.strategies import LoopView
 
 __all__ = ["BlockMethods"]
@@ -434,8 +436,8 @@ class BlockMethods(_Handle):
 
         def work(db: Connection) -> ContextSources:
             key = self._key(db, session_id)
-            return _reads.read_context(
-                db,
+            return read_sources(
+                StoreSource(db),
                 key,
                 scope=scope,
                 budget=budget,

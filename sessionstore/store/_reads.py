@@ -15,7 +15,6 @@ from typing import Any
 from sqlalchemy import BigInteger, Connection, cast, extract, literal_column
 
 from sessionstore import _context_source as source
-from sessionstore._items import ContextSources
 from sessionstore._loop_messages import LoopMessages
 from sessionstore._scope import ChainEntry
 from sessionstore.config import CompactionScope
@@ -35,7 +34,6 @@ __all__ = [
     "loop_messages",
     "loop_messages_by_id",
     "loop_view",
-    "read_context",
 ]
 
 
@@ -90,33 +88,6 @@ def chain_as_of(
 ) -> tuple[list[LoopRecord], bool]:
     """`_context_source.chain_as_of` on the store's connection."""
     return source.chain_as_of(StoreSource(db), key, head, limit, as_of)
-
-
-def read_context(
-    db: Connection,
-    key: SessionKey,
-    *,
-    scope: CompactionScope | None,
-    budget: int,
-    loop_id: int | None,
-    overlay: str,
-    as_of: datetime | int | None,
-    new_overlay: bool = False,
-) -> ContextSources:
-    """Read what the loader needs to build a loop's context (see `SessionStore.read_context`).
-
-    The read is `_context_source.read_context`, run on the store's statements.
-    """
-    return source.read_context(
-        StoreSource(db),
-        key,
-        scope=scope,
-        budget=budget,
-        loop_id=loop_id,
-        overlay=overlay,
-        as_of=as_of,
-        new_overlay=new_overlay,
-    )
 
 
 def chain_in_scope(
