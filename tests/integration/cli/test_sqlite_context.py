@@ -11,7 +11,6 @@ transcript), over the options that change what is read or shown.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import shutil
 import sqlite3
@@ -32,7 +31,7 @@ from sessionstore.cli._options import read_only_file_uri
 from sessionstore.models import LoopRecord
 from sessionstore.store._sessions import bound_time
 from sessionstore.store._source import StoreSource, sqlite_compiled
-from tests.datasets import DATASET, DATASET_LABEL
+from tests.datasets import first_conversations
 from tests.integration.cli.runner import cli, ok
 
 
@@ -63,6 +62,12 @@ def _store_url(path: Path) -> str:
     return f"sqlite+aiosqlite:///file:{path}?mode=ro&uri=true"
 
 
+def _both(run: Callable[..., Any], path: Path, *args: str) -> tuple[Any, Any]:
+    """`context ARGS` through `run` (`cli` or `ok`): without the store, then through it."""
+    fast = run(f"sqlite+aiosqlite:///{path}", "context", *args)
+    return fast, run(_store_url(path), "context", *args)
+
+
 @pytest.fixture(scope="module")
 def demo_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """The demo's session (12 loops, compacted, a digest), compacted again into `brief`."""
@@ -76,16 +81,10 @@ def demo_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 @pytest.fixture(scope="module")
 def transcript_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """The longest of the first real transcripts of each file, imported and compacted."""
-    files = sorted(DATASET.glob("*.jsonl"))
-    if not files:
-        pytest.skip(f"the real-transcripts dataset is not at {DATASET_LABEL}")
+    text = first_conversations(2)
     folder = tmp_path_factory.mktemp("transcripts")
-    lines = []
-    for file in files:
-        with file.open(encoding="utf-8") as opened:
-            lines += [line for line in itertools.islice(opened, 2) if line.strip()]
     conversations = folder / "conversations.jsonl"
-    conversations.write_text("".join(lines), encoding="utf-8")
+    conversations.write_text(text, encoding="utf-8")
     path = folder / "sessions.db"
     url = f"sqlite+aiosqlite:///{path}"
     ok(url, "import", str(conversations), "--upgrade")
@@ -123,8 +122,7 @@ def test_the_demo_context_is_the_stores(demo_file, args, output):
     assert read_only_file_uri(f"sqlite+aiosqlite:///{path}") is not None
     assert read_only_file_uri(_store_url(path)) is None
 
-    fast = ok(f"sqlite+aiosqlite:///{path}", "context", session_id, *args, *output)
-    through_store = ok(_store_url(path), "context", session_id, *args, *output)
+    fast, through_store = _both(ok, path, session_id, *args, *output)
 
     assert fast.stdout == through_store.stdout
     assert fast.output == through_store.output
@@ -144,8 +142,7 @@ _TRANSCRIPT_VARIANTS = [
 def test_a_real_transcripts_context_is_the_stores(transcript_file, args, output):
     path, session_id = transcript_file
 
-    fast = ok(f"sqlite+aiosqlite:///{path}", "context", session_id, *args, *output)
-    through_store = ok(_store_url(path), "context", session_id, *args, *output)
+    fast, through_store = _both(ok, path, session_id, *args, *output)
 
     assert fast.output == through_store.output
     assert fast.stdout.strip()
@@ -167,8 +164,7 @@ def test_an_error_is_the_stores(demo_file, args):
     path, session_id = demo_file
     args = tuple(arg.format(session=session_id) for arg in args)
 
-    fast = cli(f"sqlite+aiosqlite:///{path}", "context", *args)
-    through_store = cli(_store_url(path), "context", *args)
+    fast, through_store = _both(cli, path, *args)
 
     assert fast.exit_code == through_store.exit_code != 0
     assert fast.output == through_store.output
@@ -186,8 +182,7 @@ def test_an_ambiguous_session_is_the_stores_error(tmp_path):
 
     asyncio.run(populate())
 
-    fast = cli(url, "context", "twin", "--budget", "1000")
-    through_store = cli(_store_url(path), "context", "twin", "--budget", "1000")
+    fast, through_store = _both(cli, path, "twin", "--budget", "1000")
 
     assert fast.exit_code == through_store.exit_code == 1
     assert fast.output == through_store.output
@@ -205,8 +200,7 @@ def test_an_empty_session_is_the_stores(tmp_path):
 
     session_id = asyncio.run(populate())
 
-    fast = cli(url, "context", session_id, "--budget", "1000", "--json")
-    through_store = cli(_store_url(path), "context", session_id, "--budget", "1000", "--json")
+    fast, through_store = _both(cli, path, session_id, "--budget", "1000", "--json")
 
     assert fast.exit_code == through_store.exit_code
     assert fast.output == through_store.output
@@ -219,8 +213,7 @@ def test_a_file_at_another_revision_is_left_to_the_store(demo_file, tmp_path):
     with sqlite3.connect(path) as db:
         db.execute(f"UPDATE {VERSION_TABLE} SET version_num = ?", ("ffffffffffff",))
 
-    fast = cli(f"sqlite+aiosqlite:///{path}", "context", session_id, "--budget", "1000")
-    through_store = cli(_store_url(path), "context", session_id, "--budget", "1000")
+    fast, through_store = _both(cli, path, session_id, "--budget", "1000")
 
     assert fast.exit_code == through_store.exit_code == 1
     assert "revision ffffffffffff" in fast.output

@@ -11,7 +11,6 @@ the store, which prints what it always did.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import shutil
 import sqlite3
@@ -33,7 +32,7 @@ from sessionstore._sqlite_read import (
 )
 from sessionstore.cli._options import _sqlite_file, read_only_file_uri
 from sessionstore.store._sessions import listing_statement
-from tests.datasets import DATASET, DATASET_LABEL
+from tests.datasets import first_conversations
 from tests.integration.cli.runner import cli, ok
 
 _FILTER_VALUES = {"app_name": "bench", "user_id": "ada"}
@@ -83,16 +82,10 @@ def listing_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def transcripts_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Sessions imported from the first conversations of each real transcript file."""
-    files = sorted(DATASET.glob("*.jsonl"))
-    if not files:
-        pytest.skip(f"the real-transcripts dataset is not at {DATASET_LABEL}")
+    text = first_conversations(3)
     folder = tmp_path_factory.mktemp("transcripts")
-    lines = []
-    for file in files:
-        with file.open(encoding="utf-8") as opened:
-            lines += [line for line in itertools.islice(opened, 3) if line.strip()]
     conversations = folder / "conversations.jsonl"
-    conversations.write_text("".join(lines), encoding="utf-8")
+    conversations.write_text(text, encoding="utf-8")
     url = f"sqlite+aiosqlite:///{folder / 'sessions.db'}"
     ok(url, "import", str(conversations), "--upgrade")
     return folder / "sessions.db"
