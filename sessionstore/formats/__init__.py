@@ -13,7 +13,8 @@ if TYPE_CHECKING:
     from sessionstore.formats._export import export_conversation, stream_conversation
     from sessionstore.formats._import import ImportReport, import_jsonl
     from sessionstore.formats._openai import from_openai, to_openai
-    from sessionstore.formats._responses import from_openai_responses, to_openai_responses
+    from sessionstore.formats._responses import from_openai_responses
+    from sessionstore.formats._responses_export import to_openai_responses
 
 __all__ = [
     "ImportReport",
@@ -47,9 +48,7 @@ _SOURCES: dict[str, tuple[str, ...]] = {
         "from_openai",
         "to_openai",
     ),
-    "sessionstore.formats._responses": (
-        "from_openai_responses",
-        "to_openai_responses",
-    ),
+    "sessionstore.formats._responses": ("from_openai_responses",),
+    "sessionstore.formats._responses_export": ("to_openai_responses",),
 }
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _SOURCES)

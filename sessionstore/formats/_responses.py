@@ -1,7 +1,7 @@
-"""Import and export of OpenAI Responses-API input items (what openai-agents sessions hold).
+"""Import of OpenAI Responses-API input items (what openai-agents sessions hold), and the mapping.
 
 `from_openai_responses` turns a list of Responses input items into our messages and
-`to_openai_responses` turns them back, so that
+`to_openai_responses` (in `_responses_export`) turns them back, so that
 `to_openai_responses(from_openai_responses(items)) == items` for every item: nothing is
 normalised away.
 
@@ -39,6 +39,7 @@ Responses API accepts a reasoning item only with the id the model gave it. Kinds
 Responses equivalent (summaries, shell commands, other custom messages) are exported as
 user messages whose text renders them, as `to_openai` does.
 
+>>> from sessionstore.formats._responses_export import to_openai_responses
 >>> messages = from_openai_responses([{"role": "user", "content": "hi"}])
 >>> messages[0].text, to_openai_responses(messages)
 ('hi', [{'role': 'user', 'content': 'hi'}])
@@ -46,7 +47,6 @@ user messages whose text renders them, as `to_openai` does.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias, TypeVar
@@ -55,8 +55,7 @@ from pydantic import BaseModel, JsonValue, ValidationError
 from pydantic_core import from_json
 
 from sessionstore.errors import FormatError, describe_validation_error
-from sessionstore.formats._messages import check_is_message
-from sessionstore.formats._responses_canonical import _canonical, _image_url, _Invalid
+from sessionstore.formats._responses_canonical import _Invalid
 from sessionstore.models import (
     AssistantMessage,
     CustomMessage,
@@ -79,7 +78,6 @@ __all__ = [
     "from_openai_responses",
     "from_openai_responses_json",
     "item_type",
-    "to_openai_responses",
 ]
 
 RESPONSES_FORMAT = "openai_responses"
@@ -489,194 +487,3 @@ def _import_input_item(
 
 def _hints(records: list[JsonValue], text: str | None) -> dict[str, JsonValue]:
     return {"items": records} if text is None else {"items": records, JSON_KEY: text}
-
-
-# ── export ─────────────────────────────────────────────────────────────────────
-
-
-def to_openai_responses(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """Export messages as Responses-API input items.
-
-    Messages imported with `from_openai_responses` come back exactly as they were given;
-    see the module docstring for the canonical export of the others.
-
-    Raises:
-        FormatError: an object that is not one of our messages, or an inline image
-            without a `mime_type`.
-    """
-    result: list[dict[str, Any]] = []
-    for index, message in enumerate(messages):
-        check_is_message(index, message)
-        try:
-            result.extend(_export_message(message))
-        except _Invalid as exc:
-            raise FormatError(f"message {index}: {exc}") from None
-    return result
-
-
-def _export_message(message: Message) -> list[dict[str, Any]]:
-    if (
-        isinstance(message, CustomMessage)
-        and message.custom_type == RESPONSES_FORMAT
-        and isinstance(message.data, dict)
-    ):
-        return [_copied(message.data)]
-    restored = _kept(message)
-    if restored is None:
-        restored = _restore(message)
-    if restored is not None:
-        return restored
-    return _canonical(message)
-
-
-def _kept(message: Message) -> list[dict[str, Any]] | None:
-    """Return the items kept as JSON (`from_openai_responses_json`), if the blocks still say so.
-
-    What `_restore` returns, without copying the records: the kept text is decoded (new
-    objects) and each slot's value in it is compared with its block. A compacted or
-    redacted copy (other blocks, the same `extra`) fails the comparison: None.
-    """
-    hints = message.extra.get(RESPONSES_FORMAT)
-    content = getattr(message, "content", None)
-    text = hints.get(JSON_KEY) if type(hints) is dict else None
-    records = hints.get("items") if type(hints) is dict else None
-    if type(text) is not str or type(records) is not list or type(content) is not list:
-        return None
-    try:
-        items = json.loads(text)
-    except ValueError:
-        return None
-    if type(items) is not list or len(items) != len(records):
-        return None
-    at = 0
-    for item, record in zip(items, records, strict=True):
-        slots = record.get("slots") if type(record) is dict else None
-        if type(item) is not dict or type(slots) is not list:
-            return None
-        for slot in slots:
-            if at == len(content) or type(slot) is not list or not slot:
-                return None
-            block = content[at]
-            at += 1
-            if _KIND_OF.get(type(block)) != slot[0] or not _holds(item, slot[1:], block):
-                return None
-        if isinstance(message, ToolResultMessage) and item.get("call_id") != message.tool_call_id:
-            return None
-    return items if at == len(content) else None
-
-
-def _holds(item: dict[str, Any], path: list[Any], block: object) -> bool:
-    """Whether `item` holds `block`'s value where `_fill` would put it."""
-    if isinstance(block, ToolCall):
-        arguments_key = _TOOL_CALL_TYPES.get(item_type(item) or "")
-        return (
-            arguments_key is not None
-            and item.get("call_id") == block.id
-            and item.get("name") == block.name
-            and item.get(arguments_key) == block.arguments
-        )
-    if isinstance(block, TextContent):
-        value: Any = block.text
-    elif isinstance(block, ThinkingContent):
-        value = block.thinking
-    elif isinstance(block, ImageContent):
-        if block.url is None and block.mime_type is None:
-            return False
-        value = _image_url(block)
-    else:  # pragma: no cover - _KIND_OF already matched
-        return False
-    if not path:
-        return False
-    parent: Any = item
-    try:
-        for step in path[:-1]:
-            parent = parent[step]
-    except (KeyError, IndexError, TypeError):
-        return False
-    return type(parent) is dict and parent.get(path[-1]) == value
-
-
-def _restore(message: Message) -> list[dict[str, Any]] | None:
-    """Return the recorded items filled from the blocks, or None when they do not match."""
-    hints = message.extra.get(RESPONSES_FORMAT)
-    content = getattr(message, "content", None)
-    if not isinstance(hints, dict) or not isinstance(content, list):
-        return None
-    records = hints.get("items")
-    if not isinstance(records, list):
-        return None
-    kept = kept_items(hints, records)
-    blocks = list(content)
-    items: list[dict[str, Any]] = []
-    at = 0
-    for number, record in enumerate(records):
-        if not isinstance(record, dict):
-            return None
-        item, slots = record.get("item"), record.get("slots")
-        whole = item is None and kept is not None
-        if whole:
-            item = kept[number]  # type: ignore[index]  # kept is not None
-        if not isinstance(item, dict) or not isinstance(slots, list):
-            return None
-        item = item if whole else _copied(item)
-        for slot in slots:
-            if at >= len(blocks) or not isinstance(slot, list) or not slot:
-                return None
-            block = blocks[at]
-            at += 1
-            if _KIND_OF.get(type(block)) != slot[0] or not _fill(item, slot[1:], block):
-                return None
-        if isinstance(message, ToolResultMessage):
-            if whole:
-                item["call_id"] = message.tool_call_id
-            else:
-                item = {"call_id": message.tool_call_id, **item}
-        items.append(item)
-    return items if at == len(blocks) else None
-
-
-def kept_items(hints: Mapping[str, Any], records: list[Any]) -> list[Any] | None:
-    """The items of a message's kept JSON text, when some record keeps only its slots.
-
-    A record of an item whose JSON text is kept holds no copy of the item (the text holds
-    it); records written before that, and records without a kept text, each hold one.
-    None when every record holds its item, or the text is not a list of one item a record.
-    """
-    if all(type(record) is not dict or "item" in record for record in records):
-        return None
-    text = hints.get(JSON_KEY)
-    if type(text) is not str:
-        return None
-    try:
-        items = json.loads(text)
-    except ValueError:
-        return None
-    return items if type(items) is list and len(items) == len(records) else None
-
-
-def _fill(item: dict[str, Any], path: list[Any], block: object) -> bool:
-    if isinstance(block, ToolCall):
-        arguments_key = _TOOL_CALL_TYPES.get(item_type(item) or "")
-        if arguments_key is None:
-            return False
-        item.update(call_id=block.id, name=block.name)
-        item[arguments_key] = block.arguments
-        return True
-    if isinstance(block, TextContent):
-        value: Any = block.text
-    elif isinstance(block, ThinkingContent):
-        value = block.thinking
-    elif isinstance(block, ImageContent):
-        value = _image_url(block)
-    else:  # pragma: no cover - _KIND_OF already matched
-        return False
-    target: Any = item
-    try:
-        for step in path[:-1]:
-            target = target[step]
-        if not isinstance(target, dict):
-            return False
-        target[path[-1]] = value
-    except (KeyError, IndexError, TypeError):
-        return False
-    return True

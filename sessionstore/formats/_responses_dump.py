@@ -11,12 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sessionstore.formats._responses import (
-    _TOOL_CALL_TYPES,
-    RESPONSES_FORMAT,
-    item_type,
-    kept_items,
-)
+from sessionstore.formats._responses import _TOOL_CALL_TYPES, RESPONSES_FORMAT, item_type
+from sessionstore.formats._responses_export import kept_items
 
 __all__ = ["items_from_dump"]
 
