@@ -44,8 +44,6 @@ from collections.abc import Mapping, Sequence
 from itertools import chain
 from typing import Any, cast
 
-from pydantic_core import from_json, to_json
-
 from sessionstore._engine import ContextEngine, EngineChoice, make_context_engine
 from sessionstore._engine._preflight import build_with_engine
 from sessionstore.config import CompactionConfig, validated_config
@@ -59,13 +57,12 @@ from sessionstore.formats import to_openai_responses
 from sessionstore.formats._responses import (
     CALL_OUTPUT_TYPES,
     JSON_KEY,
-    RECORD_DEPTH,
     RESPONSES_FORMAT,
-    checked_copies,
     from_openai_responses_json,
     item_type,
 )
 from sessionstore.formats._responses_dump import items_from_dump
+from sessionstore.integrations._item_json import decoded, item_lists, json_items
 from sessionstore.integrations._responses_window import (
     OUTPUT_TYPES,
     dump_is_output,
@@ -74,7 +71,7 @@ from sessionstore.integrations._responses_window import (
 )
 from sessionstore.models import Message, ToolCall
 from sessionstore.models._batch import paused_gc
-from sessionstore.models._limits import STORED, json_copy_within_limits
+from sessionstore.models._limits import STORED
 from sessionstore.models._messages import MESSAGE_ADAPTER
 from sessionstore.store import SessionStore, TenantStore
 from sessionstore.store._payload_reads import ChainStrings
@@ -102,8 +99,6 @@ _JSON_PATH = ("extra", RESPONSES_FORMAT, JSON_KEY)
 """Where a stored message keeps the JSON text of the SDK items it stands for."""
 _KEPT_MAX = 100_000
 """How many messages' kept texts a session object remembers from its reads (see `_keep`)."""
-_ITEM_JSON = json.JSONEncoder(separators=(",", ":"))
-"""`json.dumps(item, separators=(",", ":"))`, without building an encoder for each item."""
 _CALL_NAMES_MAX = 1024
 """How many call names (by call id) a session object remembers from its own writes."""
 _NAMED_OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output"})
@@ -274,7 +269,7 @@ class SessionStoreSession:
         self._check_open()
         if not items:
             return
-        raw, texts, copies = _json_items(items)
+        raw, texts, copies = json_items(items)
         names = await self._tool_names(raw)
         with paused_gc():  # the messages all survive the call (see paused_gc)
             messages = from_openai_responses_json(raw, texts, tool_names=names, copies=copies)
@@ -358,7 +353,7 @@ class SessionStoreSession:
             FormatError: an item is malformed (nothing is written).
         """
         self._check_open()
-        raw, texts, copies = _json_items(items)
+        raw, texts, copies = json_items(items)
         messages = from_openai_responses_json(raw, texts, copies=copies)
         try:
             await self._store.start_loop(self.session_id, is_root=True, messages=messages)
@@ -410,14 +405,14 @@ class SessionStoreSession:
         whole = None not in found
         try:
             texts = cast(list[str], found) if whole else [text or "null" for text in found]
-            units: list[Any] = _decoded(texts)
+            units: list[Any] = decoded(texts)
         except ValueError:
             return await self._model_items(limit)
         missing = [] if whole else [index for index, text in enumerate(found) if text is None]
         kept = units
         if missing:
             kept = [unit for unit, text in zip(units, found, strict=True) if text is not None]
-        items = _item_lists(kept)
+        items = item_lists(kept)
         if items is None:
             return await self._model_items(limit)
         if not missing and limit is None:
@@ -547,81 +542,6 @@ class SessionStoreSession:
             del names[next(iter(names))]
 
 
-def _json_items(
-    items: Sequence[TResponseInputItem],
-) -> tuple[list[Mapping[str, Any]], list[str], list[Any]]:
-    """Return the items as mappings, their JSON, and their copies proven within limits.
-
-    The SDK's own sessions store `json.dumps(item)`, so that is the check, as in the SDK;
-    the text is what the message keeps (see `from_openai_responses_json`), and the copies
-    are `checked_copies` of the texts (None for an item they do not prove within limits).
-
-    pydantic-core writes an item's JSON in a third of `json.dumps`' time. Its text is kept
-    when it is ASCII without DEL (the same escapes as `json.dumps`; a float may be
-    written in another, equal form) and its parse equals the item (`checked_copies`).
-    Any other item (not JSON, or with a value pydantic-core writes and `json.dumps`
-    refuses or writes otherwise: a tuple, a key that is not a string, a date, NaN) keeps
-    the text of `json.dumps`, which refuses what the SDK's sessions refuse, as a
-    `TypeError` naming the first such item.
-    """
-    texts = [_fast_json(item) for item in items]
-    slow = [index for index, text in enumerate(texts) if not text]
-    if slow:
-        _dump(items, texts, slow)
-    copies = checked_copies(items, texts)
-    if None in copies:
-        redo = [index for index, copy in enumerate(copies) if copy is None]
-        _dump(items, texts, redo)
-        for index in redo:
-            copies[index] = json_copy_within_limits(
-                items[index], texts[index], nested_in=RECORD_DEPTH
-            )
-    return [cast(Mapping[str, Any], item) for item in items], texts, copies
-
-
-def _dump(items: Sequence[Any], texts: list[str], indices: Sequence[int]) -> None:
-    """Write `json.dumps` of the items at `indices` into `texts`; refuse the first not JSON.
-
-    The `TypeError` names the first item of all that `json.dumps` refuses, as when every
-    item went through it.
-    """
-    encode = _ITEM_JSON.encode
-    try:
-        for index in indices:
-            texts[index] = encode(items[index])
-    except (TypeError, ValueError):
-        for index, item in enumerate(items):
-            try:
-                encode(item)
-            except (TypeError, ValueError) as error:
-                raise TypeError(f"item {index} cannot be stored: {error}") from None
-        raise  # pragma: no cover - the same encoder refused an item just now
-
-
-def _fast_json(item: Any) -> str:
-    """pydantic-core's JSON of `item` when it is ASCII without DEL, else "" (not JSON)."""
-    try:
-        data = to_json(item)
-    except Exception:  # anything it cannot write: json.dumps then says why
-        return ""
-    if data.isascii() and b"\x7f" not in data:
-        return data.decode("ascii")
-    return ""
-
-
-def _item_lists(units: list[Any]) -> list[Any] | None:
-    """The items of the units, in order, if every unit is a list of dicts (SDK items).
-
-    None when one is not: a kept text written by hand may not be. By the set of types, so
-    the loops over thousands of units and items run in C, and the items are gathered in
-    the same pass that checks them.
-    """
-    if not set(map(type, units)) <= {list}:
-        return None
-    items = list(chain.from_iterable(units))
-    return items if set(map(type, items)) <= {dict} else None
-
-
 def _items_of_payload(payload: str) -> tuple[list[dict[str, Any]], bool]:
     """The items of a stored message without its items' JSON, and whether it may start a turn."""
     dump = json.loads(payload)
@@ -630,34 +550,6 @@ def _items_of_payload(payload: str) -> tuple[list[dict[str, Any]], bool]:
     if items is None:
         items = to_openai_responses([MESSAGE_ADAPTER.validate_json(payload, context=STORED)])
     return items, start
-
-
-def _decoded(texts: Sequence[str]) -> list[Any]:
-    """Decode many stored JSON texts in one parse, the cyclic GC paused meanwhile.
-
-    Decoding builds many small containers, and the collector would scan them again and
-    again as they pile up (more than half of the decode time for a long history); they
-    hold no cycles, so it is paused (`paused_gc`, which also spares a big batch the pass
-    after it). pydantic-core's parser builds
-    the same values as `json.loads` in about a third of its time; it refuses a lone
-    surrogate escape (an escaped half of a surrogate pair), which `json.loads` decodes, so
-    that text is parsed again. The brackets go on the first and last text before the join,
-    so the whole text is copied once, not three times (each copy of megabytes also pays
-    the page faults of its fresh memory). Only the keys go through the parser's string
-    cache: the values are mostly distinct texts, and looking them up cost a sixth to a
-    fifth of the parse.
-    """
-    if not texts:
-        return []
-    parts = list(texts)
-    parts[0] = "[" + parts[0]
-    parts[-1] += "]"
-    text = ",".join(parts)
-    with paused_gc():
-        try:
-            return cast(list[Any], from_json(text, cache_strings="keys"))
-        except ValueError:
-            return cast(list[Any], json.loads(text))
 
 
 def _is_user_message(item: Mapping[str, Any]) -> bool:

@@ -24,6 +24,7 @@ from sessionstore.formats._responses import (
     checked_copies,
     from_openai_responses_json,
 )
+from sessionstore.integrations._item_json import json_items
 from sessionstore.models import MAX_JSON_DEPTH, MESSAGE_ADAPTER, Message
 from sessionstore.models._limits import check_json, json_copy_within_limits
 
@@ -156,8 +157,8 @@ def test_items_near_the_depth_limit_are_kept_either_way() -> None:
 
 
 def _json_items(items: list[Any]) -> Any:
-    """The openai-agents session's texts and copies of `items` (skipped without the extra)."""
-    return pytest.importorskip("sessionstore.integrations.openai_agents")._json_items(items)
+    """The openai-agents session's texts and copies of `items` (`SessionStoreSession`'s own)."""
+    return json_items(items)
 
 
 @given(st.lists(json_values, max_size=8))
@@ -176,7 +177,7 @@ def test_checked_copies_of_a_batch_with_one_refused_item_copy_the_others() -> No
     assert checked_copies(values, texts) == [{"a": 1}, None, None, None, ["x"]]
 
 
-@settings(deadline=None)  # the first example imports the SDK
+@settings(deadline=None)  # a batch of large items: no deadline on a loaded machine
 @given(st.lists(st.one_of(json_values, st.tuples(st.integers()), st.dates()), max_size=6))
 def test_the_sessions_texts_decode_to_what_json_dumps_decodes_to(values: list[Any]) -> None:
     items = [{"type": "x", "v": value} for value in values]

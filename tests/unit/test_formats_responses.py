@@ -24,6 +24,7 @@ from sessionstore import (
 )
 from sessionstore.formats._responses import from_openai_responses_json
 from sessionstore.formats._responses_dump import items_from_dump
+from sessionstore.integrations._item_json import json_items
 from sessionstore.models import MESSAGE_ADAPTER, Message
 from sessionstore.models._messages import message_payload
 
@@ -425,13 +426,12 @@ def test_the_kept_json_exports_as_the_records_do(given_items: list[dict[str, Any
         )
 
 
-@settings(deadline=None)  # the first example imports the SDK
+@settings(deadline=None)  # a batch of large items: no deadline on a loaded machine
 @given(st.lists(items, max_size=8))
 def test_the_sessions_texts_and_copies_build_what_json_dumps_builds(
     given_items: list[dict[str, Any]],
 ) -> None:
-    agents = pytest.importorskip("sessionstore.integrations.openai_agents")
-    raw, texts, copies = agents._json_items(given_items)
+    raw, texts, copies = json_items(given_items)
     built = from_openai_responses_json(raw, texts, copies=copies)
     dumps = [json.dumps(item, separators=(",", ":")) for item in given_items]
     expected = from_openai_responses_json(given_items, dumps)
