@@ -373,13 +373,10 @@ def _file_context(
     from sessionstore._scope import context_scope
     from sessionstore._sqlite_context import read_file_context
     from sessionstore.cli._loops import numbered
-
-    picked: list[LoopNumbers] = []
+    from sessionstore.cli._render._loops import LoopNumbers
 
     def loop_id_of(loops: list[LoopRecord]) -> int | None:
-        numbers, loop_id = numbered(loops, session_id, loop_number)
-        picked.append(numbers)
-        return loop_id
+        return numbered(loops, session_id, loop_number)[1]
 
     def budget() -> int:
         return context_budget(max_context_tokens, system_prompt_tokens)
@@ -397,15 +394,16 @@ def _file_context(
         )
         if found is None:
             return None
+        loops, sources = found
         built = built_from(
-            found[1],
+            sources,
             budget=budget(),
             overlay=overlay,
             as_of=as_of,
             redact_secrets=redact_secrets,
             system_prompt_tokens=system_prompt_tokens,
         )
-    return built, picked[0]
+    return built, LoopNumbers(loops)
 
 
 # ── audit ──────────────────────────────────────────────────────────────────────
