@@ -22,7 +22,6 @@ import json
 import sqlite3
 from collections import namedtuple
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import closing
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,7 +34,7 @@ from sessionstore._context_source import (
     visible_session,
 )
 from sessionstore._items import ContextSources
-from sessionstore._sqlite_read import VERSION_TABLE, shipped_head, sqlite_utc
+from sessionstore._sqlite_read import read_at_head, sqlite_utc
 from sessionstore.config import CompactionScope
 from sessionstore.models import LoopRecord
 
@@ -116,15 +115,10 @@ def read_file_context(
     what the store raises. None when the file is at another revision than the newest or
     cannot be read (the command then opens the store, which says what is wrong).
     """
-    head = shipped_head()
-    if head is None:
-        return None
     check_session_id(session_id)
     try:
-        with closing(sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None)) as db:
-            db.execute("BEGIN")
-            revisions = [row[0] for row in db.execute(f"SELECT version_num FROM {VERSION_TABLE}")]
-            if revisions != [head]:
+        with read_at_head(uri, timeout=timeout) as db:
+            if db is None:
                 return None
             src = SqliteSource(db)
             key = key_from_tenants(session_id, src.rows("session_tenants", {"sid": session_id}))

@@ -25,8 +25,8 @@ import binascii
 import json
 import re
 import sqlite3
-from collections.abc import Mapping, Sequence
-from contextlib import closing
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import closing, contextmanager
 from datetime import UTC, datetime
 from functools import cache, lru_cache
 from pathlib import Path
@@ -43,6 +43,7 @@ __all__ = [
     "encode_cursor",
     "first_page",
     "listing_sql",
+    "read_at_head",
     "scanned_head",
     "script_location",
     "session_model",
@@ -192,6 +193,22 @@ def listing_sql(filters: tuple[str, ...]) -> str:
     )
 
 
+@contextmanager
+def read_at_head(uri: str, *, timeout: float) -> Iterator[sqlite3.Connection | None]:
+    """A read transaction on the SQLite file at `uri`, or None when it is not at the head.
+
+    The connection when the file's schema is at the revision the scripts name newest
+    (`shipped_head`), with a read transaction open (the revision check and every read
+    after it see one snapshot); None otherwise. Closing the connection at the end rolls
+    the read back. A `sqlite3.Error` (no such file, not a database) is the caller's.
+    """
+    head = shipped_head()
+    with closing(sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None)) as db:
+        db.execute("BEGIN")
+        revisions = [row[0] for row in db.execute(f"SELECT version_num FROM {VERSION_TABLE}")]
+        yield db if head is not None and revisions == [head] else None
+
+
 def first_page(
     uri: str,
     *,
@@ -210,13 +227,9 @@ def first_page(
         return None
     values = [value for value in (app_name, user_id) if value is not None]
     filters = ("app_name", "user_id")[: len(values)]
-    head = shipped_head()
     try:
-        # Closing the connection rolls back the read transaction both reads share.
-        with closing(sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None)) as db:
-            db.execute("BEGIN")
-            revisions = [row[0] for row in db.execute(f"SELECT version_num FROM {VERSION_TABLE}")]
-            if head is None or revisions != [head]:
+        with read_at_head(uri, timeout=timeout) as db:
+            if db is None:
                 return None
             cursor = db.execute(listing_sql(filters), (*values, limit + 1, 0))
             return session_page([_session_row(row) for row in cursor], limit)
