@@ -1,4 +1,4 @@
-"""How long a command takes to start: `sessions list` and `context` against bare Python.
+"""How long a command takes to start: `sessions list`, `show` and `context` against bare Python.
 
 A command that opens a store pays for its imports before it reads a row, and on a
 20-session file the imports are nearly all of it. This script builds a SQLite file of
@@ -18,6 +18,7 @@ steadier than the wall clock on a shared machine):
 - `python -m sessionstore context DEMO --budget 32000`: the session `sessionstore demo`
   stores in a file of its own (12 loops, 563 messages, compacted, with a digest), a read
   that loads blocks, a digest and raw turns;
+- `python -m sessionstore sessions show DEMO`: that session, its loops and its usage;
 - `python -m sessionstore --help` (imports no library code).
 
 It prints each median and its ratio to `python -c pass` and to `import sqlalchemy`,
@@ -25,8 +26,8 @@ then the modules that cost most in one `python -X importtime` run of each comman
 (cumulative microseconds, the slowest top-level imports first).
 
 With `--baseline DIR` (another source tree, such as an older commit's `git archive`), the
-commands of that tree (`--help`, `sessions list` and both `context`s) are timed in the same
-runs, for a before / after in one run.
+commands of that tree (`--help`, `sessions list`, `sessions show` and both `context`s) are
+timed in the same runs, for a before / after in one run.
 
     python bench/bench_startup.py
     python bench/bench_startup.py --repeat 15 --top 15
@@ -107,6 +108,8 @@ def _demo(url: str) -> str:
 
 
 _CONTEXTS = ("sessionstore context SESSION", "sessionstore context DEMO")
+_FILE_READS = ("sessionstore sessions list", "sessionstore sessions show DEMO", *_CONTEXTS)
+"""The commands that read a SQLite file without SQLAlchemy."""
 
 
 def _commands(
@@ -141,10 +144,14 @@ def _commands(
             ],
             env,
         ),
+        "sessionstore sessions show DEMO": (
+            [python, "-m", "sessionstore", "--url", demo[0], "sessions", "show", demo[1]],
+            env,
+        ),
     }
     if baseline is not None:
         old = _environment(baseline)
-        for name in ("sessionstore --help", "sessionstore sessions list", *_CONTEXTS):
+        for name in ("sessionstore --help", *_FILE_READS):
             commands[f"{name} (baseline)"] = (commands[name][0], old)
     return commands
 
@@ -246,10 +253,7 @@ def main() -> None:
         demo = (demo_url, _demo(demo_url))
         commands = _commands(url, session_id, demo, args.baseline)
         medians = _time_all(commands, tmp, max(3, args.repeat))
-        offenders = {
-            name: _top_imports(commands[name], tmp, args.top)
-            for name in ("sessionstore sessions list", *_CONTEXTS)
-        }
+        offenders = {name: _top_imports(commands[name], tmp, args.top) for name in _FILE_READS}
     figures: dict[str, Any] = {
         "machine": machine_info(),
         "sessions": args.sessions,

@@ -108,8 +108,11 @@ STATEMENTS = (
     "raw_turns_as_of",
     "latest_user",
     "latest_user_as_of",
+    "usage_recorded",
+    "usage_messages",
 )
-"""The statements a context read runs, by name (the parameters each takes: its callers here).
+"""The statements a context read runs, by name (the parameters each takes: its callers here),
+and the two of a session's usage (`_usage_read`).
 
 A parameter that is a list (`loops`, `heads`, `blocks`, `sections`) is an `IN` list
 expanded when the statement runs.

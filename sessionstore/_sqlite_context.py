@@ -1,11 +1,11 @@
 # ruff: noqa: E501  (the statements' texts are kept as SQLAlchemy compiles them, one line a clause)
-"""`sessionstore context` on a SQLite file without SQLAlchemy: the context read on `sqlite3`.
+"""`context` and `sessions show` on a SQLite file without SQLAlchemy: their reads on `sqlite3`.
 
-A context read (`_context_source.read_context`, the same function the store runs) asks
-its source for named statements; here each one is the store's statement compiled for
-SQLite (`STATEMENTS`, kept as text: a test holds each equal to
-`store._source.sqlite_compiled`), run on the standard library's driver on a read-only
-connection, in one read transaction. The values come out as the store's column types
+A context read (`_context_source.read_context`, the same function the store runs) and a
+session's usage (`_usage_read.session_usage`, likewise) ask their source for named
+statements; here each one is the store's statement compiled for SQLite (`STATEMENTS`,
+kept as text: a test holds each equal to `store._source.sqlite_compiled`), run on the
+standard library's driver on a read-only connection, in one read transaction. The values come out as the store's column types
 give them on SQLite: times parsed by `sqlite_utc` (the store's result processor there),
 JSON columns decoded by `json.loads`, a content hash as its bytes (which `StoredMessage`
 turns to hex, as on the store's plain reads).
@@ -34,11 +34,12 @@ from sessionstore._context_source import (
     visible_session,
 )
 from sessionstore._items import ContextSources
-from sessionstore._sqlite_read import read_at_head, sqlite_utc
+from sessionstore._sqlite_read import read_at_head, session_model, sqlite_utc
+from sessionstore._usage_read import session_usage
 from sessionstore.config import CompactionScope
-from sessionstore.models import LoopRecord
+from sessionstore.models import LoopRecord, Session, SessionUsage
 
-__all__ = ["STATEMENTS", "SqliteSource", "read_file_context", "sqlite_time"]
+__all__ = ["STATEMENTS", "SqliteSource", "read_file_context", "read_file_session", "sqlite_time"]
 
 
 def sqlite_time(moment: datetime) -> str:
@@ -137,6 +138,29 @@ def read_file_context(
                 as_of=as_of,
             )
             return loops, sources
+    except sqlite3.Error:
+        return None  # the store's path reads it, or raises what it says
+
+
+def read_file_session(
+    uri: str, *, timeout: float, session_id: str
+) -> tuple[Session, list[LoopRecord], SessionUsage] | None:
+    """Read a session, its loops and its usage from the SQLite file at `uri`, or None.
+
+    What `sessions show` asks the store for (`get_session`, `list_loops`, `usage`), read
+    by the same functions on the same statements, in one read transaction; it raises
+    what the store raises. None when the file is at another revision than the newest or
+    cannot be read (the command then opens the store, which says what is wrong).
+    """
+    check_session_id(session_id)
+    try:
+        with read_at_head(uri, timeout=timeout) as db:
+            if db is None:
+                return None
+            src = SqliteSource(db)
+            key = key_from_tenants(session_id, src.rows("session_tenants", {"sid": session_id}))
+            session = session_model(visible_session(src, key)._asdict())
+            return session, list_loops(src, key), session_usage(src, key)
     except sqlite3.Error:
         return None  # the store's path reads it, or raises what it says
 
@@ -318,6 +342,50 @@ STATEMENTS: dict[str, tuple[str, dict[str, Any], str]] = {
         " LIMIT :param_1 OFFSET :param_2",
         {"param_1": 1, "param_2": 0},
         "-------t-",
+    ),
+    "usage_recorded": (
+        "SELECT sessionstore_usage.loop_id, sessionstore_usage.turn_index, count(*) AS count_1, sum(sessionstore_usage.input_tokens / :input_tokens_1) AS sum_1, sum(sessionstore_usage.input_tokens % :input_tokens_2) AS sum_2, sum(sessionstore_usage.output_tokens / :output_tokens_1) AS sum_3, sum(sessionstore_usage.output_tokens % :output_tokens_2) AS sum_4, sum(sessionstore_usage.cache_read_tokens / :cache_read_tokens_1) AS sum_5, sum(sessionstore_usage.cache_read_tokens % :cache_read_tokens_2) AS sum_6, sum(sessionstore_usage.cache_write_tokens / :cache_write_tokens_1) AS sum_7, sum(sessionstore_usage.cache_write_tokens % :cache_write_tokens_2) AS sum_8, sum(sessionstore_usage.reasoning_tokens / :reasoning_tokens_1) AS sum_9, sum(sessionstore_usage.reasoning_tokens % :reasoning_tokens_2) AS sum_10 \n"
+        "FROM sessionstore_usage \n"
+        "WHERE sessionstore_usage.session_id = :sid AND sessionstore_usage.app_name = :app AND sessionstore_usage.user_id = :user GROUP BY sessionstore_usage.loop_id, sessionstore_usage.turn_index",
+        {
+            "input_tokens_1": 4294967296,
+            "input_tokens_2": 4294967296,
+            "output_tokens_1": 4294967296,
+            "output_tokens_2": 4294967296,
+            "cache_read_tokens_1": 4294967296,
+            "cache_read_tokens_2": 4294967296,
+            "cache_write_tokens_1": 4294967296,
+            "cache_write_tokens_2": 4294967296,
+            "reasoning_tokens_1": 4294967296,
+            "reasoning_tokens_2": 4294967296,
+        },
+        "-------------",
+    ),
+    "usage_messages": (
+        "SELECT sessionstore_messages.loop_id, sessionstore_messages.turn_index, count(*) AS count_1, sum(coalesce(json_extract(sessionstore_messages.payload, '$.usage.input_tokens'), :coalesce_1) / :coalesce_2) AS sum_1, sum(coalesce(json_extract(sessionstore_messages.payload, '$.usage.input_tokens'), :coalesce_1) % :coalesce_3) AS sum_2, sum(coalesce(json_extract(sessionstore_messages.payload, '$.usage.output_tokens'), :coalesce_4) / :coalesce_5) AS sum_3, sum(coalesce(json_extract(sessionstore_messages.payload, '$.usage.output_tokens'), :coalesce_4) % :coalesce_6) AS sum_4, sum(coalesce(json_extract(sessionstore_messages.payload, '$.usage.cache_read_tokens'), :coalesce_7) / :coalesce_8) AS sum_5, sum(coalesce(json_extract(sessionstore_messages.payload, '$.usage.cache_read_tokens'), :coalesce_7) % :coalesce_9) AS sum_6, sum(coalesce(json_extract(sessionstore_messages.payload, '$.usage.cache_write_tokens'), :coalesce_10) / :coalesce_11) AS sum_7, sum(coalesce(json_extract(sessionstore_messages.payload, '$.usage.cache_write_tokens'), :coalesce_10) % :coalesce_12) AS sum_8, sum(coalesce(json_extract(sessionstore_messages.payload, '$.usage.reasoning_tokens'), :coalesce_13) / :coalesce_14) AS sum_9, sum(coalesce(json_extract(sessionstore_messages.payload, '$.usage.reasoning_tokens'), :coalesce_13) % :coalesce_15) AS sum_10 \n"
+        "FROM sessionstore_messages \n"
+        "WHERE sessionstore_messages.loop_id IN (SELECT sessionstore_loops.id \n"
+        "FROM sessionstore_loops \n"
+        "WHERE sessionstore_loops.session_id = :sid AND sessionstore_loops.app_name = :app AND sessionstore_loops.user_id = :user) AND sessionstore_messages.session_id = :sid AND sessionstore_messages.app_name = :app AND sessionstore_messages.user_id = :user AND sessionstore_messages.kind = :kind_1 AND json_type(sessionstore_messages.payload, '$.usage') = 'object' GROUP BY sessionstore_messages.loop_id, sessionstore_messages.turn_index",
+        {
+            "coalesce_1": 0,
+            "coalesce_2": 4294967296,
+            "coalesce_3": 4294967296,
+            "coalesce_4": 0,
+            "coalesce_5": 4294967296,
+            "coalesce_6": 4294967296,
+            "coalesce_7": 0,
+            "coalesce_8": 4294967296,
+            "coalesce_9": 4294967296,
+            "coalesce_10": 0,
+            "coalesce_11": 4294967296,
+            "coalesce_12": 4294967296,
+            "coalesce_13": 0,
+            "coalesce_14": 4294967296,
+            "coalesce_15": 4294967296,
+            "kind_1": "assistant",
+        },
+        "-------------",
     ),
 }
 """Each of `_context_source.STATEMENTS`: its SQLite text, fixed parameters, column kinds."""

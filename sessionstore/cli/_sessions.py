@@ -23,6 +23,7 @@ from sessionstore.cli._options import (
     loop_option,
     read_only_file_uri,
     run_with_store,
+    user_errors,
 )
 from sessionstore.cli._progress import progress, progress_option
 from sessionstore.cli._render import (
@@ -323,6 +324,23 @@ async def _show_session(
     return session, await store.list_loops(session_id), await store.usage(session_id)
 
 
+def _file_session(
+    settings: Settings, session_id: str
+) -> tuple[Session, list[LoopRecord], SessionUsage] | None:
+    """What `show` prints, read from a SQLite file without SQLAlchemy, or None (`_sqlite_context`).
+
+    The same reads as through the store, raising the same errors; None for any other
+    URL or a file the store must read.
+    """
+    uri = read_only_file_uri(settings.url)
+    if uri is None:
+        return None
+    from sessionstore._sqlite_context import read_file_session
+
+    with user_errors():
+        return read_file_session(uri, timeout=settings.lock_timeout, session_id=session_id)
+
+
 @sessions.command("show")
 @click.argument("session_id", metavar="SESSION")
 @json_option()
@@ -339,9 +357,12 @@ def sessions_show(settings: Settings, session_id: str, as_json: bool) -> None:
     Example:
         sessionstore sessions show 3f2a9c... --json
     """
-    session, loops, usage = run_with_store(
-        settings.url, lambda store: _show_session(store, session_id), read_only=True
-    )
+    shown = _file_session(settings, session_id)
+    if shown is None:
+        shown = run_with_store(
+            settings.url, lambda store: _show_session(store, session_id), read_only=True
+        )
+    session, loops, usage = shown
     if as_json:
         print_json(session_json(session, loops, usage))
     else:

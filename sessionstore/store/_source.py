@@ -1,9 +1,10 @@
-"""The store's `Source` of a context read: each named statement as a SQLAlchemy statement.
+"""The store's `Source`: each named statement as a SQLAlchemy statement.
 
-`sessionstore._context_source` reads a loop's context against named statements; here each
-name is the store's statement (`statement`), run on the transaction's connection. The same
-statements compiled for SQLite are the texts `sessionstore._sqlite_context` runs on the
-standard library's driver (a test holds them equal).
+`sessionstore._context_source` reads a loop's context, and `sessionstore._usage_read` a
+session's usage, against named statements; here each name is the store's statement
+(`statement`), run on the transaction's connection. The same statements compiled for
+SQLite are the texts `sessionstore._sqlite_context` runs on the standard library's driver
+(a test holds them equal).
 """
 
 from __future__ import annotations
@@ -65,6 +66,21 @@ def _overlay_block() -> Any:
     )
 
 
+def _recorded_usage() -> Any:
+    from sessionstore.store._usage import recorded_usage  # it imports this module
+
+    return recorded_usage()
+
+
+def _message_usage(dialect: str) -> Any:
+    from sessionstore.store._usage import message_usage
+
+    return message_usage(dialect)
+
+
+_BY_DIALECT: dict[str, Callable[[str], Any]] = {"usage_messages": _message_usage}
+"""The statements whose text depends on the dialect (they read JSON), by name."""
+
 _BUILDERS: dict[str, Callable[[], Any]] = {
     "session": lambda: sql.SELECT_SESSION,
     "session_tenants": lambda: sql.SELECT_SESSION_TENANTS,
@@ -88,26 +104,32 @@ _BUILDERS: dict[str, Callable[[], Any]] = {
     "raw_turns_as_of": lambda: sql.SELECT_RAW_TURNS_AS_OF,
     "latest_user": lambda: sql.SELECT_LATEST_USER,
     "latest_user_as_of": lambda: sql.SELECT_LATEST_USER_AS_OF,
+    "usage_recorded": _recorded_usage,
 }
 
 
 @cache
-def statement(name: str) -> Any:
-    """The store's statement named `name` (one of `_context_source.STATEMENTS`), built once."""
-    return _BUILDERS[name]()
+def statement(name: str, dialect: str) -> Any:
+    """The store's statement named `name` for `dialect`, built once.
+
+    `name` is one of `_context_source.STATEMENTS`; most are the same on every dialect.
+    """
+    by_dialect = _BY_DIALECT.get(name)
+    return by_dialect(dialect) if by_dialect is not None else _BUILDERS[name]()
 
 
 class StoreSource:
     """Runs the named statements on a connection (in the caller's transaction)."""
 
-    __slots__ = ("db",)
+    __slots__ = ("db", "dialect")
 
     def __init__(self, db: Connection) -> None:
         self.db = db
+        self.dialect: str = db.dialect.name
 
     def rows(self, name: str, params: Mapping[str, Any]) -> Sequence[Any]:
         """Return every row of the statement `name` run with `params`."""
-        return self.db.execute(statement(name), params).all()
+        return self.db.execute(statement(name, self.dialect), params).all()
 
 
 def sqlite_compiled(name: str) -> tuple[str, dict[str, Any], str]:
@@ -123,7 +145,7 @@ def sqlite_compiled(name: str) -> tuple[str, dict[str, Any], str]:
     from sessionstore.store._nul import NulSafeJSON
     from sessionstore.store._types import UTCDateTime
 
-    stmt = statement(name)
+    stmt = statement(name, "sqlite")
     compiled = stmt.compile(dialect=sqlite.dialect(paramstyle="named"))
     fixed = {
         key: value for key, value in compiled.params.items() if not compiled.binds[key].required

@@ -12,30 +12,23 @@ from typing import Any
 
 from sqlalchemy import BigInteger, Connection, func, literal_column, select
 
+from sessionstore._usage_read import HALF, USAGE_FIELDS
+from sessionstore._usage_read import session_usage as read_usage
 from sessionstore.errors import NotFoundError
-from sessionstore.models import (
-    AssistantMessage,
-    LoopUsage,
-    Message,
-    SessionUsage,
-    TurnUsage,
-    Usage,
-    UsageRecord,
-)
-from sessionstore.models._limits import MAX_BIG_INT, STORED, check_big_count
+from sessionstore.models import AssistantMessage, Message, SessionUsage, Usage, UsageRecord
+from sessionstore.models._limits import MAX_BIG_INT, check_big_count
 from sessionstore.store import _statements as sql
 from sessionstore.store._sessions import SessionKey, loop_row
+from sessionstore.store._source import StoreSource
 
-__all__ = ["USAGE_FIELDS", "check_message_usage", "insert_usage", "session_usage"]
-
-USAGE_FIELDS = (
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "reasoning_tokens",
-)
-"""The token counts of `Usage`, which are also the usage table's columns."""
+__all__ = [
+    "USAGE_FIELDS",
+    "check_message_usage",
+    "insert_usage",
+    "message_usage",
+    "recorded_usage",
+    "session_usage",
+]
 
 
 def _row(
@@ -109,16 +102,13 @@ def insert_usage(
     )
 
 
-_HALF = 2**32
-
-
 def _split_sums(column: Any) -> tuple[Any, Any]:
     """The sums of a count's high and low 32 bits: each fits in 64 bits for 2**31 rows.
 
     SQLite's SUM of 64-bit integers raises "integer overflow" past 2**63 - 1, where
     PostgreSQL's returns a `numeric`; summing the halves gives every backend the exact total.
     """
-    return func.sum(column // _HALF), func.sum(column % _HALF)
+    return func.sum(column // HALF), func.sum(column % HALF)
 
 
 def _payload_count(dialect: str, name: str) -> Any:
@@ -130,13 +120,28 @@ def _payload_count(dialect: str, name: str) -> Any:
     return func.coalesce(literal_column(value, BigInteger), 0)
 
 
-def _message_usage(db: Connection) -> Any:
+def recorded_usage() -> Any:
+    """The usage rows `record_usage` wrote for a session, summed per loop and turn."""
+    columns = sql.usage.c
+    return (
+        select(
+            columns.loop_id,
+            columns.turn_index,
+            func.count(),
+            *(half for name in USAGE_FIELDS for half in _split_sums(columns[name])),
+        )
+        .where(*sql.keyed(sql.usage))
+        .group_by(columns.loop_id, columns.turn_index)
+    )
+
+
+def message_usage(dialect: str) -> Any:
     """The usage of a session's appended assistant messages, per loop and turn.
 
     Read through the loops of the session, so each loop's messages come from its turn
-    index (`ix_sessionstore_messages_turn`).
+    index (`ix_sessionstore_messages_turn`). The payload's JSON is read as `dialect`
+    reads it.
     """
-    dialect = db.dialect.name
     messages, loops = sql.messages, sql.loops
     has_usage = (
         "jsonb_typeof(sessionstore_messages.payload -> 'usage') = 'object'"
@@ -162,44 +167,5 @@ def _message_usage(db: Connection) -> Any:
 
 
 def session_usage(db: Connection, key: SessionKey) -> SessionUsage:
-    """Return a session's usage per turn and loop, with its total."""
-    columns = sql.usage.c
-    recorded = (
-        select(
-            columns.loop_id,
-            columns.turn_index,
-            func.count(),
-            *(half for name in USAGE_FIELDS for half in _split_sums(columns[name])),
-        )
-        .where(*sql.keyed(sql.usage))
-        .group_by(columns.loop_id, columns.turn_index)
-    )
-    sums: dict[tuple[int, int], list[int]] = {}
-    for stmt in (recorded, _message_usage(db)):
-        for loop_id, turn_index, calls, *halves in db.execute(stmt, key.params).all():
-            into = sums.setdefault((loop_id, turn_index), [0] * (1 + len(halves)))
-            for i, value in enumerate((calls, *halves)):
-                into[i] += int(value)
-    turns_by_loop: dict[int, list[TurnUsage]] = {}
-    for (loop_id, turn_index), (calls, *halves) in sorted(sums.items()):
-        totals = [h * _HALF + low for h, low in zip(halves[::2], halves[1::2], strict=True)]
-        # A total may pass the limit of one call's count: it is read, not stored.
-        usage = Usage.model_validate(dict(zip(USAGE_FIELDS, totals, strict=True)), context=STORED)
-        turns_by_loop.setdefault(loop_id, []).append(
-            TurnUsage(turn_index=turn_index, calls=calls, usage=usage)
-        )
-    loops = [
-        LoopUsage(
-            loop_id=loop_id,
-            calls=sum(t.calls for t in turns),
-            usage=sum((t.usage for t in turns), Usage()),
-            turns=turns,
-        )
-        for loop_id, turns in turns_by_loop.items()
-    ]
-    return SessionUsage(
-        session_id=key.session_id,
-        calls=sum(loop.calls for loop in loops),
-        usage=sum((loop.usage for loop in loops), Usage()),
-        loops=loops,
-    )
+    """Return a session's usage per turn and loop, with its total (`_usage_read`)."""
+    return read_usage(StoreSource(db), key)

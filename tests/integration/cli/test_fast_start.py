@@ -3,9 +3,10 @@
 The group lists its commands from `COMMANDS` and imports a command's module only to run
 it, so the top-level help stays fast; these tests guard what it imports and keep each
 listed summary equal to the command's own help. A command that reads (`sessions list`,
-`context`) runs in a fresh interpreter against a real SQLite file, and must not have
-imported what only migrating, compacting or converting needs, nor SQLAlchemy: both read
-the file on the standard library's driver (`bench/bench_startup.py` times the difference).
+`sessions show`, `context`) runs in a fresh interpreter against a real SQLite file, and
+must not have imported what only migrating, compacting or converting needs, nor
+SQLAlchemy: each reads the file on the standard library's driver (`bench/bench_startup.py`
+times the difference).
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ NOT_FOR_READING = (
     "sqlalchemy.orm",
     "aiosqlite",
 )
-"""What a command that only reads (`sessions list`, `context`) must not import."""
+"""What a command that only reads (`sessions list`, `sessions show`, `context`) must not import."""
 
 STORE_PATHS_NOT_FOR_READING = {
     "sessionstore.store._pg_append",  # PostgreSQL's one-statement append
@@ -154,6 +155,8 @@ def _modules_of_a_run(url: str, *args: str) -> tuple[str, list[str]]:
     [
         ("sessions", "list"),
         ("sessions", "list", "--json"),
+        ("sessions", "show", "{session}"),
+        ("sessions", "show", "{session}", "--json"),
         ("context", "{session}", "--budget", "1000"),
         ("context", "{session}", "--budget", "1000", "--format", "json"),
     ],
@@ -167,10 +170,10 @@ def test_a_command_that_reads_imports_only_what_it_uses(sqlite_file, args):
     assert session_id[:20] in out or "hello" in out  # it did read the session
     assert [m for m in modules if m == "alembic" or m.startswith(NOT_FOR_READING)] == []
     assert STORE_PATHS_NOT_FOR_READING.isdisjoint(modules)
-    if args[0] == "sessions":
+    if args[:2] == ("sessions", "list"):
         # The first page of a SQLite file is read without the store (`_sqlite_read`).
         assert [m for m in modules if m.startswith(NOT_FOR_LISTING)] == []
-    # A SQLite file is read without the store: a context too (`_sqlite_context`).
+    # A SQLite file is read without the store: a session and a context too (`_sqlite_context`).
     assert [m for m in modules if m.startswith(("sqlalchemy", "sessionstore.store"))] == []
 
 
