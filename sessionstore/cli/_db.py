@@ -8,15 +8,28 @@
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING
 
 import click
-from rich.progress import MofNCompleteColumn
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from sessionstore import IntegrityReport, SchemaError, make_engine, migrate
-from sessionstore.cli._options import Settings, database_url, json_option, open_store, run
+from sessionstore.cli._options import (
+    Settings,
+    database_url,
+    json_option,
+    open_store,
+    read_only_file_uri,
+    run,
+)
 from sessionstore.cli._render import echo, print_json, progress_bar
+
+# Imported by the commands that use them when they run: `db check` and `db current` on a
+# SQLite file at the head read it without SQLAlchemy and alembic (`_file_revision`).
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    from sessionstore import IntegrityReport, SchemaError, migrate
 
 __all__ = ["db"]
 
@@ -43,6 +56,8 @@ async def _engine(settings: Settings, *, upgrade: bool = False) -> AsyncIterator
 
     Only `db upgrade` may create a SQLite file; the others open it read-only.
     """
+    from sessionstore import make_engine
+
     url = database_url(settings.url, read_only=not upgrade, may_create=upgrade)
     engine = make_engine(url, lock_timeout=settings.lock_timeout)
     try:
@@ -52,6 +67,8 @@ async def _engine(settings: Settings, *, upgrade: bool = False) -> AsyncIterator
 
 
 async def _upgrade(settings: Settings) -> str | None:
+    from sessionstore import migrate
+
     async with _engine(settings, upgrade=True) as engine:
         await migrate.upgrade(engine)
         return await migrate.current(engine)
@@ -69,6 +86,8 @@ def db_upgrade(settings: Settings, as_json: bool) -> None:
     Example:
         sessionstore --url sqlite+aiosqlite:///agents.db db upgrade
     """
+    from sessionstore import migrate
+
     revision = run(_upgrade(settings))
     if as_json:
         print_json({"revision": revision, "head": migrate.head()})
@@ -86,21 +105,49 @@ def db_current(settings: Settings, as_json: bool) -> None:
     Example:
         sessionstore db current --json
     """
-    revision = run(_current(settings))
+    at_head = _file_revision(settings)
+    revision: str | None
+    if at_head is not None:
+        revision, head = at_head, at_head
+    else:
+        from sessionstore import migrate
+
+        revision, head = run(_current(settings)), migrate.head()
     if as_json:
-        head = migrate.head()
         print_json({"revision": revision, "head": head, "is_up_to_date": revision == head})
     else:
         click.echo(revision or "none")
 
 
+def _file_revision(settings: Settings) -> str | None:
+    """The revision of a SQLite file whose schema is at the head, read without SQLAlchemy.
+
+    None for any other URL, another revision or a file that cannot be read: the command
+    then asks alembic, which says what the database is at, or what is wrong.
+    """
+    uri = read_only_file_uri(settings.url)
+    if uri is None:
+        return None
+    from sessionstore._sqlite_read import read_at_head, shipped_head
+
+    try:
+        with read_at_head(uri, timeout=settings.lock_timeout) as db:
+            return shipped_head() if db is not None else None
+    except sqlite3.Error:
+        return None
+
+
 async def _current(settings: Settings) -> str | None:
+    from sessionstore import migrate
+
     async with _engine(settings) as engine:
         return await migrate.current(engine)
 
 
 async def _schema_status(settings: Settings) -> tuple[str | None, SchemaError | None]:
     """Return the database's revision and, unless it is at the head, why not."""
+    from sessionstore import SchemaError, migrate
+
     async with _engine(settings) as engine:
         try:
             return await migrate.check(engine), None
@@ -120,9 +167,18 @@ def db_check(settings: Settings, as_json: bool) -> None:
     Example:
         sessionstore db check || sessionstore db upgrade
     """
-    revision, problem = run(_schema_status(settings))
+    at_head = _file_revision(settings)
+    revision: str | None
+    problem: SchemaError | None
+    if at_head is not None:
+        revision, problem, head = at_head, None, at_head
+    else:
+        from sessionstore import migrate
+
+        revision, problem = run(_schema_status(settings))
+        head = migrate.head()
     if as_json:
-        print_json({"revision": revision, "head": migrate.head(), "is_up_to_date": problem is None})
+        print_json({"revision": revision, "head": head, "is_up_to_date": problem is None})
     if problem is not None:
         raise click.ClickException(str(problem))
     if not as_json:
@@ -130,6 +186,8 @@ def db_check(settings: Settings, as_json: bool) -> None:
 
 
 async def _distribute(settings: Settings, shard_count: int | None) -> migrate.Distribution:
+    from sessionstore import migrate
+
     async with _engine(settings) as engine:
         return await migrate.distribute(engine, shard_count=shard_count)
 
@@ -199,6 +257,8 @@ def db_verify(settings: Settings, as_json: bool) -> None:
     Example:
         sessionstore db verify --json
     """
+    from rich.progress import MofNCompleteColumn
+
     progress = progress_bar("Verifying sessions", MofNCompleteColumn(), transient=True)
     with progress:
         task = progress.add_task("verify", total=None)

@@ -146,12 +146,22 @@ async def downgrade(url_or_engine: str | URL | AsyncEngine, revision: str) -> No
 
 
 def _current_revision(connection: Connection) -> str | None:
-    from alembic.runtime.migration import MigrationContext
+    """The one revision the version table holds, None without one (alembic's current revision).
 
-    if not inspect(connection).has_table(VERSION_TABLE):
+    Raises:
+        SchemaError: the table holds several rows (alembic's migrations of this schema
+            keep one; alembic itself would fail with an error of its own).
+    """
+    stored = _stored_revisions(connection)
+    if not stored:
         return None
-    context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
-    return context.get_current_revision()
+    if len(stored) > 1:
+        raise SchemaError(
+            f"the database's version table {VERSION_TABLE} holds {len(stored)} revisions "
+            f"({', '.join(sorted(stored))}) where sessionstore keeps one: it was changed by "
+            "hand or by another tool; leave the one row of the revision the schema is at"
+        )
+    return stored[0]
 
 
 def _is_known(revision: str) -> bool:

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
+
+import pytest
+
 from sessionstore import migrate
-from tests.integration.cli.runner import SMALL, fails, json_out, ok, write_jsonl
+from sessionstore._sqlite_read import VERSION_TABLE
+from tests.integration.cli.runner import SMALL, cli, fails, json_out, ok, write_jsonl
 
 
 def test_db_check_fails_before_upgrade_and_passes_after(empty_db_url):
@@ -53,3 +59,57 @@ def test_import_upgrade_migrates_first(empty_db_url, tmp_path):
 
     assert json_out(result)["sessions"] == ["small-1"]
     assert ok(empty_db_url, "db", "current").stdout.strip() == migrate.head()
+
+
+def _store_url(path: Path) -> str:
+    """A URL naming the same file that the read without SQLAlchemy leaves to alembic."""
+    return f"sqlite+aiosqlite:///file:{path}?mode=ro&uri=true"
+
+
+@pytest.mark.parametrize("state", ["head", "older", "unknown", "empty", "two rows"])
+@pytest.mark.parametrize(
+    "args", [("current",), ("current", "--json"), ("check",), ("check", "--json")]
+)
+def test_a_sqlite_files_revision_is_what_alembic_says(tmp_path, state, args):
+    """`db current` and `db check` read a file at the head without SQLAlchemy; the same output."""
+    path = tmp_path / "revision.db"
+    url = f"sqlite+aiosqlite:///{path}"
+    if state == "empty":
+        path.touch()
+    else:
+        ok(url, "db", "upgrade")
+    with sqlite3.connect(path) as db:
+        if state == "older":
+            db.execute(f"UPDATE {VERSION_TABLE} SET version_num = '0012_written_search_vector'")
+        elif state == "unknown":
+            db.execute(f"UPDATE {VERSION_TABLE} SET version_num = 'ffffffffffff'")
+        elif state == "two rows":
+            db.execute(f"INSERT INTO {VERSION_TABLE} VALUES ('0012_written_search_vector')")
+
+    fast = cli(url, "db", *args)
+    through_alembic = cli(_store_url(path), "db", *args)
+
+    assert (fast.exit_code, fast.stdout, fast.stderr) == (
+        through_alembic.exit_code,
+        through_alembic.stdout,
+        through_alembic.stderr,
+    )
+    assert fast.output.strip()
+    if state == "head":
+        assert fast.exit_code == 0
+    elif args[0] == "check" or state == "two rows":
+        assert fast.exit_code == 1
+    if state == "two rows":  # a clear error, where alembic's own was a traceback
+        assert f"{VERSION_TABLE} holds 2 revisions" in fast.stderr
+
+
+def test_a_version_table_of_two_rows_is_a_clear_error_for_every_command(tmp_path):
+    path = tmp_path / "two.db"
+    url = f"sqlite+aiosqlite:///{path}"
+    ok(url, "db", "upgrade")
+    with sqlite3.connect(path) as db:
+        db.execute(f"INSERT INTO {VERSION_TABLE} VALUES ('0012_written_search_vector')")
+
+    for args in (["sessions", "list"], ["db", "upgrade"], ["context", "x", "--budget", "100"]):
+        result = fails(url, *args)
+        assert "holds 2 revisions" in result.stderr, args
