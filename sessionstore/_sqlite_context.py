@@ -23,9 +23,10 @@ import sqlite3
 from collections import namedtuple
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from sessionstore._context_source import (
+    SessionKey,
     check_read,
     check_session_id,
     key_from_tenants,
@@ -40,6 +41,8 @@ from sessionstore.config import CompactionScope
 from sessionstore.models import LoopRecord, Session, SessionUsage
 
 __all__ = ["STATEMENTS", "SqliteSource", "read_file_context", "read_file_session", "sqlite_time"]
+
+_T = TypeVar("_T")
 
 
 def sqlite_time(moment: datetime) -> str:
@@ -98,6 +101,31 @@ class SqliteSource:
         ]
 
 
+def _read_session(
+    uri: str,
+    timeout: float,
+    session_id: str,
+    read: Callable[[SqliteSource, SessionKey, Any], _T],
+) -> _T | None:
+    """`read(source, key, session row)` of a visible session in one read transaction, or None.
+
+    The session is found as the store finds it (by id among the tenants' sessions), so a
+    missing or shared id raises what the store raises. None when the file at `uri` is at
+    another revision than the newest or cannot be read (the command then opens the store,
+    which says what is wrong).
+    """
+    check_session_id(session_id)
+    try:
+        with read_at_head(uri, timeout=timeout) as db:
+            if db is None:
+                return None
+            src = SqliteSource(db)
+            key = key_from_tenants(session_id, src.rows("session_tenants", {"sid": session_id}))
+            return read(src, key, visible_session(src, key))
+    except sqlite3.Error:
+        return None  # the store's path reads it, or raises what it says
+
+
 def read_file_context(
     uri: str,
     *,
@@ -113,33 +141,22 @@ def read_file_context(
 
     The calls and their order are the command's on the store (its loops, then the
     context of the loop `loop_id_of` picks from them, within `budget()`), so it raises
-    what the store raises. None when the file is at another revision than the newest or
-    cannot be read (the command then opens the store, which says what is wrong).
+    what the store raises; None as `_read_session` says.
     """
-    check_session_id(session_id)
-    try:
-        with read_at_head(uri, timeout=timeout) as db:
-            if db is None:
-                return None
-            src = SqliteSource(db)
-            key = key_from_tenants(session_id, src.rows("session_tenants", {"sid": session_id}))
-            visible_session(src, key)
-            loops = list_loops(src, key)
-            loop_id = loop_id_of(loops)
-            tokens = budget()
-            check_read(budget=tokens, loop_id=loop_id, overlay=overlay, as_of=as_of)
-            sources = read_context(
-                src,
-                key,
-                scope=scope,
-                budget=tokens,
-                loop_id=loop_id,
-                overlay=overlay,
-                as_of=as_of,
-            )
-            return loops, sources
-    except sqlite3.Error:
-        return None  # the store's path reads it, or raises what it says
+
+    def read(
+        src: SqliteSource, key: SessionKey, _row: Any
+    ) -> tuple[list[LoopRecord], ContextSources]:
+        loops = list_loops(src, key)
+        loop_id = loop_id_of(loops)
+        tokens = budget()
+        check_read(budget=tokens, loop_id=loop_id, overlay=overlay, as_of=as_of)
+        sources = read_context(
+            src, key, scope=scope, budget=tokens, loop_id=loop_id, overlay=overlay, as_of=as_of
+        )
+        return loops, sources
+
+    return _read_session(uri, timeout, session_id, read)
 
 
 def read_file_session(
@@ -149,20 +166,15 @@ def read_file_session(
 
     What `sessions show` asks the store for (`get_session`, `list_loops`, `usage`), read
     by the same functions on the same statements, in one read transaction; it raises
-    what the store raises. None when the file is at another revision than the newest or
-    cannot be read (the command then opens the store, which says what is wrong).
+    what the store raises; None as `_read_session` says.
     """
-    check_session_id(session_id)
-    try:
-        with read_at_head(uri, timeout=timeout) as db:
-            if db is None:
-                return None
-            src = SqliteSource(db)
-            key = key_from_tenants(session_id, src.rows("session_tenants", {"sid": session_id}))
-            session = session_model(visible_session(src, key)._asdict())
-            return session, list_loops(src, key), session_usage(src, key)
-    except sqlite3.Error:
-        return None  # the store's path reads it, or raises what it says
+
+    def read(
+        src: SqliteSource, key: SessionKey, row: Any
+    ) -> tuple[Session, list[LoopRecord], SessionUsage]:
+        return session_model(row._asdict()), list_loops(src, key), session_usage(src, key)
+
+    return _read_session(uri, timeout, session_id, read)
 
 
 # ── the statements, generated from `store._source.sqlite_compiled` ──────────────
