@@ -157,8 +157,14 @@ def _commands(
 
 
 def _environment(source: Path) -> dict[str, str]:
-    """`source` first on the path, so the subprocesses import the code under test."""
+    """`source` first on the path, so the subprocesses import the code under test.
+
+    Bytecode caches are written (the warm-up run writes them), as an installed package
+    has them: with `PYTHONDONTWRITEBYTECODE` set, every run would compile the sources again
+    and time that instead.
+    """
     env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source), env.get("PYTHONPATH")]))
     return env
 
