@@ -19,6 +19,7 @@ steadier than the wall clock on a shared machine):
   stores in a file of its own (12 loops, 563 messages, compacted, with a digest), a read
   that loads blocks, a digest and raw turns;
 - `python -m sessionstore sessions show DEMO`: that session, its loops and its usage;
+- `python -m sessionstore export DEMO`: that session's raw history as one JSON document;
 - `python -m sessionstore --help` (imports no library code).
 
 It prints each median and its ratio to `python -c pass` and to `import sqlalchemy`,
@@ -26,8 +27,8 @@ then the modules that cost most in one `python -X importtime` run of each comman
 (cumulative microseconds, the slowest top-level imports first).
 
 With `--baseline DIR` (another source tree, such as an older commit's `git archive`), the
-commands of that tree (`--help`, `sessions list`, `sessions show` and both `context`s) are
-timed in the same runs, for a before / after in one run.
+commands of that tree (`--help`, `sessions list`, `sessions show`, both `context`s and
+`export`) are timed in the same runs, for a before / after in one run.
 
     python bench/bench_startup.py
     python bench/bench_startup.py --repeat 15 --top 15
@@ -108,7 +109,12 @@ def _demo(url: str) -> str:
 
 
 _CONTEXTS = ("sessionstore context SESSION", "sessionstore context DEMO")
-_FILE_READS = ("sessionstore sessions list", "sessionstore sessions show DEMO", *_CONTEXTS)
+_FILE_READS = (
+    "sessionstore sessions list",
+    "sessionstore sessions show DEMO",
+    *_CONTEXTS,
+    "sessionstore export DEMO",
+)
 """The commands that read a SQLite file without SQLAlchemy."""
 
 
@@ -146,6 +152,10 @@ def _commands(
         ),
         "sessionstore sessions show DEMO": (
             [python, "-m", "sessionstore", "--url", demo[0], "sessions", "show", demo[1]],
+            env,
+        ),
+        "sessionstore export DEMO": (
+            [python, "-m", "sessionstore", "--url", demo[0], "export", demo[1]],
             env,
         ),
     }

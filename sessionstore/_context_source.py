@@ -110,9 +110,12 @@ STATEMENTS = (
     "latest_user_as_of",
     "usage_recorded",
     "usage_messages",
+    "chain_counts",
+    "loop_page",
 )
 """The statements a context read runs, by name (the parameters each takes: its callers here),
-and the two of a session's usage (`_usage_read`).
+the two of a session's usage (`_usage_read`) and the two of its raw history a page at a
+time (`_sqlite_context.FileHistory`).
 
 A parameter that is a list (`loops`, `heads`, `blocks`, `sections`) is an `IN` list
 expanded when the statement runs.

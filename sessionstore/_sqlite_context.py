@@ -21,7 +21,8 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import namedtuple
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -32,15 +33,28 @@ from sessionstore._context_source import (
     key_from_tenants,
     list_loops,
     read_context,
+    resolve_loop,
     visible_session,
 )
+from sessionstore._history_pages import history_page
 from sessionstore._items import ContextSources
+from sessionstore._row_models import stored_models
 from sessionstore._sqlite_read import read_at_head, session_model, sqlite_utc
 from sessionstore._usage_read import session_usage
 from sessionstore.config import CompactionScope
-from sessionstore.models import LoopRecord, Session, SessionUsage
+from sessionstore.errors import StorageError
+from sessionstore.models import LoopRecord, Session, SessionUsage, StoredMessage
+from sessionstore.models._batch import decode_all
 
-__all__ = ["STATEMENTS", "SqliteSource", "read_file_context", "read_file_session", "sqlite_time"]
+__all__ = [
+    "STATEMENTS",
+    "FileHistory",
+    "SqliteSource",
+    "open_file_history",
+    "read_file_context",
+    "read_file_session",
+    "sqlite_time",
+]
 
 _T = TypeVar("_T")
 
@@ -175,6 +189,91 @@ def read_file_session(
         return session_model(row._asdict()), list_loops(src, key), session_usage(src, key)
 
     return _read_session(uri, timeout, session_id, read)
+
+
+class FileHistory:
+    """What `export` asks a store for (`get_session`, `list_loops`, `iter_history`), from a file.
+
+    Read on a read-only `sqlite3` connection at the newest revision (`open_file_history`)
+    by the store's functions on the store's statements, so the answers and errors are
+    the store's. As the store's `iter_history`, the chain and its loops' message counts
+    are read first and each page is a read transaction of its own, so an export of a
+    long history neither holds one snapshot open nor reads messages appended meanwhile.
+    A driver error while reading is a `StorageError`.
+    """
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+        self._src = SqliteSource(db)
+
+    def _key(self, session_id: str) -> SessionKey:
+        check_session_id(session_id)
+        return key_from_tenants(session_id, self._src.rows("session_tenants", {"sid": session_id}))
+
+    async def get_session(self, session_id: str) -> Session:
+        """The session (`SessionStore.get_session`)."""
+        with _storage_errors():
+            key = self._key(session_id)
+            return session_model(visible_session(self._src, key)._asdict())
+
+    async def list_loops(self, session_id: str) -> list[LoopRecord]:
+        """Every loop of the session, in order of creation (`SessionStore.list_loops`)."""
+        with _storage_errors():
+            key = self._key(session_id)
+            visible_session(self._src, key)
+            return list_loops(self._src, key)
+
+    async def iter_history(
+        self, session_id: str, *, loop_id: int | None = None, chunk_size: int = 1000
+    ) -> AsyncIterator[list[StoredMessage]]:
+        """The raw messages of the chain ending at `loop_id`, in chunks (`SessionStore.iter_history`)."""
+        if chunk_size < 1:
+            raise ValueError("chunk_size must be at least 1")
+        with _storage_errors():
+            key = self._key(session_id)
+            head = resolve_loop(self._src, key, loop_id)
+            if head is None:
+                return
+            rows = self._src.rows("chain_counts", {**key.params, "head": head})
+        chain = ([row[0] for row in rows], [row[1] for row in rows])
+
+        def read_range(lid: int, start: int, stop: int) -> list[StoredMessage]:
+            params = {**key.params, "lid": lid, "start": start, "stop": stop}
+            return stored_models(self._src.rows("loop_page", params), session_id)
+
+        at = (0, 0)
+        while at[0] < len(chain[0]):
+            with _storage_errors():
+                self._db.execute("COMMIT")  # each page a read transaction of its own
+                self._db.execute("BEGIN")
+                visible_session(self._src, key)
+                chunk, at = history_page(chain, at, chunk_size, read_range)
+            decode_all(chunk)
+            if chunk:
+                yield chunk
+
+
+@contextmanager
+def _storage_errors() -> Iterator[None]:
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise StorageError(f"cannot read the SQLite file: {exc}") from exc
+
+
+@contextmanager
+def open_file_history(uri: str, *, timeout: float) -> Iterator[FileHistory | None]:
+    """A `FileHistory` of the SQLite file at `uri`, or None when the store must read it.
+
+    None when the file is at another revision than the newest or cannot be opened (the
+    command then opens the store, which says what is wrong).
+    """
+    with ExitStack() as stack:
+        try:
+            db = stack.enter_context(read_at_head(uri, timeout=timeout))
+        except sqlite3.Error:
+            db = None
+        yield None if db is None else FileHistory(db)
 
 
 # ── the statements, generated from `store._source.sqlite_compiled` ──────────────
@@ -398,6 +497,26 @@ STATEMENTS: dict[str, tuple[str, dict[str, Any], str]] = {
             "kind_1": "assistant",
         },
         "-------------",
+    ),
+    "chain_counts": (
+        "WITH RECURSIVE chain(id, parent_loop_id, hops, depth, session_id, app_name, user_id) AS \n"
+        "(SELECT sessionstore_loops.id AS id, sessionstore_loops.parent_loop_id AS parent_loop_id, :param_1 AS hops, sessionstore_loops.depth AS depth, sessionstore_loops.session_id AS session_id, sessionstore_loops.app_name AS app_name, sessionstore_loops.user_id AS user_id \n"
+        "FROM sessionstore_loops \n"
+        "WHERE sessionstore_loops.id = :head AND sessionstore_loops.session_id = :sid AND sessionstore_loops.app_name = :app AND sessionstore_loops.user_id = :user UNION ALL SELECT parent.id AS id, parent.parent_loop_id AS parent_loop_id, chain.hops + :hops_1 AS anon_1, parent.depth AS depth, parent.session_id AS session_id, parent.app_name AS app_name, parent.user_id AS user_id \n"
+        "FROM sessionstore_loops AS parent, chain \n"
+        "WHERE parent.id = chain.parent_loop_id AND parent.session_id = :sid AND parent.session_id = chain.session_id AND parent.app_name = chain.app_name AND parent.user_id = chain.user_id)\n"
+        " SELECT sessionstore_loops.id, sessionstore_loops.message_count \n"
+        "FROM sessionstore_loops JOIN chain ON chain.id = sessionstore_loops.id \n"
+        "WHERE sessionstore_loops.session_id = :sid AND sessionstore_loops.app_name = :app AND sessionstore_loops.user_id = :user ORDER BY sessionstore_loops.depth",
+        {"param_1": 1, "hops_1": 1},
+        "--",
+    ),
+    "loop_page": (
+        "SELECT sessionstore_messages.id, sessionstore_messages.loop_id, sessionstore_messages.position, sessionstore_messages.turn_index, sessionstore_messages.token_count, sessionstore_messages.content_hash, sessionstore_messages.client_id, sessionstore_messages.created_at, CAST(sessionstore_messages.payload AS TEXT) AS payload \n"
+        "FROM sessionstore_messages \n"
+        "WHERE sessionstore_messages.session_id = :sid AND sessionstore_messages.app_name = :app AND sessionstore_messages.user_id = :user AND sessionstore_messages.loop_id = :lid AND sessionstore_messages.position >= :start AND sessionstore_messages.position < :stop ORDER BY sessionstore_messages.position",
+        {},
+        "-------t-",
     ),
 }
 """Each of `_context_source.STATEMENTS`: its SQLite text, fixed parameters, column kinds."""

@@ -9,19 +9,20 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import click
 
-from sessionstore.cli._loops import session_loops
+from sessionstore.cli._loops import numbered
 from sessionstore.cli._options import (
     Settings,
     json_option,
     loop_option,
     read_only_file_uri,
+    run,
     run_with_store,
     user_errors,
 )
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
         SessionStore,
         SessionUsage,
     )
+    from sessionstore._sqlite_context import FileHistory
 
 __all__ = ["export", "import_", "sessions"]
 
@@ -198,10 +200,10 @@ def export(
     indent = None if compact else 2
 
     def export_to(sink: IO[str]) -> None:
-        async def work(store: SessionStore) -> None:
+        async def work(store: SessionStore | FileHistory) -> None:
             loop_id = None
             if loop_number is not None:
-                _, loop_id = await session_loops(store, session_id, loop_number)
+                _, loop_id = numbered(await store.list_loops(session_id), session_id, loop_number)
             # Streamed a chunk of messages at a time: memory stays bounded on any history.
             chunks = stream_conversation(
                 store, session_id, loop_id=loop_id, indent=indent, redact_secrets=redact_secrets
@@ -215,7 +217,8 @@ def export(
             sink.write("\n")
 
         with progress(f"Exporting session {session_id}", show_progress) as shown:
-            run_with_store(settings.url, work, read_only=True)
+            if not _on_file(settings, work):
+                run_with_store(settings.url, work, read_only=True)
 
     if str(output) == "-":
         export_to(sys.stdout)
@@ -223,6 +226,24 @@ def export(
     with replaced_on_success(output, param_hint="-o") as sink:
         export_to(sink)
     echo(f"Exported session {session_id!r} to {output}.", err=True)
+
+
+def _on_file(settings: Settings, work: Callable[[FileHistory], Coroutine[Any, Any, None]]) -> bool:
+    """Run `work` on a SQLite file read without SQLAlchemy; False if the store must read it.
+
+    `work` gets the file's reader (`_sqlite_context.FileHistory`), which answers as the
+    store does; any other URL, or a file at another revision, is left to the store.
+    """
+    uri = read_only_file_uri(settings.url)
+    if uri is None:
+        return False
+    from sessionstore._sqlite_context import open_file_history
+
+    with open_file_history(uri, timeout=settings.lock_timeout) as history:
+        if history is None:
+            return False
+        run(work(history))
+    return True
 
 
 # ── sessions ───────────────────────────────────────────────────────────────────

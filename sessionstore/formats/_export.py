@@ -4,16 +4,30 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sessionstore._redact import redact, redact_message
 from sessionstore.formats._openai import openai_items
 
 if TYPE_CHECKING:
     from sessionstore.models import Message, Session, StoredMessage
-    from sessionstore.store import SessionStore, TenantStore
 
-__all__ = ["export_conversation", "stream_conversation"]
+__all__ = ["HistoryReader", "export_conversation", "stream_conversation"]
+
+
+class HistoryReader(Protocol):
+    """What an export reads: a `SessionStore` or `TenantStore` (or the CLI's file reader)."""
+
+    async def get_session(self, session_id: str) -> Session:
+        """The session."""
+        ...
+
+    def iter_history(
+        self, session_id: str, *, loop_id: int | None = None, chunk_size: int = 1000
+    ) -> AsyncIterator[list[StoredMessage]]:
+        """The raw messages of the chain ending at `loop_id`, in chunks."""
+        ...
+
 
 _MESSAGES = "@@sessionstore-messages@@"
 """Stands for the messages list while the rest of the conversation object is dumped (the
@@ -45,7 +59,7 @@ def _shell(session: Session, *, redact_secrets: bool) -> dict[str, Any]:
 
 
 async def export_conversation(
-    store: SessionStore | TenantStore,
+    store: HistoryReader,
     session_id: str,
     *,
     loop_id: int | None = None,
@@ -74,7 +88,7 @@ async def export_conversation(
 
 
 async def stream_conversation(
-    store: SessionStore | TenantStore,
+    store: HistoryReader,
     session_id: str,
     *,
     loop_id: int | None = None,

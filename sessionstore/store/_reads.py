@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import BigInteger, Connection, cast, extract, literal_column
 
 from sessionstore import _context_source as source
+from sessionstore import _history_pages as pages
 from sessionstore._loop_messages import LoopMessages
 from sessionstore._scope import ChainEntry
 from sessionstore.config import CompactionScope
@@ -214,24 +215,18 @@ def history_page(
     """Return up to `size` messages of `chain` from `start`, and where the next page starts.
 
     `chain` is what `chain_counts` returned when the read began; `start` is a loop's
-    index in it and a position in that loop. Each loop is read by the unique index
-    `(session_id, loop_id, position)`, from the position reached, up to the count the
-    loop had when the read began: messages appended since are not read, and every page
-    is one short transaction.
+    index in it and a position in that loop (see `_history_pages.history_page`). Each
+    loop is read by the unique index `(session_id, loop_id, position)`, from the position
+    reached, up to the count the loop had when the read began: messages appended since
+    are not read, and every page is one short transaction.
     """
     visible_session(db, key)
-    ids, counts = chain
-    index, position = start
-    page: list[StoredMessage] = []
-    while index < len(ids) and len(page) < size:
-        stop = min(counts[index], position + size - len(page))
-        if position < stop:
-            params = {**key.params, "lid": ids[index], "start": position, "stop": stop}
-            page += _rows(db, sql.SELECT_LOOP_PAGE, params, key.session_id, decoded=decoded)
-            position = stop
-        if position >= counts[index]:
-            index, position = index + 1, 0
-    return page, (index, position)
+
+    def read_range(loop_id: int, first: int, stop: int) -> list[StoredMessage]:
+        params = {**key.params, "lid": loop_id, "start": first, "stop": stop}
+        return _rows(db, sql.SELECT_LOOP_PAGE, params, key.session_id, decoded=decoded)
+
+    return pages.history_page(chain, start, size, read_range)
 
 
 def _rows(

@@ -105,6 +105,8 @@ _BUILDERS: dict[str, Callable[[], Any]] = {
     "latest_user": lambda: sql.SELECT_LATEST_USER,
     "latest_user_as_of": lambda: sql.SELECT_LATEST_USER_AS_OF,
     "usage_recorded": _recorded_usage,
+    "chain_counts": lambda: sql.SELECT_CHAIN_COUNTS,
+    "loop_page": lambda: sql.SELECT_LOOP_PAGE,
 }
 
 

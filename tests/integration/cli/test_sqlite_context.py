@@ -323,6 +323,8 @@ def test_every_statement_reads_what_the_stores_reads(demo_file, name):
             "t": datetime.now(UTC),
             "a": 0,
             "b": 1_000,
+            "start": 0,
+            "stop": 1_000,
         }
 
         read = file_source.rows(name, params)
