@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
+import sqlite3
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -15,6 +17,7 @@ from typing import Any, TypeVar
 from click.testing import CliRunner, Result
 
 from sessionstore import SessionStore
+from sessionstore._sqlite_read import VERSION_TABLE
 from sessionstore.cli import main
 
 T = TypeVar("T")
@@ -82,3 +85,21 @@ def with_store(url: str, work: Callable[..., Awaitable[T]], *args: Any) -> T:
             return await work(store, *args)
 
     return asyncio.run(run())
+
+
+def store_url(path: Path) -> str:
+    """A URL of the SQLite file at `path` that the reads without SQLAlchemy leave to the store.
+
+    A `file:` URI: a test runs a command on both URLs to compare the two paths on one file.
+    """
+    return f"sqlite+aiosqlite:///file:{path}?mode=ro&uri=true"
+
+
+def at_revision(source: Path, folder: Path, revision: str = "ffffffffffff") -> Path:
+    """A copy of the SQLite file `source` in `folder`, its version row set to `revision`."""
+    path = folder / f"at-{revision}.db"
+    shutil.copyfile(source, path)
+    with sqlite3.connect(path) as db:
+        db.execute(f"UPDATE {VERSION_TABLE} SET version_num = ?", (revision,))
+    db.close()
+    return path

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
 
 import pytest
 
 from sessionstore import migrate
 from sessionstore._sqlite_read import VERSION_TABLE
-from tests.integration.cli.runner import SMALL, cli, fails, json_out, ok, write_jsonl
+from tests.integration.cli.runner import SMALL, cli, fails, json_out, ok, store_url, write_jsonl
 
 
 def test_db_check_fails_before_upgrade_and_passes_after(empty_db_url):
@@ -61,11 +60,6 @@ def test_import_upgrade_migrates_first(empty_db_url, tmp_path):
     assert ok(empty_db_url, "db", "current").stdout.strip() == migrate.head()
 
 
-def _store_url(path: Path) -> str:
-    """A URL naming the same file that the read without SQLAlchemy leaves to alembic."""
-    return f"sqlite+aiosqlite:///file:{path}?mode=ro&uri=true"
-
-
 @pytest.mark.parametrize("state", ["head", "older", "unknown", "empty", "two rows"])
 @pytest.mark.parametrize(
     "args", [("current",), ("current", "--json"), ("check",), ("check", "--json")]
@@ -87,7 +81,7 @@ def test_a_sqlite_files_revision_is_what_alembic_says(tmp_path, state, args):
             db.execute(f"INSERT INTO {VERSION_TABLE} VALUES ('0012_written_search_vector')")
 
     fast = cli(url, "db", *args)
-    through_alembic = cli(_store_url(path), "db", *args)
+    through_alembic = cli(store_url(path), "db", *args)
 
     assert (fast.exit_code, fast.stdout, fast.stderr) == (
         through_alembic.exit_code,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -26,13 +25,13 @@ from sessionstore import FixedCount, SessionStore, SessionStoreError, TokenBudge
 from sessionstore._context_source import STATEMENTS as NAMES
 from sessionstore._items import ContextSources
 from sessionstore._sqlite_context import STATEMENTS, SqliteSource, read_file_context, sqlite_time
-from sessionstore._sqlite_read import VERSION_TABLE, shipped_head
+from sessionstore._sqlite_read import shipped_head
 from sessionstore.cli._options import read_only_file_uri
 from sessionstore.models import LoopRecord
 from sessionstore.store._sessions import bound_time
 from sessionstore.store._source import StoreSource, sqlite_compiled
 from tests.datasets import first_conversations
-from tests.integration.cli.runner import cli, ok
+from tests.integration.cli.runner import at_revision, cli, ok, store_url
 
 
 def test_every_statement_is_the_stores_compiled_for_sqlite():
@@ -57,15 +56,10 @@ def test_a_time_is_bound_as_the_store_binds_it():
     engine.dispose()
 
 
-def _store_url(path: Path) -> str:
-    """A URL naming the same file that `read_only_file_uri` leaves to the store."""
-    return f"sqlite+aiosqlite:///file:{path}?mode=ro&uri=true"
-
-
 def _both(run: Callable[..., Any], path: Path, *args: str) -> tuple[Any, Any]:
     """`context ARGS` through `run` (`cli` or `ok`): without the store, then through it."""
     fast = run(f"sqlite+aiosqlite:///{path}", "context", *args)
-    return fast, run(_store_url(path), "context", *args)
+    return fast, run(store_url(path), "context", *args)
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +114,7 @@ _VARIANTS = [
 def test_the_demo_context_is_the_stores(demo_file, args, output):
     path, session_id = demo_file
     assert read_only_file_uri(f"sqlite+aiosqlite:///{path}") is not None
-    assert read_only_file_uri(_store_url(path)) is None
+    assert read_only_file_uri(store_url(path)) is None
 
     fast, through_store = _both(ok, path, session_id, *args, *output)
 
@@ -208,10 +202,7 @@ def test_an_empty_session_is_the_stores(tmp_path):
 
 def test_a_file_at_another_revision_is_left_to_the_store(demo_file, tmp_path):
     source, session_id = demo_file
-    path = tmp_path / "older.db"
-    shutil.copyfile(source, path)
-    with sqlite3.connect(path) as db:
-        db.execute(f"UPDATE {VERSION_TABLE} SET version_num = ?", ("ffffffffffff",))
+    path = at_revision(source, tmp_path)
 
     fast, through_store = _both(cli, path, session_id, "--budget", "1000")
 

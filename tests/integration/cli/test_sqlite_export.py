@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -20,20 +18,14 @@ import pytest
 
 from sessionstore import SessionStore, SessionStoreError, UserMessage
 from sessionstore._sqlite_context import FileHistory, open_file_history
-from sessionstore._sqlite_read import VERSION_TABLE
 from sessionstore.cli._options import read_only_file_uri
-from tests.integration.cli.runner import cli, ok
-
-
-def _store_url(path: Path) -> str:
-    """A URL naming the same file that `read_only_file_uri` leaves to the store."""
-    return f"sqlite+aiosqlite:///file:{path}?mode=ro&uri=true"
+from tests.integration.cli.runner import at_revision, cli, ok, store_url
 
 
 def _both(run: Any, path: Path, *args: str) -> tuple[Any, Any]:
     """`export ARGS` through `run` (`cli` or `ok`): without the store, then through it."""
     fast = run(f"sqlite+aiosqlite:///{path}", "export", *args)
-    return fast, run(_store_url(path), "export", *args)
+    return fast, run(store_url(path), "export", *args)
 
 
 @pytest.fixture(scope="module")
@@ -175,17 +167,14 @@ def test_an_export_to_a_file_is_the_stores(demo_file, tmp_path):
     fast_out, store_out = tmp_path / "fast.json", tmp_path / "store.json"
 
     ok(f"sqlite+aiosqlite:///{path}", "export", ids["demo"], "-o", str(fast_out))
-    ok(_store_url(path), "export", ids["demo"], "-o", str(store_out))
+    ok(store_url(path), "export", ids["demo"], "-o", str(store_out))
 
     assert fast_out.read_bytes() == store_out.read_bytes()
 
 
 def test_a_file_at_another_revision_is_left_to_the_store(demo_file, tmp_path):
     source, ids = demo_file
-    path = tmp_path / "older.db"
-    shutil.copyfile(source, path)
-    with sqlite3.connect(path) as db:
-        db.execute(f"UPDATE {VERSION_TABLE} SET version_num = ?", ("ffffffffffff",))
+    path = at_revision(source, tmp_path)
     uri = read_only_file_uri(f"sqlite+aiosqlite:///{path}")
     assert uri is not None
 

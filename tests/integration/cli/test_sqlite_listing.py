@@ -33,7 +33,7 @@ from sessionstore._sqlite_read import (
 from sessionstore.cli._options import _sqlite_file, read_only_file_uri
 from sessionstore.store._sessions import listing_statement
 from tests.datasets import first_conversations
-from tests.integration.cli.runner import cli, ok
+from tests.integration.cli.runner import cli, ok, store_url
 
 _FILTER_VALUES = {"app_name": "bench", "user_id": "ada"}
 
@@ -91,11 +91,6 @@ def transcripts_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder / "sessions.db"
 
 
-def _store_url(path: Path) -> str:
-    """A URL naming the same file that `read_only_file_uri` leaves to the store."""
-    return f"sqlite+aiosqlite:///file:{path}?mode=ro&uri=true"
-
-
 _LISTINGS = [
     (),
     ("--json",),
@@ -114,10 +109,10 @@ _LISTINGS = [
 def test_the_file_read_prints_what_the_store_read_prints(database, args, request):
     path: Path = request.getfixturevalue(database)
     assert read_only_file_uri(f"sqlite:///{path}") is not None
-    assert read_only_file_uri(_store_url(path)) is None
+    assert read_only_file_uri(store_url(path)) is None
 
     fast = ok(f"sqlite+aiosqlite:///{path}", "sessions", "list", *args).output
-    through_store = ok(_store_url(path), "sessions", "list", *args).output
+    through_store = ok(store_url(path), "sessions", "list", *args).output
 
     assert fast == through_store
     assert fast.strip()
@@ -217,7 +212,7 @@ def test_a_file_at_another_revision_is_left_to_the_store(listing_file, tmp_path,
     result = cli(f"sqlite+aiosqlite:///{path}", "sessions", "list")
     assert result.exit_code == 1
     assert f"revision {revision}" in result.output
-    assert result.output == cli(_store_url(path), "sessions", "list").output
+    assert result.output == cli(store_url(path), "sessions", "list").output
 
 
 def test_a_file_that_is_no_store_is_left_to_the_store(tmp_path):
@@ -299,7 +294,7 @@ def test_times_are_read_as_the_store_reads_them(tmp_path):
             )
 
     fast = ok(url, "sessions", "list", "--json").output
-    assert fast == ok(_store_url(tmp_path / "times.db"), "sessions", "list", "--json").output
+    assert fast == ok(store_url(tmp_path / "times.db"), "sessions", "list", "--json").output
     assert json.loads(fast)["items"][-1]["created_at"] == "2025-12-31T23:59:59.999999Z"
 
 

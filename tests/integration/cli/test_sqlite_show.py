@@ -11,8 +11,6 @@ sums pass 64 bits), an empty session, a session id two tenants share, and errors
 from __future__ import annotations
 
 import asyncio
-import shutil
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +26,9 @@ from sessionstore import (
     UserMessage,
 )
 from sessionstore._sqlite_context import read_file_session
-from sessionstore._sqlite_read import VERSION_TABLE
 from sessionstore.cli._options import read_only_file_uri
 from sessionstore.models._limits import MAX_BIG_INT
-from tests.integration.cli.runner import cli, ok
+from tests.integration.cli.runner import at_revision, cli, ok, store_url
 
 _BIG = Usage(
     input_tokens=MAX_BIG_INT,
@@ -43,15 +40,10 @@ _BIG = Usage(
 """A call's largest counts: two of them sum past 64 bits, which the split sums hold."""
 
 
-def _store_url(path: Path) -> str:
-    """A URL naming the same file that `read_only_file_uri` leaves to the store."""
-    return f"sqlite+aiosqlite:///file:{path}?mode=ro&uri=true"
-
-
 def _both(run: Any, path: Path, *args: str) -> tuple[Any, Any]:
     """`sessions show ARGS` through `run` (`cli` or `ok`): without the store, then through it."""
     fast = run(f"sqlite+aiosqlite:///{path}", "sessions", "show", *args)
-    return fast, run(_store_url(path), "sessions", "show", *args)
+    return fast, run(store_url(path), "sessions", "show", *args)
 
 
 async def _populate(url: str) -> dict[str, str]:
@@ -164,10 +156,7 @@ def test_an_error_is_the_stores(usage_file, session_id):
 
 def test_a_file_at_another_revision_is_left_to_the_store(usage_file, tmp_path):
     source, ids = usage_file
-    path = tmp_path / "older.db"
-    shutil.copyfile(source, path)
-    with sqlite3.connect(path) as db:
-        db.execute(f"UPDATE {VERSION_TABLE} SET version_num = ?", ("ffffffffffff",))
+    path = at_revision(source, tmp_path)
     uri = read_only_file_uri(f"sqlite+aiosqlite:///{path}")
     assert uri is not None
 
