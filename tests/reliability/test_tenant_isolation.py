@@ -61,7 +61,8 @@ MISSING_ID = 2**40
 
 # ── what is enumerated ─────────────────────────────────────────────────────────
 
-_STORE_TYPES = re.compile(r"\b(SessionStore|TenantStore)\b")
+# `HistoryReader`: what the exports take, a protocol both store classes satisfy.
+_STORE_TYPES = re.compile(r"\b(SessionStore|TenantStore|HistoryReader)\b")
 
 
 def _public(cls: type) -> set[str]:
