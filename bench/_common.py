@@ -81,6 +81,20 @@ def machine_info() -> dict[str, Any]:
     }
 
 
+def source_tree(tree: Path) -> Path:
+    """`tree`, checked to hold a `sessionstore` package (a baseline such as a `git archive`).
+
+    A missing one is an error: the subprocesses would import the installed package
+    instead (an editable install of this checkout), and time this tree twice.
+    """
+    if not (tree / "sessionstore" / "__init__.py").is_file():
+        raise SystemExit(
+            f"{tree}: no sessionstore package in it "
+            "(make one with `git archive REV sessionstore migrations | tar -x -C DIR`)"
+        )
+    return tree
+
+
 def child_json(script: str, tree: Path, arguments: list[str]) -> Any:
     """Run `script --child ARGUMENTS` with `tree` first on its path; return its stdout's JSON.
 
@@ -88,6 +102,7 @@ def child_json(script: str, tree: Path, arguments: list[str]) -> Any:
     `sessionstore` (and this folder's helpers).
     """
     here = Path(script).resolve()
+    source_tree(tree)
     command = [sys.executable, str(here), "--child", *arguments]
     env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{here.parent}"}
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)

@@ -53,7 +53,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import fmt, log, machine_info
+from _common import fmt, log, machine_info, source_tree
 
 from sessionstore import AssistantMessage, SessionStore, UserMessage
 
@@ -262,6 +262,8 @@ def main() -> None:
         "commit's `git archive`) whose commands are timed in the same runs",
     )
     args = parser.parse_args()
+    if args.baseline is not None:
+        source_tree(args.baseline)
     with tempfile.TemporaryDirectory(prefix="sessionstore-startup-") as tmp:
         url = f"sqlite+aiosqlite:///{Path(tmp) / 'sessions.db'}"
         session_id = asyncio.run(_populate(url, args.sessions))
