@@ -1,19 +1,20 @@
 # ruff: noqa: E501  (the statements' texts are kept as SQLAlchemy compiles them, one line a clause)
-"""`context` and `sessions show` on a SQLite file without SQLAlchemy: their reads on `sqlite3`.
+"""`context`, `sessions show` and `export` on a SQLite file without SQLAlchemy, on `sqlite3`.
 
-A context read (`_context_source.read_context`, the same function the store runs) and a
-session's usage (`_usage_read.session_usage`, likewise) ask their source for named
-statements; here each one is the store's statement compiled for SQLite (`STATEMENTS`,
-kept as text: a test holds each equal to `store._source.sqlite_compiled`), run on the
-standard library's driver on a read-only connection, in one read transaction. The values come out as the store's column types
-give them on SQLite: times parsed by `sqlite_utc` (the store's result processor there),
-JSON columns decoded by `json.loads`, a content hash as its bytes (which `StoredMessage`
-turns to hex, as on the store's plain reads).
+A context read (`_context_source.read_context`, the same function the store runs), a
+session's usage (`_usage_read.session_usage`, likewise) and a session's raw history a
+page at a time (`FileHistory`, with the store's paging, `_history_pages`) ask their
+source for named statements; here each one is the store's statement compiled for SQLite
+(`STATEMENTS`, kept as text: a test holds each equal to `store._source.sqlite_compiled`),
+run on the standard library's driver on a read-only connection. The values come out as
+the store's column types give them on SQLite: times parsed by `sqlite_utc` (the store's
+result processor there), JSON columns decoded by `json.loads`, a content hash as its
+bytes (which `StoredMessage` turns to hex, as on the store's plain reads).
 
 Only a file at the revision the scripts name newest is read here (`scanned_head`, as for
 `sessions list`); anything else returns None and the command opens the store, which says
 what is wrong. Importing SQLAlchemy is most of a command's start (`docs/benchmarks.md`,
-"Stop 27: context without SQLAlchemy").
+"Stop 27: context without SQLAlchemy" and "Stop 28").
 """
 
 from __future__ import annotations
