@@ -37,13 +37,13 @@ from sessionstore._context_source import (
     resolve_loop,
     visible_session,
 )
+from sessionstore._driver_errors import driver_error
 from sessionstore._history_pages import history_page
 from sessionstore._items import ContextSources
 from sessionstore._row_models import stored_models
 from sessionstore._sqlite_read import read_at_head, session_model, sqlite_utc
 from sessionstore._usage_read import session_usage
 from sessionstore.config import CompactionScope
-from sessionstore.errors import StorageError
 from sessionstore.models import LoopRecord, Session, SessionUsage, StoredMessage
 from sessionstore.models._batch import decode_all
 
@@ -200,7 +200,7 @@ class FileHistory:
     the store's. As the store's `iter_history`, the chain and its loops' message counts
     are read first and each page is a read transaction of its own, so an export of a
     long history neither holds one snapshot open nor reads messages appended meanwhile.
-    A driver error while reading is a `StorageError`.
+    A driver error while reading is raised as the store raises it (`driver_error`).
     """
 
     def __init__(self, db: sqlite3.Connection) -> None:
@@ -256,10 +256,11 @@ class FileHistory:
 
 @contextmanager
 def _storage_errors() -> Iterator[None]:
+    """A `sqlite3` error raised as the store raises the same error (`driver_error`)."""
     try:
         yield
     except sqlite3.Error as exc:
-        raise StorageError(f"cannot read the SQLite file: {exc}") from exc
+        raise driver_error(exc) from exc
 
 
 @contextmanager

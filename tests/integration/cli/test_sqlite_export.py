@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -184,3 +186,24 @@ def test_a_file_at_another_revision_is_left_to_the_store(demo_file, tmp_path):
     assert fast.exit_code == through_store.exit_code == 1
     assert "revision ffffffffffff" in fast.output
     assert fast.output == through_store.output
+
+
+def test_a_driver_error_is_the_stores(demo_file, tmp_path):
+    """A `sqlite3` error while reading is translated as the store translates it."""
+    source, ids = demo_file
+    path = tmp_path / "no-messages.db"
+    shutil.copyfile(source, path)
+    with sqlite3.connect(path) as db:
+        db.execute("DROP TABLE sessionstore_messages")
+    db.close()
+    uri = read_only_file_uri(f"sqlite+aiosqlite:///{path}")
+    assert uri is not None
+
+    with open_file_history(uri, timeout=5) as history:
+        assert history is not None
+        found = _outcome(lambda: asyncio.run(_file_pages(history, ids["demo"], None, 10)))
+    expected = _outcome(lambda: asyncio.run(_store_pages(path, ids["demo"], None, 10)))
+
+    assert found == expected
+    assert found[0] == "SchemaError"
+    assert "no sessionstore tables" in found[1]
