@@ -116,6 +116,11 @@ class SqliteSource:
         ]
 
 
+def _session_key(src: SqliteSource, session_id: str) -> SessionKey:
+    """The key of the session with this id, looked up as the unscoped store looks it up."""
+    return key_from_tenants(session_id, src.rows("session_tenants", {"sid": session_id}))
+
+
 def _read_session(
     uri: str,
     timeout: float,
@@ -135,7 +140,7 @@ def _read_session(
             if db is None:
                 return None
             src = SqliteSource(db)
-            key = key_from_tenants(session_id, src.rows("session_tenants", {"sid": session_id}))
+            key = _session_key(src, session_id)
             return read(src, key, visible_session(src, key))
     except sqlite3.Error:
         return None  # the store's path reads it, or raises what it says
@@ -209,7 +214,7 @@ class FileHistory:
 
     def _key(self, session_id: str) -> SessionKey:
         check_session_id(session_id)
-        return key_from_tenants(session_id, self._src.rows("session_tenants", {"sid": session_id}))
+        return _session_key(self._src, session_id)
 
     async def get_session(self, session_id: str) -> Session:
         """The session (`SessionStore.get_session`)."""
