@@ -60,7 +60,8 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from sessionstore import SessionStore, migrate
 from sessionstore._sqlite_read import sqlite_utc
-from sessionstore.integrations.openai_agents import _JSON_PATH, SessionStoreSession, _decoded
+from sessionstore.integrations._item_json import decoded
+from sessionstore.integrations.openai_agents import _JSON_PATH, SessionStoreSession
 from sessionstore.models._batch import decoded_records, paused_gc
 from sessionstore.models._stored_json import shared_validator
 from sessionstore.store import _statements as sql
@@ -194,7 +195,7 @@ async def sdk_phases(path: Path, repeat: int) -> dict[str, list[float]]:
         "keys": lambda: conn.execute(keys_sql, values).fetchall(),
         "payload": lambda: conn.execute(payload_sql, values).fetchall(),
         "json_extract": lambda: conn.execute(strings_sql, values).fetchall(),
-        "decode kept": lambda: _decoded(kept),
+        "decode kept": lambda: decoded(kept),
     }
     url = f"sqlite+aiosqlite:///{path}"
     results: dict[str, list[float]] = {}
