@@ -1,4 +1,4 @@
-"""How long a command takes to start: `sessions list`, `show` and `context` against bare Python.
+"""How long a command takes to start: `sessions list`, `show`, `context`, ... against bare Python.
 
 A command that opens a store pays for its imports before it reads a row, and on a
 20-session file the imports are nearly all of it. This script builds a SQLite file of
@@ -20,6 +20,8 @@ steadier than the wall clock on a shared machine):
   that loads blocks, a digest and raw turns;
 - `python -m sessionstore sessions show DEMO`: that session, its loops and its usage;
 - `python -m sessionstore export DEMO`: that session's raw history as one JSON document;
+- `python -m sessionstore audit DEMO`, and with `--html -`: that session's audit, as a
+  table and as the web page of every overlay after every compaction;
 - `python -m sessionstore --help` (imports no library code).
 
 It prints each median and its ratio to `python -c pass` and to `import sqlalchemy`,
@@ -27,8 +29,8 @@ then the modules that cost most in one `python -X importtime` run of each comman
 (cumulative microseconds, the slowest top-level imports first).
 
 With `--baseline DIR` (another source tree, such as an older commit's `git archive`), the
-commands of that tree (`--help`, `sessions list`, `sessions show`, both `context`s and
-`export`) are timed in the same runs, for a before / after in one run.
+commands of that tree (`--help`, `sessions list`, `sessions show`, both `context`s,
+`export` and both `audit`s) are timed in the same runs, for a before / after in one run.
 
     python bench/bench_startup.py
     python bench/bench_startup.py --repeat 15 --top 15
@@ -114,6 +116,8 @@ _FILE_READS = (
     "sessionstore sessions show DEMO",
     *_CONTEXTS,
     "sessionstore export DEMO",
+    "sessionstore audit DEMO",
+    "sessionstore audit DEMO --html -",
 )
 """The commands that read a SQLite file without SQLAlchemy."""
 
@@ -156,6 +160,14 @@ def _commands(
         ),
         "sessionstore export DEMO": (
             [python, "-m", "sessionstore", "--url", demo[0], "export", demo[1]],
+            env,
+        ),
+        "sessionstore audit DEMO": (
+            [python, "-m", "sessionstore", "--url", demo[0], "audit", demo[1]],
+            env,
+        ),
+        "sessionstore audit DEMO --html -": (
+            [python, "-m", "sessionstore", "--url", demo[0], "audit", demo[1], "--html", "-"],
             env,
         ),
     }

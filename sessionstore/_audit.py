@@ -21,11 +21,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from sessionstore._framing import digest_tokens, shown_section
 from sessionstore._overlay import segments
-from sessionstore._scope import loops_shown, recorded_scope, resolve_scope
+from sessionstore._scope import ChainEntry, loops_shown, recorded_scope, resolve_scope
 from sessionstore.config import CompactionConfig, CompactionScope, validated_config
 from sessionstore.models import (
     CompactionBlock,
@@ -36,10 +36,13 @@ from sessionstore.models import (
     TurnRange,
     UserMessage,
 )
-from sessionstore.store import SessionStore, TenantStore
+
+if TYPE_CHECKING:  # the audit reads through `AuditReader`; a SQLite file needs no store
+    from sessionstore.store import SessionStore, TenantStore
 
 __all__ = [
     "Action",
+    "AuditReader",
     "AuditSnapshot",
     "AuditedMessage",
     "AuditedTurn",
@@ -52,6 +55,43 @@ __all__ = [
 ]
 
 Action = Literal["kept", "truncated", "summarised", "omitted", "dropped"]
+
+
+class AuditReader(Protocol):
+    """What an audit reads: a `SessionStore` or `TenantStore` (or the CLI's file reader)."""
+
+    async def chain_blocks(
+        self,
+        session_id: str,
+        *,
+        loop_id: int | None = None,
+        overlay: str = "default",
+        as_of: datetime | None = None,
+        limit: int | None = None,
+    ) -> list[ChainEntry]:
+        """The chain ending at `loop_id`, root first, each loop with its current block."""
+        ...
+
+    async def get_digest(
+        self,
+        session_id: str,
+        *,
+        loop_id: int | None = None,
+        overlay: str = "default",
+        as_of: datetime | None = None,
+    ) -> SessionDigest | None:
+        """The session digest the context of `loop_id` starts with."""
+        ...
+
+    async def get_messages(
+        self, session_id: str, loop_id: int | None = None
+    ) -> list[StoredMessage]:
+        """A loop's raw messages, in order."""
+        ...
+
+    async def block_history(self, session_id: str, loop_id: int) -> list[CompactionBlock]:
+        """Every block of a loop, oldest first."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,7 +328,7 @@ def _audit_message(
 
 
 async def audit_session(
-    store: SessionStore | TenantStore,
+    store: AuditReader,
     session_id: str,
     *,
     loop_id: int | None = None,
@@ -358,7 +398,7 @@ class AuditSnapshot:
 
 
 async def audit_snapshots(
-    store: SessionStore | TenantStore,
+    store: AuditReader,
     session_id: str,
     *,
     loop_id: int | None = None,

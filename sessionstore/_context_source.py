@@ -112,10 +112,11 @@ STATEMENTS = (
     "usage_messages",
     "chain_counts",
     "loop_page",
+    "loop_blocks",
 )
 """The statements a context read runs, by name (the parameters each takes: its callers here),
-the two of a session's usage (`_usage_read`) and the two of its raw history a page at a
-time (`_sqlite_context.FileHistory`).
+the two of a session's usage (`_usage_read`), the two of its raw history a page at a
+time and a loop's every block (`_sqlite_context.FileHistory`, for `export` and `audit`).
 
 A parameter that is a list (`loops`, `heads`, `blocks`, `sections`) is an `IN` list
 expanded when the statement runs.

@@ -1,5 +1,5 @@
 # ruff: noqa: E501  (the statements' texts are kept as SQLAlchemy compiles them, one line a clause)
-"""`context`, `sessions show` and `export` on a SQLite file without SQLAlchemy, on `sqlite3`.
+"""`context`, `sessions show`, `export` and `audit` on a SQLite file without SQLAlchemy, on `sqlite3`.
 
 A context read (`_context_source.read_context`, the same function the store runs), a
 session's usage (`_usage_read.session_usage`, likewise) and a session's raw history a
@@ -28,11 +28,19 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from sessionstore._context_source import (
+    DEFAULT_OVERLAY,
     SessionKey,
+    chain_as_of,
+    check_aware,
+    check_overlay,
     check_read,
     check_session_id,
+    current_blocks,
     key_from_tenants,
     list_loops,
+    load_blocks,
+    loop_row,
+    newest_digest,
     read_context,
     resolve_loop,
     visible_session,
@@ -41,11 +49,22 @@ from sessionstore._driver_errors import driver_error
 from sessionstore._history_pages import history_page
 from sessionstore._items import ContextSources
 from sessionstore._row_models import stored_models
+from sessionstore._scope import ChainEntry
 from sessionstore._sqlite_read import read_at_head, session_model, sqlite_utc
 from sessionstore._usage_read import session_usage
 from sessionstore.config import CompactionScope
-from sessionstore.models import LoopRecord, Session, SessionUsage, StoredMessage
+from sessionstore.models import (
+    MAX_BIG_INT,
+    CompactionBlock,
+    LoopRecord,
+    Session,
+    SessionDigest,
+    SessionUsage,
+    StoredMessage,
+)
 from sessionstore.models._batch import decode_all
+from sessionstore.models._limits import check_big_count, check_id
+from sessionstore.models._limits import check_overlay as check_overlay_name
 
 __all__ = [
     "STATEMENTS",
@@ -198,14 +217,19 @@ def read_file_session(
 
 
 class FileHistory:
-    """What `export` asks a store for (`get_session`, `list_loops`, `iter_history`), from a file.
+    """What `export` and `audit` ask a store for, from a file.
 
-    Read on a read-only `sqlite3` connection at the newest revision (`open_file_history`)
-    by the store's functions on the store's statements, so the answers and errors are
-    the store's. As the store's `iter_history`, the chain and its loops' message counts
-    are read first and each page is a read transaction of its own, so an export of a
-    long history neither holds one snapshot open nor reads messages appended meanwhile.
-    A driver error while reading is raised as the store raises it (`driver_error`).
+    `export`: `get_session`, `list_loops`, `iter_history`; `audit`: `list_loops`,
+    `chain_blocks`, `get_digest`, `get_messages`, `block_history`. Read on a read-only
+    `sqlite3` connection at the newest revision (`open_file_history`) by the store's
+    functions on the store's statements, with the store's checks in the store's order,
+    so the answers and errors are the store's. The connection holds one read
+    transaction, so an audit's reads see one snapshot (through the store each call is a
+    transaction of its own). As the store's `iter_history`, the chain and its loops'
+    message counts are read first and each page is a read transaction of its own, so
+    an export of a long history neither holds one snapshot open nor reads messages
+    appended meanwhile. A driver error while reading is raised as the store raises it
+    (`driver_error`).
     """
 
     def __init__(self, db: sqlite3.Connection) -> None:
@@ -228,6 +252,75 @@ class FileHistory:
             key = self._key(session_id)
             visible_session(self._src, key)
             return list_loops(self._src, key)
+
+    async def chain_blocks(
+        self,
+        session_id: str,
+        *,
+        loop_id: int | None = None,
+        overlay: str = DEFAULT_OVERLAY,
+        as_of: datetime | None = None,
+        limit: int | None = None,
+    ) -> list[ChainEntry]:
+        """The chain ending at `loop_id`, each loop with its current block (`SessionStore.chain_blocks`)."""
+        check_big_count(limit, "limit", low=1)
+        check_aware(as_of)
+        check_id(loop_id, "loop_id")
+        check_overlay_name(overlay)
+        with _storage_errors():
+            key = self._key(session_id)
+            head = resolve_loop(self._src, key, loop_id)
+            check_overlay(self._src, key, overlay)
+            if head is None:
+                return []
+            loops, _ = chain_as_of(self._src, key, head, limit, as_of)
+            found = current_blocks(self._src, key, loops, overlay, as_of, messages=True)
+        return [(loop, found.get(loop.id)) for loop in loops]
+
+    async def get_digest(
+        self,
+        session_id: str,
+        *,
+        loop_id: int | None = None,
+        overlay: str = DEFAULT_OVERLAY,
+        as_of: datetime | None = None,
+    ) -> SessionDigest | None:
+        """The digest the context of `loop_id` starts with (`SessionStore.get_digest`)."""
+        check_aware(as_of)
+        check_id(loop_id, "loop_id")
+        check_overlay_name(overlay)
+        with _storage_errors():
+            key = self._key(session_id)
+            head = resolve_loop(self._src, key, loop_id)
+            if head is None:
+                return None
+            loops, _ = chain_as_of(self._src, key, head, None, as_of)
+            return newest_digest(self._src, key, overlay, [loop.id for loop in loops], as_of)
+
+    async def get_messages(
+        self, session_id: str, loop_id: int | None = None
+    ) -> list[StoredMessage]:
+        """A loop's messages in order, the active loop by default (`SessionStore.get_messages`)."""
+        check_id(loop_id, "loop_id")
+        with _storage_errors():
+            key = self._key(session_id)
+            lid = resolve_loop(self._src, key, loop_id)
+            if lid is None:
+                return []
+            params = {**key.params, "lid": lid, "start": 0, "stop": MAX_BIG_INT}
+            found = stored_models(self._src.rows("loop_page", params), session_id)
+        decode_all(found)
+        return found
+
+    async def block_history(self, session_id: str, loop_id: int) -> list[CompactionBlock]:
+        """Every block of a loop, of every overlay, oldest first (`SessionStore.block_history`)."""
+        check_id(loop_id, "loop_id")
+        with _storage_errors():
+            key = self._key(session_id)
+            visible_session(self._src, key)
+            loop_row(self._src, key, loop_id)
+            rows = self._src.rows("loop_blocks", {**key.params, "lid": loop_id})
+            return load_blocks(self._src, key, rows)
 
     async def iter_history(
         self, session_id: str, *, loop_id: int | None = None, chunk_size: int = 1000
@@ -524,6 +617,13 @@ STATEMENTS: dict[str, tuple[str, dict[str, Any], str]] = {
         "WHERE sessionstore_messages.session_id = :sid AND sessionstore_messages.app_name = :app AND sessionstore_messages.user_id = :user AND sessionstore_messages.loop_id = :lid AND sessionstore_messages.position >= :start AND sessionstore_messages.position < :stop ORDER BY sessionstore_messages.position",
         {},
         "-------t-",
+    ),
+    "loop_blocks": (
+        "SELECT sessionstore_blocks.id, sessionstore_blocks.session_id, sessionstore_blocks.app_name, sessionstore_blocks.user_id, sessionstore_blocks.loop_id, sessionstore_blocks.overlay, sessionstore_blocks.generation, sessionstore_blocks.keep_first_start, sessionstore_blocks.keep_first_end, sessionstore_blocks.strategy, sessionstore_blocks.config, sessionstore_blocks.tokens_before, sessionstore_blocks.tokens_after, sessionstore_blocks.created_at \n"
+        "FROM sessionstore_blocks \n"
+        "WHERE sessionstore_blocks.session_id = :sid AND sessionstore_blocks.app_name = :app AND sessionstore_blocks.user_id = :user AND sessionstore_blocks.loop_id = :lid ORDER BY sessionstore_blocks.id",
+        {},
+        "----------j--t",
     ),
 }
 """Each of `_context_source.STATEMENTS`: its SQLite text, fixed parameters, column kinds."""

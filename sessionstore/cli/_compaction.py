@@ -27,6 +27,7 @@ from sessionstore.cli._options import (
     loop_option,
     overlay_option,
     read_only_file_uri,
+    run_read,
     run_with_store,
     scope_option,
     summarizer_options,
@@ -40,6 +41,7 @@ from sessionstore.cli._render import print_json
 if TYPE_CHECKING:
     from sessionstore import BuiltContext, CompactionResult, SessionAudit, SessionStore
     from sessionstore._audit import AuditSnapshot
+    from sessionstore._sqlite_context import FileHistory
     from sessionstore.cli._render import ContextFormat
     from sessionstore.cli._render._loops import LoopNumbers
     from sessionstore.models import LoopRecord
@@ -483,7 +485,7 @@ def audit(
     from sessionstore.cli._render import audit_json, print_audit
     from sessionstore.cli._render._redacted import redacted_audit
 
-    async def work(store: SessionStore) -> tuple[SessionAudit, LoopNumbers]:
+    async def work(store: SessionStore | FileHistory) -> tuple[SessionAudit, LoopNumbers]:
         numbers, loop_id = await session_loops(store, session_id, loop_number)
         audited = await audit_session(
             store,
@@ -495,7 +497,8 @@ def audit(
         )
         return audited, numbers
 
-    result, numbers = run_with_store(settings.url, work, read_only=True)
+    # A SQLite file is read without SQLAlchemy, in one read transaction (`run_read`).
+    result, numbers = run_read(settings, work)
     if redact_secrets:
         result = redacted_audit(result)
     if as_json:
@@ -521,7 +524,7 @@ def _write_html_audit(
     from sessionstore.cli._render._html import audit_page
     from sessionstore.cli._render._redacted import redacted_snapshots
 
-    async def work(store: SessionStore) -> tuple[list[AuditSnapshot], LoopNumbers]:
+    async def work(store: SessionStore | FileHistory) -> tuple[list[AuditSnapshot], LoopNumbers]:
         numbers, loop_id = await session_loops(store, session_id, loop_number)
         # The overlay asked for must exist, as for the other outputs.
         await store.chain_blocks(session_id, loop_id=loop_id, overlay=overlay, limit=1)
@@ -531,7 +534,7 @@ def _write_html_audit(
         return snapshots, numbers
 
     with progress(f"Reading session {session_id}", show_progress) as shown:
-        snapshots, numbers = run_with_store(settings.url, work)
+        snapshots, numbers = run_read(settings, work)
         if redact_secrets:
             shown.step("Redacting secrets")
             snapshots = redacted_snapshots(snapshots)

@@ -9,13 +9,14 @@ from sessionstore.errors import LoopNotFoundError
 
 if TYPE_CHECKING:
     from sessionstore import SessionStore
+    from sessionstore._sqlite_context import FileHistory
     from sessionstore.models import LoopRecord
 
 __all__ = ["numbered", "session_loops"]
 
 
 async def session_loops(
-    store: SessionStore, session_id: str, number: int | None = None
+    store: SessionStore | FileHistory, session_id: str, number: int | None = None
 ) -> tuple[LoopNumbers, int | None]:
     """Return the session's loop numbers and the id of its loop `number` (None: the active one).
 

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import URL
 
     from sessionstore import SessionStore
+    from sessionstore._sqlite_context import FileHistory
 
 __all__ = [
     "AS_OF",
@@ -53,6 +54,7 @@ __all__ = [
     "overlay_option",
     "read_only_file_uri",
     "run",
+    "run_read",
     "run_with_store",
     "scope_option",
     "url_option",
@@ -204,6 +206,26 @@ def run_with_store(
             return await work(store)
 
     return run(main())
+
+
+def run_read(
+    settings: Settings, work: Callable[[SessionStore | FileHistory], Coroutine[Any, Any, _T]]
+) -> _T:
+    """Run `work` on a SQLite file read without SQLAlchemy, or else on the store, read-only.
+
+    On a plain SQLite file at the newest revision, `work` gets the file's reader
+    (`_sqlite_context.FileHistory`), which answers what `export` and `audit` ask as the
+    store does; any other URL or file is read through the store (which says what is
+    wrong with it).
+    """
+    uri = read_only_file_uri(settings.url)
+    if uri is not None:
+        from sessionstore._sqlite_context import open_file_history
+
+        with open_file_history(uri, timeout=settings.lock_timeout) as history:
+            if history is not None:
+                return run(work(history))
+    return run_with_store(settings.url, work, read_only=True)
 
 
 # ── parameter types ────────────────────────────────────────────────────────────

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable, Coroutine, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -22,7 +22,7 @@ from sessionstore.cli._options import (
     json_option,
     loop_option,
     read_only_file_uri,
-    run,
+    run_read,
     run_with_store,
     user_errors,
 )
@@ -217,8 +217,7 @@ def export(
             sink.write("\n")
 
         with progress(f"Exporting session {session_id}", show_progress) as shown:
-            if not _on_file(settings, work):
-                run_with_store(settings.url, work, read_only=True)
+            run_read(settings, work)
 
     if str(output) == "-":
         export_to(sys.stdout)
@@ -226,24 +225,6 @@ def export(
     with replaced_on_success(output, param_hint="-o") as sink:
         export_to(sink)
     echo(f"Exported session {session_id!r} to {output}.", err=True)
-
-
-def _on_file(settings: Settings, work: Callable[[FileHistory], Coroutine[Any, Any, None]]) -> bool:
-    """Run `work` on a SQLite file read without SQLAlchemy; False if the store must read it.
-
-    `work` gets the file's reader (`_sqlite_context.FileHistory`), which answers as the
-    store does; any other URL, or a file at another revision, is left to the store.
-    """
-    uri = read_only_file_uri(settings.url)
-    if uri is None:
-        return False
-    from sessionstore._sqlite_context import open_file_history
-
-    with open_file_history(uri, timeout=settings.lock_timeout) as history:
-        if history is None:
-            return False
-        run(work(history))
-    return True
 
 
 # ── sessions ───────────────────────────────────────────────────────────────────

@@ -107,6 +107,7 @@ _BUILDERS: dict[str, Callable[[], Any]] = {
     "usage_recorded": _recorded_usage,
     "chain_counts": lambda: sql.SELECT_CHAIN_COUNTS,
     "loop_page": lambda: sql.SELECT_LOOP_PAGE,
+    "loop_blocks": lambda: sql.select_blocks(False).order_by(sql.blocks.c.id),
 }
 
 

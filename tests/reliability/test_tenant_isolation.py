@@ -61,8 +61,9 @@ MISSING_ID = 2**40
 
 # ── what is enumerated ─────────────────────────────────────────────────────────
 
-# `HistoryReader`: what the exports take, a protocol both store classes satisfy.
-_STORE_TYPES = re.compile(r"\b(SessionStore|TenantStore|HistoryReader)\b")
+# `HistoryReader` and `AuditReader`: what the exports and the audit take, protocols both
+# store classes satisfy.
+_STORE_TYPES = re.compile(r"\b(SessionStore|TenantStore|HistoryReader|AuditReader)\b")
 
 
 def _public(cls: type) -> set[str]:

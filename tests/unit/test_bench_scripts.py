@@ -22,7 +22,8 @@ OPTIONAL = ("agents", "google.adk", "asyncpg")
 
 
 def test_the_scripts_are_found() -> None:
-    assert "bench_peers.py" in SCRIPTS and "bench_read_phases.py" in SCRIPTS
+    assert "bench_peers.py" in SCRIPTS
+    assert "bench_read_phases.py" in SCRIPTS
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
