@@ -22,6 +22,9 @@ steadier than the wall clock on a shared machine):
 - `python -m sessionstore export DEMO`: that session's raw history as one JSON document;
 - `python -m sessionstore audit DEMO`, and with `--html -`: that session's audit, as a
   table and as the web page of every overlay after every compaction;
+- `python -m sessionstore search pytest` on the demo's file: the words' best 20 matches
+  (the warm-up run brings the index up to date, so the timed runs find it current, as
+  every search after the first does until more messages are appended);
 - `python -m sessionstore --help` (imports no library code).
 
 It prints each median and its ratio to `python -c pass` and to `import sqlalchemy`,
@@ -30,7 +33,7 @@ then the modules that cost most in one `python -X importtime` run of each comman
 
 With `--baseline DIR` (another source tree, such as an older commit's `git archive`), the
 commands of that tree (`--help`, `sessions list`, `sessions show`, both `context`s,
-`export` and both `audit`s) are timed in the same runs, for a before / after in one run.
+`export`, both `audit`s and `search`) are timed in the same runs, for a before / after in one run.
 
     python bench/bench_startup.py
     python bench/bench_startup.py --repeat 15 --top 15
@@ -118,6 +121,7 @@ _FILE_READS = (
     "sessionstore export DEMO",
     "sessionstore audit DEMO",
     "sessionstore audit DEMO --html -",
+    "sessionstore search pytest",
 )
 """The commands that read a SQLite file without SQLAlchemy."""
 
@@ -168,6 +172,10 @@ def _commands(
         ),
         "sessionstore audit DEMO --html -": (
             [python, "-m", "sessionstore", "--url", demo[0], "audit", demo[1], "--html", "-"],
+            env,
+        ),
+        "sessionstore search pytest": (
+            [python, "-m", "sessionstore", "--url", demo[0], "search", "pytest"],
             env,
         ),
     }

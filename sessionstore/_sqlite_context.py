@@ -73,6 +73,7 @@ __all__ = [
     "open_file_history",
     "read_file_context",
     "read_file_session",
+    "session_key_of",
     "sqlite_time",
 ]
 
@@ -135,7 +136,7 @@ class SqliteSource:
         ]
 
 
-def _session_key(src: SqliteSource, session_id: str) -> SessionKey:
+def session_key_of(src: SqliteSource, session_id: str) -> SessionKey:
     """The key of the session with this id, looked up as the unscoped store looks it up."""
     return key_from_tenants(session_id, src.rows("session_tenants", {"sid": session_id}))
 
@@ -159,7 +160,7 @@ def _read_session(
             if db is None:
                 return None
             src = SqliteSource(db)
-            key = _session_key(src, session_id)
+            key = session_key_of(src, session_id)
             return read(src, key, visible_session(src, key))
     except sqlite3.Error:
         return None  # the store's path reads it, or raises what it says
@@ -238,7 +239,7 @@ class FileHistory:
 
     def _key(self, session_id: str) -> SessionKey:
         check_session_id(session_id)
-        return _session_key(self._src, session_id)
+        return session_key_of(self._src, session_id)
 
     async def get_session(self, session_id: str) -> Session:
         """The session (`SessionStore.get_session`)."""

@@ -1,4 +1,8 @@
-"""`sessionstore search`: find messages in the stored history, ranked by the database."""
+"""`sessionstore search`: find messages in the stored history, ranked by the database.
+
+On a SQLite file whose index holds every message, the search runs without SQLAlchemy
+(`_sqlite_search`); otherwise through the store, which brings the index up to date first.
+"""
 
 # Click keeps the line breaks of a paragraph that follows a line holding only "\b" (a
 # backspace character), which is how every help text shows its example; a raw docstring
@@ -7,11 +11,22 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from sessionstore.cli._options import Settings, json_option, run_with_store
+from sessionstore.cli._options import (
+    Settings,
+    json_option,
+    read_only_file_uri,
+    run_with_store,
+    user_errors,
+)
 from sessionstore.cli._render import print_json
 from sessionstore.cli._render._search import print_search_hits
+
+if TYPE_CHECKING:
+    from sessionstore.models import SearchHit
 
 __all__ = ["search"]
 
@@ -60,18 +75,53 @@ def search(
     """
     if user_id is not None and app_name is None:
         raise click.BadParameter("filtering by user needs --app-name too", param_hint="--user-id")
-    hits = run_with_store(
-        settings.url,
-        lambda store: store.search(
-            query,
-            session_id=session_id,
-            limit=limit,
-            include_summaries=include_summaries,
-            app_name=app_name,
-            user_id=user_id,
-        ),
-    )
+    hits = _search_file(settings, query, session_id, app_name, user_id, limit, include_summaries)
+    if hits is None:
+        hits = run_with_store(
+            settings.url,
+            lambda store: store.search(
+                query,
+                session_id=session_id,
+                limit=limit,
+                include_summaries=include_summaries,
+                app_name=app_name,
+                user_id=user_id,
+            ),
+        )
     if as_json:
         print_json([hit.model_dump(mode="json") for hit in hits])
     else:
         print_search_hits(hits)
+
+
+def _search_file(
+    settings: Settings,
+    query: str,
+    session_id: str | None,
+    app_name: str | None,
+    user_id: str | None,
+    limit: int,
+    include_summaries: bool,
+) -> list[SearchHit] | None:
+    """The search of a SQLite file read without SQLAlchemy, or None (`_sqlite_search`).
+
+    None for any other URL, a file at another revision, or messages the index does not
+    hold yet (the store's search indexes them first).
+    """
+    uri = read_only_file_uri(settings.url)
+    if uri is None:
+        return None
+    from sessionstore._search_core import search_terms
+    from sessionstore._sqlite_search import search_file
+
+    with user_errors():
+        return search_file(
+            uri,
+            timeout=settings.lock_timeout,
+            terms=search_terms(query, limit, app_name, user_id),
+            session_id=session_id,
+            app_name=app_name,
+            user_id=user_id,
+            limit=limit,
+            include_summaries=include_summaries,
+        )

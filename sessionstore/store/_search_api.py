@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection
 
-from sessionstore._search_text import query_terms
+from sessionstore._search_core import search_terms
 from sessionstore.models import SearchHit
 from sessionstore.store._handle import _Handle
 
@@ -47,11 +47,8 @@ class SearchMethods(_Handle):
                 names another tenant in `app_name` or `user_id`.
             SessionNotFoundError: `session_id` is not a session this handle can see.
         """
-        terms = query_terms(query)
-        if not 1 <= limit <= 1000:
-            raise ValueError("limit must be between 1 and 1000")
-        if self._tenant is None and user_id is not None and app_name is None:
-            raise ValueError("filtering by user_id needs app_name too")
+        # A tenant handle's filters are checked against its tenant below, not with each other.
+        terms = search_terms(query, limit, app_name, user_id if self._tenant is None else None)
         if self._tenant is not None:
             if app_name not in (None, self._tenant.app_name) or user_id not in (
                 None,
