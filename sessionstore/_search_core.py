@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import cache
 from typing import Any, Literal
 
+from sessionstore._context_source import SessionKey
 from sessionstore._search_text import SEPARATORS, query_terms, searchable_text, snippet
 from sessionstore.models import MESSAGE_ADAPTER, SearchHit
 
@@ -32,7 +33,6 @@ __all__ = [
     "RowKind",
     "Run",
     "pending_sql",
-    "search_params",
     "search_rows",
     "search_terms",
     "statement_sql",
@@ -174,24 +174,24 @@ def _match_expression(terms: list[str], postgres: bool) -> str:
     return " ".join('"' + term.replace('"', '""') + '"' for term in terms)
 
 
-def search_params(
+def _search_params(
     terms: list[str],
     *,
     postgres: bool,
     limit: int,
-    session: tuple[str, str, str] | None,
+    key: SessionKey | None,
     app_name: str | None,
     user_id: str | None,
     tenant: Mapping[str, str] | None,
 ) -> tuple[Filters, dict[str, Any]]:
-    """The filters and the parameters of a search; `session` is its key, `tenant` the handle's."""
-    filters = (tenant is not None, app_name is not None, user_id is not None, session is not None)
+    """The filters and the parameters of a search; `tenant` is the handle's parameters."""
+    filters = (tenant is not None, app_name is not None, user_id is not None, key is not None)
     params: dict[str, Any] = {
         "q": _match_expression(terms, postgres),
         "limit": limit,
-        "sid": session and session[0],
-        "s_app": session and session[1],
-        "s_user": session and session[2],
+        "sid": key and key.session_id,
+        "s_app": key and key.app_name,
+        "s_user": key and key.user_id,
         "app": app_name,
         "user": user_id,
     }
@@ -205,17 +205,29 @@ def search_rows(
     terms: list[str],
     *,
     postgres: bool,
-    filters: Filters,
-    params: Mapping[str, Any],
+    key: SessionKey | None,
+    app_name: str | None,
+    user_id: str | None,
+    tenant: Mapping[str, str] | None,
     limit: int,
     include_summaries: bool,
     behind: int | None,
 ) -> list[SearchHit]:
     """The best `limit` hits for every one of `terms`, best first.
 
-    `behind` is the highest indexed id when rows after it are not indexed yet: they are
-    matched here, ranked after the indexed hits.
+    `key` is the session searched (None: every session the filters let through), `tenant`
+    the handle's tenant parameters. `behind` is the highest indexed id when rows after it
+    are not indexed yet: they are matched here, ranked after the indexed hits.
     """
+    filters, params = _search_params(
+        terms,
+        postgres=postgres,
+        limit=limit,
+        key=key,
+        app_name=app_name,
+        user_id=user_id,
+        tenant=tenant,
+    )
     hits = [
         _raw_hit(row, terms, float(row.score))
         for row in run("raw", statement_sql(postgres, False, filters), params)

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from sessionstore._context_source import check_session_id, visible_session
-from sessionstore._search_core import INDEXED_THROUGH, NEWEST, RowKind, search_params, search_rows
+from sessionstore._search_core import INDEXED_THROUGH, NEWEST, RowKind, search_rows
 from sessionstore._sqlite_context import SqliteSource, session_key_of
 from sessionstore._sqlite_read import read_at_head, sqlite_utc
 from sessionstore.models import SearchHit
@@ -66,21 +66,14 @@ def search_file(
             through = db.execute(INDEXED_THROUGH).fetchone()[0]
             if db.execute(NEWEST).fetchone()[0] > through:
                 return None  # messages not indexed yet: the store's search indexes them
-            filters, params = search_params(
-                terms,
-                postgres=False,
-                limit=limit,
-                session=None if key is None else (key.session_id, key.app_name, key.user_id),
-                app_name=app_name,
-                user_id=user_id,
-                tenant=None,
-            )
             return search_rows(
                 _runner(db),
                 terms,
                 postgres=False,
-                filters=filters,
-                params=params,
+                key=key,
+                app_name=app_name,
+                user_id=user_id,
+                tenant=None,
                 limit=limit,
                 include_summaries=include_summaries,
                 behind=None,

@@ -33,7 +33,6 @@ from sessionstore._search_core import (
     INDEXED_THROUGH,
     NEWEST,
     RowKind,
-    search_params,
     search_rows,
 )
 from sessionstore.models import SearchHit
@@ -101,15 +100,6 @@ def search(
     if not terms:
         return []
     postgres = db.dialect.name == "postgresql"
-    filters, params = search_params(
-        terms,
-        postgres=postgres,
-        limit=limit,
-        session=None if key is None else (key.session_id, key.app_name, key.user_id),
-        app_name=app_name,
-        user_id=user_id,
-        tenant=None if tenant is None else tenant.params,
-    )
     behind = None if postgres else _indexed_through(db)
     if behind is not None and not scan_pending:
         raise IndexBehind
@@ -121,8 +111,10 @@ def search(
         run,
         terms,
         postgres=postgres,
-        filters=filters,
-        params=params,
+        key=key,
+        app_name=app_name,
+        user_id=user_id,
+        tenant=None if tenant is None else tenant.params,
         limit=limit,
         include_summaries=include_summaries,
         behind=behind,

@@ -95,6 +95,16 @@ def store_url(path: Path) -> str:
     return f"sqlite+aiosqlite:///file:{path}?mode=ro&uri=true"
 
 
+def both_paths(run: Callable[..., Any], path: Path, *args: str) -> tuple[Any, Any]:
+    """The command ARGS through `run` (`cli` or `ok`) on the SQLite file at `path` twice.
+
+    First on its plain URL, which the commands that read without SQLAlchemy read on the
+    standard library's driver, then on `store_url`, which they leave to the store.
+    """
+    fast = run(f"sqlite+aiosqlite:///{path}", *args)
+    return fast, run(store_url(path), *args)
+
+
 def at_revision(source: Path, folder: Path, revision: str = "ffffffffffff") -> Path:
     """A copy of the SQLite file `source` in `folder`, its version row set to `revision`."""
     path = folder / f"at-{revision}.db"

@@ -24,7 +24,7 @@ import pytest
 from sessionstore import SessionStore, SessionStoreError, UserMessage
 from sessionstore._sqlite_context import FileHistory, open_file_history
 from sessionstore.cli._options import read_only_file_uri
-from tests.integration.cli.runner import at_revision, cli, ok, store_url
+from tests.integration.cli.runner import at_revision, both_paths, cli, ok, store_url
 
 Read = Callable[[Any], Coroutine[Any, Any, Any]]
 """One read, asked of a store or of the file's reader."""
@@ -224,10 +224,8 @@ _WRITTEN = re.compile(r"Written \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC")
 """The page's time of writing, the one part of two pages of the same audit that differs."""
 
 
-def _both(run: Any, path: Path, *args: str) -> tuple[Any, Any]:
-    """`audit ARGS` through `run` (`cli` or `ok`): without the store, then through it."""
-    fast = run(f"sqlite+aiosqlite:///{path}", "audit", *args)
-    return fast, run(store_url(path), "audit", *args)
+def _both(run: Callable[..., Any], path: Path, *args: str) -> tuple[Any, Any]:
+    return both_paths(run, path, "audit", *args)
 
 
 @pytest.mark.parametrize(

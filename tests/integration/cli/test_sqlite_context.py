@@ -31,7 +31,7 @@ from sessionstore.models import LoopRecord
 from sessionstore.store._sessions import bound_time
 from sessionstore.store._source import StoreSource, sqlite_compiled
 from tests.datasets import first_conversations
-from tests.integration.cli.runner import at_revision, cli, ok, store_url
+from tests.integration.cli.runner import at_revision, both_paths, cli, ok, store_url
 
 
 def test_every_statement_is_the_stores_compiled_for_sqlite():
@@ -57,9 +57,7 @@ def test_a_time_is_bound_as_the_store_binds_it():
 
 
 def _both(run: Callable[..., Any], path: Path, *args: str) -> tuple[Any, Any]:
-    """`context ARGS` through `run` (`cli` or `ok`): without the store, then through it."""
-    fast = run(f"sqlite+aiosqlite:///{path}", "context", *args)
-    return fast, run(store_url(path), "context", *args)
+    return both_paths(run, path, "context", *args)
 
 
 @pytest.fixture(scope="module")

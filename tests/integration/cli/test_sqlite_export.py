@@ -13,6 +13,7 @@ import asyncio
 import json
 import shutil
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +22,11 @@ import pytest
 from sessionstore import SessionStore, SessionStoreError, UserMessage
 from sessionstore._sqlite_context import FileHistory, open_file_history
 from sessionstore.cli._options import read_only_file_uri
-from tests.integration.cli.runner import at_revision, cli, ok, store_url
+from tests.integration.cli.runner import at_revision, both_paths, cli, ok, store_url
 
 
-def _both(run: Any, path: Path, *args: str) -> tuple[Any, Any]:
-    """`export ARGS` through `run` (`cli` or `ok`): without the store, then through it."""
-    fast = run(f"sqlite+aiosqlite:///{path}", "export", *args)
-    return fast, run(store_url(path), "export", *args)
+def _both(run: Callable[..., Any], path: Path, *args: str) -> tuple[Any, Any]:
+    return both_paths(run, path, "export", *args)
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from sessionstore import SessionStore, SessionStoreError, UserMessage
 from sessionstore._search_core import search_terms
 from sessionstore._sqlite_search import search_file
 from sessionstore.cli._options import read_only_file_uri
-from tests.integration.cli.runner import at_revision, cli, ok, store_url
+from tests.integration.cli.runner import at_revision, both_paths, cli, ok, store_url
 
 
 @pytest.fixture(scope="module")
@@ -117,10 +118,8 @@ def test_the_errors_are_the_stores(demo_file, query, options):
     assert found[0] != "ok"
 
 
-def _both(run: Any, path: Path, *args: str) -> tuple[Any, Any]:
-    """`search ARGS` through `run` (`cli` or `ok`): without the store, then through it."""
-    fast = run(f"sqlite+aiosqlite:///{path}", "search", *args)
-    return fast, run(store_url(path), "search", *args)
+def _both(run: Callable[..., Any], path: Path, *args: str) -> tuple[Any, Any]:
+    return both_paths(run, path, "search", *args)
 
 
 @pytest.mark.parametrize(

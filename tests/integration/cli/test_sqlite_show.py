@@ -11,6 +11,7 @@ sums pass 64 bits), an empty session, a session id two tenants share, and errors
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from sessionstore import (
 from sessionstore._sqlite_context import read_file_session
 from sessionstore.cli._options import read_only_file_uri
 from sessionstore.models._limits import MAX_BIG_INT
-from tests.integration.cli.runner import at_revision, cli, ok, store_url
+from tests.integration.cli.runner import at_revision, both_paths, cli, ok
 
 _BIG = Usage(
     input_tokens=MAX_BIG_INT,
@@ -40,10 +41,8 @@ _BIG = Usage(
 """A call's largest counts: two of them sum past 64 bits, which the split sums hold."""
 
 
-def _both(run: Any, path: Path, *args: str) -> tuple[Any, Any]:
-    """`sessions show ARGS` through `run` (`cli` or `ok`): without the store, then through it."""
-    fast = run(f"sqlite+aiosqlite:///{path}", "sessions", "show", *args)
-    return fast, run(store_url(path), "sessions", "show", *args)
+def _both(run: Callable[..., Any], path: Path, *args: str) -> tuple[Any, Any]:
+    return both_paths(run, path, "sessions", "show", *args)
 
 
 async def _populate(url: str) -> dict[str, str]:
