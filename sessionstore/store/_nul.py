@@ -1,9 +1,10 @@
 """NUL characters on PostgreSQL: a reversible encoding for its text and JSON columns.
 
-PostgreSQL's `text` and `jsonb` cannot hold U+0000, which shell and file tools print. On
-PostgreSQL only, a NUL in a stored string is written as `ESCAPE + "0"` and the escape
-character itself (U+10FFFF, a noncharacter) as `ESCAPE + "1"`; reads undo it. SQLite
-stores every string as it is. So every valid Unicode string round-trips on both backends,
+PostgreSQL's `text`, `jsonb` and the text of its `json` cannot hold U+0000, which shell
+and file tools print. On PostgreSQL only, a NUL in a stored string is written as
+`ESCAPE + "0"` and the escape character itself (U+10FFFF, a noncharacter) as
+`ESCAPE + "1"`; reads undo it. SQLite stores every string as it is. So every valid
+Unicode string round-trips on both backends,
 and a content hash (of the canonical JSON of the message, computed before it is stored)
 is the same on both.
 
@@ -161,6 +162,38 @@ class NulSafeJSON(TypeDecorator[Any]):
 
         def process(value: Any) -> Any:
             return unescape_tree(deserialize(value))
+
+        return process
+
+
+class NulSafeJSONDocument(NulSafeJSON):
+    """`NulSafeJSON` kept as its text on PostgreSQL too (`json`, not `jsonb`).
+
+    For the raw messages' payloads (migration 0014): a read sends the stored text as it
+    is, where `jsonb` is printed anew for every row, and a write only checks the text,
+    where `jsonb` builds its binary form. The payloads are read whole, or one path of
+    them (`#>>`, `->`), which `json` answers too.
+    """
+
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        """JSON on every backend."""
+        return dialect.type_descriptor(JSON())
+
+    def bind_processor(self, dialect: Dialect) -> Any:
+        """On PostgreSQL, serialise without ASCII escapes, then encode as `NulSafeJSON` does.
+
+        `json` keeps the text as sent, and a read of it as text (`NulSafeJSONText`) finds
+        an encoded NUL by its escape character: that character must be in the text as
+        itself, not as the surrogate pair's two ASCII escapes that `json.dumps` writes by
+        default (`jsonb` decoded those on the way in).
+        """
+        if not _is_postgresql(dialect):
+            return super().bind_processor(dialect)
+
+        def process(value: Any) -> Any:
+            return escape_json_text(_compact_json(value), lambda: value)
 
         return process
 

@@ -264,7 +264,7 @@ inserted AS (
         turn_index, kind, tool_call_id, tool_name, payload, token_count, content_hash,
         client_id, created_at, search_vector)
     SELECT :sid, :app, :user, :lid, r.position, r.turn_index, r.kind, r.tool_call_id, r.tool_name,
-        CAST(r.payload AS JSONB), r.token_count, r.content_hash, r.client_id, :created,
+        CAST(r.payload AS JSON), r.token_count, r.content_hash, r.client_id, :created,
         coalesce(CAST(r.vector AS TSVECTOR), to_tsvector('simple'::regconfig, r.search_text))
     FROM unnest(CAST(:positions AS INTEGER[]), CAST(:turn_indexes AS INTEGER[]),
         CAST(:kinds AS VARCHAR[]), CAST(:tool_call_ids AS VARCHAR[]),

@@ -67,7 +67,14 @@ from sessionstore.models._limits import STORED
 from sessionstore.models._stored_json import shared_validator
 from sessionstore.store._hex_digest import HexDigest
 from sessionstore.store._nul import NulSafeString, unescape, unescape_json_text
-from sessionstore.store._types import Id, JSONPayload, SessionId, UTCDateTime, sqlite_utc
+from sessionstore.store._types import (
+    Id,
+    JSONPayload,
+    MessagePayload,
+    SessionId,
+    UTCDateTime,
+    sqlite_utc,
+)
 
 __all__ = [
     "KEY_COLUMNS",
@@ -219,7 +226,8 @@ messages = Table(
     Column("kind", NulSafeString(32), nullable=False),
     Column("tool_call_id", NulSafeString(TOOL_ID_MAX_LENGTH), nullable=True),
     Column("tool_name", NulSafeString(TOOL_NAME_MAX_LENGTH), nullable=True),
-    Column("payload", JSONPayload, nullable=False),
+    # `json` on PostgreSQL, not `jsonb`: read whole, as its text (migration 0014).
+    Column("payload", MessagePayload, nullable=False),
     Column("token_count", Integer, nullable=False),
     Column("content_hash", HexDigest(), nullable=False),
     Column("client_id", NulSafeString(CLIENT_ID_MAX_LENGTH), nullable=True),

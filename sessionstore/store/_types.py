@@ -14,12 +14,14 @@ from sqlalchemy.types import TypeDecorator
 
 from sessionstore._sqlite_read import sqlite_utc
 from sessionstore.models import SESSION_ID_MAX_LENGTH
-from sessionstore.store._nul import NulSafeJSON, NulSafeString
+from sessionstore.store._nul import NulSafeJSON, NulSafeJSONDocument, NulSafeString
 
-__all__ = ["Id", "JSONPayload", "SessionId", "UTCDateTime", "sqlite_utc"]
+__all__ = ["Id", "JSONPayload", "MessagePayload", "SessionId", "UTCDateTime", "sqlite_utc"]
 
 # JSON on SQLite, JSONB on PostgreSQL, where NUL characters are encoded (see _nul.py).
 JSONPayload = NulSafeJSON()
+# The raw messages' payloads: `json` on PostgreSQL, their text kept (migration 0014).
+MessagePayload = NulSafeJSONDocument()
 # Every string column is a NulSafeString (VARCHAR, with NUL encoded on PostgreSQL), sized by
 # the limits the models and the store check before writing (`sessionstore.models`), so no
 # backend refuses what another accepts.

@@ -143,8 +143,9 @@ def message_usage(dialect: str) -> Any:
     reads it.
     """
     messages, loops = sql.messages, sql.loops
+    # The cast: `json` since 0014, and a `jsonb` payload (a schema not upgraded yet) reads alike.
     has_usage = (
-        "jsonb_typeof(sessionstore_messages.payload -> 'usage') = 'object'"
+        "json_typeof(CAST(sessionstore_messages.payload -> 'usage' AS JSON)) = 'object'"
         if dialect == "postgresql"
         else "json_type(sessionstore_messages.payload, '$.usage') = 'object'"
     )

@@ -60,7 +60,7 @@ def _diff(connection: Any) -> list[Any]:
     return list(compare_metadata(context, schema_metadata()))
 
 
-HEAD = "0013_message_replace_keys"
+HEAD = "0014_json_message_payload"
 
 
 def _tables(connection: Any) -> set[str]:

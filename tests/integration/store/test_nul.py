@@ -7,10 +7,11 @@ content hashes are the same as on SQLite.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import Text, bindparam, cast, select, text, type_coerce
 
 from sessionstore import (
     AssistantMessage,
@@ -29,6 +30,7 @@ from sessionstore import (
 )
 from sessionstore.models import content_hash, message_payload
 from sessionstore.store import _nul, _plain, _statements
+from sessionstore.store._types import MessagePayload
 
 ESC = _nul.ESCAPE
 ODD = [
@@ -200,3 +202,27 @@ async def test_reads_straight_from_the_driver_decode_as_sqlalchemy_does(db_url: 
         assert [m.model_dump() for m in await tenant.get_history(session.id)] == dumps
         chunks = [m async for chunk in tenant.iter_history(session.id, chunk_size=7) for m in chunk]
         assert [m.model_dump() for m in chunks] == dumps
+
+
+async def test_a_message_payload_bound_by_its_column_type_reads_back_as_text(db_url: str) -> None:
+    """The payload's own bind processor (the insert Citus runs) stores what the reads decode.
+
+    Since 0014 the payload is `json` on PostgreSQL, kept as sent: an encoded NUL's escape
+    character must be in the text as itself (the text reads look for it), which the
+    column's serialiser sees to; this sends values through it and the server's `json`,
+    and reads them back as the history reads do (`CAST(... AS TEXT)`, `NulSafeJSONText`).
+    """
+    values = [message_payload(message) for odd in ODD for message in _messages(odd)] + [
+        {"f": [-0.0, 1e300, 2.5e-8], "e": f"{ESC}2-0.0", "u": "é🙂"}
+    ]
+    stored = type_coerce(bindparam("p", type_=MessagePayload), MessagePayload)
+    read = type_coerce(cast(stored, Text), _nul.NulSafeJSONText())
+    engine = make_engine(db_url)
+    try:
+        async with engine.connect() as conn:
+            texts = [
+                (await conn.execute(select(read), {"p": value})).scalar_one() for value in values
+            ]
+    finally:
+        await engine.dispose()
+    assert [json.loads(found) for found in texts] == values
