@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,7 @@ from sessionstore._search_core import search_terms
 from sessionstore._sqlite_search import search_file
 from sessionstore.cli._options import read_only_file_uri
 from tests.integration.cli.runner import at_revision, both_paths, cli, ok, store_url
+from tests.integration.cli.test_fast_start import _modules_of_a_run
 
 
 @pytest.fixture(scope="module")
@@ -189,17 +188,6 @@ def test_a_file_at_another_revision_is_left_to_the_store(demo_file, tmp_path):
     assert fast.output == through_store.output
 
 
-_PROBE = """
-import json, sys
-from sessionstore.cli import main
-try:
-    main(sys.argv[1:], prog_name="sessionstore")
-except SystemExit as exc:
-    assert not exc.code, exc.code
-print(json.dumps(sorted(sys.modules)), file=sys.stderr)
-"""
-
-
 @pytest.mark.parametrize("indexed", [True, False])
 def test_a_search_of_an_indexed_file_does_not_load_sqlalchemy(demo_file, tmp_path, indexed):
     source, ids = demo_file
@@ -207,15 +195,11 @@ def test_a_search_of_an_indexed_file_does_not_load_sqlalchemy(demo_file, tmp_pat
     shutil.copyfile(source, path)
     if not indexed:
         asyncio.run(_append_one(path, ids["demo"]))
-    run = subprocess.run(
-        [sys.executable, "-c", _PROBE, "--url", f"sqlite+aiosqlite:///{path}", "search", "pytest"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    modules = set(json.loads(run.stderr.splitlines()[-1]))
 
-    assert "pytest" in run.stdout.lower()
+    out, imported = _modules_of_a_run(f"sqlite+aiosqlite:///{path}", "search", "pytest")
+
+    modules = set(imported)
+    assert "pytest" in out.lower()
     assert ("sqlalchemy" in modules) is not indexed  # messages appended: the store indexes them
     assert ("sessionstore.store" in modules) is not indexed
 
