@@ -16,7 +16,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import click
 
-from sessionstore.cli._loops import numbered
+from sessionstore.cli._loops import session_loops
 from sessionstore.cli._options import (
     Settings,
     json_option,
@@ -203,7 +203,7 @@ def export(
         async def work(store: SessionStore | FileHistory) -> None:
             loop_id = None
             if loop_number is not None:
-                _, loop_id = numbered(await store.list_loops(session_id), session_id, loop_number)
+                _, loop_id = await session_loops(store, session_id, loop_number)
             # Streamed a chunk of messages at a time: memory stays bounded on any history.
             chunks = stream_conversation(
                 store, session_id, loop_id=loop_id, indent=indent, redact_secrets=redact_secrets
