@@ -139,16 +139,19 @@ class NulSafeJSON(TypeDecorator[Any]):
         return dialect.type_descriptor(JSONB())
 
     def bind_processor(self, dialect: Dialect) -> Any:
-        """Serialise; on PostgreSQL, encode the value's strings when it holds a NUL."""
-        serialize = self.impl_instance.bind_processor(dialect)
-        if not _is_postgresql(dialect) or serialize is None:
-            return serialize
+        """Serialise; on PostgreSQL, encode the value's strings when it holds a NUL.
+
+        On PostgreSQL the text is written without ASCII escapes (`_compact_json`): a read
+        of a JSON column as text (`NulSafeJSONText`) finds an encoded string by its escape
+        character, which must be in the text as itself, not as the two surrogate escapes
+        `json.dumps` writes by default. `jsonb` decoded those on the way in; a `json`
+        column (`NulSafeJSONDocument`) keeps the text as sent.
+        """
+        if not _is_postgresql(dialect):
+            return self.impl_instance.bind_processor(dialect)
 
         def process(value: Any) -> Any:
-            text = serialize(value)
-            if not isinstance(text, str):
-                return text
-            return escape_json_text(text, lambda: value, serialize)
+            return escape_json_text(_compact_json(value), lambda: value)
 
         return process
 
@@ -180,22 +183,6 @@ class NulSafeJSONDocument(NulSafeJSON):
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
         """JSON on every backend."""
         return dialect.type_descriptor(JSON())
-
-    def bind_processor(self, dialect: Dialect) -> Any:
-        """On PostgreSQL, serialise without ASCII escapes, then encode as `NulSafeJSON` does.
-
-        `json` keeps the text as sent, and a read of it as text (`NulSafeJSONText`) finds
-        an encoded NUL by its escape character: that character must be in the text as
-        itself, not as the surrogate pair's two ASCII escapes that `json.dumps` writes by
-        default (`jsonb` decoded those on the way in).
-        """
-        if not _is_postgresql(dialect):
-            return super().bind_processor(dialect)
-
-        def process(value: Any) -> Any:
-            return escape_json_text(_compact_json(value), lambda: value)
-
-        return process
 
 
 class NulSafeJSONText(TypeDecorator[str]):
