@@ -25,6 +25,7 @@ from collections import namedtuple
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, TypeVar
 
 from sessionstore._context_source import (
@@ -70,7 +71,9 @@ __all__ = [
     "STATEMENTS",
     "FileHistory",
     "SqliteSource",
+    "converted_rows",
     "open_file_history",
+    "read_file",
     "read_file_context",
     "read_file_session",
     "session_key_of",
@@ -124,16 +127,22 @@ class SqliteSource:
         if row_type is None:
             fields = [column[0] for column in cursor.description]
             row_type = self._row_types[name] = namedtuple(f"{name}_row", fields)
-        converters = [_CONVERTERS[kind] for kind in kinds]
-        return [
-            row_type(
-                *(
-                    value if convert is None or value is None else convert(value)
-                    for convert, value in zip(converters, row, strict=True)
-                )
+        return converted_rows(cursor, row_type, [_CONVERTERS[kind] for kind in kinds])
+
+
+def converted_rows(
+    cursor: sqlite3.Cursor, row_type: Any, converters: Sequence[Callable[[Any], Any] | None]
+) -> list[Any]:
+    """The cursor's rows as `row_type`, each value not None through its column's converter."""
+    return [
+        row_type(
+            *(
+                value if convert is None or value is None else convert(value)
+                for convert, value in zip(converters, row, strict=True)
             )
-            for row in cursor
-        ]
+        )
+        for row in cursor
+    ]
 
 
 def session_key_of(src: SqliteSource, session_id: str) -> SessionKey:
@@ -155,15 +164,28 @@ def _read_session(
     which says what is wrong).
     """
     check_session_id(session_id)
+
+    def read_visible(db: sqlite3.Connection) -> _T:
+        src = SqliteSource(db)
+        key = session_key_of(src, session_id)
+        return read(src, key, visible_session(src, key))
+
+    return read_file(uri, timeout, read_visible)
+
+
+def read_file(
+    uri: str, timeout: float, read: Callable[[sqlite3.Connection], _T | None]
+) -> _T | None:
+    """`read(connection)` in one read transaction of the SQLite file at `uri`, or None.
+
+    None when the file is at another revision than the newest, or a driver error stops
+    the read: the command then reads through the store, which says what is wrong.
+    """
     try:
         with read_at_head(uri, timeout=timeout) as db:
-            if db is None:
-                return None
-            src = SqliteSource(db)
-            key = session_key_of(src, session_id)
-            return read(src, key, visible_session(src, key))
+            return None if db is None else read(db)
     except sqlite3.Error:
-        return None  # the store's path reads it, or raises what it says
+        return None
 
 
 def read_file_context(
@@ -241,6 +263,11 @@ class FileHistory:
         check_session_id(session_id)
         return session_key_of(self._src, session_id)
 
+    def _loop_range(self, key: SessionKey, lid: int, start: int, stop: int) -> list[StoredMessage]:
+        """The loop's messages at positions `start` to `stop` (excluded), not decoded yet."""
+        params = {**key.params, "lid": lid, "start": start, "stop": stop}
+        return stored_models(self._src.rows("loop_page", params), key.session_id)
+
     async def get_session(self, session_id: str) -> Session:
         """The session (`SessionStore.get_session`)."""
         with _storage_errors():
@@ -308,8 +335,7 @@ class FileHistory:
             lid = resolve_loop(self._src, key, loop_id)
             if lid is None:
                 return []
-            params = {**key.params, "lid": lid, "start": 0, "stop": MAX_BIG_INT}
-            found = stored_models(self._src.rows("loop_page", params), session_id)
+            found = self._loop_range(key, lid, 0, MAX_BIG_INT)
         decode_all(found)
         return found
 
@@ -336,11 +362,7 @@ class FileHistory:
                 return
             rows = self._src.rows("chain_counts", {**key.params, "head": head})
         chain = ([row[0] for row in rows], [row[1] for row in rows])
-
-        def read_range(lid: int, start: int, stop: int) -> list[StoredMessage]:
-            params = {**key.params, "lid": lid, "start": start, "stop": stop}
-            return stored_models(self._src.rows("loop_page", params), session_id)
-
+        read_range = partial(self._loop_range, key)
         at = (0, 0)
         while at[0] < len(chain[0]):
             with _storage_errors():

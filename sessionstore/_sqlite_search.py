@@ -24,8 +24,8 @@ from typing import Any
 
 from sessionstore._context_source import check_session_id, visible_session
 from sessionstore._search_core import INDEXED_THROUGH, NEWEST, RowKind, search_rows
-from sessionstore._sqlite_context import SqliteSource, session_key_of
-from sessionstore._sqlite_read import read_at_head, sqlite_utc
+from sessionstore._sqlite_context import SqliteSource, converted_rows, read_file, session_key_of
+from sessionstore._sqlite_read import sqlite_utc
 from sessionstore.models import SearchHit
 
 __all__ = ["search_file"]
@@ -52,34 +52,32 @@ def search_file(
     """
     if session_id is not None:
         check_session_id(session_id)
-    try:
-        with read_at_head(uri, timeout=timeout) as db:
-            if db is None:
-                return None
-            key = None
-            if session_id is not None:
-                src = SqliteSource(db)
-                key = session_key_of(src, session_id)
-                visible_session(src, key)
-            if not terms:
-                return []
-            through = db.execute(INDEXED_THROUGH).fetchone()[0]
-            if db.execute(NEWEST).fetchone()[0] > through:
-                return None  # messages not indexed yet: the store's search indexes them
-            return search_rows(
-                _runner(db),
-                terms,
-                postgres=False,
-                key=key,
-                app_name=app_name,
-                user_id=user_id,
-                tenant=None,
-                limit=limit,
-                include_summaries=include_summaries,
-                behind=None,
-            )
-    except sqlite3.Error:
-        return None  # the store's path reads it, or raises what it says
+
+    def read(db: sqlite3.Connection) -> list[SearchHit] | None:
+        key = None
+        if session_id is not None:
+            src = SqliteSource(db)
+            key = session_key_of(src, session_id)
+            visible_session(src, key)
+        if not terms:
+            return []
+        through = db.execute(INDEXED_THROUGH).fetchone()[0]
+        if db.execute(NEWEST).fetchone()[0] > through:
+            return None  # messages not indexed yet: the store's search indexes them
+        return search_rows(
+            _runner(db),
+            terms,
+            postgres=False,
+            key=key,
+            app_name=app_name,
+            user_id=user_id,
+            tenant=None,
+            limit=limit,
+            include_summaries=include_summaries,
+            behind=None,
+        )
+
+    return read_file(uri, timeout, read)
 
 
 def _runner(db: sqlite3.Connection) -> Callable[[RowKind, str, Mapping[str, Any]], Iterable[Any]]:
@@ -92,15 +90,6 @@ def _runner(db: sqlite3.Connection) -> Callable[[RowKind, str, Mapping[str, Any]
         row_type = row_types.get(kind)
         if row_type is None:
             row_type = row_types[kind] = namedtuple(f"{kind}_hit_row", fields)
-        converters = [_CONVERTERS.get(name) for name in fields]
-        return [
-            row_type(
-                *(
-                    value if convert is None or value is None else convert(value)
-                    for convert, value in zip(converters, row, strict=True)
-                )
-            )
-            for row in cursor
-        ]
+        return converted_rows(cursor, row_type, [_CONVERTERS.get(name) for name in fields])
 
     return run
