@@ -51,7 +51,7 @@ from sessionstore._history_pages import history_page
 from sessionstore._items import ContextSources
 from sessionstore._row_models import stored_models
 from sessionstore._scope import ChainEntry
-from sessionstore._sqlite_read import read_at_head, session_model, sqlite_utc
+from sessionstore._sqlite_read import read_at_head, read_file, session_model, sqlite_utc
 from sessionstore._usage_read import session_usage
 from sessionstore.config import CompactionScope
 from sessionstore.models import (
@@ -73,7 +73,6 @@ __all__ = [
     "SqliteSource",
     "converted_rows",
     "open_file_history",
-    "read_file",
     "read_file_context",
     "read_file_session",
     "session_key_of",
@@ -171,21 +170,6 @@ def _read_session(
         return read(src, key, visible_session(src, key))
 
     return read_file(uri, timeout, read_visible)
-
-
-def read_file(
-    uri: str, timeout: float, read: Callable[[sqlite3.Connection], _T | None]
-) -> _T | None:
-    """`read(connection)` in one read transaction of the SQLite file at `uri`, or None.
-
-    None when the file is at another revision than the newest, or a driver error stops
-    the read: the command then reads through the store, which says what is wrong.
-    """
-    try:
-        with read_at_head(uri, timeout=timeout) as db:
-            return None if db is None else read(db)
-    except sqlite3.Error:
-        return None
 
 
 def read_file_context(

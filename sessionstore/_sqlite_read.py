@@ -25,15 +25,17 @@ import binascii
 import json
 import re
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
 from datetime import UTC, datetime
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sessionstore.errors import SchemaError
 from sessionstore.models import Page, Session
+
+_T = TypeVar("_T")
 
 __all__ = [
     "LISTING_COLUMNS",
@@ -44,6 +46,7 @@ __all__ = [
     "first_page",
     "listing_sql",
     "read_at_head",
+    "read_file",
     "scanned_head",
     "script_location",
     "session_model",
@@ -207,6 +210,21 @@ def read_at_head(uri: str, *, timeout: float) -> Iterator[sqlite3.Connection | N
         db.execute("BEGIN")
         revisions = [row[0] for row in db.execute(f"SELECT version_num FROM {VERSION_TABLE}")]
         yield db if head is not None and revisions == [head] else None
+
+
+def read_file(
+    uri: str, timeout: float, read: Callable[[sqlite3.Connection], _T | None]
+) -> _T | None:
+    """`read(connection)` in one read transaction of the SQLite file at `uri`, or None.
+
+    None when the file is at another revision than the newest, or a driver error stops
+    the read: the command then reads through the store, which says what is wrong.
+    """
+    try:
+        with read_at_head(uri, timeout=timeout) as db:
+            return None if db is None else read(db)
+    except sqlite3.Error:
+        return None
 
 
 def first_page(

@@ -24,8 +24,8 @@ from typing import Any
 
 from sessionstore._context_source import check_session_id, visible_session
 from sessionstore._search_core import INDEXED_THROUGH, NEWEST, RowKind, search_rows
-from sessionstore._sqlite_context import SqliteSource, converted_rows, read_file, session_key_of
-from sessionstore._sqlite_read import sqlite_utc
+from sessionstore._sqlite_context import SqliteSource, converted_rows, session_key_of
+from sessionstore._sqlite_read import read_file, sqlite_utc
 from sessionstore.models import SearchHit
 
 __all__ = ["search_file"]

@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
 
@@ -128,13 +127,9 @@ def _file_revision(settings: Settings) -> str | None:
     uri = read_only_file_uri(settings.url)
     if uri is None:
         return None
-    from sessionstore._sqlite_read import read_at_head, shipped_head
+    from sessionstore._sqlite_read import read_file, shipped_head
 
-    try:
-        with read_at_head(uri, timeout=settings.lock_timeout) as db:
-            return shipped_head() if db is not None else None
-    except sqlite3.Error:
-        return None
+    return read_file(uri, settings.lock_timeout, lambda _db: shipped_head())
 
 
 async def _current(settings: Settings) -> str | None:
