@@ -346,6 +346,95 @@ async def audit_session(
     block was compacted with. With `only_loop`, only the loop `loop_id` is audited.
     With `as_of`, blocks and messages written later are left out.
     """
+    return await _audit_session(
+        store,
+        session_id,
+        loop_id=loop_id,
+        overlay=overlay,
+        config=config,
+        scope=scope,
+        max_context_tokens=max_context_tokens,
+        as_of=as_of,
+        only_loop=only_loop,
+        reused=None,
+    )
+
+
+_LoopKey = tuple[object, ...]
+"""What a loop's audit is made of (`_loop_key`): equal keys, equal audits."""
+
+
+@dataclass(slots=True)
+class _Reused:
+    """What `audit_snapshots` reads and audits once for its many audits of one chain.
+
+    It audits the chain once a compaction, and each audit reads every loop's messages and
+    audits every loop: anew each time, K compactions of N loops cost K x N of each.
+    """
+
+    closed: set[int] = field(default_factory=set)
+    """The loops known closed now, whatever a chain as of an earlier moment says of them."""
+    messages: dict[int, list[StoredMessage]] = field(default_factory=dict)
+    """Each closed loop's messages, by loop id: a closed loop takes no more messages and
+    raw messages never change, so one read serves every audit (each filters them by its
+    own `as_of`). An open loop is read for each audit."""
+    audits: dict[_LoopKey, LoopAudit] = field(default_factory=dict)
+    """Each loop audited, by its inputs (`_loop_key`)."""
+
+
+def _loop_key(
+    loop: LoopRecord,
+    block: CompactionBlock | None,
+    messages: Sequence[StoredMessage],
+    in_scope: bool,
+    pinned_id: int | None,
+) -> _LoopKey | None:
+    """The inputs of `audit_loop`, as a key; None when they cannot be told apart cheaply.
+
+    The loop record's values; the block by id (a stored block never changes); the
+    messages by their count and the newest one's id (a loop's messages, in order, as of
+    a moment are a prefix of them all); the pinned id only when it is one of this loop's,
+    as `audit_loop` marks it only there.
+    """
+    if block is not None and block.id is None:
+        return None
+    inside = pinned_id is not None and any(m.id == pinned_id for m in messages)
+    return (
+        tuple(loop.__dict__.values()),
+        None if block is None else block.id,
+        len(messages),
+        messages[-1].id if messages else None,
+        in_scope,
+        pinned_id if inside else None,
+    )
+
+
+async def _loop_messages(
+    store: AuditReader, session_id: str, loop: LoopRecord, reused: _Reused | None
+) -> list[StoredMessage]:
+    """A loop's messages: read once for all audits when the loop is closed (`_Reused`)."""
+    if reused is None or (loop.closed_at is None and loop.id not in reused.closed):
+        return await store.get_messages(session_id, loop.id)
+    messages = reused.messages.get(loop.id)
+    if messages is None:
+        messages = reused.messages[loop.id] = await store.get_messages(session_id, loop.id)
+    return messages
+
+
+async def _audit_session(
+    store: AuditReader,
+    session_id: str,
+    *,
+    loop_id: int | None,
+    overlay: str,
+    config: CompactionConfig | dict[str, Any] | None,
+    scope: CompactionScope | None,
+    max_context_tokens: int,
+    as_of: datetime | None,
+    only_loop: bool,
+    reused: _Reused | None,
+) -> SessionAudit:
+    """`audit_session`; with `reused`, what an audit before read or audited is reused."""
     chain = await store.chain_blocks(session_id, loop_id=loop_id, overlay=overlay, as_of=as_of)
     if scope is None:
         scope = (
@@ -365,7 +454,7 @@ async def audit_session(
     for index, (loop, block) in enumerate(chain):
         if only_loop and index != len(chain) - 1:
             continue
-        messages = await store.get_messages(session_id, loop.id)
+        messages = await _loop_messages(store, session_id, loop, reused)
         if as_of is not None:
             messages = [m for m in messages if m.created_at <= as_of]
         loaded.append((index, loop, block, messages))
@@ -378,10 +467,16 @@ async def audit_session(
         ),
         None,
     )
-    audits = [
-        audit_loop(loop, block, messages, in_scope=index >= first_in_scope, pinned_id=pinned_id)
-        for index, loop, block, messages in loaded
-    ]
+    audits = []
+    for index, loop, block, messages in loaded:
+        in_scope = index >= first_in_scope
+        key = None if reused is None else _loop_key(loop, block, messages, in_scope, pinned_id)
+        audit = None if key is None or reused is None else reused.audits.get(key)
+        if audit is None:
+            audit = audit_loop(loop, block, messages, in_scope=in_scope, pinned_id=pinned_id)
+            if key is not None and reused is not None:
+                reused.audits[key] = audit
+        audits.append(audit)
     return SessionAudit(session_id=session_id, overlay=overlay, loops=audits, digest=digest)
 
 
@@ -419,17 +514,21 @@ async def audit_snapshots(
                 moments = written.setdefault(block.overlay, {})
                 moments.setdefault(block.created_at, []).append(block)
     snapshots = []
+    reused = _Reused(closed={loop.id for loop, _ in chain if loop.closed_at is not None})
     for overlay in sorted({"default", *written}, key=lambda name: (name != "default", name)):
         moments = written.get(overlay, {})
         for as_of in [*sorted(moments), None]:
-            audit = await audit_session(
+            audit = await _audit_session(
                 store,
                 session_id,
                 loop_id=loop_id,
                 overlay=overlay,
+                config=None,
                 scope=scope,
                 max_context_tokens=max_context_tokens,
                 as_of=as_of,
+                only_loop=False,
+                reused=reused,
             )
             blocks = moments[as_of] if as_of is not None else []
             snapshots.append(AuditSnapshot(overlay, as_of, blocks, audit))

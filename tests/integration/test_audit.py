@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from typing import Any
+
 import pytest
 
 from sessionstore import (
     AssistantMessage,
+    CompactionBlock,
     CompactionConfig,
+    SessionDigest,
     SessionStore,
+    StoredMessage,
     ToolResultMessage,
     UserMessage,
     audit_session,
@@ -16,6 +22,7 @@ from sessionstore import (
     expand,
 )
 from sessionstore._audit import audit_snapshots
+from sessionstore._scope import ChainEntry
 from sessionstore.errors import BlockNotFoundError
 from tests.factories import conversation
 
@@ -160,6 +167,57 @@ async def test_snapshots_audit_every_overlay_after_every_compaction(store: Sessi
     assert now.audit == await audit_session(store, session_id)
     assert snapshots[-1].audit == await audit_session(store, session_id, overlay="tight")
     assert now.audit != snapshots[-1].audit
+
+
+class _CountingReader:
+    """An `AuditReader` that counts, by loop, the message reads it passes to the store."""
+
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
+        self.reads: Counter[int | None] = Counter()
+
+    async def chain_blocks(self, session_id: str, **options: Any) -> list[ChainEntry]:
+        return await self.store.chain_blocks(session_id, **options)
+
+    async def get_digest(self, session_id: str, **options: Any) -> SessionDigest | None:
+        return await self.store.get_digest(session_id, **options)
+
+    async def get_messages(
+        self, session_id: str, loop_id: int | None = None
+    ) -> list[StoredMessage]:
+        self.reads[loop_id] += 1
+        return await self.store.get_messages(session_id, loop_id)
+
+    async def block_history(self, session_id: str, loop_id: int) -> list[CompactionBlock]:
+        return await self.store.block_history(session_id, loop_id)
+
+
+async def test_snapshots_read_a_closed_loop_once_and_the_open_loop_each_time(
+    store: SessionStore,
+) -> None:
+    session_id = await _compacted_session(store, loops=3)
+    for _ in range(2):
+        await store.start_loop(session_id)
+        await store.append_messages(session_id, conversation(turns=8))
+        await compact_session_loops(store, session_id, config=CONFIG)
+    reader = _CountingReader(store)
+
+    snapshots = await audit_snapshots(reader, session_id)
+
+    chain = await store.active_chain(session_id)
+    assert len(snapshots) == 4  # three compactions, and now
+    assert all(loop.closed_at is not None for loop in chain[:-1])
+    assert chain[-1].closed_at is None
+    assert {loop.id: reader.reads[loop.id] for loop in chain[:-1]} == {
+        loop.id: 1 for loop in chain[:-1]
+    }
+    # The open loop, once for each snapshot that shows it: the third compaction's, and now.
+    showing = [s for s in snapshots if s.audit.loops[-1].loop.id == chain[-1].id]
+    assert len(showing) == 2
+    assert reader.reads[chain[-1].id] == len(showing)
+    # The same audits as each read on its own.
+    for snapshot in snapshots:
+        assert snapshot.audit == await audit_session(store, session_id, as_of=snapshot.as_of)
 
 
 async def test_snapshots_of_a_session_never_compacted(store: SessionStore) -> None:

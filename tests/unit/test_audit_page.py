@@ -32,6 +32,7 @@ class _Classes(HTMLParser):
         super().__init__()
         self.stack: list[tuple[str, list[str]]] = []
         self.elements: list[tuple[set[str], list[str]]] = []
+        self.source = ""
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag in ("meta", "link", "input", "br", "img"):
@@ -107,14 +108,16 @@ def _page() -> tuple[_Classes, list[int]]:
     )
     parsed = _Classes()
     parsed.feed(page)
+    parsed.source = page
     return parsed, ids
 
 
 def test_every_action_has_its_colour_on_both_sides():
     page, ids = _page()
 
-    # Two views (the compaction, and now), both of the same loop.
-    assert page.texts("turn-number") == ["0", "1", "2", "3", "4"] * 2
+    # Two views (the compaction, and now) of the same loop, which looks the same in both:
+    # its section is written once, in the view the page opens on (see the test below).
+    assert page.texts("turn-number") == ["0", "1", "2", "3", "4"]
     raw = page.texts("card")
     assert any(t.startswith(f"user #{ids[0]} · turn 0 latest user request kept") for t in raw)
     for action, message_id in [
@@ -129,9 +132,7 @@ def test_every_action_has_its_colour_on_both_sides():
     shown = page.texts("shown-note")
     assert f"raw, verbatim: #{ids[0]}" in shown
     assert f"nothing stands for #{ids[5]}, #{ids[6]}" in shown
-    assert (
-        page.texts("shown-note", "act-dropped") == [f"nothing stands for #{ids[5]}, #{ids[6]}"] * 2
-    )
+    assert page.texts("shown-note", "act-dropped") == [f"nothing stands for #{ids[5]}, #{ids[6]}"]
 
 
 def test_a_replacement_lists_the_raw_messages_it_stands_for():
@@ -161,3 +162,61 @@ def test_generations_are_labelled_by_when_and_which_block():
     # Markup in the session id and in messages stays text.
     assert page.texts("card-label")
     assert any("fix the <b>bug</b>" in t for t in page.texts("message-text"))
+
+
+class _Sections(HTMLParser):
+    """Collects the loop sections written in full and the references to them, view by view."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.view = -1
+        self.full: list[tuple[int, str, str]] = []
+        """(view, loop number, section number) of each section written in full."""
+        self.refs: list[tuple[int, str, str]] = []
+        """(view, loop number, section number) of each reference."""
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if tag != "section":
+            return
+        if "data-view" in found:
+            self.view = int(found["data-view"] or 0)
+        elif "data-section" in found:
+            self.full.append(
+                (self.view, found["data-loop-section"] or "", found["data-section"] or "")
+            )
+        elif "data-ref" in found:
+            self.refs.append((self.view, found["data-loop-section"] or "", found["data-ref"] or ""))
+
+
+def _sections(page: str) -> _Sections:
+    parsed = _Sections()
+    parsed.feed(page)
+    return parsed
+
+
+def test_a_loop_shown_the_same_in_two_views_is_written_once_and_referred_to():
+    page, _ = _page()
+
+    sections = _sections(page.source)
+    # The page opens on `now` (view 1): its section in full, the compaction's a reference.
+    assert sections.full == [(1, "1", "0")]
+    assert sections.refs == [(0, "1", "0")]
+
+
+def test_a_loop_that_looks_different_in_another_view_is_written_there_in_full():
+    view = stored([user("fix it"), *tool_turn(1, text="look"), *tool_turn(2, text="try")])
+    first = audit_loop(view.loop, None, view.messages[:3], pinned_id=view.messages[0].id)
+    now = audit_loop(view.loop, None, view.messages, pinned_id=view.messages[0].id)
+    out = audit_loop(view.loop, None, view.messages, in_scope=False)
+    snapshots = [
+        AuditSnapshot(name, None, [], SessionAudit(session_id="s", overlay=name, loops=[loop]))
+        for name, loop in (("a", first), ("b", now), ("c", out), ("d", first))
+    ]
+
+    sections = _sections(audit_page("s", snapshots, generated_at=MOMENT))
+
+    # Fewer messages, all of them, out of scope: three sections, each in full; the fourth
+    # view shows the first one's again, which the page opens on.
+    assert sections.full == [(0, "1", "0"), (1, "1", "1"), (2, "1", "2")]
+    assert sections.refs == [(3, "1", "0")]

@@ -7,13 +7,17 @@ style sheet and script are inlined from the same folder: it loads nothing from a
 
 Each message's text is written once, in an inert `<template>`, however many views and
 expansions show it; a view's cards name it by key, and the script copies it in (as text)
-when the view is shown. This keeps a page with many generations a few times smaller.
+when the view is shown. So is each loop's section and its timeline entry, however many
+views show them the same: a loop compacted once looks the same in every view after, so
+a page of K compactions of N loops would otherwise hold K x N of each. A view refers to
+a section written in another view, and the script copies it in when the view is shown
+(`_share`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 import jinja2
@@ -86,6 +90,11 @@ class _Loop:
     turns: list[_Turn]
     created_at: str
     messages: int
+    section: int = 0
+    """The loop's section as this view shows it: equal numbers, equal sections (`_share`)."""
+    shared: bool = False
+    """The section (and the timeline entry, which it determines) is written in full
+    elsewhere on the page: this view holds references."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,11 +204,26 @@ def _replacement(
     )
 
 
-def _loop(loop: LoopAudit, *, is_current: bool, digested: set[int], scale: int) -> _Loop:
-    raw_by_id = {m.message.id: m.message for turn in loop.turns for m in turn.messages}
+_Built = dict[tuple[int, bool, str], _Loop]
+"""The loops a page built, by their audit's identity, whether current, and their status."""
+
+
+def _loop(
+    loop: LoopAudit, *, is_current: bool, digested: set[int], scale: int, built: _Built
+) -> _Loop:
+    """A loop as a view shows it; one audit (`audit_snapshots` reuses them) is built once."""
     status = (
         "in scope" if loop.in_scope else "digest" if loop.loop.id in digested else "out of scope"
     )
+    key = (id(loop), is_current, status)
+    found = built.get(key)
+    if found is None:
+        found = built[key] = _build_loop(loop, is_current=is_current, status=status, scale=scale)
+    return found
+
+
+def _build_loop(loop: LoopAudit, *, is_current: bool, status: str, scale: int) -> _Loop:
+    raw_by_id = {m.message.id: m.message for turn in loop.turns for m in turn.messages}
     turns = [
         _Turn(
             index=turn.turn_index,
@@ -247,6 +271,7 @@ def _view(
     snapshot: AuditSnapshot,
     scale: int,
     numbers: LoopNumbers,
+    built: _Built,
 ) -> _View:
     audit = snapshot.audit
     digest = audit.digest
@@ -264,7 +289,13 @@ def _view(
         context_tokens=audit.context_tokens,
         ratio=share(audit.context_tokens, audit.raw_tokens),
         loops=[
-            _loop(loop, is_current=loop.loop.id == current, digested=digested, scale=scale)
+            _loop(
+                loop,
+                is_current=loop.loop.id == current,
+                digested=digested,
+                scale=scale,
+                built=built,
+            )
             for loop in audit.loops
         ],
         digest=None
@@ -275,6 +306,51 @@ def _view(
             text=digest.message.summary,
         ),
     )
+
+
+def _section_of(loop: _Loop) -> str:
+    """What a loop's section shows (all the template writes of it but its ids), as a key."""
+    return repr(
+        (
+            loop.number,
+            loop.is_current,
+            loop.status,
+            loop.block,
+            loop.raw_tokens,
+            loop.context_tokens,
+            loop.created_at,
+            loop.messages,
+            loop.turns,
+        )
+    )
+
+
+def _share(overlays: list[_Overlay], opened: _View) -> None:
+    """Number each view's loop sections by what they show; write each one once in full.
+
+    The view the page opens on holds all its sections in full (with the ids the links
+    name); any other view holds a section in full only where no view before it, nor the
+    opened one, holds the same: otherwise a reference the script fills from it.
+    """
+    numbers: dict[str, int] = {}
+    of_loop: dict[int, int] = {}  # by the identity of a loop `_loop` built once, for many views
+
+    def number_of(loop: _Loop) -> int:
+        found = of_loop.get(id(loop))
+        if found is None:
+            found = of_loop[id(loop)] = numbers.setdefault(_section_of(loop), len(numbers))
+        return found
+
+    written = {number_of(loop) for loop in opened.loops}
+    for overlay in overlays:
+        for view in overlay.views:
+            shared = []
+            for loop in view.loops:
+                number = number_of(loop)
+                is_shared = view is not opened and number in written
+                written.add(number)
+                shared.append(replace(loop, section=number, shared=is_shared))
+            view.loops[:] = shared
 
 
 def _texts(snapshots: Sequence[AuditSnapshot]) -> dict[str, str]:
@@ -335,15 +411,17 @@ def audit_page(
         default=0,
     )
     overlays: list[_Overlay] = []
+    built: _Built = {}
     for index, snapshot in enumerate(snapshots):
         if not overlays or overlays[-1].name != snapshot.overlay:
             overlays.append(_Overlay(len(overlays), snapshot.overlay, []))
         current = overlays[-1]
         label = _view_label(len(current.views) + 1, snapshot, numbers)
-        current.views.append(_view(index, current.index, label, snapshot, scale, numbers))
+        current.views.append(_view(index, current.index, label, snapshot, scale, numbers, built))
     if not overlays:
         raise ValueError("an audit page needs at least one snapshot")
     opened = next((o for o in overlays if o.name == overlay), overlays[0])
+    _share(overlays, opened.views[-1])
     # The right pane (shown to compare) opens on another overlay, else on the generation
     # before the left pane's.
     other = next((o for o in overlays if o is not opened), None)

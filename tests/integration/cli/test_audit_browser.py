@@ -21,8 +21,11 @@ from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.select import Select
 from selenium.webdriver.support.wait import WebDriverWait
 
-from sessionstore import expand
-from tests.integration.cli.audit_pages import HOSTILE, audited_session
+from sessionstore import SessionStore, compact_session_loops, expand
+from sessionstore.cli._render._html import LOOPS_SHOWN
+from sessionstore.config import FixedCount
+from tests.factories import conversation
+from tests.integration.cli.audit_pages import CONFIG, HOSTILE, audited_session
 from tests.integration.cli.runner import ok, with_store
 
 pytestmark = pytest.mark.slow  # a browser: `python -m pytest -m slow` (and `.ci/run`) runs it
@@ -141,6 +144,69 @@ def test_switching_generation_changes_the_view(browser, db_url, tmp_path):
     assert console_log(browser) == []
 
 
+def _section_texts(browser: webdriver.Chrome, view: WebElement) -> dict[str, str]:
+    """Each loop section of a view by its loop number: its whole text, shown or folded."""
+    found: dict[str, str] = browser.execute_script(
+        "var out = {};"
+        "arguments[0].querySelectorAll('section.loop').forEach(function (s) {"
+        "  out[s.getAttribute('data-loop-section')] = s.textContent; });"
+        "return out;",
+        view,
+    )
+    return found
+
+
+def test_a_view_shows_in_full_the_loops_it_shares_with_another(browser, db_url, tmp_path):
+    """A loop that looks the same in two views is written once; the other view copies it."""
+    open_report(browser, db_url, tmp_path)
+    now = visible_view(browser)
+    shown_now = _section_texts(browser, now)
+    # The second compaction of `default` saw the four loops as they are now: its view holds
+    # references to the sections the view on show (now) holds in full.
+    second = browser.find_element(By.CSS_SELECTOR, '.pane[data-pane="0"] .view[data-view="1"]')
+    refs = second.find_elements(By.CSS_SELECTOR, "section.loop-ref")
+    assert refs
+    assert len(second.find_elements(By.CSS_SELECTOR, "li.timeline-ref")) == len(refs)
+    shared = [ref.get_attribute("data-loop-section") for ref in refs]
+
+    generation = browser.find_element(
+        By.CSS_SELECTOR, '.pane-controls[data-pane="0"] .generation-control:not([hidden]) select'
+    )
+    Select(generation).select_by_index(1)
+
+    then = visible_view(browser)
+    assert then.get_attribute("data-view") == "1"
+    assert then.find_elements(By.CSS_SELECTOR, "section.loop-ref, li.timeline-ref") == []
+    shown_then = _section_texts(browser, then)
+    assert sorted(shown_then) == sorted(
+        item.get_attribute("data-loop")
+        for item in then.find_elements(By.CSS_SELECTOR, ".timeline-loop")
+    )
+    for number in shared:
+        assert shown_then[number] == shown_now[number]
+    # Every card got its text, and the copies brought no second id into the page.
+    assert browser.execute_script(
+        "return Array.from(arguments[0].querySelectorAll('.card pre.text'))"
+        ".every(function (pre) { return pre.textContent.length > 0; })",
+        then,
+    )
+    ids = browser.execute_script(
+        "return Array.from(document.querySelectorAll('[id]')).map(function (e) { return e.id; })"
+    )
+    assert len(ids) == len(set(ids))
+    # A copied section works as the original does, and links find it in this view.
+    summary = then.find_element(By.CSS_SELECTOR, "details.expand > summary")
+    browser.execute_script("arguments[0].closest('details.turns').open = true", summary)
+    summary.click()
+    assert then.find_element(By.CSS_SELECTOR, "details.expand .covered .card").is_displayed()
+    browser.get(browser.current_url.partition("#")[0] + f"#loop-{shared[0]}")
+    WebDriverWait(browser, 5).until(lambda b: b.find_elements(By.CSS_SELECTOR, ".target"))
+    (target,) = browser.find_elements(By.CSS_SELECTOR, ".target")
+    assert target.get_attribute("data-loop-section") == shared[0]
+    assert target.is_displayed()
+    assert console_log(browser) == []
+
+
 def test_switching_overlay_and_comparing_side_by_side(browser, db_url, tmp_path):
     open_report(browser, db_url, tmp_path)
     right_pane = browser.find_element(By.CSS_SELECTOR, '.pane[data-pane="1"]')
@@ -214,4 +280,47 @@ def test_a_link_to_a_loop_opens_it_in_the_view_on_show(browser, db_url, tmp_path
     (target,) = browser.find_elements(By.CSS_SELECTOR, ".target")
     assert target.get_attribute("data-loop-section") == loop_id
     assert target.find_element(By.CSS_SELECTOR, "details.turns").get_attribute("open") is not None
+    assert console_log(browser) == []
+
+
+ONE_LOOP = CONFIG.model_copy(update={"compaction_scope": FixedCount(0)})
+
+
+async def _long_compacted_session(store: SessionStore) -> str:
+    """More loops than a view lists at first, compacted twice with a one-loop scope."""
+    session = await store.create_session(app_name="audit-page", user_id="u")
+    for index in range(LOOPS_SHOWN + 4):
+        if index:
+            await store.start_loop(session.id)
+        await store.append_messages(session.id, conversation(turns=2))
+        if index in (LOOPS_SHOWN + 1, LOOPS_SHOWN + 3):
+            await compact_session_loops(store, session.id, config=ONE_LOOP)
+    return session.id
+
+
+def test_older_loops_a_view_shares_unfold_when_asked(browser, db_url, tmp_path):
+    session_id = with_store(db_url, _long_compacted_session)
+    report = tmp_path / "report.html"
+    ok(db_url, "audit", session_id, "--scope", "0", "--html", str(report))
+    console_log(browser)
+    browser.get(report.as_uri())
+
+    generation = browser.find_element(
+        By.CSS_SELECTOR, '.pane-controls[data-pane="0"] .generation-control:not([hidden]) select'
+    )
+    Select(generation).select_by_index(0)  # the first compaction: its older loops are shared
+    view = visible_view(browser)
+    assert view.get_attribute("data-view") == "0"
+    items = view.find_elements(By.CSS_SELECTOR, ".timeline li")
+    assert [item.get_attribute("class").split()[0] for item in items] == ["timeline-loop"] * len(
+        items
+    )
+    folded = [item for item in items if not item.is_displayed()]
+    assert folded
+    assert all("older" in item.get_attribute("class") for item in folded)
+
+    view.find_element(By.CSS_SELECTOR, ".show-older").click()
+
+    assert all(item.is_displayed() for item in items)
+    assert len(items) == LOOPS_SHOWN + 2  # the loops the first compaction saw
     assert console_log(browser) == []

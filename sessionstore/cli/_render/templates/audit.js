@@ -1,8 +1,11 @@
 // Switches between views: an overlay and a generation per pane, and a second pane for
 // comparing side by side. The left pane holds every view (all but one hidden); the right
 // pane shows a copy of one. Message texts are kept once, in a template, and copied into a
-// view's cards when it is first shown. Nothing is ever parsed as HTML here: views are
-// cloned nodes and texts are assigned with textContent.
+// view's cards when it is first shown; so is a loop's section (and its timeline entry)
+// that several views show the same: written in full in one view, it is copied into the
+// others' references. Nothing is
+// ever parsed as HTML here: views and sections are cloned nodes and texts are assigned
+// with textContent.
 (function () {
   "use strict";
   var texts = {};
@@ -12,7 +15,55 @@
     });
   });
 
+  // A copy of the section written in full, as it first looks: no ids (those are the view
+  // the page opens on), nothing targeted, opened or closed as the page writes it.
+  function section(number) {
+    var source = library.querySelector('section.loop[data-section="' + number + '"]');
+    if (!source) {
+      return null;
+    }
+    var copy = source.cloneNode(true);
+    copy.removeAttribute("id");
+    copy.classList.remove("target");
+    copy.querySelectorAll("[id]").forEach(function (node) {
+      node.removeAttribute("id");
+    });
+    copy.querySelectorAll(".target").forEach(function (node) {
+      node.classList.remove("target");
+    });
+    copy.querySelectorAll("details.expand").forEach(function (details) {
+      details.open = false;
+    });
+    copy.querySelector("details.turns").open = copy.classList.contains("status-in-scope");
+    return copy;
+  }
+
+  // A copy of the timeline entry written in full, folded (or not) as the reference is.
+  function item(ref) {
+    var source = library.querySelector('li.timeline-loop[data-item="' + ref.getAttribute("data-ref") + '"]');
+    if (!source) {
+      return null;
+    }
+    var copy = source.cloneNode(true);
+    copy.classList.remove("target");
+    copy.classList.toggle("older", ref.classList.contains("older"));
+    copy.hidden = ref.hidden;
+    return copy;
+  }
+
   function fill(view) {
+    view.querySelectorAll("li.timeline-ref").forEach(function (ref) {
+      var copy = item(ref);
+      if (copy) {
+        ref.parentNode.replaceChild(copy, ref);
+      }
+    });
+    view.querySelectorAll("section.loop-ref").forEach(function (ref) {
+      var copy = section(ref.getAttribute("data-ref"));
+      if (copy) {
+        ref.parentNode.replaceChild(copy, ref);
+      }
+    });
     view.querySelectorAll("pre[data-text]").forEach(function (pre) {
       var key = pre.getAttribute("data-text");
       if (Object.prototype.hasOwnProperty.call(texts, key)) {
