@@ -184,7 +184,7 @@ async def sdk_phases(path: Path, repeat: int) -> dict[str, list[float]]:
     session_id = "s"
     params = {"sid": session_id, "app": app, "user": user}
     strings_sql, values = _driver_sql(select_chain_strings("sqlite", _JSON_PATH, False), params)
-    keys_sql, _ = _driver_sql(select_chain_keys(False), params)
+    keys_sql, _ = _driver_sql(select_chain_keys("sqlite", False), params)
     columns = (sql.messages.c.payload, sql.messages.c.id, sql.messages.c.content_hash)
     payload_sql, _ = _driver_sql(_chain_select(False, *columns), params)
     kept = [row[0] for row in conn.execute(strings_sql, values)]

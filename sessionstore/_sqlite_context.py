@@ -420,8 +420,7 @@ STATEMENTS: dict[str, tuple[str, dict[str, Any], str]] = {
         "(SELECT sessionstore_loops.id AS id, sessionstore_loops.parent_loop_id AS parent_loop_id, :param_1 AS hops, sessionstore_loops.depth AS depth, sessionstore_loops.session_id AS session_id, sessionstore_loops.app_name AS app_name, sessionstore_loops.user_id AS user_id \n"
         "FROM sessionstore_loops \n"
         "WHERE sessionstore_loops.id = :head AND sessionstore_loops.session_id = :sid AND sessionstore_loops.app_name = :app AND sessionstore_loops.user_id = :user UNION ALL SELECT parent.id AS id, parent.parent_loop_id AS parent_loop_id, chain.hops + :hops_1 AS anon_1, parent.depth AS depth, parent.session_id AS session_id, parent.app_name AS app_name, parent.user_id AS user_id \n"
-        "FROM sessionstore_loops AS parent, chain \n"
-        "WHERE parent.id = chain.parent_loop_id AND parent.session_id = :sid AND parent.session_id = chain.session_id AND parent.app_name = chain.app_name AND parent.user_id = chain.user_id)\n"
+        "FROM chain JOIN sessionstore_loops AS parent ON parent.id = chain.parent_loop_id)\n"
         " SELECT sessionstore_loops.id, sessionstore_loops.session_id, sessionstore_loops.parent_loop_id, sessionstore_loops.sequence, sessionstore_loops.depth, sessionstore_loops.created_at, sessionstore_loops.closed_at, sessionstore_loops.message_count, sessionstore_loops.token_total, sessionstore_loops.turn_count \n"
         "FROM sessionstore_loops JOIN chain ON chain.id = sessionstore_loops.id \n"
         "WHERE sessionstore_loops.session_id = :sid AND sessionstore_loops.app_name = :app AND sessionstore_loops.user_id = :user ORDER BY sessionstore_loops.depth",
@@ -433,8 +432,8 @@ STATEMENTS: dict[str, tuple[str, dict[str, Any], str]] = {
         "(SELECT sessionstore_loops.id AS id, sessionstore_loops.parent_loop_id AS parent_loop_id, :param_1 AS hops, sessionstore_loops.depth AS depth, sessionstore_loops.session_id AS session_id, sessionstore_loops.app_name AS app_name, sessionstore_loops.user_id AS user_id \n"
         "FROM sessionstore_loops \n"
         "WHERE sessionstore_loops.id = :head AND sessionstore_loops.session_id = :sid AND sessionstore_loops.app_name = :app AND sessionstore_loops.user_id = :user UNION ALL SELECT parent.id AS id, parent.parent_loop_id AS parent_loop_id, chain.hops + :hops_1 AS anon_1, parent.depth AS depth, parent.session_id AS session_id, parent.app_name AS app_name, parent.user_id AS user_id \n"
-        "FROM sessionstore_loops AS parent, chain \n"
-        "WHERE parent.id = chain.parent_loop_id AND parent.session_id = :sid AND parent.session_id = chain.session_id AND parent.app_name = chain.app_name AND parent.user_id = chain.user_id AND chain.hops < :limit)\n"
+        "FROM chain JOIN sessionstore_loops AS parent ON parent.id = chain.parent_loop_id \n"
+        "WHERE chain.hops < :limit)\n"
         " SELECT sessionstore_loops.id, sessionstore_loops.session_id, sessionstore_loops.parent_loop_id, sessionstore_loops.sequence, sessionstore_loops.depth, sessionstore_loops.created_at, sessionstore_loops.closed_at, sessionstore_loops.message_count, sessionstore_loops.token_total, sessionstore_loops.turn_count \n"
         "FROM sessionstore_loops JOIN chain ON chain.id = sessionstore_loops.id \n"
         "WHERE sessionstore_loops.session_id = :sid AND sessionstore_loops.app_name = :app AND sessionstore_loops.user_id = :user ORDER BY sessionstore_loops.depth",
@@ -610,8 +609,7 @@ STATEMENTS: dict[str, tuple[str, dict[str, Any], str]] = {
         "(SELECT sessionstore_loops.id AS id, sessionstore_loops.parent_loop_id AS parent_loop_id, :param_1 AS hops, sessionstore_loops.depth AS depth, sessionstore_loops.session_id AS session_id, sessionstore_loops.app_name AS app_name, sessionstore_loops.user_id AS user_id \n"
         "FROM sessionstore_loops \n"
         "WHERE sessionstore_loops.id = :head AND sessionstore_loops.session_id = :sid AND sessionstore_loops.app_name = :app AND sessionstore_loops.user_id = :user UNION ALL SELECT parent.id AS id, parent.parent_loop_id AS parent_loop_id, chain.hops + :hops_1 AS anon_1, parent.depth AS depth, parent.session_id AS session_id, parent.app_name AS app_name, parent.user_id AS user_id \n"
-        "FROM sessionstore_loops AS parent, chain \n"
-        "WHERE parent.id = chain.parent_loop_id AND parent.session_id = :sid AND parent.session_id = chain.session_id AND parent.app_name = chain.app_name AND parent.user_id = chain.user_id)\n"
+        "FROM chain JOIN sessionstore_loops AS parent ON parent.id = chain.parent_loop_id)\n"
         " SELECT sessionstore_loops.id, sessionstore_loops.message_count \n"
         "FROM sessionstore_loops JOIN chain ON chain.id = sessionstore_loops.id \n"
         "WHERE sessionstore_loops.session_id = :sid AND sessionstore_loops.app_name = :app AND sessionstore_loops.user_id = :user ORDER BY sessionstore_loops.depth",

@@ -28,6 +28,7 @@ from typing import Any
 from sqlalchemy import (
     Connection,
     Text,
+    any_,
     bindparam,
     cast,
     func,
@@ -37,9 +38,17 @@ from sqlalchemy import (
 )
 
 from sessionstore.store._nul import NulSafeJSONText
-from sessionstore.store._plain import rows_of
+from sessionstore.store._plain import is_citus, rows_of
 from sessionstore.store._sessions import SessionKey, visible_session
-from sessionstore.store._statements import SESSION_WHERE, keyed, loops, messages, sessions
+from sessionstore.store._statements import (
+    SESSION_WHERE,
+    chain_step,
+    keyed,
+    loops,
+    messages,
+    sessions,
+    walk_form,
+)
 from sessionstore.store._tables import KEY_COLUMNS
 
 __all__ = ["ChainStrings", "chain_strings"]
@@ -61,8 +70,8 @@ class ChainStrings:
 _PAYLOAD_TEXT = type_coerce(cast(messages.c.payload, Text), NulSafeJSONText())
 
 
-def _walk(newest: bool) -> Any:
-    """The chain's loops from the active loop back to the root.
+def _walk(newest: bool, form: str) -> Any:
+    """The chain's loops from the active loop back to the root (steps: `chain_step`).
 
     With `newest`, the walk stops at the first loop where the messages counted so far
     (`total`, from the loops' `message_count`) reach `:n`: older loops hold none of the
@@ -79,16 +88,16 @@ def _walk(newest: bool) -> Any:
         .where(loops.c.id == active, *keyed(loops))
         .cte("payload_chain", recursive=True)
     )
-    parent = loops.alias("parent")
-    step = select(
-        parent.c.id,
-        parent.c.parent_loop_id,
-        walk.c.total + parent.c.message_count,
-        *(parent.c[name] for name in KEY_COLUMNS),
-    ).where(
-        parent.c.id == walk.c.parent_loop_id,
-        parent.c.session_id == bindparam("sid"),
-        *(parent.c[name] == walk.c[name] for name in KEY_COLUMNS),
+    parent, joined, conditions = chain_step(walk, form)
+    step = (
+        select(
+            parent.c.id,
+            parent.c.parent_loop_id,
+            walk.c.total + parent.c.message_count,
+            *(parent.c[name] for name in KEY_COLUMNS),
+        )
+        .select_from(joined)
+        .where(*conditions)
     )
     if newest:
         step = step.where(walk.c.total < bindparam("n"))
@@ -107,7 +116,9 @@ def _string_at(dialect: str, path: tuple[str, ...]) -> Any:
 
 
 @cache
-def select_chain_strings(dialect: str, path: tuple[str, ...], newest: bool) -> Any:
+def select_chain_strings(
+    dialect: str, path: tuple[str, ...], newest: bool, routed: bool = False
+) -> Any:
     """Select `(string at path, message id, content_hash)` of the active chain's messages.
 
     All in order, or the newest `:n`, newest first. The messages are found by
@@ -118,22 +129,35 @@ def select_chain_strings(dialect: str, path: tuple[str, ...], newest: bool) -> A
     the payloads of the rows without one are read apart (`SELECT_PAYLOADS`).
     """
     found = _string_at(dialect, path).label("found")
-    return _chain_select(newest, found, messages.c.id, messages.c.content_hash)
+    return _chain_select(dialect, newest, routed, found, messages.c.id, messages.c.content_hash)
 
 
 @cache
-def select_chain_keys(newest: bool) -> Any:
+def select_chain_keys(dialect: str, newest: bool, routed: bool = False) -> Any:
     """Select `(message id, content_hash)` of the active chain's messages (no JSON parsed).
 
     In the order of `select_chain_strings`.
     """
-    return _chain_select(newest, messages.c.id, messages.c.content_hash)
+    return _chain_select(dialect, newest, routed, messages.c.id, messages.c.content_hash)
 
 
-def _chain_select(newest: bool, *columns: Any) -> Any:
-    """Select `columns` of the active chain's messages, in order (see `select_chain_strings`)."""
-    walk = _walk(newest)
-    stmt = select(*columns).where(*keyed(messages), messages.c.loop_id.in_(select(walk.c.id)))
+def _chain_select(dialect: str, newest: bool, routed: bool, *columns: Any) -> Any:
+    """Select `columns` of the active chain's messages, in order (see `select_chain_strings`).
+
+    On PostgreSQL the chain's loop ids are gathered once (`= ANY (ARRAY(...))`, run once
+    before the scan) and the messages' index finds each loop's rows. Written `IN (the
+    walk)`, a table whose statistics say a session has few messages got a semi join that
+    compared each message with every loop of the chain: messages times loops
+    (`tests/integration/store/test_chain_walk.py`).
+    """
+    walk = _walk(newest, walk_form(dialect, routed))
+    ids = select(walk.c.id)
+    in_chain = (
+        messages.c.loop_id == any_(func.array(ids.scalar_subquery()))
+        if dialect == "postgresql"
+        else messages.c.loop_id.in_(ids)
+    )
+    stmt = select(*columns).where(*keyed(messages), in_chain)
     if newest:
         order = (messages.c.loop_id.desc(), messages.c.position.desc())
         return stmt.order_by(*order).limit(bindparam("n"))
@@ -187,8 +211,11 @@ def chain_strings(
         return ChainStrings([], [], [], {})
     newest = last is not None
     params: dict[str, Any] = key.params if last is None else {**key.params, "n": last}
+    dialect, routed = db.dialect.name, is_citus(db)
     statement = (
-        select_chain_keys(newest) if known else select_chain_strings(db.dialect.name, path, newest)
+        select_chain_keys(dialect, newest, routed)
+        if known
+        else select_chain_strings(dialect, path, newest, routed)
     )
     # On SQLite straight on the driver: the column's text (and the hash) as it is stored.
     rows = rows_of(db, statement, params)

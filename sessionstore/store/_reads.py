@@ -167,9 +167,8 @@ def history(
     One statement joins the messages to the chain's recursive CTE: no loop id is sent
     as a parameter, so a chain of any length reads on every driver.
     """
-    return _rows(
-        db, sql.SELECT_HISTORY, {**key.params, "head": head}, key.session_id, decoded=decoded
-    )
+    statement = sql.select_history(sql.walk_form(db.dialect.name, is_citus(db)))
+    return _rows(db, statement, {**key.params, "head": head}, key.session_id, decoded=decoded)
 
 
 def chain_counts(db: Connection, key: SessionKey, head: int) -> tuple[array[int], array[int]]:
@@ -178,7 +177,8 @@ def chain_counts(db: Connection, key: SessionKey, head: int) -> tuple[array[int]
     Two flat arrays: a chain of a million loops takes 16 MB, not a million models.
     """
     ids, counts = array("q"), array("q")
-    for loop_id, count in db.execute(sql.SELECT_CHAIN_COUNTS, {**key.params, "head": head}):
+    statement = sql.select_chain_counts(sql.walk_form(db.dialect.name, is_citus(db)))
+    for loop_id, count in db.execute(statement, {**key.params, "head": head}):
         ids.append(loop_id)
         counts.append(count)
     return ids, counts

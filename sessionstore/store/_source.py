@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, func, select
 
 from sessionstore.store import _statements as sql
+from sessionstore.store._plain import is_citus
 
 __all__ = ["StoreSource", "statement"]
 
@@ -86,8 +87,6 @@ _BUILDERS: dict[str, Callable[[], Any]] = {
     "session_tenants": lambda: sql.SELECT_SESSION_TENANTS,
     "loop": lambda: sql.SELECT_LOOP,
     "loops": _loops,
-    "chain": lambda: sql.select_chain(False),
-    "chain_limited": lambda: sql.select_chain(True),
     "root": _root,
     "loop_stats_as_of": _loop_stats_as_of,
     "generation_time": _generation_time,
@@ -105,18 +104,30 @@ _BUILDERS: dict[str, Callable[[], Any]] = {
     "latest_user": lambda: sql.SELECT_LATEST_USER,
     "latest_user_as_of": lambda: sql.SELECT_LATEST_USER_AS_OF,
     "usage_recorded": _recorded_usage,
-    "chain_counts": lambda: sql.SELECT_CHAIN_COUNTS,
     "loop_page": lambda: sql.SELECT_LOOP_PAGE,
     "loop_blocks": lambda: sql.select_blocks(False).order_by(sql.blocks.c.id),
 }
 
 
+_WALKS: dict[str, Callable[[str], Any]] = {
+    "chain": lambda form: sql.select_chain(False, form),
+    "chain_limited": lambda form: sql.select_chain(True, form),
+    "chain_counts": sql.select_chain_counts,
+}
+"""The statements that walk a chain, by the form of their steps (`sql.walk_form`)."""
+
+
 @cache
-def statement(name: str, dialect: str) -> Any:
+def statement(name: str, dialect: str, routed: bool = False) -> Any:
     """The store's statement named `name` for `dialect`, built once.
 
     `name` is one of `_context_source.STATEMENTS`; most are the same on every dialect.
+    A chain's walk finds each parent as the database needs (`sql.walk_form`; `routed`:
+    a Citus database).
     """
+    walk = _WALKS.get(name)
+    if walk is not None:
+        return walk(sql.walk_form(dialect, routed))
     by_dialect = _BY_DIALECT.get(name)
     return by_dialect(dialect) if by_dialect is not None else _BUILDERS[name]()
 
@@ -124,15 +135,16 @@ def statement(name: str, dialect: str) -> Any:
 class StoreSource:
     """Runs the named statements on a connection (in the caller's transaction)."""
 
-    __slots__ = ("db", "dialect")
+    __slots__ = ("db", "dialect", "routed")
 
     def __init__(self, db: Connection) -> None:
         self.db = db
         self.dialect: str = db.dialect.name
+        self.routed = is_citus(db)
 
     def rows(self, name: str, params: Mapping[str, Any]) -> Sequence[Any]:
         """Return every row of the statement `name` run with `params`."""
-        return self.db.execute(statement(name, self.dialect), params).all()
+        return self.db.execute(statement(name, self.dialect, self.routed), params).all()
 
 
 def sqlite_compiled(name: str) -> tuple[str, dict[str, Any], str]:

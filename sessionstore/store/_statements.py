@@ -31,6 +31,7 @@ from sqlalchemy import (
     or_,
     select,
     text,
+    true,
     type_coerce,
     update,
 )
@@ -141,8 +142,6 @@ if TYPE_CHECKING:
     SELECT_LATEST_USER: Any
     SELECT_LATEST_USER_AS_OF: Any
     SELECT_TURN_BOUNDS: Any
-    SELECT_HISTORY: Any
-    SELECT_CHAIN_COUNTS: Any
     SELECT_LOOP_PAGE: Any
     SELECT_SECTIONS: Any
     SELECT_SECTION_MESSAGES: Any
@@ -459,18 +458,45 @@ def select_loop_messages_by_id(active: bool, newest: bool) -> Any:
     return stmt.order_by(columns.position)
 
 
-def _same_session(table: Any, other: Any) -> tuple[Any, ...]:
-    """Join conditions: `table`'s row belongs to the same session as `other`'s."""
-    return tuple(table.c[name] == other.c[name] for name in KEY_COLUMNS)
+def walk_form(dialect: str, routed: bool) -> str:
+    """How a chain walk's step finds the parent on this database (see `chain_step`)."""
+    if routed:
+        return "routed"
+    return "lateral" if dialect == "postgresql" else "plain"
 
 
-def _chain_walk(limited: bool) -> Any:
+def chain_step(walk: Any, form: str) -> tuple[Any, Any, tuple[Any, ...]]:
+    """A chain walk's step: the parent loop of the row before, its FROM clause, and filters.
+
+    Returns `(parent, from_clause, conditions)`; `parent` has the loops table's columns.
+    The parent is found by its id alone (loop ids are unique), which the primary key
+    (`id` first) finds at once. With the session's key in the step too (bound, or taken
+    from the row before), a table whose statistics say a session has one loop (most
+    sessions have one, or the table was never analyzed) got plans that read all the
+    session's loops again at each step: quadratic in the chain's length, half a second a
+    walk at 1,000 loops (`tests/integration/store/test_chain_walk.py`). By `form`
+    (`walk_form`):
+
+    - `plain` (SQLite): a join on the id, a look-up of the rowid;
+    - `lateral` (PostgreSQL): a `LATERAL` subquery of one row (`LIMIT 1`, which the
+      planner does not flatten), so each step is an index look-up: joined, a small or
+      never analyzed table got a hash join that read the whole table at each step;
+    - `routed` (Citus): the join, with the distribution column bound as well, which the
+      coordinator needs to route the walk to the session's shard.
+    """
+    parent = loops.alias("parent")
+    found = parent.c.id == walk.c.parent_loop_id
+    if form == "lateral":
+        row = select(parent).where(found).limit(1).lateral("parent_loop")
+        return row, walk.join(row, true()), ()
+    routed = (parent.c.session_id == bindparam("sid"),) if form == "routed" else ()
+    return parent, walk.join(parent, found), routed
+
+
+def _chain_walk(limited: bool, form: str) -> Any:
     """The recursive CTE of a chain's loops, from `:head` back to the root (`hops` from 1).
 
-    Each step finds the parent by its whole primary key, taken from the row before it (the
-    distribution column is also bound, so Citus routes the walk to the session's shard):
-    the planner then looks each parent up by the key, even when its statistics say the
-    session has few loops (a scan of the session's loops at each step would be quadratic).
+    Each step finds the parent as `chain_step` says for `form`.
     """
     walk = (
         select(
@@ -483,17 +509,17 @@ def _chain_walk(limited: bool) -> Any:
         .where(loops.c.id == bindparam("head"), *keyed(loops))
         .cte("chain", recursive=True)
     )
-    parent = loops.alias("parent")
-    step = select(
-        parent.c.id,
-        parent.c.parent_loop_id,
-        walk.c.hops + 1,
-        parent.c.depth,
-        *(parent.c[name] for name in KEY_COLUMNS),
-    ).where(
-        parent.c.id == walk.c.parent_loop_id,
-        parent.c.session_id == bindparam("sid"),
-        *_same_session(parent, walk),
+    parent, joined, conditions = chain_step(walk, form)
+    step = (
+        select(
+            parent.c.id,
+            parent.c.parent_loop_id,
+            walk.c.hops + 1,
+            parent.c.depth,
+            *(parent.c[name] for name in KEY_COLUMNS),
+        )
+        .select_from(joined)
+        .where(*conditions)
     )
     if limited:
         step = step.where(walk.c.hops < bindparam("limit"))
@@ -501,9 +527,12 @@ def _chain_walk(limited: bool) -> Any:
 
 
 @cache
-def select_chain(limited: bool) -> Any:
-    """Select the loops of the chain ending at `:head`, root first (the newest `:limit`)."""
-    walk = _chain_walk(limited)
+def select_chain(limited: bool, form: str = "plain") -> Any:
+    """Select the loops of the chain ending at `:head`, root first (the newest `:limit`).
+
+    `form`: how the walk's steps find each parent on the database (`walk_form`).
+    """
+    walk = _chain_walk(limited, form)
     return (
         select(*LOOP_COLUMNS)
         .join(walk, walk.c.id == loops.c.id)
@@ -513,18 +542,13 @@ def select_chain(limited: bool) -> Any:
 
 
 @cache
-def _whole_chain() -> Any:
-    return _chain_walk(False)
-
-
-@_lazy
-def _select_history() -> Any:
-    """Every message of the chain ending at `:head`, in order.
+def select_history(form: str) -> Any:
+    """Every message of the chain ending at `:head`, in order (`form`: see `walk_form`).
 
     Joined to the chain's recursive CTE, so no loop id is sent as a parameter (a driver's
     parameter limit does not apply).
     """
-    chain = _whole_chain()
+    chain = _chain_walk(False, form)
     return (
         select(*MESSAGE_COLUMNS)
         .join(chain, chain.c.id == messages.c.loop_id)
@@ -533,10 +557,10 @@ def _select_history() -> Any:
     )
 
 
-@_lazy
-def _select_chain_counts() -> Any:
+@cache
+def select_chain_counts(form: str) -> Any:
     """The ids and message counts of the chain ending at `:head`, root first."""
-    chain = _whole_chain()
+    chain = _chain_walk(False, form)
     return (
         select(loops.c.id, loops.c.message_count)
         .join(chain, chain.c.id == loops.c.id)
