@@ -106,6 +106,8 @@ STATEMENTS = (
     "section_messages",
     "raw_turns",
     "raw_turns_as_of",
+    "raw_loops",
+    "raw_loops_as_of",
     "latest_user",
     "latest_user_as_of",
     "usage_recorded",
@@ -554,13 +556,23 @@ def read_context(
             in_scope = [root, *in_scope]
             root = None
     blocks = blocks_of(src, key, in_scope, rows, overlay, moment, messages=True)
+    # A loop without a block shows all its turns raw: those loops are read together.
+    unblocked = _raw_loops(
+        src, key, [loop.id for loop in in_scope if loop.id not in blocks], moment
+    )
     sources = []
     for loop in in_scope:
         block = blocks.get(loop.id)
-        raw: list[Any] = []
-        for turns, kind in segments(loop.turn_count, block):
-            if kind == "raw":
-                raw.extend(_raw_turns(src, key, loop.id, turns, moment))
+        raw: Sequence[Any] = []
+        if block is None:
+            raw = unblocked.get(loop.id, ())
+        else:
+            raw = [
+                row
+                for turns, kind in segments(loop.turn_count, block)
+                if kind == "raw"
+                for row in _raw_turns(src, key, loop.id, turns, moment)
+            ]
         sources.append(LoopSource(loop, block, stored_models(raw, key.session_id)))
     newest = [loop.id for loop, _ in reversed(entries)]
     latest = _latest_user(src, key, newest, moment)
@@ -630,6 +642,34 @@ def _raw_turns(
     if as_of is None:
         return src.rows("raw_turns", params)
     return src.rows("raw_turns_as_of", {**params, "t": as_of})
+
+
+_LOOPS_PER_STATEMENT = 500
+"""Loop ids bound in one statement (under every driver's parameter limit)."""
+
+
+def _raw_loops(
+    src: Source, key: SessionKey, loop_ids: Sequence[int], as_of: datetime | None
+) -> dict[int, list[Any]]:
+    """Every message row of these loops (written by `as_of`), by loop, in order.
+
+    What `_raw_turns` reads of a loop without a block (all its turns; a loop holds no
+    turn past its count), for many loops in a statement rather than one a loop: a
+    resume of hundreds of short loops (a chat, each request a loop) sent a statement
+    for each.
+    """
+    found: dict[int, list[Any]] = {}
+    name = "raw_loops" if as_of is None else "raw_loops_as_of"
+    for start in range(0, len(loop_ids), _LOOPS_PER_STATEMENT):
+        params: dict[str, Any] = {
+            **key.params,
+            "loops": list(loop_ids[start : start + _LOOPS_PER_STATEMENT]),
+        }
+        if as_of is not None:
+            params["t"] = as_of
+        for row in src.rows(name, params):
+            found.setdefault(row.loop_id, []).append(row)
+    return found
 
 
 def _latest_user(

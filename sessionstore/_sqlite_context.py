@@ -544,6 +544,20 @@ STATEMENTS: dict[str, tuple[str, dict[str, Any], str]] = {
         {},
         "-------t-",
     ),
+    "raw_loops": (
+        "SELECT sessionstore_messages.id, sessionstore_messages.loop_id, sessionstore_messages.position, sessionstore_messages.turn_index, sessionstore_messages.token_count, sessionstore_messages.content_hash, sessionstore_messages.client_id, sessionstore_messages.created_at, CAST(sessionstore_messages.payload AS TEXT) AS payload \n"
+        "FROM sessionstore_messages \n"
+        "WHERE sessionstore_messages.session_id = :sid AND sessionstore_messages.app_name = :app AND sessionstore_messages.user_id = :user AND sessionstore_messages.loop_id IN (__[POSTCOMPILE_loops]) ORDER BY sessionstore_messages.loop_id, sessionstore_messages.position",
+        {},
+        "-------t-",
+    ),
+    "raw_loops_as_of": (
+        "SELECT sessionstore_messages.id, sessionstore_messages.loop_id, sessionstore_messages.position, sessionstore_messages.turn_index, sessionstore_messages.token_count, sessionstore_messages.content_hash, sessionstore_messages.client_id, sessionstore_messages.created_at, CAST(sessionstore_messages.payload AS TEXT) AS payload \n"
+        "FROM sessionstore_messages \n"
+        "WHERE sessionstore_messages.session_id = :sid AND sessionstore_messages.app_name = :app AND sessionstore_messages.user_id = :user AND sessionstore_messages.loop_id IN (__[POSTCOMPILE_loops]) AND sessionstore_messages.created_at <= :t ORDER BY sessionstore_messages.loop_id, sessionstore_messages.position",
+        {},
+        "-------t-",
+    ),
     "latest_user": (
         "SELECT sessionstore_messages.id, sessionstore_messages.loop_id, sessionstore_messages.position, sessionstore_messages.turn_index, sessionstore_messages.token_count, sessionstore_messages.content_hash, sessionstore_messages.client_id, sessionstore_messages.created_at, CAST(sessionstore_messages.payload AS TEXT) AS payload \n"
         "FROM sessionstore_messages \n"

@@ -101,6 +101,8 @@ _BUILDERS: dict[str, Callable[[], Any]] = {
     "section_messages": lambda: sql.SELECT_SECTION_MESSAGES,
     "raw_turns": lambda: sql.SELECT_RAW_TURNS,
     "raw_turns_as_of": lambda: sql.SELECT_RAW_TURNS_AS_OF,
+    "raw_loops": lambda: sql.SELECT_RAW_LOOPS,
+    "raw_loops_as_of": lambda: sql.SELECT_RAW_LOOPS_AS_OF,
     "latest_user": lambda: sql.SELECT_LATEST_USER,
     "latest_user_as_of": lambda: sql.SELECT_LATEST_USER_AS_OF,
     "usage_recorded": _recorded_usage,

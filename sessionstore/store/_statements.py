@@ -139,6 +139,8 @@ if TYPE_CHECKING:
     UPDATE_LOOP_COUNTERS: Any
     SELECT_RAW_TURNS: Any
     SELECT_RAW_TURNS_AS_OF: Any
+    SELECT_RAW_LOOPS: Any
+    SELECT_RAW_LOOPS_AS_OF: Any
     SELECT_LATEST_USER: Any
     SELECT_LATEST_USER_AS_OF: Any
     SELECT_TURN_BOUNDS: Any
@@ -336,6 +338,29 @@ def _select_raw_turns_as_of() -> Any:
         select(*MESSAGE_COLUMNS)
         .where(*_raw_turns_where(), messages.c.created_at <= bindparam("t"))
         .order_by(messages.c.position)
+    )
+
+
+def _raw_loops_where() -> tuple[Any, ...]:
+    return (*keyed(messages), messages.c.loop_id.in_(bindparam("loops", expanding=True)))
+
+
+@_lazy
+def _select_raw_loops() -> Any:
+    """Every message of the loops `:loops`, by loop and position (loops without a block)."""
+    return (
+        select(*MESSAGE_COLUMNS)
+        .where(*_raw_loops_where())
+        .order_by(messages.c.loop_id, messages.c.position)
+    )
+
+
+@_lazy
+def _select_raw_loops_as_of() -> Any:
+    return (
+        select(*MESSAGE_COLUMNS)
+        .where(*_raw_loops_where(), messages.c.created_at <= bindparam("t"))
+        .order_by(messages.c.loop_id, messages.c.position)
     )
 
 

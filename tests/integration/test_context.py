@@ -225,3 +225,52 @@ async def test_secrets_can_be_redacted_from_the_whole_context(store: SessionStor
     # Raw is sacred: the stored message is unchanged.
     (stored,) = await store.get_messages(session.id)
     assert stored.message == request
+
+
+async def _chat(store: SessionStore, loops: int) -> str:
+    """A session of short loops, never compacted: a chat, each request a loop."""
+    session = await store.create_session(app_name="app", user_id="chat")
+    for index in range(loops):
+        turn = [
+            UserMessage(content=f"question {index}"),
+            AssistantMessage(content=[TextContent(text=f"answer {index}")]),
+        ]
+        await store.append_messages(session.id, turn, loop_id="new")
+    return session.id
+
+
+async def test_a_resume_of_many_short_loops_sends_as_many_statements_as_of_few(
+    store: SessionStore,
+) -> None:
+    """The raw turns of the loops without a block are read together, not one loop a statement.
+
+    The chain is read in windows that grow (`WINDOW_GROWTH`) until the scope is known, so a longer
+    chain takes a statement or two more; a statement a loop would be 36 more.
+    """
+    from sqlalchemy import event
+
+    if store.engine.dialect.name == "sqlite":
+        pytest.skip("SQLite's reads go straight to the driver, past SQLAlchemy's events")
+
+    sent: list[str] = []
+
+    def log(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        sent.append(statement)
+
+    counts = {}
+    for loops in (4, 40):
+        session_id = await _chat(store, loops)
+        event.listen(store.engine.sync_engine, "before_cursor_execute", log)
+        try:
+            context = await build_context(store, session_id, max_context_tokens=1_000_000)
+        finally:
+            event.remove(store.engine.sync_engine, "before_cursor_execute", log)
+        # Every loop is in the context (nothing was compacted, and all of it fits).
+        assert len(context.messages) == 2 * loops
+        assert context.messages[-1] == AssistantMessage(
+            content=[TextContent(text=f"answer {loops - 1}")]
+        )
+        counts[loops] = len(sent)
+        sent.clear()
+    assert counts[4] > 0
+    assert counts[40] <= counts[4] + 4
