@@ -95,6 +95,20 @@ def source_tree(tree: Path) -> Path:
     return tree
 
 
+def tree_environment(source: Path) -> dict[str, str]:
+    """This process's environment with `source` first on the path, for a child that times it.
+
+    Bytecode caches are written (a warm-up run writes them), as an installed package has
+    them: with `PYTHONDONTWRITEBYTECODE` set, every run would compile the sources again
+    and time that instead. Run the child outside a checkout (`python -m` puts its
+    working directory first on the path).
+    """
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source), env.get("PYTHONPATH")]))
+    return env
+
+
 def child_json(script: str, tree: Path, arguments: list[str]) -> Any:
     """Run `script --child ARGUMENTS` with `tree` first on its path; return its stdout's JSON.
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import resource
 import statistics
 import subprocess
@@ -32,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import fmt, log, machine_info, source_tree
+from _common import fmt, log, machine_info, source_tree, tree_environment
 
 from sessionstore import (
     AssistantMessage,
@@ -88,13 +87,6 @@ async def _build(url: str, loops: int, every: int) -> str:
         await store.close()
 
 
-def _environment(source: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source), env.get("PYTHONPATH")]))
-    return env
-
-
 def _run(command: list[str], env: dict[str, str], page: Path) -> tuple[float, float, int]:
     """One run's wall time and child CPU time (s), and the page's bytes.
 
@@ -141,7 +133,7 @@ def main() -> None:
         for run in range(args.repeat):
             for name, tree in trees.items():
                 log(f"run {run + 1}/{args.repeat}: {name}")
-                samples[name].append(_run(command, _environment(tree), page))
+                samples[name].append(_run(command, tree_environment(tree), page))
     medians: dict[str, dict[str, Any]] = {
         name: {
             "wall_s": statistics.median(wall for wall, _, _ in runs),

@@ -47,7 +47,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import re
 import resource
 import statistics
@@ -58,7 +57,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import fmt, log, machine_info, source_tree
+from _common import fmt, log, machine_info, source_tree, tree_environment
 
 from sessionstore import AssistantMessage, SessionStore, UserMessage
 
@@ -104,7 +103,7 @@ def _demo(url: str) -> str:
     """Store the demo's session in the file at `url` (`sessionstore demo`); return its id."""
     done = subprocess.run(
         [sys.executable, "-m", "sessionstore", "--url", url, "demo", "--json"],
-        env=_environment(ROOT),
+        env=tree_environment(ROOT),
         check=True,
         capture_output=True,
         text=True,
@@ -131,7 +130,7 @@ def _commands(
 ) -> dict[str, Command]:
     python = sys.executable
     cli = [python, "-m", "sessionstore", "--url", url]
-    env = _environment(ROOT)
+    env = tree_environment(ROOT)
     commands = {
         "python -c pass": ([python, "-c", "pass"], env),
         "python -c 'import sqlalchemy'": ([python, "-c", "import sqlalchemy"], env),
@@ -180,23 +179,10 @@ def _commands(
         ),
     }
     if baseline is not None:
-        old = _environment(baseline)
+        old = tree_environment(baseline)
         for name in ("sessionstore --help", *_FILE_READS):
             commands[f"{name} (baseline)"] = (commands[name][0], old)
     return commands
-
-
-def _environment(source: Path) -> dict[str, str]:
-    """`source` first on the path, so the subprocesses import the code under test.
-
-    Bytecode caches are written (the warm-up run writes them), as an installed package
-    has them: with `PYTHONDONTWRITEBYTECODE` set, every run would compile the sources again
-    and time that instead.
-    """
-    env = dict(os.environ)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source), env.get("PYTHONPATH")]))
-    return env
 
 
 def _time_once(command: list[str], env: dict[str, str], cwd: str) -> tuple[float, float]:
