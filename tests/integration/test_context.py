@@ -231,7 +231,7 @@ async def _chat(store: SessionStore, loops: int) -> str:
     """A session of short loops, never compacted: a chat, each request a loop."""
     session = await store.create_session(app_name="app", user_id="chat")
     for index in range(loops):
-        turn = [
+        turn: list[Message] = [
             UserMessage(content=f"question {index}"),
             AssistantMessage(content=[TextContent(text=f"answer {index}")]),
         ]

@@ -179,7 +179,7 @@ def test_a_view_shows_in_full_the_loops_it_shares_with_another(browser, db_url, 
     assert then.find_elements(By.CSS_SELECTOR, "section.loop-ref, li.timeline-ref") == []
     shown_then = _section_texts(browser, then)
     assert sorted(shown_then) == sorted(
-        item.get_attribute("data-loop")
+        item.get_attribute("data-loop") or ""
         for item in then.find_elements(By.CSS_SELECTOR, ".timeline-loop")
     )
     for number in shared:
@@ -312,12 +312,11 @@ def test_older_loops_a_view_shares_unfold_when_asked(browser, db_url, tmp_path):
     view = visible_view(browser)
     assert view.get_attribute("data-view") == "0"
     items = view.find_elements(By.CSS_SELECTOR, ".timeline li")
-    assert [item.get_attribute("class").split()[0] for item in items] == ["timeline-loop"] * len(
-        items
-    )
+    classes = [(item.get_attribute("class") or "").split() for item in items]
+    assert [names[0] for names in classes] == ["timeline-loop"] * len(items)
     folded = [item for item in items if not item.is_displayed()]
     assert folded
-    assert all("older" in item.get_attribute("class") for item in folded)
+    assert all("older" in (item.get_attribute("class") or "").split() for item in folded)
 
     view.find_element(By.CSS_SELECTOR, ".show-older").click()
 

@@ -40,7 +40,7 @@ def _touched(plan: dict[str, Any]) -> int:
         )
         own = (kept + removed) * loops
     own += plan.get("Rows Removed by Join Filter", 0) * plan.get("Actual Loops", 1)
-    return own + sum(_touched(child) for child in plan.get("Plans", []))
+    return int(own) + sum(_touched(child) for child in plan.get("Plans", []))
 
 
 SHORT = 20_000
