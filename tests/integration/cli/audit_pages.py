@@ -42,6 +42,25 @@ async def _build(store: SessionStore) -> str:
     return session.id
 
 
+async def many_loops(
+    store: SessionStore,
+    count: int,
+    *,
+    compact_after: tuple[int, ...] = (),
+    config: CompactionConfig = CONFIG,
+) -> str:
+    """A session of `count` loops of two turns each, compacted (with `config`) after the
+    loops whose index (from 0) is in `compact_after`; return its id."""
+    session = await store.create_session(app_name="audit-page", user_id="u")
+    for index in range(count):
+        if index:
+            await store.start_loop(session.id)
+        await store.append_messages(session.id, conversation(turns=2))
+        if index in compact_after:
+            await compact_session_loops(store, session.id, config=config)
+    return session.id
+
+
 def audited_session(url: str) -> str:
     """Store the session and return its id.
 

@@ -21,11 +21,10 @@ from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.select import Select
 from selenium.webdriver.support.wait import WebDriverWait
 
-from sessionstore import SessionStore, compact_session_loops, expand
+from sessionstore import SessionStore, expand
 from sessionstore.cli._render._html import LOOPS_SHOWN
 from sessionstore.config import FixedCount
-from tests.factories import conversation
-from tests.integration.cli.audit_pages import CONFIG, HOSTILE, audited_session
+from tests.integration.cli.audit_pages import CONFIG, HOSTILE, audited_session, many_loops
 from tests.integration.cli.runner import ok, with_store
 
 pytestmark = pytest.mark.slow  # a browser: `python -m pytest -m slow` (and `.ci/run`) runs it
@@ -288,14 +287,8 @@ ONE_LOOP = CONFIG.model_copy(update={"compaction_scope": FixedCount(0)})
 
 async def _long_compacted_session(store: SessionStore) -> str:
     """More loops than a view lists at first, compacted twice with a one-loop scope."""
-    session = await store.create_session(app_name="audit-page", user_id="u")
-    for index in range(LOOPS_SHOWN + 4):
-        if index:
-            await store.start_loop(session.id)
-        await store.append_messages(session.id, conversation(turns=2))
-        if index in (LOOPS_SHOWN + 1, LOOPS_SHOWN + 3):
-            await compact_session_loops(store, session.id, config=ONE_LOOP)
-    return session.id
+    compact_after = (LOOPS_SHOWN + 1, LOOPS_SHOWN + 3)
+    return await many_loops(store, LOOPS_SHOWN + 4, compact_after=compact_after, config=ONE_LOOP)
 
 
 def test_older_loops_a_view_shares_unfold_when_asked(browser, db_url, tmp_path):

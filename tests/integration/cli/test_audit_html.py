@@ -16,8 +16,7 @@ import pytest
 
 from sessionstore import SessionStore, audit_session
 from sessionstore.cli._render._html import LOOPS_SHOWN
-from tests.factories import conversation
-from tests.integration.cli.audit_pages import HOSTILE, audited_session
+from tests.integration.cli.audit_pages import HOSTILE, audited_session, many_loops
 from tests.integration.cli.runner import fails, ok, with_store
 
 
@@ -177,12 +176,7 @@ def test_the_wheel_ships_the_page_template(tmp_path: Path) -> None:
 
 
 async def _many_loops(store: SessionStore) -> str:
-    session = await store.create_session(app_name="audit-page", user_id="u")
-    for index in range(LOOPS_SHOWN + 6):
-        if index:
-            await store.start_loop(session.id)
-        await store.append_messages(session.id, conversation(turns=2))
-    return session.id
+    return await many_loops(store, LOOPS_SHOWN + 6)
 
 
 def test_a_long_session_folds_its_older_loops_and_links_every_loop_and_turn(
