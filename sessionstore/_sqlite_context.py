@@ -1,7 +1,7 @@
 # ruff: noqa: E501  (the statements' texts are kept as SQLAlchemy compiles them, one line a clause)
 """`context`, `sessions show`, `export` and `audit` on a SQLite file without SQLAlchemy, on `sqlite3`.
 
-A context read (`_context_source.read_context`, the same function the store runs), a
+A context read (`_context_read.read_context`, the same function the store runs), a
 session's usage (`_usage_read.session_usage`, likewise) and a session's raw history a
 page at a time (`FileHistory`, with the store's paging, `_history_pages`) ask their
 source for named statements; here each one is the store's statement compiled for SQLite
@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any, TypeVar
 
+from sessionstore._context_read import read_context
 from sessionstore._context_source import (
     DEFAULT_OVERLAY,
     SessionKey,
@@ -42,7 +43,6 @@ from sessionstore._context_source import (
     load_blocks,
     loop_row,
     newest_digest,
-    read_context,
     resolve_loop,
     visible_session,
 )

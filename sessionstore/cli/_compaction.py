@@ -364,7 +364,7 @@ def _file_context(
 ) -> tuple[BuiltContext, LoopNumbers] | None:
     """`context` on a SQLite file read without SQLAlchemy, or None (see `_sqlite_context`).
 
-    The same read (`_context_source.read_context`) and the same build (`built_from`) as
+    The same read (`_context_read.read_context`) and the same build (`built_from`) as
     through the store, with the same checks in the same order, so the same output and
     errors; None for any other URL or a file the store must read.
     """

@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 from pydantic import JsonValue, TypeAdapter
 from sqlalchemy import Connection
 
+from sessionstore._context_read import read_context as read_sources
 from sessionstore._context_source import check_read
-from sessionstore._context_source import read_context as read_sources
 from sessionstore._items import ContextSources
 from sessionstore._scope import ChainEntry
 from sessionstore.config import CompactionScope

@@ -37,18 +37,11 @@ from sqlalchemy import (
     type_coerce,
 )
 
+from sessionstore.store._chain_walk import chain_step, walk_form
 from sessionstore.store._nul import NulSafeJSONText
 from sessionstore.store._plain import is_citus, rows_of
 from sessionstore.store._sessions import SessionKey, visible_session
-from sessionstore.store._statements import (
-    SESSION_WHERE,
-    chain_step,
-    keyed,
-    loops,
-    messages,
-    sessions,
-    walk_form,
-)
+from sessionstore.store._statements import SESSION_WHERE, keyed, loops, messages, sessions
 from sessionstore.store._tables import KEY_COLUMNS
 
 __all__ = ["ChainStrings", "chain_strings"]

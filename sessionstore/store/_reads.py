@@ -16,12 +16,14 @@ from sqlalchemy import BigInteger, Connection, cast, extract, literal_column
 
 from sessionstore import _context_source as source
 from sessionstore import _history_pages as pages
+from sessionstore._context_read import blocks_of, scoped_chain
 from sessionstore._loop_messages import LoopMessages
 from sessionstore._scope import ChainEntry
 from sessionstore.config import CompactionScope
 from sessionstore.models import LoopRecord, SessionDigest, StoredMessage
 from sessionstore.store import _statements as sql
 from sessionstore.store._blocks import current_blocks, newest_digest
+from sessionstore.store._chain_walk import db_walk_form, select_chain_counts, select_history
 from sessionstore.store._plain import is_citus, read_plain
 from sessionstore.store._sessions import SessionKey, resolve_loop, visible_session
 from sessionstore.store._source import StoreSource
@@ -105,7 +107,7 @@ def chain_in_scope(
     head = resolve_loop(db, key, loop_id)
     if head is None:
         return []
-    entries, earlier, _, _, rows = source.scoped_chain(
+    entries, earlier, _, _, rows = scoped_chain(
         StoreSource(db),
         key,
         head,
@@ -118,7 +120,7 @@ def chain_in_scope(
     if not entries:
         return []
     loops = [loop for loop, _ in entries[len(entries) - earlier - 1 :]]
-    blocks = source.blocks_of(StoreSource(db), key, loops, rows, overlay, None, messages=False)
+    blocks = blocks_of(StoreSource(db), key, loops, rows, overlay, None, messages=False)
     return [(loop, blocks.get(loop.id)) for loop in loops]
 
 
@@ -167,7 +169,7 @@ def history(
     One statement joins the messages to the chain's recursive CTE: no loop id is sent
     as a parameter, so a chain of any length reads on every driver.
     """
-    statement = sql.select_history(sql.walk_form(db.dialect.name, is_citus(db)))
+    statement = select_history(db_walk_form(db))
     return _rows(db, statement, {**key.params, "head": head}, key.session_id, decoded=decoded)
 
 
@@ -177,7 +179,7 @@ def chain_counts(db: Connection, key: SessionKey, head: int) -> tuple[array[int]
     Two flat arrays: a chain of a million loops takes 16 MB, not a million models.
     """
     ids, counts = array("q"), array("q")
-    statement = sql.select_chain_counts(sql.walk_form(db.dialect.name, is_citus(db)))
+    statement = select_chain_counts(db_walk_form(db))
     for loop_id, count in db.execute(statement, {**key.params, "head": head}):
         ids.append(loop_id)
         counts.append(count)

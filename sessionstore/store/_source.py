@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, func, select
 
 from sessionstore.store import _statements as sql
+from sessionstore.store._chain_walk import select_chain, select_chain_counts, walk_form
 from sessionstore.store._plain import is_citus
 
 __all__ = ["StoreSource", "statement"]
@@ -112,11 +113,11 @@ _BUILDERS: dict[str, Callable[[], Any]] = {
 
 
 _WALKS: dict[str, Callable[[str], Any]] = {
-    "chain": lambda form: sql.select_chain(False, form),
-    "chain_limited": lambda form: sql.select_chain(True, form),
-    "chain_counts": sql.select_chain_counts,
+    "chain": lambda form: select_chain(False, form),
+    "chain_limited": lambda form: select_chain(True, form),
+    "chain_counts": select_chain_counts,
 }
-"""The statements that walk a chain, by the form of their steps (`sql.walk_form`)."""
+"""The statements that walk a chain, by the form of their steps (`walk_form`)."""
 
 
 @cache
@@ -124,12 +125,12 @@ def statement(name: str, dialect: str, routed: bool = False) -> Any:
     """The store's statement named `name` for `dialect`, built once.
 
     `name` is one of `_context_source.STATEMENTS`; most are the same on every dialect.
-    A chain's walk finds each parent as the database needs (`sql.walk_form`; `routed`:
+    A chain's walk finds each parent as the database needs (`walk_form`; `routed`:
     a Citus database).
     """
     walk = _WALKS.get(name)
     if walk is not None:
-        return walk(sql.walk_form(dialect, routed))
+        return walk(walk_form(dialect, routed))
     by_dialect = _BY_DIALECT.get(name)
     return by_dialect(dialect) if by_dialect is not None else _BUILDERS[name]()
 

@@ -26,12 +26,10 @@ from sqlalchemy import (
     exists,
     func,
     insert,
-    literal,
     literal_column,
     or_,
     select,
     text,
-    true,
     type_coerce,
     update,
 )
@@ -39,7 +37,6 @@ from sqlalchemy import (
 from sessionstore.store._nul import NulSafeJSONText
 
 # The tables, re-exported: the units of work name them `sql.<table>`.
-from sessionstore.store._tables import KEY_COLUMNS
 from sessionstore.store._tables import blocks as blocks
 from sessionstore.store._tables import digests as digests
 from sessionstore.store._tables import events as events
@@ -481,117 +478,6 @@ def select_loop_messages_by_id(active: bool, newest: bool) -> Any:
     if newest:
         return stmt.order_by(columns.position.desc()).limit(bindparam("n"))
     return stmt.order_by(columns.position)
-
-
-def walk_form(dialect: str, routed: bool) -> str:
-    """How a chain walk's step finds the parent on this database (see `chain_step`)."""
-    if routed:
-        return "routed"
-    return "lateral" if dialect == "postgresql" else "plain"
-
-
-def chain_step(walk: Any, form: str) -> tuple[Any, Any, tuple[Any, ...]]:
-    """A chain walk's step: the parent loop of the row before, its FROM clause, and filters.
-
-    Returns `(parent, from_clause, conditions)`; `parent` has the loops table's columns.
-    The parent is found by its id alone (loop ids are unique), which the primary key
-    (`id` first) finds at once. With the session's key in the step too (bound, or taken
-    from the row before), a table whose statistics say a session has one loop (most
-    sessions have one, or the table was never analyzed) got plans that read all the
-    session's loops again at each step: quadratic in the chain's length, half a second a
-    walk at 1,000 loops (`tests/integration/store/test_chain_walk.py`). By `form`
-    (`walk_form`):
-
-    - `plain` (SQLite): a join on the id, a look-up of the rowid;
-    - `lateral` (PostgreSQL): a `LATERAL` subquery of one row (`LIMIT 1`, which the
-      planner does not flatten), so each step is an index look-up: joined, a small or
-      never analyzed table got a hash join that read the whole table at each step;
-    - `routed` (Citus): the join, with the distribution column bound as well, which the
-      coordinator needs to route the walk to the session's shard.
-    """
-    parent = loops.alias("parent")
-    found = parent.c.id == walk.c.parent_loop_id
-    if form == "lateral":
-        row = select(parent).where(found).limit(1).lateral("parent_loop")
-        return row, walk.join(row, true()), ()
-    routed = (parent.c.session_id == bindparam("sid"),) if form == "routed" else ()
-    return parent, walk.join(parent, found), routed
-
-
-def _chain_walk(limited: bool, form: str) -> Any:
-    """The recursive CTE of a chain's loops, from `:head` back to the root (`hops` from 1).
-
-    Each step finds the parent as `chain_step` says for `form`.
-    """
-    walk = (
-        select(
-            loops.c.id,
-            loops.c.parent_loop_id,
-            literal(1).label("hops"),
-            loops.c.depth,
-            *(loops.c[name] for name in KEY_COLUMNS),
-        )
-        .where(loops.c.id == bindparam("head"), *keyed(loops))
-        .cte("chain", recursive=True)
-    )
-    parent, joined, conditions = chain_step(walk, form)
-    step = (
-        select(
-            parent.c.id,
-            parent.c.parent_loop_id,
-            walk.c.hops + 1,
-            parent.c.depth,
-            *(parent.c[name] for name in KEY_COLUMNS),
-        )
-        .select_from(joined)
-        .where(*conditions)
-    )
-    if limited:
-        step = step.where(walk.c.hops < bindparam("limit"))
-    return walk.union_all(step)
-
-
-@cache
-def select_chain(limited: bool, form: str = "plain") -> Any:
-    """Select the loops of the chain ending at `:head`, root first (the newest `:limit`).
-
-    `form`: how the walk's steps find each parent on the database (`walk_form`).
-    """
-    walk = _chain_walk(limited, form)
-    return (
-        select(*LOOP_COLUMNS)
-        .join(walk, walk.c.id == loops.c.id)
-        .where(*keyed(loops))
-        .order_by(loops.c.depth)
-    )
-
-
-@cache
-def select_history(form: str) -> Any:
-    """Every message of the chain ending at `:head`, in order (`form`: see `walk_form`).
-
-    Joined to the chain's recursive CTE, so no loop id is sent as a parameter (a driver's
-    parameter limit does not apply).
-    """
-    chain = _chain_walk(False, form)
-    return (
-        select(*MESSAGE_COLUMNS)
-        .join(chain, chain.c.id == messages.c.loop_id)
-        .where(*keyed(messages))
-        .order_by(chain.c.depth, messages.c.position)
-    )
-
-
-@cache
-def select_chain_counts(form: str) -> Any:
-    """The ids and message counts of the chain ending at `:head`, root first."""
-    chain = _chain_walk(False, form)
-    return (
-        select(loops.c.id, loops.c.message_count)
-        .join(chain, chain.c.id == loops.c.id)
-        .where(*keyed(loops))
-        .order_by(loops.c.depth)
-    )
 
 
 @_lazy

@@ -1,7 +1,7 @@
 """`context` reads a SQLite file without SQLAlchemy, and prints what it prints through the store.
 
 On a plain SQLite file URL the command reads on the standard library's driver
-(`_sqlite_context`): the same read (`_context_source.read_context`) on the store's
+(`_sqlite_context`): the same read (`_context_read.read_context`) on the store's
 statements compiled for SQLite, kept as text. These tests hold each text equal to the
 store's compilation, and the command's output and errors equal to the store's on the
 same file (the demo's compacted session with a second overlay, and a compacted real

@@ -17,14 +17,14 @@ import pytest
 from sqlalchemy import text
 
 from sessionstore import SessionStore, UserMessage, migrate
-from sessionstore.store._engine import make_engine
-from sessionstore.store._payload_reads import select_chain_keys
-from sessionstore.store._statements import (
+from sessionstore.store._chain_walk import (
     select_chain,
     select_chain_counts,
     select_history,
     walk_form,
 )
+from sessionstore.store._engine import make_engine
+from sessionstore.store._payload_reads import select_chain_keys
 
 LOOPS = 300
 
