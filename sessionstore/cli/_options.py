@@ -154,11 +154,22 @@ def read_only_file_uri(url: str) -> str | None:
 
 
 def run(work: Coroutine[Any, Any, _T]) -> _T:
-    """Run one coroutine and turn the errors a user can cause into clean messages."""
+    """Run one coroutine and turn the errors a user can cause into clean messages.
+
+    The result is kept beside the task, not in it: on Python 3.11 `asyncio.run` formats
+    its task, result and all, when it puts the Ctrl-C handler back (twice), and an
+    audit's result takes seconds to format.
+    """
     import asyncio  # here: a command that reads without the store runs no event loop
 
+    results: list[_T] = []
+
+    async def main() -> None:
+        results.append(await work)
+
     with user_errors():
-        return asyncio.run(work)
+        asyncio.run(main())
+    return results[0]
 
 
 @contextlib.contextmanager

@@ -52,3 +52,27 @@ def test_python_m_sessionstore_help():
     assert "Usage:" in result.stdout
     for command in ("db", "import", "export", "sessions"):
         assert command in result.stdout
+
+
+def test_a_commands_result_is_handed_back_without_being_formatted():
+    """`run` returns what the command's coroutine returns, never taking its repr.
+
+    On Python 3.11 `asyncio.run` formats its task, result and all, when it restores the
+    SIGINT handler: the whole audit of a long session, twice (0.4 s of 2.5 s at 1,000 loops).
+    """
+    from sessionstore.cli._options import run
+
+    class Result:
+        formatted = 0
+
+        def __repr__(self) -> str:
+            Result.formatted += 1
+            return "Result()"
+
+    result = Result()
+
+    async def work() -> Result:
+        return result
+
+    assert run(work()) is result
+    assert Result.formatted == 0
