@@ -51,6 +51,7 @@ from sessionstore.models._limits import check_overlay as check_overlay_name
 __all__ = [
     "DEFAULT_OVERLAY",
     "STATEMENTS",
+    "BlockMemo",
     "SessionKey",
     "Source",
     "block_rows",
@@ -300,10 +301,31 @@ def _loops_as_of(
 # ── blocks and digests ─────────────────────────────────────────────────────────
 
 
+BlockMemo = dict[tuple[int, bool], CompactionBlock]
+"""Blocks already loaded, by block id and whether with their replacement messages.
+
+A block's rows are never updated (the database refuses it), so a reader that keeps one
+read transaction may load each block once for all its reads (`FileHistory`'s audit)."""
+
+
 def load_blocks(
-    src: Source, key: SessionKey, rows: Sequence[Any], *, messages: bool = True
+    src: Source,
+    key: SessionKey,
+    rows: Sequence[Any],
+    *,
+    messages: bool = True,
+    memo: BlockMemo | None = None,
 ) -> list[CompactionBlock]:
-    """Return the blocks of block rows, with their sections (and replacement messages)."""
+    """Return the blocks of block rows, with their sections (and replacement messages).
+
+    With `memo`, only the blocks not in it are read, and they are added to it.
+    """
+    if memo is not None:
+        missing = [row for row in rows if (row.id, messages) not in memo]
+        loaded = load_blocks(src, key, missing, messages=messages)
+        for row, block in zip(missing, loaded, strict=True):
+            memo[row.id, messages] = block
+        return [memo[row.id, messages] for row in rows]
     if not rows:
         return []
     params: dict[str, Any] = {**key.params, "blocks": [row.id for row in rows]}
@@ -350,10 +372,11 @@ def current_blocks(
     as_of: datetime | None,
     *,
     messages: bool,
+    memo: BlockMemo | None = None,
 ) -> dict[int, CompactionBlock]:
     """Return the newest block of each loop for `overlay` (written by `as_of`), by loop id."""
     rows = block_rows(src, key, [loop.id for loop in loops], overlay, as_of)
-    loaded = load_blocks(src, key, list(rows.values()), messages=messages)
+    loaded = load_blocks(src, key, list(rows.values()), messages=messages, memo=memo)
     return {block.loop_id: block for block in loaded if block.loop_id is not None}
 
 

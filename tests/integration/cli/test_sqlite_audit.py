@@ -16,12 +16,13 @@ import shutil
 import sqlite3
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sessionstore import SessionStore, SessionStoreError, UserMessage
+from sessionstore import SessionStore, SessionStoreError, UserMessage, compact_session_loops
 from sessionstore._sqlite_context import FileHistory, open_file_history
 from sessionstore.cli._options import read_only_file_uri
 from tests.integration.cli.runner import at_revision, both_paths, cli, ok, store_url
@@ -338,3 +339,112 @@ def test_times_compare_in_utc(demo_file):
 
     assert found == expected
     assert found[0] == "ok"
+
+
+def _moments(ids: dict[str, Any]) -> list[datetime | None]:
+    first = ids["first_block_at"]
+    return [None, first, first - timedelta(microseconds=1), first + timedelta(days=1)]
+
+
+def test_a_readers_reads_in_sequence_answer_as_fresh_ones(demo_file):
+    """One reader keeps the chains and blocks it read; each answer is still a fresh reader's.
+
+    An audit asks the same reader for the chain and its blocks, then the digest, at each
+    moment; each answer must be what a reader opened for that one read says.
+    """
+    path, ids = demo_file
+    asked: list[Read] = []
+    for moment in _moments(ids):
+        for overlay in ("default", "tight"):
+            for loop_id in (ids["loops"][-1], None, ids["loops"][2]):
+                for limit in (None, 2):
+                    asked.append(
+                        partial(
+                            _chain_blocks,
+                            ids["demo"],
+                            loop_id=loop_id,
+                            overlay=overlay,
+                            as_of=moment,
+                            limit=limit,
+                        )
+                    )
+                asked.append(
+                    partial(_digest, ids["demo"], loop_id=loop_id, overlay=overlay, as_of=moment)
+                )
+    asked.append(partial(_block_history, ids["demo"], ids["loops"][-1]))
+
+    uri = read_only_file_uri(f"sqlite+aiosqlite:///{path}")
+    assert uri is not None
+    with open_file_history(uri, timeout=5) as history:
+        assert history is not None
+        in_sequence = [asyncio.run(read(history)) for read in asked]
+    fresh = [_both_reads(path, read)[0] for read in asked]
+
+    assert [("ok", found) for found in in_sequence] == fresh
+    assert any(block is not None for _, block in in_sequence[0])
+
+
+def test_a_reader_reads_each_block_once_a_snapshot(demo_file):
+    """The blocks of an audit's moments are read once: a block's rows never change."""
+    path, ids = demo_file
+    uri = read_only_file_uri(f"sqlite+aiosqlite:///{path}")
+    assert uri is not None
+    statements: list[str] = []
+    last = ids["loops"][-1]
+    with open_file_history(uri, timeout=5) as history:
+        assert history is not None
+        history._db.set_trace_callback(statements.append)
+        for moment in _moments(ids) * 2:
+            asyncio.run(history.chain_blocks(ids["demo"], loop_id=last, as_of=moment))
+            asyncio.run(history.get_digest(ids["demo"], loop_id=last, as_of=moment))
+    sections = [s for s in statements if "FROM sessionstore_section_messages" in s]
+    chains = [s for s in statements if "WITH RECURSIVE" in s]
+
+    assert len(sections) == 1  # the first moment's blocks; every later moment shows some of them
+    assert len(chains) == len(_moments(ids))  # each moment's chain once, for both reads
+
+
+def test_a_new_read_transaction_forgets_what_the_last_one_read(demo_file, tmp_path):
+    """`iter_history` takes a read transaction a page; what was written meanwhile then shows."""
+    source, ids = demo_file
+    path = tmp_path / "snapshot.db"
+    shutil.copyfile(source, path)
+    uri = read_only_file_uri(f"sqlite+aiosqlite:///{path}")
+    assert uri is not None
+
+    async def write_meanwhile() -> None:
+        async with SessionStore.from_url(f"sqlite+aiosqlite:///{path}") as store:
+            await store.append_messages(ids["demo"], [UserMessage(content="meanwhile")])
+            await compact_session_loops(store, ids["demo"], max_context_tokens=500, overlay="new")
+
+    async def drain(history: FileHistory) -> None:
+        async for _ in history.iter_history(ids["demo"], chunk_size=10):
+            pass
+
+    def read(reader: Any) -> Any:
+        return reader.chain_blocks(ids["demo"], overlay="new")
+
+    with open_file_history(uri, timeout=5) as history:
+        assert history is not None
+        before = asyncio.run(history.chain_blocks(ids["demo"]))
+        asyncio.run(write_meanwhile())
+        unchanged = asyncio.run(history.chain_blocks(ids["demo"]))
+        asyncio.run(drain(history))
+        after = asyncio.run(read(history))
+
+    assert unchanged == before
+    assert ("ok", after) == _both_reads(path, read)[0]
+    assert after[-1][0].message_count == before[-1][0].message_count + 1
+    assert any(block is not None for _, block in after)
+
+
+async def _chain_blocks(session_id: str, reader: Any, **options: Any) -> Any:
+    return await reader.chain_blocks(session_id, **options)
+
+
+async def _digest(session_id: str, reader: Any, **options: Any) -> Any:
+    return await reader.get_digest(session_id, **options)
+
+
+async def _block_history(session_id: str, loop_id: int, reader: Any) -> Any:
+    return await reader.block_history(session_id, loop_id)
