@@ -304,22 +304,34 @@ def test_a_file_at_another_revision_is_left_to_the_store(demo_file, tmp_path):
     assert fast.output == through_store.output
 
 
-def test_one_read_transaction_sees_one_snapshot(demo_file, tmp_path):
-    """The file's reads of an audit share one snapshot: a message appended meanwhile is unseen."""
-    source, ids = demo_file
-    path = tmp_path / "snapshot.db"
+def _copy_of(source: Path, directory: Path) -> tuple[Path, str]:
+    """A copy of the demo's file, to write to, and the URI its reader opens."""
+    path = directory / "snapshot.db"
     shutil.copyfile(source, path)
     uri = read_only_file_uri(f"sqlite+aiosqlite:///{path}")
     assert uri is not None
+    return path, uri
 
-    async def append() -> None:
-        async with SessionStore.from_url(f"sqlite+aiosqlite:///{path}") as store:
-            await store.append_messages(ids["demo"], [UserMessage(content="meanwhile")])
+
+async def _write_meanwhile(path: Path, session_id: str, compact_into: str | None = None) -> None:
+    """Append a message through the store (and compact into the overlay `compact_into`)."""
+    async with SessionStore.from_url(f"sqlite+aiosqlite:///{path}") as store:
+        await store.append_messages(session_id, [UserMessage(content="meanwhile")])
+        if compact_into is not None:
+            await compact_session_loops(
+                store, session_id, max_context_tokens=500, overlay=compact_into
+            )
+
+
+def test_one_read_transaction_sees_one_snapshot(demo_file, tmp_path):
+    """The file's reads of an audit share one snapshot: a message appended meanwhile is unseen."""
+    source, ids = demo_file
+    path, uri = _copy_of(source, tmp_path)
 
     with open_file_history(uri, timeout=5) as history:
         assert history is not None
         before = asyncio.run(history.get_messages(ids["demo"]))
-        asyncio.run(append())
+        asyncio.run(_write_meanwhile(path, ids["demo"]))
         after = asyncio.run(history.get_messages(ids["demo"]))
     assert after == before
 
@@ -407,15 +419,7 @@ def test_a_reader_reads_each_block_once_a_snapshot(demo_file):
 def test_a_new_read_transaction_forgets_what_the_last_one_read(demo_file, tmp_path):
     """`iter_history` takes a read transaction a page; what was written meanwhile then shows."""
     source, ids = demo_file
-    path = tmp_path / "snapshot.db"
-    shutil.copyfile(source, path)
-    uri = read_only_file_uri(f"sqlite+aiosqlite:///{path}")
-    assert uri is not None
-
-    async def write_meanwhile() -> None:
-        async with SessionStore.from_url(f"sqlite+aiosqlite:///{path}") as store:
-            await store.append_messages(ids["demo"], [UserMessage(content="meanwhile")])
-            await compact_session_loops(store, ids["demo"], max_context_tokens=500, overlay="new")
+    path, uri = _copy_of(source, tmp_path)
 
     async def drain(history: FileHistory) -> None:
         async for _ in history.iter_history(ids["demo"], chunk_size=10):
@@ -427,7 +431,7 @@ def test_a_new_read_transaction_forgets_what_the_last_one_read(demo_file, tmp_pa
     with open_file_history(uri, timeout=5) as history:
         assert history is not None
         before = asyncio.run(history.chain_blocks(ids["demo"]))
-        asyncio.run(write_meanwhile())
+        asyncio.run(_write_meanwhile(path, ids["demo"], compact_into="new"))
         unchanged = asyncio.run(history.chain_blocks(ids["demo"]))
         asyncio.run(drain(history))
         after = asyncio.run(read(history))
