@@ -499,25 +499,37 @@ async def audit_snapshots(
     loop_id: int | None = None,
     scope: CompactionScope | None = None,
     max_context_tokens: int = 100_000,
+    moments: int | None = None,
 ) -> list[AuditSnapshot]:
     """Audit every overlay of the chain ending at `loop_id` after each of its compactions.
 
     The overlays are `default` and every name a block of the chain carries, in that order
     (then by name). For each overlay, one snapshot per moment a compaction wrote blocks of
     the chain, oldest first (`audit_session` with `as_of` that moment), then one for now.
+    With `moments`, only the newest `moments` of each overlay's moments, then now: a
+    snapshot audits the whole chain, so a long session compacted many times makes many
+    snapshots of many loops each.
+
+    Raises:
+        ValueError: `moments` is negative.
     """
+    if moments is not None and moments < 0:
+        raise ValueError(f"moments must be at least 0, not {moments}")
     chain = await store.chain_blocks(session_id, loop_id=loop_id)
     written: dict[str, dict[datetime, list[CompactionBlock]]] = {}
     for loop, _ in chain:
         for block in await store.block_history(session_id, loop.id):
             if block.created_at is not None:
-                moments = written.setdefault(block.overlay, {})
-                moments.setdefault(block.created_at, []).append(block)
+                by_moment = written.setdefault(block.overlay, {})
+                by_moment.setdefault(block.created_at, []).append(block)
     snapshots = []
     reused = _Reused(closed={loop.id for loop, _ in chain if loop.closed_at is not None})
     for overlay in sorted({"default", *written}, key=lambda name: (name != "default", name)):
-        moments = written.get(overlay, {})
-        for as_of in [*sorted(moments), None]:
+        written_at = written.get(overlay, {})
+        shown = sorted(written_at)
+        if moments is not None:
+            shown = shown[len(shown) - moments :] if moments else []
+        for as_of in [*shown, None]:
             audit = await _audit_session(
                 store,
                 session_id,
@@ -530,7 +542,7 @@ async def audit_snapshots(
                 only_loop=False,
                 reused=reused,
             )
-            blocks = moments[as_of] if as_of is not None else []
+            blocks = written_at[as_of] if as_of is not None else []
             snapshots.append(AuditSnapshot(overlay, as_of, blocks, audit))
     return snapshots
 

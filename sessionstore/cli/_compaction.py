@@ -425,6 +425,14 @@ def _file_context(
     help="Write the audit as one self-contained web page to FILE (`-` for stdout): every "
     "overlay, after every compaction, with the raw messages beside what the model sees.",
 )
+@click.option(
+    "--moments",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="With --html: only the newest N compactions of each overlay as views, besides "
+    "now (a long session compacted often makes a view per compaction, each with every "
+    "loop of its chain).  [default: every compaction]",
+)
 @json_option()
 @click.option(
     "--redact-secrets",
@@ -442,6 +450,7 @@ def audit(
     scope: Scope | None,
     max_context_tokens: int,
     html_path: Path | None,
+    moments: int | None,
     as_json: bool,
     redact_secrets: bool,
     show_progress: bool | None,
@@ -464,7 +473,10 @@ def audit(
         sessionstore audit 3f2a9c...
         sessionstore audit 3f2a9c... --loop 12 --json
         sessionstore audit 3f2a9c... --html report.html --redact-secrets
+        sessionstore audit 3f2a9c... --html report.html --moments 10
     """
+    if html_path is None and moments is not None:
+        raise click.UsageError("--moments chooses the views of --html; give --html FILE too")
     if html_path is not None:
         if as_json:
             raise click.UsageError("--json contradicts --html")
@@ -476,6 +488,7 @@ def audit(
             scope,
             max_context_tokens,
             html_path,
+            moments=moments,
             redact_secrets=redact_secrets,
             show_progress=show_progress,
         )
@@ -516,6 +529,7 @@ def _write_html_audit(
     max_context_tokens: int,
     path: Path,
     *,
+    moments: int | None,
     redact_secrets: bool,
     show_progress: bool | None,
 ) -> None:
@@ -529,7 +543,12 @@ def _write_html_audit(
         # The overlay asked for must exist, as for the other outputs.
         await store.chain_blocks(session_id, loop_id=loop_id, overlay=overlay, limit=1)
         snapshots = await audit_snapshots(
-            store, session_id, loop_id=loop_id, scope=scope, max_context_tokens=max_context_tokens
+            store,
+            session_id,
+            loop_id=loop_id,
+            scope=scope,
+            max_context_tokens=max_context_tokens,
+            moments=moments,
         )
         return snapshots, numbers
 
@@ -549,7 +568,14 @@ def _write_html_audit(
         return
     views = len(snapshots)
     overlays = len({snapshot.overlay for snapshot in snapshots})
+    which = (
+        "after each compaction, and now"
+        if moments is None
+        else f"after its newest {moments} compaction(s), and now"
+        if moments
+        else "now"
+    )
     click.echo(
-        f"Wrote {path}: {overlays} overlay(s), {views} view(s) (each overlay after each "
-        "compaction, and now). Open it in a browser."
+        f"Wrote {path}: {overlays} overlay(s), {views} view(s) (each overlay {which}). "
+        "Open it in a browser."
     )

@@ -169,6 +169,34 @@ async def test_snapshots_audit_every_overlay_after_every_compaction(store: Sessi
     assert now.audit != snapshots[-1].audit
 
 
+@pytest.mark.parametrize("moments", [0, 1, 2, 5])
+async def test_snapshots_of_the_newest_moments_only(store: SessionStore, moments: int) -> None:
+    """`moments` keeps each overlay's newest compactions, and now; each audit is unchanged."""
+    session_id = await _compacted_session(store, loops=3)
+    await store.start_loop(session_id)
+    await store.append_messages(session_id, conversation(turns=8))
+    await compact_session_loops(store, session_id, config=CONFIG)
+    tight = CONFIG.model_copy(update={"keep_recent_turns": 1})
+    await compact_session_loops(store, session_id, config=tight, overlay="tight")
+    every = await audit_snapshots(store, session_id)
+
+    newest = await audit_snapshots(store, session_id, moments=moments)
+
+    expected = []
+    for overlay in ("default", "tight"):
+        taken = [s for s in every if s.overlay == overlay and s.as_of is not None]
+        now = [s for s in every if s.overlay == overlay and s.as_of is None]
+        expected += [*taken[len(taken) - moments :], *now] if moments else now
+    assert newest == expected
+    assert len(newest) == 2 + min(moments, 2) + min(moments, 1)
+
+
+async def test_snapshots_refuse_a_negative_number_of_moments(store: SessionStore) -> None:
+    session_id = await _compacted_session(store, loops=1)
+    with pytest.raises(ValueError, match="moments must be at least 0"):
+        await audit_snapshots(store, session_id, moments=-1)
+
+
 class _CountingReader:
     """An `AuditReader` that counts, by loop, the message reads it passes to the store."""
 

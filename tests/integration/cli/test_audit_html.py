@@ -130,6 +130,33 @@ def test_html_to_stdout_and_the_options_it_refuses(db_url: str, tmp_path: Path) 
     assert not report.exists()
 
 
+def test_moments_keeps_the_newest_compactions_of_each_overlay(db_url: str, tmp_path: Path) -> None:
+    session_id = audited_session(db_url)
+    report = tmp_path / "report.html"
+
+    out = ok(db_url, "audit", session_id, "--html", str(report), "--moments", "1").stdout
+
+    assert f"Wrote {report}: 2 overlay(s), 4 view(s)" in out
+    assert "after its newest 1 compaction(s), and now" in out
+    page = parse(report.read_text(encoding="utf-8"))
+    views = [attrs for tag, attrs in page.tags if tag == "section" and "data-view" in attrs]
+    assert len(views) == 4
+    only_now = ok(db_url, "audit", session_id, "--html", str(report), "--moments", "0").stdout
+    assert f"Wrote {report}: 2 overlay(s), 2 view(s) (each overlay now)" in only_now
+
+
+def test_moments_needs_html_and_a_count(db_url: str, tmp_path: Path) -> None:
+    session_id = audited_session(db_url)
+
+    alone = fails(db_url, "audit", session_id, "--moments", "2")
+    assert "--moments chooses the views of --html" in alone.stderr
+    negative = fails(
+        db_url, "audit", session_id, "--html", str(tmp_path / "r.html"), "--moments", "-1"
+    )
+    assert "--moments" in negative.stderr
+    assert not (tmp_path / "r.html").exists()
+
+
 def test_the_page_opens_on_the_overlay_asked_for(db_url: str, tmp_path: Path) -> None:
     session_id = audited_session(db_url)
     report = tmp_path / "report.html"
