@@ -50,6 +50,7 @@ from sessionstore.models._limits import check_overlay as check_overlay_name
 
 __all__ = [
     "DEFAULT_OVERLAY",
+    "IDS_PER_STATEMENT",
     "STATEMENTS",
     "BlockMemo",
     "SessionKey",
@@ -61,6 +62,7 @@ __all__ = [
     "check_overlay",
     "check_read",
     "check_session_id",
+    "chunks",
     "first",
     "key_from_tenants",
     "list_loops",
@@ -69,6 +71,7 @@ __all__ = [
     "newest_digest",
     "only_root",
     "resolve_loop",
+    "rows_for_ids",
     "visible_session",
 ]
 
@@ -126,6 +129,34 @@ def first(src: Source, name: str, params: Mapping[str, Any]) -> Any:
     """Return the statement's first row, or None."""
     found = src.rows(name, params)
     return found[0] if found else None
+
+
+IDS_PER_STATEMENT = 5_000
+"""Ids bound in one statement's `IN` list. PostgreSQL's protocol carries at most 32,767
+parameters a statement (asyncpg refuses more), and a chain may hold more loops than that:
+a statement about a chain's loops runs once per this many."""
+
+
+def chunks(ids: Sequence[int]) -> list[list[int]]:
+    """`ids` in lists of at most `IDS_PER_STATEMENT`, in order (none for no ids)."""
+    return [
+        list(ids[start : start + IDS_PER_STATEMENT])
+        for start in range(0, len(ids), IDS_PER_STATEMENT)
+    ]
+
+
+def rows_for_ids(
+    src: Source, name: str, params: Mapping[str, Any], list_name: str, ids: Sequence[int]
+) -> list[Any]:
+    """The rows of `name` with the list parameter `list_name` bound to `ids`, a chunk at a time.
+
+    For a statement whose rows are each about one of the ids (a filter, a group by one
+    of them): the chunks' rows, in the order of the chunks.
+    """
+    found: list[Any] = []
+    for chunk in chunks(ids):
+        found.extend(src.rows(name, {**params, list_name: chunk}))
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,8 +313,9 @@ def _loops_as_of(
     """Return the loops with their cached counters as they were at `as_of`."""
     if not loops:
         return loops
-    params = {**key.params, "loops": [loop.id for loop in loops], "t": as_of}
-    stats = {row[0]: row[1:] for row in src.rows("loop_stats_as_of", params)}
+    params = {**key.params, "t": as_of}
+    found = rows_for_ids(src, "loop_stats_as_of", params, "loops", [loop.id for loop in loops])
+    stats = {row[0]: row[1:] for row in found}
     result = []
     for loop in loops:
         count, tokens, last_turn = stats.get(loop.id, (0, 0, None))
@@ -328,12 +360,13 @@ def load_blocks(
         return [memo[row.id, messages] for row in rows]
     if not rows:
         return []
-    params: dict[str, Any] = {**key.params, "blocks": [row.id for row in rows]}
-    section_rows = src.rows("sections", params)
+    section_rows = rows_for_ids(src, "sections", key.params, "blocks", [row.id for row in rows])
     replacements: dict[int, list[ReplacementMessage]] = {s.id: [] for s in section_rows}
     if section_rows and messages:
-        params = {**key.params, "sections": list(replacements)}
-        for row in src.rows("section_messages", params):
+        # A section's messages come in one chunk, in position order.
+        for row in rows_for_ids(
+            src, "section_messages", key.params, "sections", list(replacements)
+        ):
             replacements[row.section_id].append(replacement_from_text(row))
     by_block: dict[int, dict[str, CompactedSection]] = {}
     for section in section_rows:
@@ -354,11 +387,12 @@ def block_rows(
     """Return the row of the newest block of each loop for `overlay` (written by `as_of`)."""
     if not loop_ids:
         return {}
-    params: dict[str, Any] = {**key.params, "loops": list(loop_ids), "overlay": overlay}
+    params: dict[str, Any] = {**key.params, "overlay": overlay}
     if as_of is not None:
         params["t"] = as_of
+    name = "block_rows_as_of" if as_of is not None else "block_rows"
     newest: dict[int, Any] = {}
-    for row in src.rows("block_rows_as_of" if as_of is not None else "block_rows", params):
+    for row in rows_for_ids(src, name, params, "loops", loop_ids):
         if row.loop_id not in newest or row.generation > newest[row.loop_id].generation:
             newest[row.loop_id] = row
     return newest
@@ -389,12 +423,15 @@ def newest_digest(
 ) -> SessionDigest | None:
     """Return the newest digest of `overlay` written at one of `head_ids` (None: any loop)."""
     params: dict[str, Any] = {**key.params, "overlay": overlay}
-    if head_ids is not None:
-        params["heads"] = list(head_ids)
     if as_of is not None:
         params["t"] = as_of
-    name = "digest_heads" if head_ids is not None else "digest"
-    row = first(src, name + ("_as_of" if as_of is not None else ""), params)
+    suffix = "_as_of" if as_of is not None else ""
+    if head_ids is None:
+        row = first(src, "digest" + suffix, params)
+    else:
+        # The newest of each chunk's newest (the statement takes the highest id).
+        found = rows_for_ids(src, "digest_heads" + suffix, params, "heads", head_ids)
+        row = max(found, key=lambda candidate: candidate.id, default=None)
     return None if row is None else digest_model(row)
 
 
