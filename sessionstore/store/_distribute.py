@@ -26,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sessionstore.errors import SchemaError
 from sessionstore.store._schema import VERSION_TABLE, _connection, check
-from sessionstore.store._tables import metadata
+from sessionstore.store._tables import LOOP_ID_INDEX, metadata
 
 __all__ = ["DISTRIBUTION_COLUMNS", "REFERENCE_TABLES", "Distribution", "distribute"]
 
@@ -138,6 +138,8 @@ def _distribute(db: Connection, shard_count: int | None) -> Distribution:
     db.execute(text("SET LOCAL citus.multi_shard_modify_mode = 'sequential'"))
     missing = [table for table in DISTRIBUTION_COLUMNS if table not in known]
     if missing:
+        # A unique index without the distribution column cannot be distributed (0015).
+        db.execute(text(f"DROP INDEX IF EXISTS {LOOP_ID_INDEX}"))
         keys = _foreign_keys(db)
         for table, name, _ in keys:
             db.execute(text(f'ALTER TABLE {table} DROP CONSTRAINT "{name}"'))

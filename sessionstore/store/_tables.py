@@ -78,6 +78,7 @@ from sessionstore.store._types import (
 
 __all__ = [
     "KEY_COLUMNS",
+    "LOOP_ID_INDEX",
     "block_model",
     "blocks",
     "decoded_models",
@@ -428,7 +429,8 @@ def include_object(
     if type_ == "column":
         return name != "search_vector"
     if type_ == "index":
-        return not name.endswith("_search")
+        # PostgreSQL only (migration 0015): SQLite's loop id is its rowid already.
+        return not name.endswith("_search") and name != LOOP_ID_INDEX
     if type_ == "unique_constraint":
         if name == _POSITION and _sqlite_position(obj, compare_to):
             return False  # SQLite's is (loop_id, position) alone (migration 0011)
@@ -438,6 +440,9 @@ def include_object(
 
 
 _POSITION = "uq_sessionstore_messages_position"
+
+LOOP_ID_INDEX = "uq_sessionstore_loops_id"
+"""PostgreSQL's unique index on the loops' `id` alone (migration 0015; not on Citus)."""
 
 
 def _sqlite_position(*constraints: object) -> bool:

@@ -60,7 +60,7 @@ def _diff(connection: Any) -> list[Any]:
     return list(compare_metadata(context, schema_metadata()))
 
 
-HEAD = "0014_json_message_payload"
+HEAD = "0015_loop_id_key"
 
 
 def _tables(connection: Any) -> set[str]:
