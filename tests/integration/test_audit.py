@@ -132,13 +132,19 @@ async def test_a_summarised_follow_up_request_is_pinned_and_counted(store: Sessi
     assert audit.context_tokens == context.tokens
 
 
-async def test_snapshots_audit_every_overlay_after_every_compaction(store: SessionStore) -> None:
+async def _two_overlays(store: SessionStore) -> str:
+    """Four loops compacted twice in `default` and once in `tight`."""
     session_id = await _compacted_session(store, loops=3)
     await store.start_loop(session_id)
     await store.append_messages(session_id, conversation(turns=8))
     await compact_session_loops(store, session_id, config=CONFIG)
     tight = CONFIG.model_copy(update={"keep_recent_turns": 1})
     await compact_session_loops(store, session_id, config=tight, overlay="tight")
+    return session_id
+
+
+async def test_snapshots_audit_every_overlay_after_every_compaction(store: SessionStore) -> None:
+    session_id = await _two_overlays(store)
 
     snapshots = await audit_snapshots(store, session_id)
 
@@ -172,12 +178,7 @@ async def test_snapshots_audit_every_overlay_after_every_compaction(store: Sessi
 @pytest.mark.parametrize("moments", [0, 1, 2, 5])
 async def test_snapshots_of_the_newest_moments_only(store: SessionStore, moments: int) -> None:
     """`moments` keeps each overlay's newest compactions, and now; each audit is unchanged."""
-    session_id = await _compacted_session(store, loops=3)
-    await store.start_loop(session_id)
-    await store.append_messages(session_id, conversation(turns=8))
-    await compact_session_loops(store, session_id, config=CONFIG)
-    tight = CONFIG.model_copy(update={"keep_recent_turns": 1})
-    await compact_session_loops(store, session_id, config=tight, overlay="tight")
+    session_id = await _two_overlays(store)
     every = await audit_snapshots(store, session_id)
 
     newest = await audit_snapshots(store, session_id, moments=moments)
