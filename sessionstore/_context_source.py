@@ -110,7 +110,7 @@ STATEMENTS = (
 )
 """The statements a context read runs, by name (the parameters each takes: its callers here),
 the two of a session's usage (`_usage_read`), the two of its raw history a page at a
-time and a loop's every block (`_sqlite_context.FileHistory`, for `export` and `audit`).
+time and a loop's every block (`_file_history.FileHistory`, for `export` and `audit`).
 
 A parameter that is a list (`loops`, `heads`, `blocks`, `sections`) is an `IN` list
 expanded when the statement runs.

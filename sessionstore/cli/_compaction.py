@@ -41,7 +41,7 @@ from sessionstore.cli._render import print_json
 if TYPE_CHECKING:
     from sessionstore import BuiltContext, CompactionResult, SessionAudit, SessionStore
     from sessionstore._audit import AuditSnapshot
-    from sessionstore._sqlite_context import FileHistory
+    from sessionstore._file_history import FileHistory
     from sessionstore.cli._render import ContextFormat
     from sessionstore.cli._render._loops import LoopNumbers
     from sessionstore.models import LoopRecord

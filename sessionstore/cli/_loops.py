@@ -9,7 +9,7 @@ from sessionstore.errors import LoopNotFoundError
 
 if TYPE_CHECKING:
     from sessionstore import SessionStore
-    from sessionstore._sqlite_context import FileHistory
+    from sessionstore._file_history import FileHistory
     from sessionstore.models import LoopRecord
 
 __all__ = ["numbered", "session_loops"]

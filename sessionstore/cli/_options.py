@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import URL
 
     from sessionstore import SessionStore
-    from sessionstore._sqlite_context import FileHistory
+    from sessionstore._file_history import FileHistory
 
 __all__ = [
     "AS_OF",
@@ -225,13 +225,13 @@ def run_read(
     """Run `work` on a SQLite file read without SQLAlchemy, or else on the store, read-only.
 
     On a plain SQLite file at the newest revision, `work` gets the file's reader
-    (`_sqlite_context.FileHistory`), which answers what `export` and `audit` ask as the
+    (`_file_history.FileHistory`), which answers what `export` and `audit` ask as the
     store does; any other URL or file is read through the store (which says what is
     wrong with it).
     """
     uri = read_only_file_uri(settings.url)
     if uri is not None:
-        from sessionstore._sqlite_context import open_file_history
+        from sessionstore._file_history import open_file_history
 
         with open_file_history(uri, timeout=settings.lock_timeout) as history:
             if history is not None:

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
         SessionStore,
         SessionUsage,
     )
-    from sessionstore._sqlite_context import FileHistory
+    from sessionstore._file_history import FileHistory
 
 __all__ = ["export", "import_", "sessions"]
 

@@ -1,7 +1,7 @@
 """`audit` reads a SQLite file without SQLAlchemy and prints what the store path prints.
 
 On a plain SQLite file URL the command reads the chain, its blocks, its digest and its
-loops' raw messages on the standard library's driver (`_sqlite_context.FileHistory`):
+loops' raw messages on the standard library's driver (`_file_history.FileHistory`):
 the store's functions on the store's statements compiled for SQLite, with the store's
 checks in the store's order. These tests hold each read, the output (text, `--json`,
 `--html`) and the errors equal to the store's on the same file.
@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from sessionstore import SessionStore, SessionStoreError, UserMessage, compact_session_loops
-from sessionstore._sqlite_context import FileHistory, open_file_history
+from sessionstore._file_history import FileHistory, open_file_history
 from sessionstore.cli._options import read_only_file_uri
 from tests.integration.cli.runner import at_revision, both_paths, cli, ok, store_url
 

@@ -1,7 +1,7 @@
 """`export` reads a SQLite file without SQLAlchemy and writes what the store path writes.
 
 On a plain SQLite file URL the command reads the session and its raw history on the
-standard library's driver (`_sqlite_context.FileHistory`): the store's functions on the
+standard library's driver (`_file_history.FileHistory`): the store's functions on the
 store's statements compiled for SQLite, a page at a time as the store's `iter_history`
 pages (`_history_pages`). These tests hold the pages, the output and the errors equal to
 the store's on the same file.
@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from sessionstore import SessionStore, SessionStoreError, UserMessage
-from sessionstore._sqlite_context import FileHistory, open_file_history
+from sessionstore._file_history import FileHistory, open_file_history
 from sessionstore.cli._options import read_only_file_uri
 from tests.integration.cli.runner import at_revision, both_paths, cli, ok, store_url
 
