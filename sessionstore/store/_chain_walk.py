@@ -9,6 +9,7 @@ parent a step; how a step finds the parent depends on the database (`walk_form`,
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any
 
@@ -30,6 +31,7 @@ __all__ = [
     "select_chain",
     "select_chain_counts",
     "select_history",
+    "walk_back",
     "walk_form",
 ]
 
@@ -74,37 +76,57 @@ def chain_step(walk: Any, form: str) -> tuple[Any, Any, tuple[Any, ...]]:
     return parent, walk.join(parent, found), routed
 
 
-def _chain_walk(limited: bool, form: str) -> Any:
-    """The recursive CTE of a chain's loops, from `:head` back to the root (`hops` from 1).
+def walk_back(
+    name: str,
+    start: Any,
+    form: str,
+    first: Sequence[Any],
+    then: Callable[[Any, Any], Sequence[Any]],
+    until: Callable[[Any], Any] | None = None,
+) -> Any:
+    """The recursive CTE `name` of a chain's loops, from the loop `start` back to the root.
 
-    Each step finds the parent as `chain_step` says for `form`.
+    Each row is a loop's `id` and `parent_loop_id`, the columns `first` (the start's) or
+    `then(walk, parent)` (each parent's, from the row before), and the session's key. A
+    step finds the parent as `chain_step` says for `form`; with `until(walk)`, only from a
+    row that meets it.
     """
     walk = (
         select(
             loops.c.id,
             loops.c.parent_loop_id,
-            literal(1).label("hops"),
-            loops.c.depth,
-            *(loops.c[name] for name in KEY_COLUMNS),
+            *first,
+            *(loops.c[key] for key in KEY_COLUMNS),
         )
-        .where(loops.c.id == bindparam("head"), *keyed(loops))
-        .cte("chain", recursive=True)
+        .where(loops.c.id == start, *keyed(loops))
+        .cte(name, recursive=True)
     )
     parent, joined, conditions = chain_step(walk, form)
     step = (
         select(
             parent.c.id,
             parent.c.parent_loop_id,
-            walk.c.hops + 1,
-            parent.c.depth,
-            *(parent.c[name] for name in KEY_COLUMNS),
+            *then(walk, parent),
+            *(parent.c[key] for key in KEY_COLUMNS),
         )
         .select_from(joined)
         .where(*conditions)
     )
-    if limited:
-        step = step.where(walk.c.hops < bindparam("limit"))
+    if until is not None:
+        step = step.where(until(walk))
     return walk.union_all(step)
+
+
+def _chain_walk(limited: bool, form: str) -> Any:
+    """The chain's loops from `:head` back to the root, with `hops` from 1 (`walk_back`)."""
+    return walk_back(
+        "chain",
+        bindparam("head"),
+        form,
+        (literal(1).label("hops"), loops.c.depth),
+        lambda walk, parent: (walk.c.hops + 1, parent.c.depth),
+        (lambda walk: walk.c.hops < bindparam("limit")) if limited else None,
+    )
 
 
 @cache

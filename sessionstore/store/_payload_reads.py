@@ -37,12 +37,11 @@ from sqlalchemy import (
     type_coerce,
 )
 
-from sessionstore.store._chain_walk import chain_step, walk_form
+from sessionstore.store._chain_walk import walk_back, walk_form
 from sessionstore.store._nul import NulSafeJSONText
 from sessionstore.store._plain import is_citus, rows_of
 from sessionstore.store._sessions import SessionKey, visible_session
 from sessionstore.store._statements import SESSION_WHERE, keyed, loops, messages, sessions
-from sessionstore.store._tables import KEY_COLUMNS
 
 __all__ = ["ChainStrings", "chain_strings"]
 
@@ -64,37 +63,21 @@ _PAYLOAD_TEXT = type_coerce(cast(messages.c.payload, Text), NulSafeJSONText())
 
 
 def _walk(newest: bool, form: str) -> Any:
-    """The chain's loops from the active loop back to the root (steps: `chain_step`).
+    """The chain's loops from the active loop back to the root (`walk_back`).
 
     With `newest`, the walk stops at the first loop where the messages counted so far
     (`total`, from the loops' `message_count`) reach `:n`: older loops hold none of the
     newest `:n`.
     """
     active = select(sessions.c.active_loop_id).where(*SESSION_WHERE).scalar_subquery()
-    walk = (
-        select(
-            loops.c.id,
-            loops.c.parent_loop_id,
-            loops.c.message_count.label("total"),
-            *(loops.c[name] for name in KEY_COLUMNS),
-        )
-        .where(loops.c.id == active, *keyed(loops))
-        .cte("payload_chain", recursive=True)
+    return walk_back(
+        "payload_chain",
+        active,
+        form,
+        (loops.c.message_count.label("total"),),
+        lambda walk, parent: (walk.c.total + parent.c.message_count,),
+        (lambda walk: walk.c.total < bindparam("n")) if newest else None,
     )
-    parent, joined, conditions = chain_step(walk, form)
-    step = (
-        select(
-            parent.c.id,
-            parent.c.parent_loop_id,
-            walk.c.total + parent.c.message_count,
-            *(parent.c[name] for name in KEY_COLUMNS),
-        )
-        .select_from(joined)
-        .where(*conditions)
-    )
-    if newest:
-        step = step.where(walk.c.total < bindparam("n"))
-    return walk.union_all(step)
 
 
 def _string_at(dialect: str, path: tuple[str, ...]) -> Any:
