@@ -177,6 +177,21 @@ class SessionAudit:
         return shown + (digest_tokens(self.digest) if self.digest is not None else 0)
 
     @property
+    def digested_loop_ids(self) -> list[int]:
+        """The loops the digest stands for, root first (none without a digest).
+
+        They are the chain's loops from the root through the digest's `through_loop_id`. A
+        digest folds the loops after those of the digest it extends (`extends_id`),
+        through its `through_loop_id`, and the first digest folds from the root: together,
+        the chain's loops up to that one.
+        """
+        if self.digest is None:
+            return []
+        ids = [loop.loop.id for loop in self.loops]
+        through = self.digest.through_loop_id
+        return ids[: ids.index(through) + 1] if through in ids else []
+
+    @property
     def ratio(self) -> float:
         """`context_tokens / raw_tokens` (0 for an empty session)."""
         return self.context_tokens / self.raw_tokens if self.raw_tokens else 0.0
@@ -194,7 +209,7 @@ class SessionAudit:
             else {
                 "id": self.digest.id,
                 "through_loop_id": self.digest.through_loop_id,
-                "folded_loop_ids": [loop_id for loop_id, _ in self.digest.folded],
+                "folded_loop_ids": self.digested_loop_ids,
                 "tokens": digest_tokens(self.digest),
                 "summary": self.digest.message.summary,
             },

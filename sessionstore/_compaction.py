@@ -381,8 +381,8 @@ async def _compact_once(
         )
         if digest is not None:
             notes.append(
-                f"Session digest: {len(digest.folded)} earlier loop(s) before the scope, "
-                f"{digest.token_count:,} tokens."
+                f"Session digest: {len(digest.folded)} more loop(s) before the scope "
+                f"folded in, {digest.token_count:,} tokens."
             )
         feedback = compaction_feedback(
             before, after, noop=not blocks and digest is None, notes=notes
@@ -445,7 +445,9 @@ async def _next_digest(
 
     The loops of the chain before the scope that the previous digest does not fold yet
     are folded into it (an iterative update of the previous digest, as seed 003 does),
-    so the original task and the key facts survive any number of loops.
+    so the original task and the key facts survive any number of loops. The new digest
+    names the loops it folded and the digest it extends: what a compaction writes does
+    not grow with the chain.
     """
     prior, pending = await store.digest_inputs(
         session_id, first_in_scope=first_in_scope.id, loop_id=current.id, overlay=overlay
@@ -474,10 +476,8 @@ async def _next_digest(
         overlay=overlay,
         head_loop_id=current.id,
         through_loop_id=pending[-1].id,
-        folded=[
-            *(prior.folded if prior else []),
-            *((loop.id, loop.message_count) for loop in pending),
-        ],
+        folded=[(loop.id, loop.message_count) for loop in pending],
+        extends_id=None if prior is None else prior.id,
         message=message,
         token_count=message_tokens(message),
         details={

@@ -58,6 +58,7 @@ __all__ = [
     "block_rows",
     "chain",
     "chain_as_of",
+    "chain_digest",
     "check_aware",
     "check_overlay",
     "check_read",
@@ -433,6 +434,46 @@ def newest_digest(
         found = rows_for_ids(src, "digest_heads" + suffix, params, "heads", head_ids)
         row = max(found, key=lambda candidate: candidate.id, default=None)
     return None if row is None else digest_model(row)
+
+
+DIGEST_WINDOW = 64
+"""The chain's newest loops `chain_digest` reads first (then eight times more each try)."""
+
+
+def chain_digest(
+    src: Source,
+    key: SessionKey,
+    head: int,
+    overlay: str,
+    as_of: datetime | None,
+    *,
+    reach: Sequence[int] = (),
+) -> tuple[SessionDigest | None, list[LoopRecord], bool]:
+    """Return the chain's newest digest, its newest loops, and whether they are all of it.
+
+    The chain's digest is the newest written at one of its loops (by `as_of`). The loops
+    returned end at `head` and hold the digest's `through_loop_id` and every loop of
+    `reach` on the chain (or are the whole chain). The session's newest digest is looked
+    at first: written at one of the chain's newest loops, as every compaction of a chain
+    that did not branch writes it, it is the chain's, and only the loops back to the last
+    it folds are read, however long the chain. Otherwise (another branch's, or none) the
+    window grows to the whole chain.
+    """
+    newest = newest_digest(src, key, overlay, None, as_of)
+    if newest is None:
+        return None, [], False
+    wanted = {newest.head_loop_id, newest.through_loop_id, *reach}
+    limit = DIGEST_WINDOW
+    while True:
+        loops, complete = chain_as_of(src, key, head, limit, as_of)
+        ids = {loop.id for loop in loops}
+        if wanted <= ids:
+            return newest, loops, complete
+        if complete:
+            if newest.head_loop_id in ids:
+                return newest, loops, True
+            return newest_digest(src, key, overlay, list(ids), as_of), loops, True
+        limit *= 8
 
 
 def check_overlay(src: Source, key: SessionKey, overlay: str) -> None:

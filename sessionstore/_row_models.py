@@ -130,8 +130,8 @@ def block_model(row: Any, sections: Mapping[str, CompactedSection]) -> Compactio
 def digest_model(row: Any) -> SessionDigest:
     """Build a `SessionDigest` from a digests row whose `folded` was read as JSON text.
 
-    `folded` names every loop the digest stands for (thousands on a long chain); it is
-    decoded the first time it is used, which a resume never does.
+    `folded` names the loops the digest folded itself; it is decoded the first time it is
+    used, which a resume never does.
     """
     digest = SessionDigest.model_construct(
         id=row.id,
@@ -139,6 +139,7 @@ def digest_model(row: Any) -> SessionDigest:
         overlay=row.overlay,
         head_loop_id=row.head_loop_id,
         through_loop_id=row.through_loop_id,
+        extends_id=row.extends_id,
         message=CompactionSummaryMessage.model_validate(row.payload, context=STORED),
         token_count=row.token_count,
         details=row.details,

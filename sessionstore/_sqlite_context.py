@@ -309,36 +309,36 @@ STATEMENTS: dict[str, tuple[str, dict[str, Any], str]] = {
         "----------j--t",
     ),
     "digest": (
-        "SELECT sessionstore_digests.id, sessionstore_digests.session_id, sessionstore_digests.app_name, sessionstore_digests.user_id, sessionstore_digests.overlay, sessionstore_digests.head_loop_id, sessionstore_digests.through_loop_id, CAST(sessionstore_digests.folded AS TEXT) AS folded, sessionstore_digests.payload, sessionstore_digests.token_count, sessionstore_digests.details, sessionstore_digests.created_at \n"
+        "SELECT sessionstore_digests.id, sessionstore_digests.session_id, sessionstore_digests.app_name, sessionstore_digests.user_id, sessionstore_digests.overlay, sessionstore_digests.head_loop_id, sessionstore_digests.through_loop_id, CAST(sessionstore_digests.folded AS TEXT) AS folded, sessionstore_digests.payload, sessionstore_digests.token_count, sessionstore_digests.details, sessionstore_digests.created_at, sessionstore_digests.extends_id \n"
         "FROM sessionstore_digests \n"
         "WHERE sessionstore_digests.session_id = :sid AND sessionstore_digests.app_name = :app AND sessionstore_digests.user_id = :user AND sessionstore_digests.overlay = :overlay ORDER BY sessionstore_digests.id DESC\n"
         " LIMIT :param_1 OFFSET :param_2",
         {"param_1": 1, "param_2": 0},
-        "--------j-jt",
+        "--------j-jt-",
     ),
     "digest_as_of": (
-        "SELECT sessionstore_digests.id, sessionstore_digests.session_id, sessionstore_digests.app_name, sessionstore_digests.user_id, sessionstore_digests.overlay, sessionstore_digests.head_loop_id, sessionstore_digests.through_loop_id, CAST(sessionstore_digests.folded AS TEXT) AS folded, sessionstore_digests.payload, sessionstore_digests.token_count, sessionstore_digests.details, sessionstore_digests.created_at \n"
+        "SELECT sessionstore_digests.id, sessionstore_digests.session_id, sessionstore_digests.app_name, sessionstore_digests.user_id, sessionstore_digests.overlay, sessionstore_digests.head_loop_id, sessionstore_digests.through_loop_id, CAST(sessionstore_digests.folded AS TEXT) AS folded, sessionstore_digests.payload, sessionstore_digests.token_count, sessionstore_digests.details, sessionstore_digests.created_at, sessionstore_digests.extends_id \n"
         "FROM sessionstore_digests \n"
         "WHERE sessionstore_digests.session_id = :sid AND sessionstore_digests.app_name = :app AND sessionstore_digests.user_id = :user AND sessionstore_digests.overlay = :overlay AND sessionstore_digests.created_at <= :t ORDER BY sessionstore_digests.id DESC\n"
         " LIMIT :param_1 OFFSET :param_2",
         {"param_1": 1, "param_2": 0},
-        "--------j-jt",
+        "--------j-jt-",
     ),
     "digest_heads": (
-        "SELECT sessionstore_digests.id, sessionstore_digests.session_id, sessionstore_digests.app_name, sessionstore_digests.user_id, sessionstore_digests.overlay, sessionstore_digests.head_loop_id, sessionstore_digests.through_loop_id, CAST(sessionstore_digests.folded AS TEXT) AS folded, sessionstore_digests.payload, sessionstore_digests.token_count, sessionstore_digests.details, sessionstore_digests.created_at \n"
+        "SELECT sessionstore_digests.id, sessionstore_digests.session_id, sessionstore_digests.app_name, sessionstore_digests.user_id, sessionstore_digests.overlay, sessionstore_digests.head_loop_id, sessionstore_digests.through_loop_id, CAST(sessionstore_digests.folded AS TEXT) AS folded, sessionstore_digests.payload, sessionstore_digests.token_count, sessionstore_digests.details, sessionstore_digests.created_at, sessionstore_digests.extends_id \n"
         "FROM sessionstore_digests \n"
         "WHERE sessionstore_digests.session_id = :sid AND sessionstore_digests.app_name = :app AND sessionstore_digests.user_id = :user AND sessionstore_digests.overlay = :overlay AND sessionstore_digests.head_loop_id IN (__[POSTCOMPILE_heads]) ORDER BY sessionstore_digests.id DESC\n"
         " LIMIT :param_1 OFFSET :param_2",
         {"param_1": 1, "param_2": 0},
-        "--------j-jt",
+        "--------j-jt-",
     ),
     "digest_heads_as_of": (
-        "SELECT sessionstore_digests.id, sessionstore_digests.session_id, sessionstore_digests.app_name, sessionstore_digests.user_id, sessionstore_digests.overlay, sessionstore_digests.head_loop_id, sessionstore_digests.through_loop_id, CAST(sessionstore_digests.folded AS TEXT) AS folded, sessionstore_digests.payload, sessionstore_digests.token_count, sessionstore_digests.details, sessionstore_digests.created_at \n"
+        "SELECT sessionstore_digests.id, sessionstore_digests.session_id, sessionstore_digests.app_name, sessionstore_digests.user_id, sessionstore_digests.overlay, sessionstore_digests.head_loop_id, sessionstore_digests.through_loop_id, CAST(sessionstore_digests.folded AS TEXT) AS folded, sessionstore_digests.payload, sessionstore_digests.token_count, sessionstore_digests.details, sessionstore_digests.created_at, sessionstore_digests.extends_id \n"
         "FROM sessionstore_digests \n"
         "WHERE sessionstore_digests.session_id = :sid AND sessionstore_digests.app_name = :app AND sessionstore_digests.user_id = :user AND sessionstore_digests.overlay = :overlay AND sessionstore_digests.head_loop_id IN (__[POSTCOMPILE_heads]) AND sessionstore_digests.created_at <= :t ORDER BY sessionstore_digests.id DESC\n"
         " LIMIT :param_1 OFFSET :param_2",
         {"param_1": 1, "param_2": 0},
-        "--------j-jt",
+        "--------j-jt-",
     ),
     "sections": (
         "SELECT sessionstore_block_sections.id, sessionstore_block_sections.session_id, sessionstore_block_sections.app_name, sessionstore_block_sections.user_id, sessionstore_block_sections.block_id, sessionstore_block_sections.kind, sessionstore_block_sections.start_turn, sessionstore_block_sections.end_turn \n"

@@ -550,8 +550,13 @@ class SessionDigest(_LazyRecord):
     through_loop_id: int
     """The newest loop it folds; the loops after it are shown by their own blocks."""
     folded: list[tuple[int, int]] = Field(default_factory=list)
-    """Provenance: `(loop_id, messages folded)` for each loop folded in, oldest first
-    (carried forward from the previous digest)."""
+    """Provenance: `(loop_id, messages folded)` for each loop this digest folded in itself,
+    oldest first. The loops it stands for are those of the digest it extends
+    (`extends_id`), then these: the chain's loops from the root through
+    `through_loop_id`."""
+    extends_id: int | None = None
+    """The digest (of the same session and overlay) this one updated; None for the first.
+    A digest written before migration 0016 has none and lists every loop it folds."""
     message: CompactionSummaryMessage
     """The digest, as a summary message."""
     token_count: Annotated[NonNegativeInt, Count]

@@ -115,7 +115,8 @@ class BlockMethods(_Handle):
         Every block is validated before anything is written; if one is refused, none
         is written. Each event is persisted as a `CompactionEvent`; an event whose loop
         gets a block here is linked to that block. `digest` (see `SessionDigest`) is
-        written with them; its loops must be the session's.
+        written with them; its loops must be the session's, and the digest it extends
+        (`extends_id`) one of the session's digests of the same overlay.
 
         `read_counts` maps a loop id to the number of its messages its block was built
         from: if a message appended since falls in a turn the block covers (a tool result
@@ -124,7 +125,8 @@ class BlockMethods(_Handle):
         Raises:
             The errors of `write_block`; `ValueError` for the same loop and overlay twice;
             `LoopNotFoundError` / `BlockNotFoundError` for an event whose loop or block is
-            not the session's; `LoopChangedError` when `read_counts` says a loop changed.
+            not the session's; `LoopChangedError` when `read_counts` says a loop changed;
+            `ValueError` for a digest extending one the session's overlay does not have.
         """
         check_id(expected_version, "expected_version")
         # Validated again: a block or digest built with `model_copy(update=...)` (as a
@@ -136,6 +138,7 @@ class BlockMethods(_Handle):
             digest = _revalidated(digest)
             check_id(digest.head_loop_id, "head_loop_id")
             check_id(digest.through_loop_id, "through_loop_id")
+            check_id(digest.extends_id, "extends_id")
         keys = [(loop_id, block.overlay) for loop_id, block in blocks]
         if len(set(keys)) != len(keys):
             raise ValueError("write_blocks got the same loop and overlay twice")
@@ -388,9 +391,7 @@ class BlockMethods(_Handle):
             head = _sessions.resolve_loop(db, key, loop_id)
             if head is None:
                 return None
-            loops, _ = _reads.chain_as_of(db, key, head, None, as_of)
-            ids = [loop.id for loop in loops]
-            return _blocks.newest_digest(db, key, overlay, ids, as_of)
+            return _reads.chain_digest(db, key, head, overlay, as_of)
 
         return await self._read(work)
 

@@ -286,15 +286,29 @@ def list_events(db: Connection, key: SessionKey) -> list[CompactionEvent]:
 def insert_digest(
     db: Connection, key: SessionKey, digest: SessionDigest, moment: datetime
 ) -> SessionDigest:
-    """Insert a session digest (its loops checked to be the session's); return it as stored."""
+    """Insert a session digest; return it as stored.
+
+    Its loops are checked to be the session's, and the digest it extends one of the
+    session's of the same overlay.
+    """
     for loop_id in (digest.head_loop_id, digest.through_loop_id):
         loop_row(db, key, loop_id)
+    if digest.extends_id is not None:
+        found = db.execute(
+            sql.select_digest_overlay(), {**key.params, "id": digest.extends_id}
+        ).scalar()
+        if found != digest.overlay:
+            raise ValueError(
+                f"the digest extends digest {digest.extends_id}, which is not one of the "
+                f"session's digests of overlay {digest.overlay!r}"
+            )
     values = {
         **key.columns,
         "overlay": digest.overlay,
         "head_loop_id": digest.head_loop_id,
         "through_loop_id": digest.through_loop_id,
         "folded": [list(pair) for pair in digest.folded],
+        "extends_id": digest.extends_id,
         "payload": digest.message.model_dump(mode="json"),
         "token_count": digest.token_count,
         "details": dict(digest.details),

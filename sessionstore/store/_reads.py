@@ -22,7 +22,7 @@ from sessionstore._scope import ChainEntry
 from sessionstore.config import CompactionScope
 from sessionstore.models import LoopRecord, SessionDigest, StoredMessage
 from sessionstore.store import _statements as sql
-from sessionstore.store._blocks import current_blocks, newest_digest
+from sessionstore.store._blocks import current_blocks
 from sessionstore.store._chain_walk import db_walk_form, select_chain_counts, select_history
 from sessionstore.store._plain import is_citus, read_plain
 from sessionstore.store._sessions import SessionKey, resolve_loop, visible_session
@@ -32,6 +32,7 @@ from sessionstore.strategies import LoopView
 
 __all__ = [
     "chain_as_of",
+    "chain_digest",
     "chain_in_scope",
     "digest_inputs",
     "loop_messages",
@@ -93,6 +94,14 @@ def chain_as_of(
     return source.chain_as_of(StoreSource(db), key, head, limit, as_of)
 
 
+def chain_digest(
+    db: Connection, key: SessionKey, head: int, overlay: str, as_of: datetime | None
+) -> SessionDigest | None:
+    """The chain's newest digest (`_context_source.chain_digest`) on the store's connection."""
+    digest, _, _ = source.chain_digest(StoreSource(db), key, head, overlay, as_of)
+    return digest
+
+
 def chain_in_scope(
     db: Connection,
     key: SessionKey,
@@ -140,9 +149,12 @@ def digest_inputs(
     head = resolve_loop(db, key, loop_id)
     if head is None:
         return None, []
-    loops, _ = chain_as_of(db, key, head, None, None)
+    # Back to the loop the digest folds through, however long the chain before it.
+    found = source.chain_digest(StoreSource(db), key, head, overlay, None, reach=[first_in_scope])
+    digest, loops, complete = found
+    if digest is None and not complete:
+        loops, _ = chain_as_of(db, key, head, None, None)  # from the root
     ids = [loop.id for loop in loops]
-    digest = newest_digest(db, key, overlay, ids, None)
     start = ids.index(digest.through_loop_id) + 1 if digest is not None else 0
     stop = ids.index(first_in_scope) if first_in_scope in ids else 0
     return digest, loops[start:stop] if stop > start else []

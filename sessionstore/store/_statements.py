@@ -405,6 +405,12 @@ def select_blocks(by_overlay: bool) -> Any:
 
 
 @cache
+def select_digest_overlay() -> Any:
+    """Select the overlay of one of a session's digests, `:id`."""
+    return select(digests.c.overlay).where(*keyed(digests), digests.c.id == bindparam("id"))
+
+
+@cache
 def select_newest_digest(by_heads: bool, as_of: bool) -> Any:
     """Select a session's newest digest of an overlay (at some heads, written by a time)."""
     columns = digests.c

@@ -338,11 +338,17 @@ digests = Table(
     Column("overlay", NulSafeString(OVERLAY_MAX_LENGTH), nullable=False),
     Column("head_loop_id", Id, nullable=False, index=True),
     Column("through_loop_id", Id, nullable=False, index=True),
+    # `[[loop_id, messages], ...]`: the loops this digest folded in, after those of the
+    # digest it extends (`extends_id`, below).
     Column("folded", JSONPayload, nullable=False),
     Column("payload", JSONPayload, nullable=False),
     Column("token_count", Integer, nullable=False),
     Column("details", JSONPayload, nullable=False),
     _time("created_at"),
+    # The digest of the same session this one extends (migration 0016; last, where the
+    # migration adds it). NULL for the first, and for a digest written before 0016,
+    # whose `folded` holds every loop it stands for.
+    Column("extends_id", Id, nullable=True),
     _keyed_pk(),
     _session_fk(),
     _keyed_fk("head_loop_id", "sessionstore_loops"),

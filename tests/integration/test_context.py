@@ -13,6 +13,7 @@ from sessionstore import (
     CompactionConfig,
     FixedCount,
     Message,
+    SessionDigest,
     SessionStore,
     TextContent,
     TokenBudget,
@@ -182,6 +183,7 @@ async def test_the_loops_before_the_scope_live_on_in_the_session_digest(
     session = await store.create_session(app_name="a", user_id="u")
     task = "Migrate the billing service to the v2 invoices API; keep invoice INV-20931 intact."
     await store.append_messages(session.id, [UserMessage(content=task)])
+    digests: dict[int, SessionDigest] = {}
     for i in range(8):
         await store.start_loop(session.id)
         await store.append_messages(
@@ -192,6 +194,9 @@ async def test_the_loops_before_the_scope_live_on_in_the_session_digest(
             ],
         )
         await compact_session_loops(store, session.id, config=SMALL)
+        digest = await store.get_digest(session.id)
+        if digest is not None and digest.id is not None:
+            digests[digest.id] = digest
     context = await build_context(store, session.id, max_context_tokens=20_000, config=SMALL)
     check_valid(context)
     first = context.items[0]
@@ -200,10 +205,20 @@ async def test_the_loops_before_the_scope_live_on_in_the_session_digest(
     assert "INV-20931" in first.message.text
     digest = await store.get_digest(session.id)
     assert digest is not None
+    # Each digest names the loops it folded and the digest it extends: together, the
+    # chain's loops from the root, and the context shows the loops after them.
+    assert len(digests) > 1
+    folded: list[int] = []
+    link: SessionDigest | None = digest
+    while link is not None:
+        folded[:0] = [loop_id for loop_id, _ in link.folded]
+        link = digests[link.extends_id] if link.extends_id is not None else None
     chain = await store.active_chain(session.id)
-    folded = [loop_id for loop_id, _ in digest.folded]
     assert folded == [loop.id for loop in chain[: len(folded)]]
+    assert folded[-1] == digest.through_loop_id
     assert context.loop_ids == [loop.id for loop in chain[len(folded) :]]
+    audit = await sessionstore.audit_session(store, session.id)
+    assert audit.digested_loop_ids == folded
 
 
 async def test_secrets_can_be_redacted_from_the_whole_context(store: SessionStore) -> None:

@@ -93,9 +93,10 @@ async def test_0013_closes_the_replace_by_loop_and_position_and_goes_back(
 @pytest.mark.parametrize("empty_db_url", BACKENDS, indirect=True)
 async def test_0013_upgrades_and_downgrades_on_every_backend(empty_db_url: str) -> None:
     """PostgreSQL (and Citus) are left as they are; SQLite's trigger goes and comes back."""
-    await migrate.upgrade(empty_db_url, BEFORE)
+    await migrate.upgrade(empty_db_url)
     async with SessionStore.from_url(empty_db_url) as store:
-        await _fill_every_table(store)
+        await _fill_every_table(store)  # by this code, at the head: then back to 0012
+    await migrate.downgrade(empty_db_url, BEFORE)
     triggers = await _inspect(empty_db_url, _triggers)
     rows = await _inspect(empty_db_url, _dump)
     await migrate.upgrade(empty_db_url)

@@ -53,9 +53,11 @@ async def test_0014_keeps_every_payload_across_the_upgrade_and_back(empty_db_url
     sums the same and search finds the same; downgrading gives the same rows. SQLite: no-op.
     (Every other PostgreSQL test writes and reads `json` payloads at the head.)"""
     postgres = not empty_db_url.startswith("sqlite")
-    await migrate.upgrade(empty_db_url, BEFORE)
+    await migrate.upgrade(empty_db_url)
     async with SessionStore.from_url(empty_db_url) as store:
-        await _fill_every_table(store)
+        await _fill_every_table(store)  # by this code, at the head: then back to 0013
+    await migrate.downgrade(empty_db_url, BEFORE)
+    async with SessionStore.from_url(empty_db_url) as store:
         await store.create_session(session_id="h", app_name="app", user_id="u")
         await store.append_messages("h", HOSTILE)
         before = await _state(store, "h")

@@ -60,7 +60,7 @@ def _diff(connection: Any) -> list[Any]:
     return list(compare_metadata(context, schema_metadata()))
 
 
-HEAD = "0015_loop_id_key"
+HEAD = "0016_digest_extends"
 
 
 def _tables(connection: Any) -> set[str]:
@@ -215,8 +215,9 @@ TABLES = (
 )
 
 
-LATER_COLUMNS = {"search_text", "search_vector"}
-"""Columns a later migration adds (0005) and fills again on upgrade: compared apart."""
+LATER_COLUMNS = {"search_text", "search_vector", "extends_id"}
+"""Columns a later migration adds (0005, 0016) and fills again on upgrade: compared apart
+(0016's in `test_migration_0016.py`)."""
 
 TENANT_COLUMNS = {"app_name", "user_id"}
 """Columns 0008 adds to every table but the sessions (the session's key): compared apart."""

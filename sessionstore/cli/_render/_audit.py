@@ -230,7 +230,7 @@ def _loop_table(audit: SessionAudit) -> Table:
         Column("Ctx/raw", justify="right", no_wrap=True),
     )
     current = audit.loops[-1].loop.id if audit.loops else None
-    digested = {loop_id for loop_id, _ in audit.digest.folded} if audit.digest else set()
+    digested = set(audit.digested_loop_ids)
     for loop in audit.loops:
         block = loop.block
         table.add_row(
@@ -258,7 +258,7 @@ def _totals(audit: SessionAudit) -> str:
         return total
     return (
         f"{total}\nThe session digest ({digest_tokens(audit.digest):,} tokens) stands for "
-        f"the {len(audit.digest.folded)} loop(s) marked `digest`."
+        f"the {len(audit.digested_loop_ids)} loop(s) marked `digest`."
     )
 
 

@@ -275,7 +275,8 @@ def _view(
 ) -> _View:
     audit = snapshot.audit
     digest = audit.digest
-    digested = {loop_id for loop_id, _ in digest.folded} if digest is not None else set()
+    folded = audit.digested_loop_ids
+    digested = set(folded)
     current = audit.loops[-1].loop.id if audit.loops else None
     first_in_scope = next(
         (number for number, loop in enumerate(audit.loops) if loop.in_scope), len(audit.loops)
@@ -302,7 +303,7 @@ def _view(
         if digest is None
         else _Digest(
             tokens=digest_tokens(digest),
-            loops=", ".join(str(numbers(loop_id)) for loop_id, _ in digest.folded),
+            loops=", ".join(str(numbers(loop_id)) for loop_id in folded),
             text=digest.message.summary,
         ),
     )

@@ -51,6 +51,9 @@ def captured(store: SessionStore) -> Iterator[list[tuple[str, Any]]]:
         event.remove(engine, "before_cursor_execute", record)
 
 
+ONE_LOOP = CompactionConfig(keep_first_turns=1, keep_recent_turns=1, compaction_scope=FixedCount(1))
+
+
 async def _plan(store: SessionStore, statement: str, params: Any) -> str:
     """Citus's plan of a statement (EXPLAIN, nothing run)."""
     async with store.engine.connect() as conn:
@@ -100,14 +103,14 @@ async def test_distribute_is_idempotent_and_a_session_call_runs_as_one_task(
                         AssistantMessage(content="done " * 30, usage=Usage(input_tokens=10)),
                     ],
                 )
-            await compact_session_loops(
-                ada,
-                sid,
-                config=CompactionConfig(
-                    keep_first_turns=1, keep_recent_turns=1, compaction_scope=FixedCount(1)
-                ),
-                max_context_tokens=300,
-            )
+            for loop in range(2):  # the second digest extends the first
+                if loop:
+                    await ada.start_loop(sid)
+                    await ada.append_messages(sid, conversation(3))
+                await compact_session_loops(ada, sid, config=ONE_LOOP, max_context_tokens=300)
+            digest = await ada.get_digest(sid)
+            assert digest is not None
+            assert digest.extends_id is not None
             await build_context(ada, sid, max_context_tokens=300)
             await ada.get_history(sid)
             await ada.search("request", session_id=sid)
@@ -119,3 +122,39 @@ async def test_distribute_is_idempotent_and_a_session_call_runs_as_one_task(
             if "sessionstore_" in statement:  # not the store's one look at pg_extension
                 plan = await _plan(store, statement, params)
                 assert is_router(plan), f"{statement}\n{plan}"
+
+
+async def test_0016_goes_down_and_up_again_on_the_distributed_schema(
+    citus_cluster: Cluster,
+) -> None:
+    """The digests' `extends_id` is dropped (every list written whole again, on the shards)
+    and added again on distributed tables; the schema is then the head's."""
+    url = citus_cluster.url
+    await migrate.upgrade(url)
+    await migrate.distribute(url, shard_count=8)
+    async with SessionStore.from_url(url) as store:
+        ada = store.for_tenant("citus", "ada")
+        sid = (await ada.create_session()).id
+        await ada.append_messages(sid, conversation(3))
+        loops = [(await ada.active_chain(sid))[0].id]
+        for _ in range(3):
+            loops.append((await ada.start_loop(sid, messages=conversation(3))).id)
+            await compact_session_loops(ada, sid, config=ONE_LOOP, max_context_tokens=300)
+        digest = await ada.get_digest(sid)
+        assert digest is not None
+        assert digest.extends_id is not None
+        await migrate.downgrade(url, "0015_loop_id_key")
+        listed = citus_cluster.psql(
+            citus_cluster.ports[0],
+            f"SELECT folded FROM sessionstore_digests WHERE id = {digest.id} "
+            f"AND session_id = '{sid}'",
+        )
+        whole = loops[: loops.index(digest.through_loop_id) + 1]
+        assert len(whole) >= 2
+        assert [int(n) for n in re.findall(r"\[(\d+),", listed)] == whole
+        await migrate.upgrade(url)
+        assert await migrate.check(url) == migrate.head()
+        again = await ada.get_digest(sid)
+        assert again is not None
+        assert (again.id, again.extends_id) == (digest.id, None)  # its whole list now
+        await ada.delete_session(sid)
