@@ -211,7 +211,11 @@ loops = Table(
     _keyed_unique("sessionstore_loops", "sequence", "sequence"),
     _session_fk(),
     _keyed_fk("parent_loop_id", "sessionstore_loops"),
-    Index("ix_sessionstore_loops_parent", "session_id", "parent_loop_id"),
+    # The session's whole key, then the parent (migration 0017): a loop's children (the
+    # cascade of a deleted loop) and a session's root are looked up by all four, and an
+    # index of only some of them lost, on a table without statistics, to the sequence
+    # key, which reads all the session's loops.
+    Index("ix_sessionstore_loops_parent", *KEY_COLUMNS, "parent_loop_id"),
     sqlite_autoincrement=True,
 )
 
@@ -391,14 +395,23 @@ usage = Table(
 
 @cache
 def schema_metadata() -> MetaData:
-    """Return `metadata` with the messages' two partial indexes: the whole schema.
+    """Return `metadata` with its three partial indexes: the whole schema.
 
     For what compares the metadata with the migrations or renders it (alembic's
     `env.py`, the tests). An index's `postgresql_where` makes SQLAlchemy import its
     PostgreSQL dialect (to check the argument), which a store on SQLite never needs;
-    and the store runs no DDL. So these two are added here, on first use, to the
-    tables the store queries.
+    and the store runs no DDL. So these are added here, on first use, to the tables the
+    store queries.
     """
+    # A session's roots (migration 0017): the probe a resume makes for the one root. No
+    # other index holds `parent_loop_id IS NULL` as cheaply, so a planner without
+    # statistics takes it over the sequence key (which reads all the session's loops).
+    Index(
+        "ix_sessionstore_loops_root",
+        *(loops.c[name] for name in KEY_COLUMNS),
+        sqlite_where=text("parent_loop_id IS NULL"),
+        postgresql_where=text("parent_loop_id IS NULL"),
+    )
     Index(
         "uq_sessionstore_messages_client_id",
         *(messages.c[name] for name in KEY_COLUMNS),

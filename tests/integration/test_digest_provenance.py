@@ -42,6 +42,16 @@ async def _compact(store: SessionStore, session_id: str, config: CompactionConfi
     await compact_session_loops(store, session_id, config=config)
 
 
+async def compacted_session(store: SessionStore, loops: int) -> str:
+    """A session of a root and `loops` loops, compacted after each (one loop in scope)."""
+    session = await store.create_session(app_name="a", user_id="u")
+    await store.append_messages(session.id, conversation(turns=2))
+    for _ in range(loops):
+        await _loop(store, session.id)
+        await _compact(store, session.id, ONE_IN_SCOPE)
+    return session.id
+
+
 async def _rows(store: SessionStore, session_id: str) -> list[tuple[int, int | None, Any, int]]:
     """Each digest row of the session: id, extends_id, folded pairs, through_loop_id."""
     async with store.engine.connect() as conn:
@@ -85,27 +95,23 @@ async def _brute_digest(store: SessionStore, session_id: str, head: int) -> int 
 
 async def test_each_digest_stores_only_the_loops_it_folds(store: SessionStore) -> None:
     """A digest extends the one before it; the pairs stored grow with the loops folded."""
-    session = await store.create_session(app_name="a", user_id="u")
-    await store.append_messages(session.id, conversation(turns=2))
-    for _ in range(9):
-        await _loop(store, session.id)
-        await _compact(store, session.id, ONE_IN_SCOPE)
-    rows = await _rows(store, session.id)
+    session_id = await compacted_session(store, 9)
+    rows = await _rows(store, session_id)
     assert len(rows) >= 8
     assert rows[0][1] is None
     for (before, *_), (_, extends, folded, _) in itertools.pairwise(rows):
         assert extends == before
         assert len(folded) == 1  # one loop left the scope since the previous compaction
-    chain = await _chain_ids(store, session.id)
+    chain = await _chain_ids(store, session_id)
     last = rows[-1]
     stands_for = _stands_for(rows, last[0])
     assert stands_for == chain[: chain.index(last[3]) + 1]
     # Linear: every loop folded is stored once, in the digest that folded it.
     assert sum(len(row[2]) for row in rows) == len(stands_for)
-    audit = await audit_session(store, session.id)
+    audit = await audit_session(store, session_id)
     assert audit.digested_loop_ids == stands_for
     assert audit.to_dict()["digest"]["folded_loop_ids"] == stands_for
-    digest = await store.get_digest(session.id)
+    digest = await store.get_digest(session_id)
     assert digest is not None
     assert digest.id == last[0]
     assert digest.extends_id == rows[-2][0]

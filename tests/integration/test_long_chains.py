@@ -27,11 +27,12 @@ LONG = 32_800
 """Loops of the long chain: more than PostgreSQL binds in one statement."""
 
 
-async def _chain_of(url: str, loops: int) -> str:
+async def chain_of(url: str, loops: int, *, analyze: bool = True) -> str:
     """A session whose active chain is `loops` loops long, written straight in SQL.
 
     Through the API this takes minutes; the rows are the ones it writes for loops that
     hold no message yet (ids far above the sequence's, each the child of the one before).
+    `analyze`: the loops table is analyzed after, as autovacuum would.
     """
     async with SessionStore.from_url(url) as store:
         session = await store.create_session(app_name="app", user_id="user")
@@ -58,11 +59,12 @@ async def _chain_of(url: str, loops: int) -> str:
                 ),
                 {"head": base + loops - 1, "n": loops, "sid": session.id},
             )
-        async with engine.connect() as conn:
-            # As autovacuum would after such a write: the plans of a table never analyzed
-            # are another matter (see "Noticed" in docs/benchmarks.md, stop 31).
-            await conn.execute(text("ANALYZE sessionstore_loops"))
-            await conn.commit()
+        if analyze:
+            async with engine.connect() as conn:
+                # As autovacuum would after such a write (the plans of a table never
+                # analyzed: `test_loop_lookups.py`).
+                await conn.execute(text("ANALYZE sessionstore_loops"))
+                await conn.commit()
     finally:
         await engine.dispose()
     return session.id
@@ -71,7 +73,7 @@ async def _chain_of(url: str, loops: int) -> str:
 async def test_a_chain_longer_than_a_statement_binds_is_read_whole(db_url: str) -> None:
     if not db_url.startswith("postgresql"):
         pytest.skip("SQLite's own limit on bound parameters is 250,000 in Debian's build")
-    session_id = await _chain_of(db_url, LONG)
+    session_id = await chain_of(db_url, LONG)
     async with SessionStore.from_url(db_url) as store:
         await store.append_messages(session_id, [UserMessage(content="and now?")])
 

@@ -10,8 +10,12 @@ from sqlalchemy import inspect, text
 
 from sessionstore import SessionStore, audit_session, build_context, migrate
 from tests.conftest import BACKENDS
-from tests.factories import conversation
-from tests.integration.test_digest_provenance import ONE_IN_SCOPE, _compact, _loop
+from tests.integration.test_digest_provenance import (
+    ONE_IN_SCOPE,
+    _compact,
+    _loop,
+    compacted_session,
+)
 from tests.integration.test_migrations import _inspect
 
 BEFORE = "0015_loop_id_key"
@@ -51,12 +55,8 @@ async def test_0016_downgrade_writes_the_whole_lists_back_and_both_forms_read_al
     those rows (no `extends_id`) read as before, and a new digest extends one of them."""
     await migrate.upgrade(empty_db_url)
     async with SessionStore.from_url(empty_db_url) as store:
-        session = await store.create_session(app_name="a", user_id="u")
-        await store.append_messages(session.id, conversation(turns=2))
-        for _ in range(5):
-            await _loop(store, session.id)
-            await _compact(store, session.id, ONE_IN_SCOPE)
-        before = await _state(store, session.id)
+        session_id = await compacted_session(store, 5)
+        before = await _state(store, session_id)
     delta = await _inspect(empty_db_url, _digests)
     assert len(delta) >= 3
     assert all(len(folded) == 1 for _, _, folded, _ in delta[1:])
@@ -74,10 +74,10 @@ async def test_0016_downgrade_writes_the_whole_lists_back_and_both_forms_read_al
     await migrate.upgrade(empty_db_url)
     assert await _inspect(empty_db_url, _digests) == whole  # no extends_id: all listed
     async with SessionStore.from_url(empty_db_url) as store:
-        assert await _state(store, session.id) == before
-        await _loop(store, session.id)
-        await _compact(store, session.id, ONE_IN_SCOPE)
-        after = await _state(store, session.id)
+        assert await _state(store, session_id) == before
+        await _loop(store, session_id)
+        await _compact(store, session_id, ONE_IN_SCOPE)
+        after = await _state(store, session_id)
         assert len(after[0]) == len(before[0]) + 1
         assert after[0][: len(before[0])] == before[0]
     newest = (await _inspect(empty_db_url, _digests))[-1]

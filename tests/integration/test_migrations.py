@@ -60,7 +60,7 @@ def _diff(connection: Any) -> list[Any]:
     return list(compare_metadata(context, schema_metadata()))
 
 
-HEAD = "0016_digest_extends"
+HEAD = "0017_loop_parent_key"
 
 
 def _tables(connection: Any) -> set[str]:
