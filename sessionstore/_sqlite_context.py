@@ -240,27 +240,25 @@ STATEMENTS: dict[str, tuple[str, dict[str, Any], str]] = {
         "-----tt---",
     ),
     "chain": (
-        "WITH RECURSIVE chain(id, parent_loop_id, hops, depth, session_id, app_name, user_id) AS \n"
-        "(SELECT sessionstore_loops.id AS id, sessionstore_loops.parent_loop_id AS parent_loop_id, :param_1 AS hops, sessionstore_loops.depth AS depth, sessionstore_loops.session_id AS session_id, sessionstore_loops.app_name AS app_name, sessionstore_loops.user_id AS user_id \n"
+        "WITH RECURSIVE chain(id, parent_loop_id, hops, depth, sequence, created_at, closed_at, message_count, token_total, turn_count, session_id, app_name, user_id) AS \n"
+        "(SELECT sessionstore_loops.id AS id, sessionstore_loops.parent_loop_id AS parent_loop_id, :param_1 AS hops, sessionstore_loops.depth AS depth, sessionstore_loops.sequence AS sequence, sessionstore_loops.created_at AS created_at, sessionstore_loops.closed_at AS closed_at, sessionstore_loops.message_count AS message_count, sessionstore_loops.token_total AS token_total, sessionstore_loops.turn_count AS turn_count, sessionstore_loops.session_id AS session_id, sessionstore_loops.app_name AS app_name, sessionstore_loops.user_id AS user_id \n"
         "FROM sessionstore_loops \n"
-        "WHERE sessionstore_loops.id = :head AND sessionstore_loops.session_id = :sid AND sessionstore_loops.app_name = :app AND sessionstore_loops.user_id = :user UNION ALL SELECT parent.id AS id, parent.parent_loop_id AS parent_loop_id, chain.hops + :hops_1 AS anon_1, parent.depth AS depth, parent.session_id AS session_id, parent.app_name AS app_name, parent.user_id AS user_id \n"
+        "WHERE sessionstore_loops.id = :head AND sessionstore_loops.session_id = :sid AND sessionstore_loops.app_name = :app AND sessionstore_loops.user_id = :user UNION ALL SELECT parent.id AS id, parent.parent_loop_id AS parent_loop_id, chain.hops + :hops_1 AS anon_1, parent.depth AS depth, parent.sequence AS sequence, parent.created_at AS created_at, parent.closed_at AS closed_at, parent.message_count AS message_count, parent.token_total AS token_total, parent.turn_count AS turn_count, parent.session_id AS session_id, parent.app_name AS app_name, parent.user_id AS user_id \n"
         "FROM chain JOIN sessionstore_loops AS parent ON parent.id = chain.parent_loop_id)\n"
-        " SELECT sessionstore_loops.id, sessionstore_loops.session_id, sessionstore_loops.parent_loop_id, sessionstore_loops.sequence, sessionstore_loops.depth, sessionstore_loops.created_at, sessionstore_loops.closed_at, sessionstore_loops.message_count, sessionstore_loops.token_total, sessionstore_loops.turn_count \n"
-        "FROM sessionstore_loops JOIN chain ON chain.id = sessionstore_loops.id \n"
-        "WHERE sessionstore_loops.session_id = :sid AND sessionstore_loops.app_name = :app AND sessionstore_loops.user_id = :user ORDER BY sessionstore_loops.depth",
+        " SELECT chain.id, chain.session_id, chain.parent_loop_id, chain.sequence, chain.depth, chain.created_at, chain.closed_at, chain.message_count, chain.token_total, chain.turn_count \n"
+        "FROM chain ORDER BY chain.depth",
         {"param_1": 1, "hops_1": 1},
         "-----tt---",
     ),
     "chain_limited": (
-        "WITH RECURSIVE chain(id, parent_loop_id, hops, depth, session_id, app_name, user_id) AS \n"
-        "(SELECT sessionstore_loops.id AS id, sessionstore_loops.parent_loop_id AS parent_loop_id, :param_1 AS hops, sessionstore_loops.depth AS depth, sessionstore_loops.session_id AS session_id, sessionstore_loops.app_name AS app_name, sessionstore_loops.user_id AS user_id \n"
+        "WITH RECURSIVE chain(id, parent_loop_id, hops, depth, sequence, created_at, closed_at, message_count, token_total, turn_count, session_id, app_name, user_id) AS \n"
+        "(SELECT sessionstore_loops.id AS id, sessionstore_loops.parent_loop_id AS parent_loop_id, :param_1 AS hops, sessionstore_loops.depth AS depth, sessionstore_loops.sequence AS sequence, sessionstore_loops.created_at AS created_at, sessionstore_loops.closed_at AS closed_at, sessionstore_loops.message_count AS message_count, sessionstore_loops.token_total AS token_total, sessionstore_loops.turn_count AS turn_count, sessionstore_loops.session_id AS session_id, sessionstore_loops.app_name AS app_name, sessionstore_loops.user_id AS user_id \n"
         "FROM sessionstore_loops \n"
-        "WHERE sessionstore_loops.id = :head AND sessionstore_loops.session_id = :sid AND sessionstore_loops.app_name = :app AND sessionstore_loops.user_id = :user UNION ALL SELECT parent.id AS id, parent.parent_loop_id AS parent_loop_id, chain.hops + :hops_1 AS anon_1, parent.depth AS depth, parent.session_id AS session_id, parent.app_name AS app_name, parent.user_id AS user_id \n"
+        "WHERE sessionstore_loops.id = :head AND sessionstore_loops.session_id = :sid AND sessionstore_loops.app_name = :app AND sessionstore_loops.user_id = :user UNION ALL SELECT parent.id AS id, parent.parent_loop_id AS parent_loop_id, chain.hops + :hops_1 AS anon_1, parent.depth AS depth, parent.sequence AS sequence, parent.created_at AS created_at, parent.closed_at AS closed_at, parent.message_count AS message_count, parent.token_total AS token_total, parent.turn_count AS turn_count, parent.session_id AS session_id, parent.app_name AS app_name, parent.user_id AS user_id \n"
         "FROM chain JOIN sessionstore_loops AS parent ON parent.id = chain.parent_loop_id \n"
         "WHERE chain.hops < :limit)\n"
-        " SELECT sessionstore_loops.id, sessionstore_loops.session_id, sessionstore_loops.parent_loop_id, sessionstore_loops.sequence, sessionstore_loops.depth, sessionstore_loops.created_at, sessionstore_loops.closed_at, sessionstore_loops.message_count, sessionstore_loops.token_total, sessionstore_loops.turn_count \n"
-        "FROM sessionstore_loops JOIN chain ON chain.id = sessionstore_loops.id \n"
-        "WHERE sessionstore_loops.session_id = :sid AND sessionstore_loops.app_name = :app AND sessionstore_loops.user_id = :user ORDER BY sessionstore_loops.depth",
+        " SELECT chain.id, chain.session_id, chain.parent_loop_id, chain.sequence, chain.depth, chain.created_at, chain.closed_at, chain.message_count, chain.token_total, chain.turn_count \n"
+        "FROM chain ORDER BY chain.depth",
         {"param_1": 1, "hops_1": 1},
         "-----tt---",
     ),

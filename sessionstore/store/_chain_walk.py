@@ -117,31 +117,41 @@ def walk_back(
     return walk.union_all(step)
 
 
-def _chain_walk(limited: bool, form: str) -> Any:
-    """The chain's loops from `:head` back to the root, with `hops` from 1 (`walk_back`)."""
+def _chain_walk(limited: bool, form: str, carried: Sequence[str] = ()) -> Any:
+    """The chain's loops from `:head` back to the root (`walk_back`).
+
+    Each row has `hops` (from 1), the loop's `depth` and its columns `carried`.
+    """
     return walk_back(
         "chain",
         bindparam("head"),
         form,
-        (literal(1).label("hops"), loops.c.depth),
-        lambda walk, parent: (walk.c.hops + 1, parent.c.depth),
+        (literal(1).label("hops"), loops.c.depth, *(loops.c[name] for name in carried)),
+        lambda walk, parent: (
+            walk.c.hops + 1,
+            parent.c.depth,
+            *(parent.c[name] for name in carried),
+        ),
         (lambda walk: walk.c.hops < bindparam("limit")) if limited else None,
     )
+
+
+_WALKED = {"id", "parent_loop_id", "depth", *KEY_COLUMNS}
+"""The columns every walk carries (`walk_back`, `_chain_walk`)."""
 
 
 @cache
 def select_chain(limited: bool, form: str = "plain") -> Any:
     """Select the loops of the chain ending at `:head`, root first (the newest `:limit`).
 
-    `form`: how the walk's steps find each parent on the database (`walk_form`).
+    `form`: how the walk's steps find each parent on the database (`walk_form`). The walk
+    carries every column read, so nothing is joined to it after: joined again to the
+    loops table by id, a PostgreSQL table without statistics got a hash join that read
+    all the session's loops for a window of a few (a resume, `get_digest`).
     """
-    walk = _chain_walk(limited, form)
-    return (
-        select(*LOOP_COLUMNS)
-        .join(walk, walk.c.id == loops.c.id)
-        .where(*keyed(loops))
-        .order_by(loops.c.depth)
-    )
+    carried = [column.name for column in LOOP_COLUMNS if column.name not in _WALKED]
+    walk = _chain_walk(limited, form, carried)
+    return select(*(walk.c[column.name] for column in LOOP_COLUMNS)).order_by(walk.c.depth)
 
 
 @cache

@@ -208,14 +208,18 @@ loops = Table(
     # appended in a later batch can join that turn without re-reading the message.
     Column("open_tool_call_ids", JSONPayload, nullable=False),
     _keyed_pk(),
-    _keyed_unique("sessionstore_loops", "sequence", "sequence"),
+    # The sequence second (PostgreSQL; migration 0017): a lookup by the session's key and
+    # one more column (a loop's id, its parent) bounds only the session id through it,
+    # so a planner without statistics does not take it for one row and read all the
+    # session's loops; SQLite keeps 0008's order (alembic compares the columns as a set).
+    UniqueConstraint(
+        "session_id", "sequence", "app_name", "user_id", name="uq_sessionstore_loops_sequence"
+    ),
     _session_fk(),
     _keyed_fk("parent_loop_id", "sessionstore_loops"),
-    # The session's whole key, then the parent (migration 0017): a loop's children (the
-    # cascade of a deleted loop) and a session's root are looked up by all four, and an
-    # index of only some of them lost, on a table without statistics, to the sequence
-    # key, which reads all the session's loops.
-    Index("ix_sessionstore_loops_parent", *KEY_COLUMNS, "parent_loop_id"),
+    # A loop's children (the cascade of a deleted loop), with the session's key
+    # (migration 0017).
+    Index("ix_sessionstore_loops_parent", "parent_loop_id", *KEY_COLUMNS),
     sqlite_autoincrement=True,
 )
 
@@ -403,9 +407,8 @@ def schema_metadata() -> MetaData:
     and the store runs no DDL. So these are added here, on first use, to the tables the
     store queries.
     """
-    # A session's roots (migration 0017): the probe a resume makes for the one root. No
-    # other index holds `parent_loop_id IS NULL` as cheaply, so a planner without
-    # statistics takes it over the sequence key (which reads all the session's loops).
+    # A session's roots (migration 0017), which a resume probes for the one root: smaller
+    # than any other index a planner without statistics could take for it.
     Index(
         "ix_sessionstore_loops_root",
         *(loops.c[name] for name in KEY_COLUMNS),

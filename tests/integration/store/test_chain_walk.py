@@ -124,3 +124,32 @@ async def test_every_chain_walk_does_linear_work(empty_db_url: str, short_ones: 
     # A lookup of each parent by its key, or one pass over the session's loops: a few
     # rows a loop. One scan of the session's loops a step would be LOOPS * LOOPS.
     assert {name: count for name, count in touched.items() if count > 5 * LOOPS} == {}
+
+
+@pytest.mark.parametrize("short_ones", [True, False], ids=["many short sessions", "new table"])
+async def test_a_window_of_the_chain_reads_only_its_loops(
+    empty_db_url: str, short_ones: bool
+) -> None:
+    """A resume reads the chain's newest loops a window at a time; joined back to the
+    loops table, a window of 10 read all the session's loops on a new table."""
+    if not empty_db_url.startswith("postgresql"):
+        pytest.skip("PostgreSQL's planner with a table's statistics")
+    session_id, head = await _long_session(empty_db_url, short_ones=short_ones)
+    key = {"head": head, "sid": session_id, "app": "app", "user": "user-1", "limit": 10}
+    statement = select_chain(True, walk_form("postgresql", routed=False))
+    engine = make_engine(empty_db_url)
+    try:
+        async with engine.connect() as conn:
+            rows = (await conn.execute(statement, key)).all()
+            compiled = statement.compile(dialect=conn.dialect)
+            values = {**compiled.params, **key}
+            positional = tuple(values[bind] for bind in compiled.positiontup or ())
+            explained = await conn.exec_driver_sql(
+                f"EXPLAIN (ANALYZE, FORMAT JSON) {compiled}", positional
+            )
+            (plan,) = explained.scalar_one()
+    finally:
+        await engine.dispose()
+    assert [row.id for row in rows][-1] == head
+    assert len(rows) == 10
+    assert _touched(plan["Plan"]) <= 50
