@@ -17,7 +17,8 @@ with the table's size (and with which index was built last), so no index of the 
 could make sure of it. Now:
 
 - `ix_sessionstore_loops_parent` is `(parent_loop_id, session_id, app_name, user_id)`: it
-  bounds every condition of a child's lookup;
+  bounds every condition of a child's lookup, and replaces 0007's index of
+  `parent_loop_id` alone, its first column (one index fewer to write a loop);
 - `ix_sessionstore_loops_root`, `(session_id, app_name, user_id) WHERE parent_loop_id IS
   NULL`, holds a session's roots only: smaller than any other index, it costs the root's
   lookup least (the parent index, which bounds it too, tied with the key on small
@@ -43,7 +44,8 @@ written in SQL, never analyzed.
 Data step: none. The index and (PostgreSQL) the unique key are built again with the loops
 table locked against writes, in the time an index of one row a loop takes.
 
-Downgrade: 0001's parent index and 0008's order of the key; no roots' index.
+Downgrade: 0001's parent index, 0007's index of the parent alone, and 0008's order of the
+key; no roots' index.
 """
 
 from collections.abc import Sequence
@@ -61,6 +63,7 @@ INDEX = "ix_sessionstore_loops_parent"
 KEY = "uq_sessionstore_loops_sequence"
 ID_INDEX = "uq_sessionstore_loops_id"
 ROOTS = "ix_sessionstore_loops_root"
+PARENT_ALONE = "ix_sessionstore_loops_parent_loop_id"  # migration 0007's
 
 
 def _key(columns: str) -> None:
@@ -79,6 +82,7 @@ def upgrade() -> None:
     _key("session_id, sequence, app_name, user_id")
     op.drop_index(INDEX, table_name=LOOPS)
     op.create_index(INDEX, LOOPS, ["parent_loop_id", "session_id", "app_name", "user_id"])
+    op.drop_index(PARENT_ALONE, table_name=LOOPS)  # the new index's first column
     roots = sa.text("parent_loop_id IS NULL")
     op.create_index(
         ROOTS,
@@ -92,5 +96,6 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_index(ROOTS, table_name=LOOPS)
     _key("session_id, app_name, user_id, sequence")
+    op.create_index(PARENT_ALONE, LOOPS, ["parent_loop_id"])
     op.drop_index(INDEX, table_name=LOOPS)
     op.create_index(INDEX, LOOPS, ["session_id", "parent_loop_id"])

@@ -196,7 +196,8 @@ loops = Table(
     metadata,
     _id(),
     *_key(),
-    Column("parent_loop_id", Id, nullable=True, index=True),
+    # Indexed first in `ix_sessionstore_loops_parent` (migration 0017).
+    Column("parent_loop_id", Id, nullable=True),
     Column("sequence", Integer, nullable=False),
     Column("depth", Integer, nullable=False),
     _time("created_at"),
