@@ -543,7 +543,7 @@ async def audit_snapshots(
         written_at = written.get(overlay, {})
         shown = sorted(written_at)
         if moments is not None:
-            shown = shown[len(shown) - moments :] if moments else []
+            shown = shown[-moments:] if moments else []
         for as_of in [*shown, None]:
             audit = await _audit_session(
                 store,

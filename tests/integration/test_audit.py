@@ -175,7 +175,7 @@ async def test_snapshots_audit_every_overlay_after_every_compaction(store: Sessi
     assert now.audit != snapshots[-1].audit
 
 
-@pytest.mark.parametrize("moments", [0, 1, 2, 5])
+@pytest.mark.parametrize("moments", [0, 1, 2, 3, 5])
 async def test_snapshots_of_the_newest_moments_only(store: SessionStore, moments: int) -> None:
     """`moments` keeps each overlay's newest compactions, and now; each audit is unchanged."""
     session_id = await _two_overlays(store)
@@ -187,7 +187,7 @@ async def test_snapshots_of_the_newest_moments_only(store: SessionStore, moments
     for overlay in ("default", "tight"):
         taken = [s for s in every if s.overlay == overlay and s.as_of is not None]
         now = [s for s in every if s.overlay == overlay and s.as_of is None]
-        expected += [*taken[len(taken) - moments :], *now] if moments else now
+        expected += [*taken[-moments:], *now] if moments else now
     assert newest == expected
     assert len(newest) == 2 + min(moments, 2) + min(moments, 1)
 
