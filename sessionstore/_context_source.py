@@ -456,8 +456,9 @@ def chain_digest(
     `reach` on the chain (or are the whole chain). The session's newest digest is looked
     at first: written at one of the chain's newest loops, as every compaction of a chain
     that did not branch writes it, it is the chain's, and only the loops back to the last
-    it folds are read, however long the chain. Otherwise (another branch's, or none) the
-    window grows to the whole chain.
+    it folds are read, however long the chain. When it is another branch's, the window
+    grows to the whole chain. When the session has no digest of `overlay`, nothing is
+    read: `(None, [], False)`.
     """
     newest = newest_digest(src, key, overlay, None, as_of)
     if newest is None:
