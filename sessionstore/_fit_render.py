@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from sessionstore._build_digest import BUILD_DIGEST_SHARE, FoldedTurns
 from sessionstore._fit_units import (
@@ -95,28 +96,15 @@ class Renderer:
         self.budget = budget
         self.scale = token_scale
         self._outputs: dict[tuple[int, bool, int | None], ContextItem] = {}
-        droppable = [i for i, unit in enumerate(units) if unit.kind == "raw"]
-        # The newest raw units within the tail share (their output squeezed) are cut
-        # and dropped after the others.
-        tail: list[int] = []
-        used = 0
-        for index in reversed(droppable):
-            size = sum(self.output(item, True, None).tokens for item in units[index].items)
-            if (used + size) * token_scale > budget * TAIL_SHARE:
-                break
-            used += size
-            tail.append(index)
-        self.tail = set(tail)
-        older = [i for i in droppable if i not in self.tail]
-        self.drop_order = older + sorted(tail)
-        self.older = len(older)
+        self.droppable = [i for i, unit in enumerate(units) if unit.kind == "raw"]
         summaries = [i for i, unit in enumerate(units) if unit.kind == "summary"]
         digests = [i for i in summaries if units[i].items == []]
         self.summary_order = [i for i in summaries if i not in digests] + digests
         self._summaries: dict[
             tuple[int, int | None, str | None, bool, int, bool], ContextItem | None
         ] = {}
-        self.host, self.folded = self._fold_into()
+        self.host = self._fold_host()
+        """The summary the dropped raw turns fold into (see `folded`), or None."""
         self.pinned_unit = next((unit for unit in units if unit.kind == "pinned"), None)
         """The latest request's unit, when it is pinned (never dropped)."""
         pinned = None if self.pinned_unit is None else self.pinned_unit.items[0]
@@ -129,19 +117,57 @@ class Renderer:
         ]
         self.request = None if pinned is None else request_parts(pinned, shared)
         self._requests: dict[int, ContextItem] = {}
+        self._rendered: dict[FitState, Rendered] = {}
 
-    def _fold_into(self) -> tuple[int | None, FoldedTurns | None]:
-        """Return the summary the dropped raw turns fold into, and their digests.
+    # The order raw units are dropped in, and the digest of those dropped, are worked out
+    # only when a state drops or caps them: a context that fits as loaded (most builds)
+    # never squeezes every output of the tail to measure it.
 
-        The summary right before the first droppable turn, when it is a handoff the
-        summarizer can update; else the placeholder `fit_context` put there.
+    @cached_property
+    def tail(self) -> frozenset[int]:
+        """The newest raw units within the tail share (their output squeezed).
+
+        They are cut and dropped after the others.
         """
-        if not self.drop_order:
-            return None, None
-        first = self.drop_order[0]
-        host = next((i for i in range(first - 1, -1, -1) if self.units[i].kind == "summary"), None)
+        tail: list[int] = []
+        used = 0
+        for index in reversed(self.droppable):
+            size = sum(self.output(item, True, None).tokens for item in self.units[index].items)
+            if (used + size) * self.scale > self.budget * TAIL_SHARE:
+                break
+            used += size
+            tail.append(index)
+        return frozenset(tail)
+
+    @cached_property
+    def older(self) -> int:
+        """How many raw units come before the tail (the first `older` of `drop_order`)."""
+        return len(self.droppable) - len(self.tail)
+
+    @cached_property
+    def drop_order(self) -> list[int]:
+        """The raw units in the order they are dropped: the older ones, then the tail."""
+        tail = self.tail
+        return [i for i in self.droppable if i not in tail] + sorted(tail)
+
+    def _fold_host(self) -> int | None:
+        """Return the summary the dropped raw turns fold into.
+
+        The summary right before the first droppable turn (the first of `drop_order`
+        whatever the tail), when it is a handoff the summarizer can update; else the
+        placeholder `fit_context` put there.
+        """
+        if not self.droppable:
+            return None
+        first = self.droppable[0]
+        return next((i for i in range(first - 1, -1, -1) if self.units[i].kind == "summary"), None)
+
+    @cached_property
+    def folded(self) -> FoldedTurns | None:
+        """The digests of the dropped raw turns, for the summary at `host`."""
+        host = self.host
         if host is None:
-            return None, None
+            return None
         summary = self.units[host].summary
         assert summary is not None
         prior = None if summary.is_placeholder else "\n".join(summary.texts)
@@ -150,11 +176,11 @@ class Renderer:
             tuple(raw_id for item in self.units[i].items for raw_id in item.covers)
             for i in self.drop_order
         ]
-        return host, FoldedTurns(units, covers, prior)
+        return FoldedTurns(units, covers, prior)
 
     def folded_count(self, index: int, state: FitState) -> int:
         """Return how many dropped raw units the summary at `index` stands for too."""
-        return state.dropped if index == self.host else 0
+        return state.dropped if state.dropped and index == self.host else 0
 
     def summary_size(self, index: int, state: FitState) -> int:
         """Return the cap a summary is shown within before it is shortened (its own size).
@@ -267,8 +293,15 @@ class Renderer:
         return self._requests[cap]
 
     def render(self, state: FitState) -> Rendered:
+        """Return what `state` shows (kept: the fit renders the loaded state three times)."""
+        rendered = self._rendered.get(state)
+        if rendered is None:
+            rendered = self._rendered[state] = self._render(state)
+        return rendered
+
+    def _render(self, state: FitState) -> Rendered:
         units = self.units
-        dropped_units = set(self.drop_order[: state.dropped])
+        dropped_units = set(self.drop_order[: state.dropped]) if state.dropped else set()
         dropped_units.update(self.summary_order[: state.dropped_summaries])
         kept: list[tuple[int, list[ContextItem] | None]] = []
         trimmed = 0
@@ -298,7 +331,9 @@ class Renderer:
                 elif unit.kind == "pinned":
                     fitted = self.pinned(item, state.standing_cap)
                 else:
-                    cap = state.tail_cap if index in self.tail else state.tool_cap
+                    cap = state.tool_cap
+                    if state.tail_cap != cap and index in self.tail:
+                        cap = state.tail_cap
                     fitted = self.output(item, state.squeeze, cap)
                 if fitted is None:
                     trimmed += 1

@@ -10,10 +10,11 @@ records, `_restore`); any other message is exported canonically
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from sessionstore.errors import FormatError
+from sessionstore.formats._json_texts import decoded
 from sessionstore.formats._messages import check_is_message
 from sessionstore.formats._responses import (
     _KIND_OF,
@@ -34,7 +35,7 @@ from sessionstore.models import (
     ToolResultMessage,
 )
 
-__all__ = ["kept_items", "to_openai_responses"]
+__all__ = ["export_each", "kept_items", "to_openai_responses"]
 
 
 def to_openai_responses(messages: Sequence[Message]) -> list[dict[str, Any]]:
@@ -57,6 +58,48 @@ def to_openai_responses(messages: Sequence[Message]) -> list[dict[str, Any]]:
     return result
 
 
+def export_each(messages: Sequence[Message]) -> list[list[dict[str, Any]]]:
+    """Export each message as its own list of items: `to_openai_responses([m])` for each.
+
+    The kept JSON texts of all the messages are decoded in one parse (`decoded`), not one
+    `json.loads` a message: a context of thousands of messages imported from items is
+    exported on every read of it. When that parse fails (a kept text that is not JSON),
+    each message is exported on its own, as `to_openai_responses` does.
+
+    Raises:
+        FormatError: as `to_openai_responses`.
+    """
+    kept: list[tuple[str, list[Any], list[Any]] | None] = []
+    for index, message in enumerate(messages):
+        check_is_message(index, message)
+        kept.append(None if _is_item_message(message) else _kept_parts(message))
+    texts = [parts[0] for parts in kept if parts is not None]
+    try:
+        parsed: Iterator[Any] | None = iter(decoded(texts))
+    except ValueError:  # a kept text is not JSON: each is decoded on its own
+        parsed = None
+    result: list[list[dict[str, Any]]] = []
+    for index, (message, parts) in enumerate(zip(messages, kept, strict=True)):
+        try:
+            if parts is None or parsed is None:
+                result.append(_export_message(message))
+                continue
+            restored = _matched(message, next(parsed), parts[1], parts[2])
+            result.append(_unkept(message) if restored is None else restored)
+        except _Invalid as exc:
+            raise FormatError(f"message {index}: {exc}") from None
+    return result
+
+
+def _is_item_message(message: Message) -> bool:
+    """Whether the message holds one Responses item as it is (see `_export_message`)."""
+    return (
+        isinstance(message, CustomMessage)
+        and message.custom_type == RESPONSES_FORMAT
+        and isinstance(message.data, dict)
+    )
+
+
 def _export_message(message: Message) -> list[dict[str, Any]]:
     if (
         isinstance(message, CustomMessage)
@@ -65,11 +108,26 @@ def _export_message(message: Message) -> list[dict[str, Any]]:
     ):
         return [_copied(message.data)]
     restored = _kept(message)
-    if restored is None:
-        restored = _restore(message)
-    if restored is not None:
-        return restored
-    return _canonical(message)
+    return _unkept(message) if restored is None else restored
+
+
+def _unkept(message: Message) -> list[dict[str, Any]]:
+    """Export a message whose kept JSON text does not hold it: its records, else canonically."""
+    restored = _restore(message)
+    return _canonical(message) if restored is None else restored
+
+
+def _kept_parts(message: Message) -> tuple[str, list[Any], list[Any]] | None:
+    """Return the message's kept JSON text, its item records and its content, if it has them."""
+    hints = message.extra.get(RESPONSES_FORMAT)
+    if type(hints) is not dict:
+        return None
+    text = hints.get(JSON_KEY)
+    records = hints.get("items")
+    content = getattr(message, "content", None)
+    if type(text) is not str or type(records) is not list or type(content) is not list:
+        return None
+    return text, records, content
 
 
 def _kept(message: Message) -> list[dict[str, Any]] | None:
@@ -79,16 +137,20 @@ def _kept(message: Message) -> list[dict[str, Any]] | None:
     objects) and each slot's value in it is compared with its block. A compacted or
     redacted copy (other blocks, the same `extra`) fails the comparison: None.
     """
-    hints = message.extra.get(RESPONSES_FORMAT)
-    content = getattr(message, "content", None)
-    text = hints.get(JSON_KEY) if type(hints) is dict else None
-    records = hints.get("items") if type(hints) is dict else None
-    if type(text) is not str or type(records) is not list or type(content) is not list:
+    parts = _kept_parts(message)
+    if parts is None:
         return None
     try:
-        items = json.loads(text)
+        items = json.loads(parts[0])
     except ValueError:
         return None
+    return _matched(message, items, parts[1], parts[2])
+
+
+def _matched(
+    message: Message, items: Any, records: list[Any], content: list[Any]
+) -> list[dict[str, Any]] | None:
+    """Return the decoded kept `items` if each slot's value in them is still its block's."""
     if type(items) is not list or len(items) != len(records):
         return None
     at = 0

@@ -2,7 +2,8 @@
 
 `json_items` writes the items a session is given as the JSON texts its messages keep (as
 the SDK's own sessions store them) with their copies proven within limits; `decoded`
-reads many kept texts back in one parse, and `item_lists` gathers their items.
+(`sessionstore.formats._json_texts`, shared with the export) reads many kept texts back in
+one parse, and `item_lists` gathers their items.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from collections.abc import Mapping, Sequence
 from itertools import chain
 from typing import Any, cast
 
-from pydantic_core import from_json, to_json
+from pydantic_core import to_json
 
+from sessionstore.formats._json_texts import decoded
 from sessionstore.formats._responses import RECORD_DEPTH, checked_copies
-from sessionstore.models._batch import paused_gc
 from sessionstore.models._limits import json_copy_within_limits
 
 __all__ = ["decoded", "item_lists", "json_items"]
@@ -97,31 +98,3 @@ def item_lists(units: list[Any]) -> list[Any] | None:
         return None
     items = list(chain.from_iterable(units))
     return items if set(map(type, items)) <= {dict} else None
-
-
-def decoded(texts: Sequence[str]) -> list[Any]:
-    """Decode many stored JSON texts in one parse, the cyclic GC paused meanwhile.
-
-    Decoding builds many small containers, and the collector would scan them again and
-    again as they pile up (more than half of the decode time for a long history); they
-    hold no cycles, so it is paused (`paused_gc`, which also spares a big batch the pass
-    after it). pydantic-core's parser builds
-    the same values as `json.loads` in about a third of its time; it refuses a lone
-    surrogate escape (an escaped half of a surrogate pair), which `json.loads` decodes, so
-    that text is parsed again. The brackets go on the first and last text before the join,
-    so the whole text is copied once, not three times (each copy of megabytes also pays
-    the page faults of its fresh memory). Only the keys go through the parser's string
-    cache: the values are mostly distinct texts, and looking them up cost a sixth to a
-    fifth of the parse.
-    """
-    if not texts:
-        return []
-    parts = list(texts)
-    parts[0] = "[" + parts[0]
-    parts[-1] += "]"
-    text = ",".join(parts)
-    with paused_gc():
-        try:
-            return cast(list[Any], from_json(text, cache_strings="keys"))
-        except ValueError:
-            return cast(list[Any], json.loads(text))

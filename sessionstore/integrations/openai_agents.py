@@ -62,6 +62,7 @@ from sessionstore.formats._responses import (
     item_type,
 )
 from sessionstore.formats._responses_dump import items_from_dump
+from sessionstore.formats._responses_export import export_each
 from sessionstore.integrations._item_json import decoded, item_lists, json_items
 from sessionstore.integrations._responses_window import (
     OUTPUT_TYPES,
@@ -254,7 +255,8 @@ class SessionStoreSession:
             messages = await self._messages()
         except SessionNotFoundError:
             return []
-        units = [to_openai_responses([message]) for message in messages]
+        with paused_gc():  # every item survives the call (see paused_gc)
+            units = export_each(messages)
         starts = [not is_output(message) for message in messages]
         return cast(list[TResponseInputItem], window(starts, units, limit))
 
@@ -469,7 +471,8 @@ class SessionStoreSession:
         except SessionNotFoundError:
             return []
         messages = [stored.message for stored in history]
-        units = [to_openai_responses([message]) for message in messages]
+        with paused_gc():  # every item survives the call (see paused_gc)
+            units = export_each(messages)
         if limit is None:
             return [item for unit in units for item in unit]
         return window([not is_output(message) for message in messages], units, limit)

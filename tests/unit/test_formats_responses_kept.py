@@ -20,6 +20,7 @@ from sessionstore import (
 )
 from sessionstore.formats._responses import from_openai_responses_json
 from sessionstore.formats._responses_dump import items_from_dump
+from sessionstore.formats._responses_export import export_each
 from sessionstore.models import MESSAGE_ADAPTER, Message
 from sessionstore.models._limits import STORED
 from sessionstore.models._messages import canonical_payload, message_payload
@@ -178,3 +179,42 @@ def test_a_redacted_kept_message_exports_in_its_structure() -> None:
         assert "hunter2xyz" not in json.dumps(item)
         assert "abcdefghijklmnop123456" not in json.dumps(item)
         assert set(item) == set(to_openai_responses([message])[0])
+
+
+def _not_json(message: Message) -> Message:
+    """A copy whose kept text is not JSON (written by hand): its records or canonical form."""
+    hints = _hints(message)
+    if not hints:
+        return message
+    return message.model_copy(
+        update={"extra": {"openai_responses": {**hints, "json": hints.get("json", "") + "]"}}}
+    )
+
+
+@given(st.lists(items, max_size=8), st.lists(st.sampled_from("kpcb"), max_size=8))
+def test_export_each_exports_each_message_as_to_openai_responses_does(
+    given_items: list[dict[str, Any]], forms: list[str]
+) -> None:
+    # Kept, plain, compacted and broken copies side by side: the one parse of all kept
+    # texts gives what one export a message gives, in the same order.
+    kept = [_stored(m) for m in _kept(given_items)]
+    plain = [_stored(m) for m in from_openai_responses(given_items)]
+    make = {"k": lambda i: kept[i], "p": lambda i: plain[i], "c": lambda i: _changed(kept[i])}
+    mixed = [
+        make.get(form, lambda i: _not_json(kept[i]))(index % len(kept))
+        for index, form in enumerate(forms)
+        if kept
+    ]
+    expected = [to_openai_responses([message]) for message in mixed]
+    assert export_each(mixed) == expected
+    # One broken text sends every message through its own parse, with the same result.
+    if kept:
+        broken = [*mixed, _not_json(kept[0])]
+        assert export_each(broken) == [*expected, to_openai_responses([broken[-1]])]
+    assert export_each(kept) == [to_openai_responses([message]) for message in kept]
+
+
+def test_export_each_names_the_message_it_cannot_export() -> None:
+    (message,) = from_openai_responses([{"role": "user", "content": "hi"}])
+    with pytest.raises(FormatError, match="message 1: "):
+        export_each([message, "not a message"])  # type: ignore[list-item]  # what it refuses

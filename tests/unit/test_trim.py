@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from sessionstore._items import ContextItem
+import gc
+
+from sessionstore._fit_render import FitState, Renderer
+from sessionstore._fit_units import group_units
+from sessionstore._items import ContextItem, LoopSource
+from sessionstore._overlay import build
 from sessionstore._tokens import estimate_tokens, message_tokens
 from sessionstore._trim import fit_context, shorten_sentences, shorten_summary
 from sessionstore.models import (
@@ -15,6 +20,7 @@ from sessionstore.models import (
     ToolResultMessage,
     UserMessage,
 )
+from tests.unit._loops import stored
 
 POLICY = (
     "You are an airline agent. Help users book, change or cancel flights. Never book "
@@ -215,3 +221,45 @@ def test_restored_file_reads_go_before_any_raw_turn() -> None:
     texts = [getattr(item.message, "text", "") for item in fitted.items]
     assert not any("line 100 of the parser" in text for text in texts)
     assert any("Fix the crash in src/parser.py" in text for text in texts)
+
+
+# ── a context that fits as loaded ─────────────────────────────────────────────
+
+
+def test_a_context_that_fits_as_loaded_squeezes_no_output_to_plan_cuts() -> None:
+    # The order raw turns would be dropped in (which needs every output of the newest
+    # turns squeezed to measure them) is worked out only when a cut needs it.
+    items = _items(_turns(40))
+    renderer = Renderer(group_units(items, 1), 1_000_000, 1.0)
+    rendered = renderer.render(FitState())
+    assert [item.message for item in rendered.items] == [item.message for item in items]
+    assert rendered is renderer.render(FitState())  # the fit asks for it three times
+    assert renderer._outputs == {}
+    assert "tail" not in vars(renderer)
+    assert "folded" not in vars(renderer)
+    # Asked for, the plan is the one the ladder cuts by: every raw turn in the tail.
+    assert renderer.older == 0
+    assert renderer.drop_order == sorted(renderer.tail) == renderer.droppable
+
+
+def test_a_build_of_thousands_of_messages_runs_without_the_cyclic_collector() -> None:
+    # Every message, item and unit of a build survives it: the collector would scan them
+    # again and again as they pile up (most of a long build); paused, it runs at most
+    # once, after the build (on its next allocation).
+    view = stored(_turns(1_000))
+    source = LoopSource(loop=view.loop, block=None, raw=view.messages)
+    started: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started.append(info["generation"])
+
+    gc.collect()
+    gc.callbacks.append(count)
+    try:
+        built = build([source], budget=10_000_000)
+    finally:
+        gc.callbacks.remove(count)
+    assert len(built.items) == len(view.messages)
+    assert len(started) <= 1, started
+    assert gc.isenabled()
