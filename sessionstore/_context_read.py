@@ -45,7 +45,7 @@ from sessionstore.models import (
     SystemMessage,
     TurnRange,
 )
-from sessionstore.models._batch import paused_gc
+from sessionstore.models._batch import gc_paused
 
 __all__ = ["blocks_of", "read_context", "scoped_chain"]
 
@@ -148,6 +148,7 @@ def blocks_of(
     return {block.loop_id: block for block in loaded if block.loop_id is not None}
 
 
+@gc_paused  # the records of every loop in scope survive the read, for the build
 def read_context(
     src: Source,
     key: SessionKey,
@@ -160,31 +161,6 @@ def read_context(
     new_overlay: bool = False,
 ) -> ContextSources:
     """Read what the loader needs to build a loop's context (see `SessionStore.read_context`)."""
-    # The records of every loop in scope survive the read, for the build (see paused_gc).
-    with paused_gc():
-        return _read_context(
-            src,
-            key,
-            scope=scope,
-            budget=budget,
-            loop_id=loop_id,
-            overlay=overlay,
-            as_of=as_of,
-            new_overlay=new_overlay,
-        )
-
-
-def _read_context(
-    src: Source,
-    key: SessionKey,
-    *,
-    scope: CompactionScope | None,
-    budget: int,
-    loop_id: int | None,
-    overlay: str,
-    as_of: datetime | int | None,
-    new_overlay: bool,
-) -> ContextSources:
     # Imported here: it pulls the trimming code, which a call that builds no context (a
     # listing) never needs at start.
     from sessionstore._overlay import segments

@@ -45,7 +45,7 @@ from sessionstore.models import (
     ToolResultMessage,
     TurnRange,
 )
-from sessionstore.models._batch import paused_gc
+from sessionstore.models._batch import gc_paused
 
 __all__ = ["assemble", "build", "pair_tool_calls", "segments"]
 
@@ -218,6 +218,10 @@ def _redacted(item: ContextItem) -> ContextItem:
     return replace(item, message=message, tokens=message_tokens(message))
 
 
+# The messages are decoded here (each raw record on first use) and, with the items and
+# units made of them, all survive the build: the collector would scan them again and
+# again as they pile up (most of a build of thousands of messages; see paused_gc).
+@gc_paused
 def build(
     loops: Sequence[LoopSource],
     *,
@@ -250,39 +254,6 @@ def build(
         raise ValueError(f"the token budget must be positive, got {budget}")
     if not token_scale > 0:
         raise ValueError(f"token_scale must be positive, got {token_scale}")
-    # The messages are decoded here (each raw record on first use) and, with the items
-    # and units made of them, all survive the build: the collector would scan them again
-    # and again as they pile up (most of a build of thousands of messages; see paused_gc).
-    with paused_gc():
-        return _built(
-            loops,
-            budget=budget,
-            latest_user=latest_user,
-            token_scale=token_scale,
-            overlay=overlay,
-            as_of=as_of,
-            scope=scope,
-            digest=digest,
-            redact_secrets=redact_secrets,
-            own_system_prompt=own_system_prompt,
-            system=system,
-        )
-
-
-def _built(
-    loops: Sequence[LoopSource],
-    *,
-    budget: int,
-    latest_user: StoredMessage | None,
-    token_scale: float,
-    overlay: str,
-    as_of: object | None,
-    scope: CompactionScope | None,
-    digest: SessionDigest | None,
-    redact_secrets: bool,
-    own_system_prompt: bool,
-    system: Sequence[StoredMessage],
-) -> BuiltContext:
     items = assemble(loops, latest_user)
     if system:
         items[:0] = [_raw_item(stored) for stored in system]

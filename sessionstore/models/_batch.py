@@ -8,19 +8,22 @@ are built in one loop with the collector paused.
 
 from __future__ import annotations
 
+import functools
 import gc
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, ParamSpec, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from sessionstore.models._records import _ALL_FIELDS, StoredMessage, _LazyRecord
 from sessionstore.models._stored_json import decode_stored, shared_validator
 
-__all__ = ["decode_all", "decoded_records", "paused_gc"]
+__all__ = ["decode_all", "decoded_records", "gc_paused", "paused_gc"]
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 _new = object.__new__
 _SLOTS = vars(BaseModel)
 # A model's instance state, set through its slots' own descriptors: one C call each,
@@ -131,6 +134,17 @@ def paused_gc() -> Iterator[None]:
                 gc.freeze()
                 gc.unfreeze()
             gc.enable()
+
+
+def gc_paused(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Run `function` with the collector paused (`paused_gc`): for work whose objects survive it."""
+
+    @functools.wraps(function)
+    def paused(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with paused_gc():
+            return function(*args, **kwargs)
+
+    return paused
 
 
 def decode_all(records: Sequence[_LazyRecord]) -> None:
