@@ -25,7 +25,7 @@ from sessionstore._context_source import (
     resolve_loop,
 )
 from sessionstore._items import ContextSources, LoopSource
-from sessionstore._row_models import block_model, stored_model, stored_models
+from sessionstore._row_models import block_model, stored_model
 from sessionstore._scope import (
     ChainEntry,
     grow_window,
@@ -213,17 +213,17 @@ def read_context(
     sources = []
     for loop in in_scope:
         block = blocks.get(loop.id)
-        raw: Sequence[Any] = []
+        raw: Sequence[StoredMessage] = []
         if block is None:
             raw = unblocked.get(loop.id, ())
         else:
             raw = [
-                row
+                stored
                 for turns, kind in segments(loop.turn_count, block)
                 if kind == "raw"
-                for row in _raw_turns(src, key, loop.id, turns, moment)
+                for stored in _raw_turns(src, key, loop.id, turns, moment)
             ]
-        sources.append(LoopSource(loop, block, stored_models(raw, key.session_id)))
+        sources.append(LoopSource(loop, block, raw))
     newest = [loop.id for loop, _ in reversed(entries)]
     latest = _latest_user(src, key, newest, moment)
     if latest is None and not complete:
@@ -240,9 +240,8 @@ def _system_prompt(
     """Return the system messages that open the chain's first loop (its system prompt)."""
     if root.turn_count == 0:
         return []
-    rows = _raw_turns(src, key, root.id, TurnRange(start_turn=0, end_turn=0), moment)
     found: list[StoredMessage] = []
-    for stored in stored_models(rows, key.session_id):
+    for stored in _raw_turns(src, key, root.id, TurnRange(start_turn=0, end_turn=0), moment):
         if not isinstance(stored.message, SystemMessage):
             break
         found.append(stored)
@@ -282,7 +281,8 @@ def _digest_and_loops_after(
 
 def _raw_turns(
     src: Source, key: SessionKey, loop_id: int, turns: TurnRange, as_of: datetime | None
-) -> Sequence[Any]:
+) -> list[StoredMessage]:
+    """The raw messages of a loop's turns (written by `as_of`), in order, decoded."""
     params: dict[str, Any] = {
         **key.params,
         "lid": loop_id,
@@ -290,8 +290,8 @@ def _raw_turns(
         "b": turns.end_turn,
     }
     if as_of is None:
-        return src.rows("raw_turns", params)
-    return src.rows("raw_turns_as_of", {**params, "t": as_of})
+        return src.messages("raw_turns", params, key.session_id)
+    return src.messages("raw_turns_as_of", {**params, "t": as_of}, key.session_id)
 
 
 _LOOPS_PER_STATEMENT = 500
@@ -300,7 +300,7 @@ _LOOPS_PER_STATEMENT = 500
 
 def _raw_loops(
     src: Source, key: SessionKey, loop_ids: Sequence[int], as_of: datetime | None
-) -> dict[int, list[Any]]:
+) -> dict[int, list[StoredMessage]]:
     """Every message row of these loops (written by `as_of`), by loop, in order.
 
     What `_raw_turns` reads of a loop without a block (all its turns; a loop holds no
@@ -308,7 +308,7 @@ def _raw_loops(
     resume of hundreds of short loops (a chat, each request a loop) sent a statement
     for each.
     """
-    found: dict[int, list[Any]] = {}
+    found: dict[int, list[StoredMessage]] = {}
     name = "raw_loops" if as_of is None else "raw_loops_as_of"
     for start in range(0, len(loop_ids), _LOOPS_PER_STATEMENT):
         params: dict[str, Any] = {
@@ -317,8 +317,8 @@ def _raw_loops(
         }
         if as_of is not None:
             params["t"] = as_of
-        for row in src.rows(name, params):
-            found.setdefault(row.loop_id, []).append(row)
+        for stored in src.messages(name, params, key.session_id):
+            found.setdefault(stored.loop_id, []).append(stored)
     return found
 
 

@@ -43,6 +43,7 @@ from sessionstore.models import (
     LoopRecord,
     ReplacementMessage,
     SessionDigest,
+    StoredMessage,
     TurnRange,
 )
 from sessionstore.models._limits import check_count, check_id, check_text
@@ -123,6 +124,15 @@ class Source(Protocol):
 
     def rows(self, name: str, params: Mapping[str, Any]) -> Sequence[Any]:
         """Return every row of the statement `name` run with `params`."""
+        ...
+
+    def messages(
+        self, name: str, params: Mapping[str, Any], session_id: str
+    ) -> list[StoredMessage]:
+        """Return the stored messages of a statement of the message columns, each decoded.
+
+        For the messages a context build uses every one of (`raw_turns`, `raw_loops`).
+        """
         ...
 
 

@@ -43,7 +43,9 @@ from sessionstore.models import (
     LoopRecord,
     Session,
     SessionUsage,
+    StoredMessage,
 )
+from sessionstore.models._batch import decoded_records
 
 __all__ = [
     "STATEMENTS",
@@ -103,6 +105,12 @@ class SqliteSource:
             fields = [column[0] for column in cursor.description]
             row_type = self._row_types[name] = namedtuple(f"{name}_row", fields)
         return converted_rows(cursor, row_type, [_CONVERTERS[kind] for kind in kinds])
+
+    def messages(
+        self, name: str, params: Mapping[str, Any], session_id: str
+    ) -> list[StoredMessage]:
+        """Return the stored messages of a statement of the message columns, each decoded."""
+        return decoded_records(self.rows(name, params), session_id)
 
 
 def converted_rows(

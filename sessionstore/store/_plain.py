@@ -23,6 +23,7 @@ __all__ = [
     "is_citus",
     "on_asyncpg",
     "read_plain",
+    "read_sqlite",
     "rows_of",
     "run_plain",
 ]
@@ -142,6 +143,29 @@ def read_plain(db: Connection, statement: Any, params: Mapping[str, Any]) -> lis
     if not on_asyncpg(db.dialect, db.dispatch):
         return None
     return _fetch(db, *driver_values(db.dialect, statement, params))
+
+
+def read_sqlite(db: Connection, statement: Any, params: Mapping[str, Any]) -> list[Any]:
+    """Run a read straight on a SQLite connection's cursor; return the driver's rows.
+
+    As `run_plain`, for a statement that may hold `IN` lists (each list value of `params`
+    is expanded as SQLAlchemy expands it; every list of the store's reads filters a
+    conjunction, so an empty one selects no row) and parameters of any type (each goes
+    through its type's bind processor, a time as the store binds it).
+    """
+    _, sql, names, fixed, processors = _compiled(db.dialect, statement, params)
+    values: list[Any] = []
+    for name in names:
+        value = params[name] if name in params else fixed[name]
+        if isinstance(value, list):
+            if not value:
+                return []
+            sql = sql.replace(f"__[POSTCOMPILE_{name}]", ", ".join("?" * len(value)), 1)
+            values.extend(value)
+            continue
+        process = processors.get(name)
+        values.append(value if process is None or value is None else process(value))
+    return _fetch(db, sql, values)
 
 
 def rows_of(

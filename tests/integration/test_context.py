@@ -289,3 +289,33 @@ async def test_a_resume_of_many_short_loops_sends_as_many_statements_as_of_few(
         sent.clear()
     assert counts[4] > 0
     assert counts[40] <= counts[4] + 4
+
+
+async def test_the_context_read_returns_the_stored_messages_the_history_read_returns(
+    store: SessionStore,
+) -> None:
+    """What a build loads is each loop's stored messages, as `get_messages` gives them.
+
+    On SQLite the context read takes the driver's rows straight (no SQLAlchemy result):
+    the times, hashes, client ids and payloads must come out as the store's own reads
+    give them, at a moment too (its time bound as the store binds one).
+    """
+    session_id = await _chat(store, 3)
+    first = await store.get_history(session_id)
+    moment = first[-1].created_at
+    extra: list[Message] = [
+        UserMessage(content="naïve café — ✓ \U0001f600", client_id="c-1"),
+        AssistantMessage(content=[TextContent(text='ok \\u0000 "quoted"')]),
+    ]
+    await store.append_messages(session_id, extra, loop_id="new")
+    for as_of in (None, moment):
+        sources = await store.read_context(session_id, budget=10**9, as_of=as_of)
+        assert sources.loops
+        for source in sources.loops:
+            stored = await store.get_messages(session_id, source.loop.id)
+            if as_of is not None:
+                stored = [s for s in stored if s.created_at <= as_of]
+            assert list(source.raw) == stored
+            assert [s.message for s in source.raw] == [s.message for s in stored]
+        loaded = [s for source in sources.loops for s in source.raw]
+        assert len(loaded) == (len(first) if as_of is not None else len(first) + 2)
