@@ -423,7 +423,11 @@ def _body(output: str) -> str:
     (`(Open file: ...)`, `(Current directory: ...)`, the prompt, a no-output notice).
     """
     body = _OUTPUT_TAGS.sub("", _RETURN_CODE.sub("", output, count=1))
-    body = _HARNESS_TRAILER.sub("", body).strip("\n")
+    # The trailer's last line ends with `)` or the prompt: only then is it looked for (the
+    # pattern, anchored at the end, is tried at every line of the output).
+    if body.rstrip().endswith((")", "bash-$")):
+        body = _HARNESS_TRAILER.sub("", body)
+    body = body.strip("\n")
     return "" if _NO_OUTPUT.match(body.strip()) else body
 
 

@@ -268,6 +268,21 @@ _ID_KEY = re.compile(
 )
 
 
+_NEEDS: dict[re.Pattern[str], str] = {
+    _VALUE_PATTERNS[0]: "-",  # a UUID's dashes
+    _VALUE_PATTERNS[1]: "@",  # an email's at sign
+    _VALUE_PATTERNS[2]: "#",  # a ticket number's hash
+    _VALUE_PATTERNS[4]: "_",  # an id's underscores
+    _USER_VALUE_PATTERNS[0]: "-",  # a date's dashes
+    _USER_VALUE_PATTERNS[4]: ".",  # a version's dots
+}
+"""A character every match of the pattern holds: a text without it is not scanned.
+
+Each pattern scans the whole window, position by position, in Python's `re`: most of a
+session digest's time over tool output (issue 20); most texts hold no `@` or `#`.
+"""
+
+
 def is_id_key(key: str) -> bool:
     """Return True for a JSON key whose values are record ids (`id`, `user_id`, `reservations`)."""
     return _ID_KEY.search(key) is not None
@@ -283,6 +298,9 @@ def record_values(text: str, *, from_user: bool = False) -> list[str]:
     patterns = _VALUE_PATTERNS + (_USER_VALUE_PATTERNS if from_user else [])
     hits: list[tuple[int, str]] = []
     for pattern in patterns:
+        needed = _NEEDS.get(pattern)
+        if needed is not None and needed not in window:
+            continue
         hits.extend((m.start(), m.group().strip()) for m in pattern.finditer(window))
     values = list(dict.fromkeys(value for _, value in sorted(hits) if value))[:MAX_VALUES]
     # `W2378156` is already in `#W2378156` (but `#12` is not in `#1234`).

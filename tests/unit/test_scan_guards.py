@@ -1,0 +1,81 @@
+"""The digest's scans skip a text that cannot match: the same answers as a scan of every text."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sessionstore.summarizers import _actions, _scan
+
+# Texts made of the characters the patterns and their guards turn on.
+PIECES = st.sampled_from(
+    [
+        "a",
+        "Z",
+        "7",
+        "_",
+        "-",
+        "@",
+        "#",
+        ".",
+        " ",
+        "\n",
+        ")",
+        "(",
+        "$",
+        ":",
+        "&",
+        "\t",
+        "\u00a0",
+        "bash-$",
+        "bash-$ ",
+        "(Open file: /tmp/x.py)",
+        "(Current directory: /w)",
+        "user_4421",
+        "mia@example.org",
+        "#W2378",
+        "#12",
+        "HAT136",
+        "123e4567-e89b-12d3-a456-426614174000",
+        "2024-05-01",
+        "v1.2.3",
+        "<output>",
+        "</output>",
+        "<returncode>0</returncode>",
+        "Your command ran successfully",
+    ]
+)
+TEXTS = st.lists(PIECES, max_size=40).map("".join)
+
+
+def _every_pattern(text: str, *, from_user: bool) -> list[str]:
+    """`record_values` as it was: every pattern scans the window."""
+    window = _scan.head_tail(text)
+    patterns = _scan._VALUE_PATTERNS + (_scan._USER_VALUE_PATTERNS if from_user else [])
+    hits: list[tuple[int, str]] = []
+    for pattern in patterns:
+        hits.extend((m.start(), m.group().strip()) for m in pattern.finditer(window))
+    values = list(dict.fromkeys(value for _, value in sorted(hits) if value))[: _scan.MAX_VALUES]
+    return [v for v in values if not any(v in o and _scan._inside(v, o) for o in values if o != v)]
+
+
+@given(TEXTS, st.booleans())
+def test_record_values_finds_what_every_pattern_finds(text: str, from_user: bool) -> None:
+    assert _scan.record_values(text, from_user=from_user) == _every_pattern(
+        text, from_user=from_user
+    )
+
+
+@given(TEXTS)
+def test_a_text_without_a_patterns_guard_holds_no_match_of_it(text: str) -> None:
+    for pattern, needed in _scan._NEEDS.items():
+        assert pattern.search(text.replace(needed, "")) is None, (pattern.pattern, needed)
+
+
+@given(TEXTS)
+def test_an_output_without_a_trailer_keeps_its_body(text: str) -> None:
+    # The harness trailer is looked for only when the output ends as one does.
+    body = _actions._OUTPUT_TAGS.sub("", _actions._RETURN_CODE.sub("", text, count=1))
+    body = _actions._HARNESS_TRAILER.sub("", body).strip("\n")
+    expected = "" if _actions._NO_OUTPUT.match(body.strip()) else body
+    assert _actions._body(text) == expected
