@@ -242,7 +242,8 @@ def is_noise_path(path: str) -> bool:
 _VALUE_PATTERNS = [
     re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"),
     re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}\b"),
-    re.compile(r"(?<![\w&])#[A-Z]?\d{3,}\b|(?<![\w&])#\d{2}\b"),
+    # `#` first (the character before it checked after), so the scan looks for the `#`s.
+    re.compile(r"#(?<![\w&]#)(?:[A-Z]?\d{3,}\b|\d{2}\b)"),
     # Record codes: upper-case letters and digits, both present (ZFA04Y, HAT136).
     re.compile(r"\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{5,12}\b"),
     # Ids written as words and a number (mia_li_3668, credit_card_4421486).
@@ -268,19 +269,29 @@ _ID_KEY = re.compile(
 )
 
 
-_NEEDS: dict[re.Pattern[str], str] = {
-    _VALUE_PATTERNS[0]: "-",  # a UUID's dashes
+_NEEDS: dict[re.Pattern[str], str | re.Pattern[str]] = {
+    _VALUE_PATTERNS[0]: re.compile(r"-[0-9a-fA-F]{4}-"),  # a UUID's middle
     _VALUE_PATTERNS[1]: "@",  # an email's at sign
     _VALUE_PATTERNS[2]: "#",  # a ticket number's hash
-    _VALUE_PATTERNS[4]: "_",  # an id's underscores
+    _VALUE_PATTERNS[4]: re.compile(r"_\d{3}"),  # an id's number
     _USER_VALUE_PATTERNS[0]: "-",  # a date's dashes
     _USER_VALUE_PATTERNS[4]: ".",  # a version's dots
 }
-"""A character every match of the pattern holds: a text without it is not scanned.
+"""What every match of the pattern holds (a character, or a short pattern that starts with
+one): a text without it is not scanned for the pattern.
 
 Each pattern scans the whole window, position by position, in Python's `re`: most of a
-session digest's time over tool output (issue 20); most texts hold no `@` or `#`.
+session digest's time over tool output (issue 20); most texts hold no `@` or `#`. A guard
+that starts with a character is found by a fast search for that character.
 """
+
+
+def _may_hold(window: str, pattern: re.Pattern[str]) -> bool:
+    """Whether `window` holds what every match of `pattern` holds (see `_NEEDS`)."""
+    needed = _NEEDS.get(pattern)
+    if needed is None:
+        return True
+    return needed in window if isinstance(needed, str) else needed.search(window) is not None
 
 
 def is_id_key(key: str) -> bool:
@@ -298,8 +309,7 @@ def record_values(text: str, *, from_user: bool = False) -> list[str]:
     patterns = _VALUE_PATTERNS + (_USER_VALUE_PATTERNS if from_user else [])
     hits: list[tuple[int, str]] = []
     for pattern in patterns:
-        needed = _NEEDS.get(pattern)
-        if needed is not None and needed not in window:
+        if not _may_hold(window, pattern):
             continue
         hits.extend((m.start(), m.group().strip()) for m in pattern.finditer(window))
     values = list(dict.fromkeys(value for _, value in sorted(hits) if value))[:MAX_VALUES]

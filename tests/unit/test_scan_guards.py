@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -69,7 +71,17 @@ def test_record_values_finds_what_every_pattern_finds(text: str, from_user: bool
 @given(TEXTS)
 def test_a_text_without_a_patterns_guard_holds_no_match_of_it(text: str) -> None:
     for pattern, needed in _scan._NEEDS.items():
-        assert pattern.search(text.replace(needed, "")) is None, (pattern.pattern, needed)
+        if isinstance(needed, str):
+            assert pattern.search(text.replace(needed, "")) is None, (pattern.pattern, needed)
+        elif needed.search(text) is None:
+            assert pattern.search(text) is None, (pattern.pattern, needed.pattern)
+
+
+@given(TEXTS)
+def test_a_ticket_number_is_found_as_the_lookbehind_first_pattern_found_it(text: str) -> None:
+    before = re.compile(r"(?<![\w&])#[A-Z]?\d{3,}\b|(?<![\w&])#\d{2}\b")
+    found = [(m.start(), m.group()) for m in _scan._VALUE_PATTERNS[2].finditer(text)]
+    assert found == [(m.start(), m.group()) for m in before.finditer(text)]
 
 
 @given(TEXTS)
