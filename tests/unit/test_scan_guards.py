@@ -91,3 +91,33 @@ def test_an_output_without_a_trailer_keeps_its_body(text: str) -> None:
     body = _actions._HARNESS_TRAILER.sub("", body).strip("\n")
     expected = "" if _actions._NO_OUTPUT.match(body.strip()) else body
     assert _actions._body(text) == expected
+
+
+# The one alternation `looks_broken` replaced (it tried every branch at every position).
+BROKEN_BEFORE = re.compile(
+    r": command not found$|: No such file(?: or directory)?$|: cannot open\b"
+    r"|^Traceback \(most recent call last\):"
+    r"|^Your proposed edit has introduced new syntax error|^(?:bash|sh|zsh): .*: not found$"
+    r"|^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception): |^Segmentation fault"
+    r"|^Exception in thread |^\S+\.java:\d+: error: |^BUILD FAILURE|^\[ERROR\] ",
+    re.MULTILINE,
+)
+
+
+@given(TEXTS)
+def test_a_broken_output_is_told_as_the_one_alternation_told_it(text: str) -> None:
+    assert _actions.looks_broken(text) == (BROKEN_BEFORE.search(text) is not None)
+
+
+def test_broken_outputs_by_example() -> None:
+    broken = [
+        "x\nTraceback (most recent call last):\n  File",
+        "run: command not found\nnext",
+        "cat: a.txt: No such file or directory",
+        "ok\npkg.mod.KeyError: 'a'",
+        "bash: foo: not found",
+        "[ERROR] compile",
+    ]
+    fine = ["ok", "a ValueError: not at a line start", "status: command found", ""]
+    for text in broken + fine:
+        assert _actions.looks_broken(text) == (text in broken) == bool(BROKEN_BEFORE.search(text))
