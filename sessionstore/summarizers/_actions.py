@@ -42,6 +42,7 @@ __all__ = [
     "body_of",
     "describe_call",
     "describe_outcome",
+    "looks_broken",
     "outcome_values",
 ]
 
