@@ -45,7 +45,7 @@ from sessionstore.models import (
     SystemMessage,
     TurnRange,
 )
-from sessionstore.models._batch import gc_paused
+from sessionstore.models._batch import paused_gc
 
 __all__ = ["blocks_of", "read_context", "scoped_chain"]
 
@@ -148,7 +148,7 @@ def blocks_of(
     return {block.loop_id: block for block in loaded if block.loop_id is not None}
 
 
-@gc_paused  # the records of every loop in scope survive the read, for the build
+@paused_gc()  # the records of every loop in scope survive the read, for the build
 def read_context(
     src: Source,
     key: SessionKey,

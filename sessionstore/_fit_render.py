@@ -180,7 +180,7 @@ class Renderer:
 
     def folded_count(self, index: int, state: FitState) -> int:
         """Return how many dropped raw units the summary at `index` stands for too."""
-        return state.dropped if state.dropped and index == self.host else 0
+        return state.dropped if index == self.host else 0
 
     def summary_size(self, index: int, state: FitState) -> int:
         """Return the cap a summary is shown within before it is shortened (its own size).

@@ -45,7 +45,7 @@ from sessionstore.models import (
     ToolResultMessage,
     TurnRange,
 )
-from sessionstore.models._batch import gc_paused
+from sessionstore.models._batch import paused_gc
 
 __all__ = ["assemble", "build", "pair_tool_calls", "segments"]
 
@@ -221,7 +221,7 @@ def _redacted(item: ContextItem) -> ContextItem:
 # The messages are decoded here (each raw record on first use) and, with the items and
 # units made of them, all survive the build: the collector would scan them again and
 # again as they pile up (most of a build of thousands of messages; see paused_gc).
-@gc_paused
+@paused_gc()
 def build(
     loops: Sequence[LoopSource],
     *,

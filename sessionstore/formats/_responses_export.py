@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from sessionstore.errors import FormatError
 from sessionstore.formats._json_texts import decoded
@@ -34,6 +34,7 @@ from sessionstore.models import (
     ToolCall,
     ToolResultMessage,
 )
+from sessionstore.models._batch import paused_gc
 
 __all__ = ["export_each", "kept_items", "to_openai_responses"]
 
@@ -58,6 +59,7 @@ def to_openai_responses(messages: Sequence[Message]) -> list[dict[str, Any]]:
     return result
 
 
+@paused_gc()  # every item survives the call (see paused_gc)
 def export_each(messages: Sequence[Message]) -> list[list[dict[str, Any]]]:
     """Export each message as its own list of items: `to_openai_responses([m])` for each.
 
@@ -91,8 +93,8 @@ def export_each(messages: Sequence[Message]) -> list[list[dict[str, Any]]]:
     return result
 
 
-def _is_item_message(message: Message) -> bool:
-    """Whether the message holds one Responses item as it is (see `_export_message`)."""
+def _is_item_message(message: Message) -> TypeGuard[CustomMessage]:
+    """Whether the message holds one Responses item as it is (exported as a copy of it)."""
     return (
         isinstance(message, CustomMessage)
         and message.custom_type == RESPONSES_FORMAT
@@ -101,11 +103,7 @@ def _is_item_message(message: Message) -> bool:
 
 
 def _export_message(message: Message) -> list[dict[str, Any]]:
-    if (
-        isinstance(message, CustomMessage)
-        and message.custom_type == RESPONSES_FORMAT
-        and isinstance(message.data, dict)
-    ):
+    if _is_item_message(message):
         return [_copied(message.data)]
     restored = _kept(message)
     return _unkept(message) if restored is None else restored

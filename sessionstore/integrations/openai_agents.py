@@ -255,8 +255,7 @@ class SessionStoreSession:
             messages = await self._messages()
         except SessionNotFoundError:
             return []
-        with paused_gc():  # every item survives the call (see paused_gc)
-            units = export_each(messages)
+        units = export_each(messages)
         starts = [not is_output(message) for message in messages]
         return cast(list[TResponseInputItem], window(starts, units, limit))
 
@@ -471,8 +470,7 @@ class SessionStoreSession:
         except SessionNotFoundError:
             return []
         messages = [stored.message for stored in history]
-        with paused_gc():  # every item survives the call (see paused_gc)
-            units = export_each(messages)
+        units = export_each(messages)
         if limit is None:
             return [item for unit in units for item in unit]
         return window([not is_output(message) for message in messages], units, limit)

@@ -8,22 +8,19 @@ are built in one loop with the collector paused.
 
 from __future__ import annotations
 
-import functools
 import gc
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Final, ParamSpec, TypeVar
+from typing import Any, Final
 
 from pydantic import BaseModel, ValidationError
 
 from sessionstore.models._records import _ALL_FIELDS, StoredMessage, _LazyRecord
 from sessionstore.models._stored_json import decode_stored, shared_validator
 
-__all__ = ["decode_all", "decoded_records", "gc_paused", "paused_gc"]
+__all__ = ["decode_all", "decoded_records", "paused_gc"]
 
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
 _new = object.__new__
 _SLOTS = vars(BaseModel)
 # A model's instance state, set through its slots' own descriptors: one C call each,
@@ -109,6 +106,8 @@ _PROMOTE_AT: Final = 10_000
 def paused_gc() -> Iterator[None]:
     """Pause the cyclic garbage collector for a bounded batch of work (nests safely).
 
+    A context manager, or a decorator (`@paused_gc()`) for a function whose work it is.
+
     Building thousands of objects that all survive (a read's records, an append's rows)
     makes the collector run again and again over the growing heap, each pass finding
     nothing to free: it was about 60% of a decoded full read. Paused, it would still
@@ -134,17 +133,6 @@ def paused_gc() -> Iterator[None]:
                 gc.freeze()
                 gc.unfreeze()
             gc.enable()
-
-
-def gc_paused(function: Callable[_P, _R]) -> Callable[_P, _R]:
-    """Run `function` with the collector paused (`paused_gc`): for work whose objects survive it."""
-
-    @functools.wraps(function)
-    def paused(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        with paused_gc():
-            return function(*args, **kwargs)
-
-    return paused
 
 
 def decode_all(records: Sequence[_LazyRecord]) -> None:
