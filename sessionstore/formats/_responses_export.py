@@ -60,13 +60,23 @@ def to_openai_responses(messages: Sequence[Message]) -> list[dict[str, Any]]:
 
 
 @paused_gc()  # every item survives the call (see paused_gc)
-def export_each(messages: Sequence[Message]) -> list[list[dict[str, Any]]]:
+def export_each(
+    messages: Sequence[Message], verbatim: Sequence[bool] | None = None
+) -> list[list[dict[str, Any]]]:
     """Export each message as its own list of items: `to_openai_responses([m])` for each.
 
     The kept JSON texts of all the messages are decoded in one parse (`decoded`), not one
     `json.loads` a message: a context of thousands of messages imported from items is
     exported on every read of it. When that parse fails (a kept text that is not JSON),
     each message is exported on its own, as `to_openai_responses` does.
+
+    `verbatim[i]` True says that message `i` is a stored raw message as it was stored (a
+    built context's `raw` item, built without `redact_secrets`): its kept text is then
+    taken as its items when it is a list of as many objects as the message records,
+    without comparing each slot's value with its block, as a raw read of the session
+    takes it (`SessionStoreSession` in raw mode). The comparison is what tells a
+    compacted, shortened or redacted copy, which keeps the `extra` of the message it
+    copies, from the message itself; a stored message is never such a copy.
 
     Raises:
         FormatError: as `to_openai_responses`.
@@ -86,11 +96,21 @@ def export_each(messages: Sequence[Message]) -> list[list[dict[str, Any]]]:
             if parts is None or parsed is None:
                 result.append(_export_message(message))
                 continue
-            restored = _matched(message, next(parsed), parts[1], parts[2])
+            items = next(parsed)
+            restored = (
+                items
+                if verbatim is not None and verbatim[index] and _whole(items, parts[1])
+                else _matched(message, items, parts[1], parts[2])
+            )
             result.append(_unkept(message) if restored is None else restored)
         except _Invalid as exc:
             raise FormatError(f"message {index}: {exc}") from None
     return result
+
+
+def _whole(items: Any, records: list[Any]) -> bool:
+    """Whether a decoded kept text is a list of one object for each of the item records."""
+    return type(items) is list and len(items) == len(records) and set(map(type, items)) <= {dict}
 
 
 def _is_item_message(message: Message) -> TypeGuard[CustomMessage]:

@@ -46,6 +46,7 @@ from typing import Any, cast
 
 from sessionstore._engine import ContextEngine, EngineChoice, make_context_engine
 from sessionstore._engine._preflight import build_with_engine
+from sessionstore._items import BuiltContext
 from sessionstore.config import CompactionConfig, validated_config
 from sessionstore.errors import (
     MissingDependencyError,
@@ -252,10 +253,15 @@ class SessionStoreSession:
         if self._max_context_tokens is None:
             return cast(list[TResponseInputItem], await self._raw_items(limit))
         try:
-            messages = await self._messages()
+            context = await self._context()
         except SessionNotFoundError:
             return []
-        units = export_each(messages)
+        if context is None:
+            return []
+        messages = context.messages
+        # Built without `redact_secrets`: a raw item is the stored message itself, whose
+        # kept text the export takes as raw mode does.
+        units = export_each(messages, [item.source == "raw" for item in context.items])
         starts = [not is_output(message) for message in messages]
         return cast(list[TResponseInputItem], window(starts, units, limit))
 
@@ -475,14 +481,14 @@ class SessionStoreSession:
             return [item for unit in units for item in unit]
         return window([not is_output(message) for message in messages], units, limit)
 
-    async def _messages(self) -> list[Message]:
-        """The context built within the window (context mode)."""
+    async def _context(self) -> BuiltContext | None:
+        """The context built within the window (context mode); None before any loop."""
         assert self._engine is not None  # context mode always has one
         assert self._max_context_tokens is not None
         session = await self._store.get_session(self.session_id)
         if session.active_loop_id is None:
-            return []
-        context = await build_with_engine(
+            return None
+        return await build_with_engine(
             self._store,
             self.session_id,
             self._engine if self._auto_compact else None,
@@ -491,7 +497,6 @@ class SessionStoreSession:
             overlay=self._overlay,
             config=self._compaction,
         )
-        return context.messages
 
     async def _create(self) -> None:
         # A concurrent first write may have created it (or another tenant owns the id:

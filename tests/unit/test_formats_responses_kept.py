@@ -218,3 +218,41 @@ def test_export_each_names_the_message_it_cannot_export() -> None:
     (message,) = from_openai_responses([{"role": "user", "content": "hi"}])
     with pytest.raises(FormatError, match="message 1: "):
         export_each([message, "not a message"])  # type: ignore[list-item]  # what it refuses
+
+
+@given(st.lists(items, max_size=8), st.lists(st.sampled_from("kpcb"), max_size=8))
+def test_verbatim_messages_export_from_their_kept_texts_as_raw_reads_do(
+    given_items: list[dict[str, Any]], forms: list[str]
+) -> None:
+    # A stored message flagged verbatim exports as it does unflagged: its kept text holds
+    # it. Only the flag's trust differs: a compacted copy flagged verbatim (which a built
+    # context never flags) comes back as the kept items, where the comparison of its
+    # blocks exports it as a compacted copy.
+    kept = [_stored(m) for m in _kept(given_items)]
+    plain = [_stored(m) for m in from_openai_responses(given_items)]
+    make = {"k": lambda i: kept[i], "p": lambda i: plain[i], "c": lambda i: _changed(kept[i])}
+    mixed = [
+        make.get(form, lambda i: _not_json(kept[i]))(index % len(kept))
+        for index, form in enumerate(forms)
+        if kept
+    ]
+    flags = [form in "kp" for form in forms][: len(mixed)]
+    assert export_each(mixed, flags) == export_each(mixed)
+    assert export_each(kept, [True] * len(kept)) == export_each(kept)
+    changed = [_changed(m) for m in kept]
+    assert export_each(changed, [True] * len(kept)) == [
+        json.loads(_hints(m)["json"]) if _hints(m) else to_openai_responses([m])
+        for m in changed
+    ]
+
+
+def test_a_verbatim_flag_does_not_trust_a_kept_text_that_is_not_its_items() -> None:
+    # A kept text that is not one object an item record (written by hand) is compared as
+    # before, and so exported from the records.
+    (message,) = _kept([{"role": "user", "content": "hi", "id": "u1"}])
+    hints = _hints(message)
+    odd = message.model_copy(
+        update={"extra": {"openai_responses": {**hints, "json": '[{"a": 1}, {"b": 2}]'}}}
+    )
+    assert export_each([odd], [True]) == export_each([odd]) == [to_openai_responses([odd])]
+    assert export_each([odd], [True]) != [[{"a": 1}, {"b": 2}]]
