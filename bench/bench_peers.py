@@ -825,7 +825,9 @@ def _print_sdk(results: dict[str, Any], args: argparse.Namespace) -> int:
     print(
         f"Workload: add_items in batches of {_bench_sdk.BATCH} up to N, {c['single']} one-item "
         f"add_items after them, {c['reads']} warm full reads and {c['tail_reads']} warm "
-        f"newest-{_bench_sdk.TAIL} reads a run; median of {c['repeat']} runs"
+        f"newest-{_bench_sdk.TAIL} reads, then {c['turns']} turns (add_items of "
+        f"{_bench_sdk.TURN} items, then get_items(), on the object that wrote them) a run; "
+        f"median of {c['repeat']} runs"
     )
     print()
     print(_bench_sdk.render(results["sdk"]))

@@ -14,6 +14,7 @@ from sessionstore._items import BuiltContext, ContextSources
 from sessionstore._overlay import build
 from sessionstore._scope import context_scope
 from sessionstore.config import CompactionConfig, CompactionScope, validated_config
+from sessionstore.models import RecordCache
 
 if TYPE_CHECKING:
     # For the annotations only: `sessionstore context` on a SQLite file builds through
@@ -57,6 +58,7 @@ async def build_context(
     token_scale: float = 1.0,
     redact_secrets: bool = False,
     new_overlay: bool = False,
+    records: RecordCache | None = None,
 ) -> BuiltContext:
     """Rebuild the context the model should see for a loop, within a token budget.
 
@@ -103,6 +105,9 @@ async def build_context(
             private keys, connection strings) from every message sent, raw ones included.
         new_overlay: True: a named `overlay` nothing was compacted into yet is the raw
             history (for a writer about to compact into it), not `OverlayNotFoundError`.
+        records: A `RecordCache` kept for this session by a caller that builds its
+            context again and again: the raw messages the last build decoded are taken
+            again instead of decoded (a raw message never changes).
 
     Raises:
         ValueError: a budget that is not positive.
@@ -121,6 +126,7 @@ async def build_context(
         overlay=overlay,
         as_of=as_of,
         new_overlay=new_overlay,
+        records=records,
     )
     return built_from(
         sources,

@@ -45,7 +45,7 @@ from sessionstore.models import (
     SystemMessage,
     TurnRange,
 )
-from sessionstore.models._batch import paused_gc
+from sessionstore.models._batch import RecordCache, RecordReading, paused_gc
 
 __all__ = ["blocks_of", "read_context", "scoped_chain"]
 
@@ -159,8 +159,13 @@ def read_context(
     overlay: str,
     as_of: datetime | int | None,
     new_overlay: bool = False,
+    records: RecordCache | None = None,
 ) -> ContextSources:
-    """Read what the loader needs to build a loop's context (see `SessionStore.read_context`)."""
+    """Read what the loader needs to build a loop's context (see `SessionStore.read_context`).
+
+    With `records`, the raw messages go through it (`RecordCache`): those it holds from
+    the last read are taken again, and it keeps this read's when the read is done.
+    """
     # Imported here: it pulls the trimming code, which a call that builds no context (a
     # listing) never needs at start.
     from sessionstore._overlay import segments
@@ -206,9 +211,10 @@ def read_context(
             in_scope = [root, *in_scope]
             root = None
     blocks = blocks_of(src, key, in_scope, rows, overlay, moment, messages=True)
+    reading = None if records is None else records.reading()
     # A loop without a block shows all its turns raw: those loops are read together.
     unblocked = _raw_loops(
-        src, key, [loop.id for loop in in_scope if loop.id not in blocks], moment
+        src, key, [loop.id for loop in in_scope if loop.id not in blocks], moment, reading
     )
     sources = []
     for loop in in_scope:
@@ -221,7 +227,7 @@ def read_context(
                 stored
                 for turns, kind in segments(loop.turn_count, block)
                 if kind == "raw"
-                for stored in _raw_turns(src, key, loop.id, turns, moment)
+                for stored in _raw_turns(src, key, loop.id, turns, moment, reading)
             ]
         sources.append(LoopSource(loop, block, raw))
     newest = [loop.id for loop, _ in reversed(entries)]
@@ -230,18 +236,25 @@ def read_context(
         known = set(newest)
         older = [loop.id for loop in reversed(whole_chain()) if loop.id not in known]
         latest = _latest_user(src, key, older, moment)
-    system = [] if root is None else _system_prompt(src, key, root, moment)
+    system = [] if root is None else _system_prompt(src, key, root, moment, reading)
+    if records is not None and reading is not None:
+        records.keep(reading)
     return ContextSources(sources, latest, moment, used, digest, left_out, system)
 
 
 def _system_prompt(
-    src: Source, key: SessionKey, root: LoopRecord, moment: datetime | None
+    src: Source,
+    key: SessionKey,
+    root: LoopRecord,
+    moment: datetime | None,
+    reading: RecordReading | None = None,
 ) -> list[StoredMessage]:
     """Return the system messages that open the chain's first loop (its system prompt)."""
     if root.turn_count == 0:
         return []
     found: list[StoredMessage] = []
-    for stored in _raw_turns(src, key, root.id, TurnRange(start_turn=0, end_turn=0), moment):
+    first_turn = TurnRange(start_turn=0, end_turn=0)
+    for stored in _raw_turns(src, key, root.id, first_turn, moment, reading):
         if not isinstance(stored.message, SystemMessage):
             break
         found.append(stored)
@@ -280,7 +293,12 @@ def _digest_and_loops_after(
 
 
 def _raw_turns(
-    src: Source, key: SessionKey, loop_id: int, turns: TurnRange, as_of: datetime | None
+    src: Source,
+    key: SessionKey,
+    loop_id: int,
+    turns: TurnRange,
+    as_of: datetime | None,
+    reading: RecordReading | None = None,
 ) -> list[StoredMessage]:
     """The raw messages of a loop's turns (written by `as_of`), in order, decoded."""
     params: dict[str, Any] = {
@@ -290,8 +308,8 @@ def _raw_turns(
         "b": turns.end_turn,
     }
     if as_of is None:
-        return src.messages("raw_turns", params, key.session_id)
-    return src.messages("raw_turns_as_of", {**params, "t": as_of}, key.session_id)
+        return src.messages("raw_turns", params, key.session_id, reading)
+    return src.messages("raw_turns_as_of", {**params, "t": as_of}, key.session_id, reading)
 
 
 _LOOPS_PER_STATEMENT = 500
@@ -299,7 +317,11 @@ _LOOPS_PER_STATEMENT = 500
 
 
 def _raw_loops(
-    src: Source, key: SessionKey, loop_ids: Sequence[int], as_of: datetime | None
+    src: Source,
+    key: SessionKey,
+    loop_ids: Sequence[int],
+    as_of: datetime | None,
+    reading: RecordReading | None = None,
 ) -> dict[int, list[StoredMessage]]:
     """Every message row of these loops (written by `as_of`), by loop, in order.
 
@@ -317,7 +339,7 @@ def _raw_loops(
         }
         if as_of is not None:
             params["t"] = as_of
-        for stored in src.messages(name, params, key.session_id):
+        for stored in src.messages(name, params, key.session_id, reading):
             found.setdefault(stored.loop_id, []).append(stored)
     return found
 

@@ -46,6 +46,7 @@ from sessionstore.models import (
     StoredMessage,
     TurnRange,
 )
+from sessionstore.models._batch import RecordReading
 from sessionstore.models._limits import check_count, check_id, check_text
 from sessionstore.models._limits import check_overlay as check_overlay_name
 
@@ -127,11 +128,16 @@ class Source(Protocol):
         ...
 
     def messages(
-        self, name: str, params: Mapping[str, Any], session_id: str
+        self,
+        name: str,
+        params: Mapping[str, Any],
+        session_id: str,
+        reading: RecordReading | None = None,
     ) -> list[StoredMessage]:
         """Return the stored messages of a statement of the message columns, each decoded.
 
         For the messages a context build uses every one of (`raw_turns`, `raw_loops`).
+        With `reading` (of a `RecordCache`), a message it holds is taken again, not decoded.
         """
         ...
 

@@ -45,7 +45,7 @@ from sessionstore.models import (
     SessionUsage,
     StoredMessage,
 )
-from sessionstore.models._batch import decoded_records
+from sessionstore.models._batch import RecordReading, decoded_records
 
 __all__ = [
     "STATEMENTS",
@@ -107,10 +107,14 @@ class SqliteSource:
         return converted_rows(cursor, row_type, [_CONVERTERS[kind] for kind in kinds])
 
     def messages(
-        self, name: str, params: Mapping[str, Any], session_id: str
+        self,
+        name: str,
+        params: Mapping[str, Any],
+        session_id: str,
+        reading: RecordReading | None = None,
     ) -> list[StoredMessage]:
         """Return the stored messages of a statement of the message columns, each decoded."""
-        return decoded_records(self.rows(name, params), session_id)
+        return decoded_records(self.rows(name, params), session_id, reading=reading)
 
 
 def converted_rows(

@@ -13,6 +13,7 @@ from sessionstore._context import build_context
 from sessionstore._engine._contract import ContextEngine
 from sessionstore._items import BuiltContext
 from sessionstore.config import CompactionConfig
+from sessionstore.models import RecordCache
 from sessionstore.store import SessionStore, TenantStore
 
 __all__ = ["build_with_engine", "context_pressure"]
@@ -36,6 +37,7 @@ async def build_with_engine(
     system_prompt_tokens: int = 0,
     overlay: str = "default",
     config: CompactionConfig | dict[str, Any] | None = None,
+    records: RecordCache | None = None,
 ) -> BuiltContext:
     """Build the context; first compact with `engine` when its gate says the context is due.
 
@@ -43,7 +45,7 @@ async def build_with_engine(
     cooldown and anti-thrashing; a context with nothing to fold
     (`has_content_to_compress`) is not compacted. With `engine` None, the context is built
     as it is (and still trimmed to fit). A compaction that fails or is skipped leaves the
-    context as built.
+    context as built. `records`: see `build_context`.
     """
 
     async def build() -> BuiltContext:
@@ -55,6 +57,7 @@ async def build_with_engine(
             overlay=overlay,
             config=config,
             new_overlay=True,  # the overlay the engine compacts into may have no block yet
+            records=records,
         )
 
     context = await build()

@@ -71,7 +71,7 @@ from sessionstore.integrations._responses_window import (
     is_output,
     window,
 )
-from sessionstore.models import Message, ToolCall
+from sessionstore.models import Message, RecordCache, ToolCall
 from sessionstore.models._batch import paused_gc
 from sessionstore.models._limits import STORED
 from sessionstore.models._messages import MESSAGE_ADAPTER
@@ -206,6 +206,9 @@ class SessionStoreSession:
         # read needs it: an object that reads once (a fresh one each agent run) never does.
         self._kept: dict[int, tuple[Any, str | None]] = {}
         self._unkept: ChainStrings | None = None
+        # Context mode: the raw messages the last build decoded, which the next build of
+        # this session takes again instead of decoding them (raw messages never change).
+        self._records = RecordCache()
         # The names of the calls this object wrote, for outputs added in a later call.
         self._call_names: dict[str, str] = {}
         self._auto_compact = auto_compact
@@ -496,6 +499,7 @@ class SessionStoreSession:
             system_prompt_tokens=self._system_prompt_tokens,
             overlay=self._overlay,
             config=self._compaction,
+            records=self._records,
         )
 
     async def _create(self) -> None:

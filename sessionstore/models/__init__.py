@@ -14,6 +14,7 @@ this package's import, and a command that reads no message (`sessions list`) use
 models. The first validation of each class pays its build instead.
 """
 
+from sessionstore.models._batch import RecordCache
 from sessionstore.models._integrity import IntegrityCheck, IntegrityProblem, IntegrityReport
 from sessionstore.models._limits import (
     APP_NAME_MAX_LENGTH,
@@ -110,6 +111,7 @@ __all__ = [
     "Page",
     "PurgeFailure",
     "PurgeReport",
+    "RecordCache",
     "ReplacementMessage",
     "SearchHit",
     "Session",

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 from sessionstore.models._records import _ALL_FIELDS, StoredMessage, _LazyRecord
 from sessionstore.models._stored_json import decode_stored, shared_validator
 
-__all__ = ["decode_all", "decoded_records", "paused_gc"]
+__all__ = ["RecordCache", "RecordReading", "decode_all", "decoded_records", "paused_gc"]
 
 _new = object.__new__
 _SLOTS = vars(BaseModel)
@@ -32,11 +32,66 @@ _set_private = _SLOTS["__pydantic_private__"].__set__
 _SETTERS: Final = (_set_dict, _set_fields_set, _set_extra, _set_private)
 
 
+_Entry = tuple[tuple[Any, ...], StoredMessage]
+"""A record kept by a `RecordCache`: its row's columns but the id and payload, and itself."""
+
+
+class RecordCache:
+    """The raw messages a session's context reads decoded, for its next read to take again.
+
+    A caller that builds one session's context again and again (an agent before each
+    model call; the OpenAI Agents SDK session's context mode on every `get_items`) hands
+    the same cache to each build (`build_context(..., records=cache)`). The read then
+    takes a message the last read decoded, when its row reads back the same column for
+    column (id, loop, position, turn, tokens, content hash, client id, time), as it
+    was, instead of decoding its payload again: a raw message never changes, and its
+    content hash stands for its payload. Only the messages a read decodes go through it
+    (those of the loops it reads raw), and it holds those of the last read and no more.
+    The records it returns are shared between the builds: they are frozen models, not to
+    be changed in place.
+
+    >>> cache = RecordCache()
+    >>> async def each_turn(store, session_id):
+    ...     context = await build_context(
+    ...         store, session_id, max_context_tokens=128_000, records=cache
+    ...     )
+    ...     return context.messages
+    """
+
+    __slots__ = ("_kept",)
+
+    def __init__(self) -> None:
+        self._kept: dict[int, _Entry] = {}
+
+    def __len__(self) -> int:
+        """How many records the last read left in it."""
+        return len(self._kept)
+
+    def reading(self) -> RecordReading:
+        """Start a read: what it decodes or takes again is kept when it ends (`keep`)."""
+        return RecordReading(self._kept)
+
+    def keep(self, reading: RecordReading) -> None:
+        """End a read: the records it used replace those kept (a new mapping each time)."""
+        self._kept = reading.found
+
+
+class RecordReading:
+    """One read's use of a `RecordCache`: the records it may take again, and those it used."""
+
+    __slots__ = ("before", "found")
+
+    def __init__(self, before: dict[int, _Entry]) -> None:
+        self.before = before
+        self.found: dict[int, _Entry] = {}
+
+
 def decoded_records(
     rows: Iterable[Sequence[Any]],
     session_id: str,
     parse_time: Callable[[Any], datetime] | None = None,
     unescape: tuple[Callable[[str], str], Callable[[str], str]] | None = None,
+    reading: RecordReading | None = None,
 ) -> list[StoredMessage]:
     """Build stored messages from trusted columns, each message decoded now.
 
@@ -49,7 +104,9 @@ def decoded_records(
     string (the client id). Each record's state is
     set as `StoredMessage._of` sets it, in one loop: a decoded read builds thousands, and
     the calls per record (one builder calling the next) were about a tenth of it. Each
-    message is decoded as `stored_message` decodes it.
+    message is decoded as `stored_message` decodes it. With a `reading` of a
+    `RecordCache`, a row whose columns are those of a record the cache holds is that
+    record, and every record is kept in `reading.found`.
     """
     validate = shared_validator().validate_json
     cls, fields, new = StoredMessage, _ALL_FIELDS, _new
@@ -58,7 +115,19 @@ def decoded_records(
     append = records.append
     stored_at: Any = None
     at = None
-    for message_id, loop_id, position, turn, tokens, digest, client_id, when, text in rows:
+    before: dict[int, _Entry] | None = None
+    found: dict[int, _Entry] = {}
+    if reading is not None:
+        before, found = reading.before, reading.found
+    for row in rows:
+        if before is not None:
+            columns = tuple(row[1:8])
+            hit = found.get(row[0]) or before.get(row[0])
+            if hit is not None and hit[0] == columns:
+                found[row[0]] = hit
+                append(hit[1])
+                continue
+        message_id, loop_id, position, turn, tokens, digest, client_id, when, text = row
         if unescape is not None:
             text = unescape[0](text)
             if client_id is not None:
@@ -95,6 +164,8 @@ def decoded_records(
         set_extra(stored, None)
         set_private(stored, None)
         append(stored)
+        if before is not None:
+            found[message_id] = (columns, stored)
     return records
 
 

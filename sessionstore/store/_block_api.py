@@ -24,6 +24,7 @@ from sessionstore.models import (
     ReplacementMessage,
     SessionDigest,
 )
+from sessionstore.models._batch import RecordCache
 from sessionstore.models._limits import (
     MAX_INT,
     check_big_count,
@@ -405,6 +406,7 @@ class BlockMethods(_Handle):
         overlay: str = "default",
         as_of: datetime | int | None = None,
         new_overlay: bool = False,
+        records: RecordCache | None = None,
     ) -> ContextSources:
         """Read, in one transaction, what the loader needs to build a loop's context.
 
@@ -427,6 +429,8 @@ class BlockMethods(_Handle):
             new_overlay: True: a named overlay nothing was compacted into yet reads as the
                 raw history (for a writer about to compact into it) instead of raising
                 `OverlayNotFoundError`.
+            records: A `RecordCache` the reads of this session share: the raw messages
+                the last read decoded are taken again, not decoded.
 
         Raises:
             BlockNotFoundError: `as_of` is a generation the newest loop does not have.
@@ -446,6 +450,7 @@ class BlockMethods(_Handle):
                 overlay=overlay,
                 as_of=as_of,
                 new_overlay=new_overlay,
+                records=records,
             )
 
         return await self._read(work)

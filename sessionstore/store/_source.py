@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, func, select
 
 from sessionstore.models import StoredMessage
+from sessionstore.models._batch import RecordReading
 from sessionstore.store import _statements as sql
 from sessionstore.store._chain_walk import select_chain, select_chain_counts, walk_form
 from sessionstore.store._plain import is_citus, read_sqlite
@@ -152,17 +153,22 @@ class StoreSource:
         return self.db.execute(statement(name, self.dialect, self.routed), params).all()
 
     def messages(
-        self, name: str, params: Mapping[str, Any], session_id: str
+        self,
+        name: str,
+        params: Mapping[str, Any],
+        session_id: str,
+        reading: RecordReading | None = None,
     ) -> list[StoredMessage]:
         """Return the stored messages of the statement `name` (of the message columns), decoded.
 
         On SQLite the rows come straight from the driver (`read_sqlite`): SQLAlchemy's
-        result rows were more than half of a context read of thousands of messages.
+        result rows were more than half of a context read of thousands of messages. With
+        `reading` (of a `RecordCache`), a message it holds is taken again, not decoded.
         """
         if self.dialect == "sqlite":
             rows = read_sqlite(self.db, statement(name, "sqlite"), params)
-            return decoded_models(rows, session_id, plain="sqlite")
-        return decoded_models(self.rows(name, params), session_id)
+            return decoded_models(rows, session_id, plain="sqlite", reading=reading)
+        return decoded_models(self.rows(name, params), session_id, reading=reading)
 
 
 def sqlite_compiled(name: str) -> tuple[str, dict[str, Any], str]:

@@ -62,7 +62,7 @@ from sessionstore.models import (
     CompactionEvent,
     StoredMessage,
 )
-from sessionstore.models._batch import decoded_records
+from sessionstore.models._batch import RecordReading, decoded_records
 from sessionstore.models._limits import STORED
 from sessionstore.models._stored_json import shared_validator
 from sessionstore.store._hex_digest import HexDigest
@@ -480,7 +480,11 @@ def _sqlite_position(*constraints: object) -> bool:
 
 
 def decoded_models(
-    rows: Iterable[Sequence[Any]], session_id: str, *, plain: str | None = None
+    rows: Iterable[Sequence[Any]],
+    session_id: str,
+    *,
+    plain: str | None = None,
+    reading: RecordReading | None = None,
 ) -> list[StoredMessage]:
     """Build the `StoredMessage`s of many rows with their messages decoded now.
 
@@ -488,15 +492,19 @@ def decoded_models(
     the rows straight (`read_plain`), so what the column types would do on the way out is
     done here: on SQLite the time is the stored text, parsed; on PostgreSQL it is integer
     microseconds since the epoch (the statement reads it so, see `_reads._rows`) and the
-    strings are NUL-encoded (`_nul.py`).
+    strings are NUL-encoded (`_nul.py`). `reading`: see `decoded_records`.
     """
     if plain == "sqlite":
-        return decoded_records(rows, session_id, sqlite_utc)  # type: ignore[arg-type]  # a stored time is never NULL
+        return decoded_records(rows, session_id, sqlite_utc, reading=reading)  # type: ignore[arg-type]  # a stored time is never NULL
     if plain == "postgresql":
         return decoded_records(
-            rows, session_id, utc_micros, unescape=(unescape_json_text, unescape)
+            rows,
+            session_id,
+            utc_micros,
+            unescape=(unescape_json_text, unescape),
+            reading=reading,
         )
-    return decoded_records(rows, session_id)
+    return decoded_records(rows, session_id, reading=reading)
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

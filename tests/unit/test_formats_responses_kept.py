@@ -241,8 +241,7 @@ def test_verbatim_messages_export_from_their_kept_texts_as_raw_reads_do(
     assert export_each(kept, [True] * len(kept)) == export_each(kept)
     changed = [_changed(m) for m in kept]
     assert export_each(changed, [True] * len(kept)) == [
-        json.loads(_hints(m)["json"]) if _hints(m) else to_openai_responses([m])
-        for m in changed
+        json.loads(_hints(m)["json"]) if _hints(m) else to_openai_responses([m]) for m in changed
     ]
 
 
