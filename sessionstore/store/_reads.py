@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, Connection, cast, extract, literal_column
+from sqlalchemy import Connection
 
 from sessionstore import _context_source as source
 from sessionstore import _history_pages as pages
@@ -26,7 +26,7 @@ from sessionstore.store._blocks import current_blocks
 from sessionstore.store._chain_walk import db_walk_form, select_chain_counts, select_history
 from sessionstore.store._plain import is_citus, read_plain
 from sessionstore.store._sessions import SessionKey, resolve_loop, visible_session
-from sessionstore.store._source import StoreSource
+from sessionstore.store._source import StoreSource, micros_read
 from sessionstore.store._tables import decoded_models, stored_models
 from sessionstore.strategies import LoopView
 
@@ -262,7 +262,7 @@ def _rows(
     plain = None
     if decoded:
         on_postgresql = db.dialect.name == "postgresql"
-        plain = read_plain(db, _micros_read(statement) if on_postgresql else statement, params)
+        plain = read_plain(db, micros_read(statement) if on_postgresql else statement, params)
     rows: Sequence[Any] = db.execute(statement, params).all() if plain is None else plain
     if newest_first:
         rows = rows[::-1]
@@ -270,28 +270,3 @@ def _rows(
         driver = None if plain is None else db.dialect.name
         return decoded_models(rows, session_id, plain=driver)
     return stored_models(rows, session_id)
-
-
-_MICROS_READS: dict[int, tuple[Any, Any]] = {}
-_CREATED_AT = sql.MESSAGE_COLUMNS.index(sql.messages.c.created_at)
-
-
-def _micros_read(statement: Any) -> Any:
-    """The statement of the message columns with `created_at` as integer microseconds.
-
-    For asyncpg's plain read (`read_plain`), which gets each value as the driver decodes
-    it: a `timestamptz` becomes a new `datetime` a row, about 60% of what the eight
-    columns beside the payload cost to decode, while a batch's messages share one time,
-    which `decoded_records` turns into a `datetime` once (`utc_micros`). `EXTRACT` gives
-    `numeric` (exact) from PostgreSQL 14, and a `double precision` before, whose error is
-    a fraction of a microsecond at today's times, so the rounding cast is exact either
-    way. Made once a statement (cached by identity; the statements are built once).
-    """
-    entry = _MICROS_READS.get(id(statement))
-    if entry is None or entry[0] is not statement:
-        columns = list(statement.selected_columns)
-        micros = extract("epoch", columns[_CREATED_AT]) * literal_column("1000000")
-        columns[_CREATED_AT] = cast(micros, BigInteger).label("created_at")
-        entry = (statement, statement.with_only_columns(*columns))
-        _MICROS_READS[id(statement)] = entry
-    return entry[1]
