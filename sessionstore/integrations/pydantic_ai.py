@@ -26,7 +26,7 @@ from sessionstore._engine._preflight import build_with_engine
 from sessionstore.config import CompactionConfig, validated_config
 from sessionstore.errors import SessionExistsError, SessionNotFoundError
 from sessionstore.formats.pydantic_ai import from_pydantic_ai, to_pydantic_ai
-from sessionstore.models import StoredMessage, UserMessage
+from sessionstore.models import RecordCache, StoredMessage, UserMessage
 from sessionstore.store import SessionStore, TenantStore
 
 if TYPE_CHECKING:
@@ -107,6 +107,7 @@ async def build_message_history(
     overlay: str = "default",
     engine: EngineChoice | None = None,
     auto_compact: bool = True,
+    records: RecordCache | None = None,
 ) -> list[ModelMessage]:
     """Return the session's built context as a pydantic-ai `message_history`.
 
@@ -127,6 +128,8 @@ async def build_message_history(
             from call to call), a registered name, a factory, or None for the config's
             `context_engine` (a new engine each call).
         auto_compact: False: never compact here (the history is still trimmed to fit).
+        records: A `RecordCache` kept for the session from call to call: each call
+            decodes only the raw messages written since the last (see `build_context`).
 
     Raises:
         ValueError: a window that is not positive.
@@ -155,6 +158,7 @@ async def build_message_history(
             system_prompt_tokens=system_prompt_tokens,
             overlay=overlay,
             config=policy,
+            records=records,
         )
     except SessionNotFoundError:
         return []

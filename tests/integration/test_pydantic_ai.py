@@ -30,7 +30,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from sessionstore import CompactionConfig, SessionStore, compact_session_loops
+from sessionstore import CompactionConfig, RecordCache, SessionStore, compact_session_loops
 from sessionstore.formats.pydantic_ai import from_pydantic_ai, to_pydantic_ai
 from sessionstore.integrations.pydantic_ai import (
     build_message_history,
@@ -106,10 +106,14 @@ async def test_an_agent_is_persisted_and_resumed_from_a_compacted_context(
     agent = make_agent(seen)
     tenant = store.for_tenant("pai", "u")
     history: list[ModelMessage] = []
+    cache = RecordCache()  # kept from run to run: each build decodes what was written since
     for run in range(6):
         result = await agent.run(f"task {run}: add", message_history=history)
         await save_model_messages(tenant, "resume", result.new_messages())
-        history = await build_message_history(tenant, "resume", max_context_tokens=100_000)
+        history = await build_message_history(
+            tenant, "resume", max_context_tokens=100_000, records=cache
+        )
+        assert history == await build_message_history(tenant, "resume", max_context_tokens=100_000)
     assert result.output.startswith("the sum is 6")
     # One loop per run. The whole chain fits the window, so the context holds every loop,
     # as it was (a context is scoped by its budget, not by compaction's FixedCount(3)).

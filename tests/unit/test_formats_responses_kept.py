@@ -191,20 +191,27 @@ def _not_json(message: Message) -> Message:
     )
 
 
-@given(st.lists(items, max_size=8), st.lists(st.sampled_from("kpcb"), max_size=8))
-def test_export_each_exports_each_message_as_to_openai_responses_does(
-    given_items: list[dict[str, Any]], forms: list[str]
-) -> None:
-    # Kept, plain, compacted and broken copies side by side: the one parse of all kept
-    # texts gives what one export a message gives, in the same order.
-    kept = [_stored(m) for m in _kept(given_items)]
-    plain = [_stored(m) for m in from_openai_responses(given_items)]
+def _mixed(given: list[dict[str, Any]], forms: list[str]) -> tuple[list[Message], list[Message]]:
+    """The stored kept messages of `given`, and copies of them of each form: `k` kept,
+    `p` plain (imported without a kept text), `c` compacted, `b` a kept text not JSON."""
+    kept = [_stored(m) for m in _kept(given)]
+    plain = [_stored(m) for m in from_openai_responses(given)]
     make = {"k": lambda i: kept[i], "p": lambda i: plain[i], "c": lambda i: _changed(kept[i])}
     mixed = [
         make.get(form, lambda i: _not_json(kept[i]))(index % len(kept))
         for index, form in enumerate(forms)
         if kept
     ]
+    return kept, mixed
+
+
+@given(st.lists(items, max_size=8), st.lists(st.sampled_from("kpcb"), max_size=8))
+def test_export_each_exports_each_message_as_to_openai_responses_does(
+    given_items: list[dict[str, Any]], forms: list[str]
+) -> None:
+    # Kept, plain, compacted and broken copies side by side: the one parse of all kept
+    # texts gives what one export a message gives, in the same order.
+    kept, mixed = _mixed(given_items, forms)
     expected = [to_openai_responses([message]) for message in mixed]
     assert export_each(mixed) == expected
     # One broken text sends every message through its own parse, with the same result.
@@ -228,14 +235,7 @@ def test_verbatim_messages_export_from_their_kept_texts_as_raw_reads_do(
     # it. Only the flag's trust differs: a compacted copy flagged verbatim (which a built
     # context never flags) comes back as the kept items, where the comparison of its
     # blocks exports it as a compacted copy.
-    kept = [_stored(m) for m in _kept(given_items)]
-    plain = [_stored(m) for m in from_openai_responses(given_items)]
-    make = {"k": lambda i: kept[i], "p": lambda i: plain[i], "c": lambda i: _changed(kept[i])}
-    mixed = [
-        make.get(form, lambda i: _not_json(kept[i]))(index % len(kept))
-        for index, form in enumerate(forms)
-        if kept
-    ]
+    kept, mixed = _mixed(given_items, forms)
     flags = [form in "kp" for form in forms][: len(mixed)]
     assert export_each(mixed, flags) == export_each(mixed)
     assert export_each(kept, [True] * len(kept)) == export_each(kept)
