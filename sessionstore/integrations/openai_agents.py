@@ -141,6 +141,11 @@ class SessionStoreSession:
             the budget had to leave out) and compacts when the engine's gate says so.
         auto_compact: False: never compact here (the built context is still trimmed to
             fit; `session.engine.compress(force=True)` is a user's `/compact`).
+        keep_records: In context mode, keep the raw messages the last `get_items`
+            decoded (a `RecordCache`), so the next one decodes only what was written
+            since. About 4-6 KB a raw message of the context (about 10 MB for a 128,000
+            token window of small items) for as long as the object lives; False for a
+            process that keeps many session objects alive.
 
     Raises:
         ValueError: no tenant, a window that is not positive, or an engine without one.
@@ -163,6 +168,7 @@ class SessionStoreSession:
         session_settings: SessionSettings | dict[str, Any] | None = None,
         engine: EngineChoice | None = None,
         auto_compact: bool = True,
+        keep_records: bool = True,
     ) -> None:
         scoped: TenantStore
         if app_name is not None or user_id is not None:
@@ -208,7 +214,7 @@ class SessionStoreSession:
         self._unkept: ChainStrings | None = None
         # Context mode: the raw messages the last build decoded, which the next build of
         # this session takes again instead of decoding them (raw messages never change).
-        self._records = RecordCache()
+        self._records = RecordCache() if keep_records else None
         # The names of the calls this object wrote, for outputs added in a later call.
         self._call_names: dict[str, str] = {}
         self._auto_compact = auto_compact

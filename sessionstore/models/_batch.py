@@ -12,6 +12,7 @@ import gc
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from itertools import islice
 from typing import Any, Final
 
 from pydantic import BaseModel, ValidationError
@@ -46,9 +47,11 @@ class RecordCache:
     column (id, loop, position, turn, tokens, content hash, client id, time), as it
     was, instead of decoding its payload again: a raw message never changes, and its
     content hash stands for its payload. Only the messages a read decodes go through it
-    (those of the loops it reads raw), and it holds those of the last read and no more.
-    The records it returns are shared between the builds: they are frozen models, not to
-    be changed in place.
+    (those of the loops it reads raw), and it holds those of the last read and no more,
+    up to `max_records` (the last ones the read used, the newest turns). A record
+    costs about 4-6 KB (the decoded models, with the message's `extra`): a 128,000-token
+    context of small messages, about 2,000 of them, is about 10 MB. The records it returns
+    are shared between the builds: they are frozen models, not to be changed in place.
 
     >>> cache = RecordCache()
     >>> async def each_turn(store, session_id):
@@ -58,9 +61,17 @@ class RecordCache:
     ...     return context.messages
     """
 
-    __slots__ = ("_kept",)
+    __slots__ = ("_kept", "max_records")
 
-    def __init__(self) -> None:
+    def __init__(self, max_records: int = 10_000) -> None:
+        """Make an empty cache that keeps at most `max_records` records (0 keeps none).
+
+        Raises:
+            ValueError: `max_records` is negative.
+        """
+        if max_records < 0:
+            raise ValueError(f"max_records must not be negative, got {max_records}")
+        self.max_records = max_records
         self._kept: dict[int, _Entry] = {}
 
     def __len__(self) -> int:
@@ -72,8 +83,15 @@ class RecordCache:
         return RecordReading(self._kept)
 
     def keep(self, reading: RecordReading) -> None:
-        """End a read: the records it used replace those kept (a new mapping each time)."""
-        self._kept = reading.found
+        """End a read: the records it used replace those kept (a new mapping each time).
+
+        Past `max_records`, the last ones it used are kept.
+        """
+        found = reading.found
+        over = len(found) - self.max_records
+        if over > 0:
+            found = dict(islice(found.items(), over, None))
+        self._kept = found
 
 
 class RecordReading:

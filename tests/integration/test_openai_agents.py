@@ -249,6 +249,23 @@ async def test_the_built_context_is_sent_within_the_budget(store: SessionStore) 
     assert await tenant(store).list_compaction_events("ctx")
 
 
+async def test_context_mode_reads_the_same_with_or_without_its_kept_records(
+    store: SessionStore,
+) -> None:
+    # Each session object reads after each write: the one that keeps the records it
+    # decoded takes them again, and returns what the one that keeps none returns. (No
+    # engine: each would compact on its own gate, and the two reads would see two states.)
+    options: dict[str, Any] = {"max_context_tokens": 3_000, "auto_compact": False}
+    kept = SessionStoreSession("kept", tenant(store), **options)
+    fresh = SessionStoreSession("kept", tenant(store), keep_records=False, **options)
+    for n in range(12):
+        request: Item = {"role": "user", "content": f"task {n} " + "word " * 300}
+        await kept.add_items([request, *dumped(answer(n, "done"))])  # type: ignore[list-item]  # SDK items
+        assert await read(kept) == await read(fresh)
+        assert await read(kept, 3) == await read(fresh, 3)
+    assert len(await read(kept)) < 24  # the window left the oldest runs out
+
+
 def check_paired(items: Sequence[Item]) -> None:
     """Every output follows its call, and every call has its output."""
     seen: list[str] = []

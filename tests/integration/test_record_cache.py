@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -115,6 +116,31 @@ async def test_a_cache_shared_by_two_databases_takes_nothing_of_one_for_the_othe
             built.append(await build_context(store, "s", max_context_tokens=WINDOW, records=cache))
     assert _raw(built[0]).keys() == _raw(built[1]).keys()
     assert [m.text for m in built[1].messages] == ["ask b"]  # type: ignore[union-attr]  # user messages
+
+
+async def test_a_cache_keeps_the_last_records_it_was_given_up_to_its_limit(
+    store: SessionStore,
+) -> None:
+    session = await store.create_session(app_name="app", user_id="u")
+    for n in range(5):
+        await store.append_messages(session.id, [UserMessage(content=f"ask {n}"), _answer("ok")])
+    for limit, reused in ((3, 3), (0, 0), (10_000, 10)):
+        cache = RecordCache(max_records=limit)
+        first = _raw(
+            await build_context(store, session.id, max_context_tokens=WINDOW, records=cache)
+        )
+        assert len(cache) == reused
+        again = _raw(
+            await build_context(store, session.id, max_context_tokens=WINDOW, records=cache)
+        )
+        same = [key for key in first if again[key] is first[key]]
+        assert same == sorted(first)[len(first) - reused :]  # the newest
+    with pytest.raises(ValueError, match="max_records"):
+        RecordCache(max_records=-1)
+
+
+async def _build(store: SessionStore, session_id: str, cache: RecordCache) -> BuiltContext:
+    return await build_context(store, session_id, max_context_tokens=WINDOW, records=cache)
 
 
 def _answer(text: str) -> AssistantMessage:
