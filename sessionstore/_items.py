@@ -32,13 +32,13 @@ class ContextItem:
     tokens: int
     """Its cached token count."""
     source: Source
-    """`raw` (a raw message, verbatim), `compacted` / `recent` (a replacement message of
-    that block section), `synthetic` (added by the loader), `marker` (a trim marker),
-    `digest` (the session digest of the loops before the scope), `shortened` (a raw
-    message cut to fit the budget: a tool output, the task, the system prompt, or the
-    latest request's standing instructions), `built`
-    (a digest written at build time, never stored, of the raw turns dropped to fit,
-    merged into the summary before them; `covers` names them all)."""
+    """`raw` (a raw message, verbatim unless `redacted`), `compacted` / `recent` (a
+    replacement message of that block section), `synthetic` (added by the loader),
+    `marker` (a trim marker), `digest` (the session digest of the loops before the
+    scope), `shortened` (a raw message cut to fit the budget: a tool output, the task,
+    the system prompt, or the latest request's standing instructions), `built` (a digest
+    written at build time, never stored, of the raw turns dropped to fit, merged into the
+    summary before them; `covers` names them all)."""
     loop_id: int | None = None
     message_id: int | None = None
     """The raw message's id, for `raw` items."""
@@ -51,6 +51,9 @@ class ContextItem:
     flexible: bool = False
     """A text the loader wrote (a summary, a trim marker): its role is chosen to keep
     user and assistant turns alternating."""
+    redacted: bool = False
+    """Secrets were redacted from the message (`redact_secrets`): it is not the stored
+    message any more, whatever its `source`."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -215,7 +215,7 @@ def _redacted(item: ContextItem) -> ContextItem:
     message = redact_message(item.message)
     if message == item.message:
         return item
-    return replace(item, message=message, tokens=message_tokens(message))
+    return replace(item, message=message, tokens=message_tokens(message), redacted=True)
 
 
 # The messages are decoded here (each raw record on first use) and, with the items and

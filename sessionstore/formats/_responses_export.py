@@ -71,7 +71,7 @@ def export_each(
     each message is exported on its own, as `to_openai_responses` does.
 
     `verbatim[i]` True says that message `i` is a stored raw message as it was stored (a
-    built context's `raw` item, built without `redact_secrets`): its kept text is then
+    built context's `raw` item that is not `redacted`): its kept text is then
     taken as its items when it is a list of as many objects as the message records,
     without comparing each slot's value with its block, as a raw read of the session
     takes it (`SessionStoreSession` in raw mode). The comparison is what tells a

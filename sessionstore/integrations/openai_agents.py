@@ -268,9 +268,10 @@ class SessionStoreSession:
         if context is None:
             return []
         messages = context.messages
-        # Built without `redact_secrets`: a raw item is the stored message itself, whose
-        # kept text the export takes as raw mode does.
-        units = export_each(messages, [item.source == "raw" for item in context.items])
+        # A raw item not redacted is the stored message itself, whose kept text the export
+        # takes as raw mode does.
+        verbatim = [item.source == "raw" and not item.redacted for item in context.items]
+        units = export_each(messages, verbatim)
         starts = [not is_output(message) for message in messages]
         return cast(list[TResponseInputItem], window(starts, units, limit))
 

@@ -237,9 +237,16 @@ async def test_secrets_can_be_redacted_from_the_whole_context(store: SessionStor
     assert secret not in message.text
     assert "[REDACTED]" in message.text
     assert redacted.tokens == message_tokens(message)
+    # Still a raw item (fitting treats it as one), but not the stored message any more.
+    assert [(i.source, i.redacted) for i in redacted.items] == [("raw", True)]
+    assert [(i.source, i.redacted) for i in plain.items] == [("raw", False)]
+    # A message without a secret is left as stored.
+    await store.append_messages(session.id, [AssistantMessage(content="on it")])
+    both = await build_context(store, session.id, max_context_tokens=10_000, redact_secrets=True)
+    assert [i.redacted for i in both.items] == [True, False]
     # Raw is sacred: the stored message is unchanged.
-    (stored,) = await store.get_messages(session.id)
-    assert stored.message == request
+    stored = await store.get_messages(session.id)
+    assert stored[0].message == request
 
 
 async def _chat(store: SessionStore, loops: int) -> str:
