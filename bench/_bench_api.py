@@ -20,19 +20,16 @@ run (every implementation runs once in each run before the next run starts):
 from __future__ import annotations
 
 import argparse
-import asyncio
-import gc
 import json
 import sqlite3
 import statistics
 import tempfile
-import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _common import fmt, log
+from _common import fmt, log, timed_turn
 from bench_store import AsyncpgImpl, Impl, Item, Loop, Sqlite3Impl, StoreImpl
 from sqlalchemy.engine import URL
 
@@ -210,19 +207,6 @@ class Op:
         return statistics.median(values) if values else None
 
 
-async def _timed(work: Callable[[], Awaitable[Any]]) -> float:
-    """Seconds `work` takes, after a garbage collection, with the event loop's next turn.
-
-    What a call leaves to that turn (a worker thread's result, held by the loop's last
-    handle and freed there) is the call's cost, as in the SDK section (`_bench_sdk.timed`).
-    """
-    gc.collect()
-    start = time.perf_counter()
-    await work()
-    await asyncio.sleep(0)
-    return time.perf_counter() - start
-
-
 def _chunks(items: Sequence[Item], size: int) -> list[Sequence[Item]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
@@ -267,7 +251,7 @@ async def measure_api(
                     for item in single:
                         await impl.append(loop, (item,))
 
-                ops["append_one"].add(impl.name, await _timed(one) * 1000 / len(single))
+                ops["append_one"].add(impl.name, await timed_turn(one) * 1000 / len(single))
             final: dict[str, Loop] = {}
             for impl in impls:
                 if impl.name.startswith("sessionstore_"):
@@ -277,7 +261,7 @@ async def measure_api(
                 async def fill(impl: Impl = impl, loop: Loop = loop) -> None:
                     await _fill(impl, loop, many)
 
-                ops["append_batch"].add(impl.name, await _timed(fill) * 1000 / n)
+                ops["append_batch"].add(impl.name, await timed_turn(fill) * 1000 / n)
                 final[impl.name] = loop
             for impl in impls:
                 if impl.name not in final:
@@ -288,7 +272,7 @@ async def measure_api(
                 async def first(impl: Impl = impl, loop: Loop = loop, got: list[Any] = got) -> None:
                     got.extend(await impl.read(loop))
 
-                ops["read_first"].add(impl.name, await _timed(first) * 1000)
+                ops["read_first"].add(impl.name, await timed_turn(first) * 1000)
                 if len(got) != n:
                     raise RuntimeError(f"{impl.label} read {len(got)} messages, expected {n}")
             for op_name, count, last in (
@@ -308,7 +292,7 @@ async def measure_api(
                         for _ in range(count):
                             await impl.read(loop, last=last)
 
-                    ops[op_name].add(impl.name, await _timed(reads) * 1000 / count)
+                    ops[op_name].add(impl.name, await timed_turn(reads) * 1000 / count)
     finally:
         for impl in impls:
             await impl.close()

@@ -32,17 +32,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
 import shutil
 import statistics
 import tempfile
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from _common import timed_turn
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from sessionstore import SessionStore, migrate
@@ -290,21 +289,6 @@ def store_classes(context: bool) -> list[type[Store]]:
 # ── measuring ───────────────────────────────────────────────────────────────────
 
 
-async def timed(work: Callable[[], Awaitable[Any]]) -> float:
-    """Return the milliseconds `work` takes, after a garbage collection (GC stays on).
-
-    The event loop's next turn is timed with the call: what a call leaves to it (a worker
-    thread's result, held by the loop's last handle and freed there) is the call's cost,
-    paid before the caller's next step. A context-mode read left about 9 ms of freeing
-    there at 5,000 items, which this did not count before stop 34.
-    """
-    gc.collect()
-    start = time.perf_counter()
-    await work()
-    await asyncio.sleep(0)
-    return (time.perf_counter() - start) * 1000
-
-
 @dataclass
 class Case:
     """The figures of one history size and item size: runs by operation and store."""
@@ -336,7 +320,7 @@ async def one_run(
         for batch in batches:
             await session.add_items(batch)
 
-    case.add("add_batch", store, await timed(add_batches) / case.n)
+    case.add("add_batch", store, await timed_turn(add_batches) * 1000 / case.n)
     for op, limit in (("first_all", None), ("first_tail", TAIL)):
         fresh, close = await store.fresh(session_id)
         got: list[Any] = []
@@ -346,7 +330,7 @@ async def one_run(
         ) -> None:
             got.extend(await fresh.get_items(limit=limit))
 
-        case.add(op, store, await timed(first))
+        case.add(op, store, await timed_turn(first) * 1000)
         await close()
         await _check(got, case.n if limit is None else limit, store, op)
     for op, limit, count in (
@@ -359,14 +343,14 @@ async def one_run(
             for _ in range(count):
                 await session.get_items(limit=limit)
 
-        case.add(op, store, await timed(warm) / count)
+        case.add(op, store, await timed_turn(warm) * 1000 / count)
     extra = make_items(case.n + args.sdk_single, case.size)[case.n :]
 
     async def add_one() -> None:
         for item in extra:
             await session.add_items([item])
 
-    case.add("add_one", store, await timed(add_one) / len(extra))
+    case.add("add_one", store, await timed_turn(add_one) * 1000 / len(extra))
     await _check(await session.get_items(), case.n + len(extra), store, "after add_one")
     # An agent's turn on a session object it keeps: what it wrote, then the next read.
     written = case.n + len(extra)
@@ -377,7 +361,7 @@ async def one_run(
             await session.add_items(turns[start : start + TURN])
             await session.get_items()
 
-    case.add("turn", store, await timed(turn) / args.sdk_turns)
+    case.add("turn", store, await timed_turn(turn) * 1000 / args.sdk_turns)
 
 
 async def measure_case(
