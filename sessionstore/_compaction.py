@@ -344,13 +344,20 @@ async def _compact_once(
             view = await store.get_loop_view(session_id, loop, overlay=overlay)
             messages, old = view.messages, view.previous
             read_counts[loop.id] = len(messages)
+            was = shown(messages, old)
+            # An open latest turn stays raw: a tool result may still join it.
+            settled = view.settled()
+            if not settled.messages:
+                before = Shown(before.messages + was.messages, before.tokens + was.tokens)
+                after = Shown(after.messages + was.messages, after.tokens + was.tokens)
+                continue
             loop_policy = task_policy if _states_task(loop, most_recent) else policy
-            built = await _run_strategy(chosen, name, view, loop_policy, most_recent)
+            built = await _run_strategy(chosen, name, settled, loop_policy, most_recent)
             built = built.model_copy(update={"overlay": overlay})
             # The turns of the messages read, which appends since the scope was read may
             # have outgrown: the block is built from these.
-            built.check_ranges(loop.id, messages[-1].turn_index + 1 if messages else 0)
-            was, will = shown(messages, old), shown(messages, built)
+            built.check_ranges(loop.id, settled.turn_map.turn_count())
+            will = shown(messages, built)
             raw = view.tokens()
             if _same_content(old, built):
                 unchanged.append(loop.id)

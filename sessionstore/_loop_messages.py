@@ -101,6 +101,19 @@ class LoopMessages(Sequence[StoredMessage]):
     def __iter__(self) -> Iterator[StoredMessage]:
         return (self._build(i) for i in range(len(self.ids)))
 
+    def head(self, count: int) -> LoopMessages:
+        """Return the first `count` messages, still held as columns."""
+        head = LoopMessages(self._session_id, self.loop_id, ())
+        head.ids = self.ids[:count]
+        head._positions = self._positions[:count]
+        head.turn_indexes = self.turn_indexes[:count]
+        head.token_counts = self.token_counts[:count]
+        head._hashes = self._hashes[:count]
+        head._client_ids = self._client_ids[:count]
+        head._created = self._created[:count]
+        head._payloads = self._payloads[:count]
+        return head
+
     def __repr__(self) -> str:
         return f"LoopMessages(loop_id={self.loop_id}, messages={len(self.ids)})"
 

@@ -178,7 +178,8 @@ class LoopChangedError(ConflictError):
 
     A tool result appended during a compaction joins the turn of its call: a block built
     before it arrived would stand for that turn without it. `compact_session_loops`
-    catches this and compacts again; nothing was written.
+    leaves a loop's open latest turn out of its blocks, so appends do not meet it; if
+    one does, it catches this and compacts again. Nothing was written.
     """
 
     def __init__(self, session_id: str, loop_id: int) -> None:

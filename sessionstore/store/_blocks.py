@@ -82,6 +82,28 @@ def check_unchanged(
         raise LoopChangedError(key.session_id, loop_id)
 
 
+def check_settled(loop: Any, block: CompactionBlock) -> None:
+    """Refuse a block that covers an open loop's latest turn while that turn can grow.
+
+    `loop` is the loop's row, read with the session locked. A tool result appended later
+    would join the turn (its assistant message made tool calls; see `TurnAssigner`), and
+    no section would stand for it: the context would never show it.
+    """
+    if loop.closed_at is not None or not loop.open_tool_call_ids:
+        return
+    ends = [section.range.end_turn for _, section in block.sections()]
+    if block.keep_first is not None:
+        ends.append(block.keep_first.end_turn)
+    latest = loop.turn_count - 1
+    if ends and max(ends) >= latest:
+        raise InvalidBlockError(
+            f"the block covers turn {latest}, the latest of open loop {loop.id}, which an "
+            "assistant message with tool calls began: a tool result appended later would "
+            "join it and no section would stand for it. Leave the turn out of the block "
+            "(compaction does) until another turn starts or the loop is closed"
+        )
+
+
 def validate_block(
     db: Connection, key: SessionKey, loop_id: int, turn_count: int, block: CompactionBlock
 ) -> None:

@@ -26,6 +26,7 @@ from sessionstore._loop_messages import LoopMessages, message_columns
 from sessionstore._turns import TurnMap
 from sessionstore.config import CompactionConfig
 from sessionstore.models import (
+    AssistantMessage,
     CompactedSection,
     CompactionBlock,
     LoopRecord,
@@ -57,6 +58,37 @@ class LoopView:
         """Build the view, with the turn map taken from the messages' turn indices."""
         _, turns, _ = message_columns(messages)
         return cls(loop, messages, TurnMap.from_turn_indexes(turns), previous)
+
+    def open_turn(self) -> int | None:
+        """Return the loop's latest turn while a message appended later can still join it.
+
+        A tool result joins the latest turn whenever an assistant message that made tool
+        calls opened it, even once every call is answered (see `TurnAssigner`), until
+        another message starts a turn or the loop is closed. None when the loop is
+        closed, empty, or its latest turn is of another kind.
+        """
+        if self.loop.closed_at is not None or not self.turn_map.ranges:
+            return None
+        start = self.turn_map.ranges[-1][0]
+        opener = self.messages[start].message
+        if isinstance(opener, AssistantMessage) and opener.tool_calls:
+            return len(self.turn_map.ranges) - 1
+        return None
+
+    def settled(self) -> LoopView:
+        """Return the view without an open latest turn (see `open_turn`); else itself.
+
+        A block that covered the open turn would not stand for a tool result appended
+        after it was written, and the context would never show that result. A compaction
+        builds its block from the settled turns and leaves the open one raw, after it.
+        """
+        turn = self.open_turn()
+        if turn is None:
+            return self
+        count = self.turn_map.ranges[turn][0]
+        messages = self.messages
+        head = messages.head(count) if isinstance(messages, LoopMessages) else messages[:count]
+        return LoopView(self.loop, head, TurnMap(self.turn_map.ranges[:turn]), self.previous)
 
     def turn_messages(self, turns: TurnRange) -> Sequence[StoredMessage]:
         """Return the messages of an inclusive turn range."""

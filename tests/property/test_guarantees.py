@@ -25,6 +25,7 @@ from sessionstore import (
     BlockCompactionStrategy,
     BuiltContext,
     CompactionConfig,
+    DefaultBlockCompaction,
     Message,
     SessionStore,
     StoredMessage,
@@ -38,6 +39,7 @@ from sessionstore import (
 from sessionstore.errors import ContextOverflowError
 from tests.property import (
     History,
+    RegroupingBlockCompaction,
     block_strategies,
     check_guarantees,
     configs,
@@ -344,3 +346,71 @@ async def test_a_tool_output_with_a_nul_character_is_stored_on_every_backend(
     stored = await store.append_messages(session.id, messages)
     assert [m.message for m in await store.get_messages(session.id)] == messages
     assert [m.message for m in stored] == messages
+
+
+whole_strategies = st.one_of(
+    st.builds(DefaultBlockCompaction),
+    st.builds(
+        RegroupingBlockCompaction,
+        st.integers(1, 3),
+        st.sampled_from(["summary", "assistant", "assistant_call", "user"]),
+        st.just(False),
+    ),
+)
+"""Strategies whose sections stand for every raw message of their turns."""
+
+late_kinds = st.lists(st.sampled_from(["result", "result", "orphan", "user"]), max_size=4)
+"""What arrives after a compaction: results of the last calls, an orphan, a new request."""
+
+
+def _late(kind: str, pending: list[str], n: int) -> Message:
+    if kind == "result" and pending:
+        return ToolResultMessage(tool_call_id=pending.pop(0), content=f"late output {n} " * 30)
+    if kind == "user":
+        return UserMessage(content=f"and then {n}")
+    return ToolResultMessage(tool_call_id=f"ghost{n}", content="late")
+
+
+@DB_SETTINGS
+@given(
+    plan=loop_batches().map(lambda batches: LoopPlan(None, batches)),
+    late=late_kinds,
+    config=configs,
+    strategy=whole_strategies,
+)
+async def test_nothing_appended_after_a_compaction_is_hidden(
+    store: SessionStore,
+    plan: LoopPlan,
+    late: list[str],
+    config: CompactionConfig,
+    strategy: BlockCompactionStrategy,
+) -> None:
+    """A message appended after a block was written is shown, stood for, or a listed orphan.
+
+    A tool result joins the loop's latest turn when an assistant message with tool calls
+    began it: a block that covered that turn would stand for it without the result, and
+    the context would never show the result. Each section with replacement messages
+    stands for exactly the raw messages of its turns, then and after the appends.
+    """
+    session = await store.create_session(app_name="property", user_id="u")
+    written: list[StoredMessage] = []
+    for batch in plan.batches:
+        written += await store.append_messages(session.id, batch)
+    assume(written)
+    await compact_session_loops(
+        store, session.id, strategy=strategy, config=config, max_context_tokens=100_000
+    )
+    calls = [m.message for m in written if isinstance(m.message, AssistantMessage)]
+    pending = [call.id for call in calls[-1].tool_calls] if calls else []
+    for n, kind in enumerate(late):
+        await store.append_messages(session.id, [_late(kind, pending, n)])
+    messages = await store.get_messages(session.id)
+    for block in await store.block_history(session.id, messages[0].loop_id):
+        for _, section in block.sections():
+            if section.messages:
+                in_range = {m.id for m in messages if m.turn_index in section.range}
+                assert {c for r in section.messages for c in r.covers} == in_range
+    context = await build_context(store, session.id, max_context_tokens=10_000_000)
+    shown = {i.message_id for i in context.items if i.source == "raw"}
+    shown |= {c for i in context.items if i.source != "raw" for c in i.covers}
+    assert shown | set(context.orphan_results) >= {m.id for m in messages}

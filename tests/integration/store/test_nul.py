@@ -94,7 +94,7 @@ async def test_titles_metadata_and_event_details_hold_nul(store: SessionStore) -
 
 async def test_a_block_with_nul_in_its_summary_round_trips(store: SessionStore) -> None:
     session = await store.create_session(app_name="a", user_id="u")
-    stored = await store.append_messages(session.id, _messages("\x00")[:3])
+    stored = await store.append_messages(session.id, _messages("\x00"))  # turn 1 is closed
     summary = UserMessage(content="[Summary] bash printed \x00 bytes")
     block = await store.write_block(
         session.id,

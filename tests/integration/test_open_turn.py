@@ -1,0 +1,141 @@
+"""A loop's open latest turn: compaction leaves it raw, and no block may cover it.
+
+A tool result joins the loop's latest turn whenever an assistant message that made tool
+calls began it, even once every call is answered (`TurnAssigner`), until another turn
+starts or the loop is closed. A block covering that turn would not stand for a result
+appended after the block was written, and the context would never show the result.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from sessionstore import (
+    AssistantMessage,
+    CompactedSection,
+    CompactionBlock,
+    CompactionConfig,
+    Message,
+    ReplacementMessage,
+    SessionStore,
+    StoredMessage,
+    ToolCall,
+    ToolResultMessage,
+    TurnRange,
+    UserMessage,
+    build_context,
+    compact_session_loops,
+)
+from sessionstore.errors import InvalidBlockError
+
+CONFIG = CompactionConfig(keep_first_turns=1, keep_recent_turns=1, keep_recent_tokens=200)
+
+
+def _work(turns: int) -> list[Message]:
+    """A request, then `turns` answered tool calls, each its own turn."""
+    messages: list[Message] = [UserMessage(content="fix the failing test in parser.py " * 5)]
+    for n in range(turns):
+        messages += [
+            AssistantMessage(content=[ToolCall(id=f"c{n}", name="bash", arguments={"n": n})]),
+            ToolResultMessage(tool_call_id=f"c{n}", tool_name="bash", content=f"out {n} " * 60),
+        ]
+    return messages
+
+
+def _open_turn(calls: int = 2) -> AssistantMessage:
+    return AssistantMessage(
+        content=[ToolCall(id=f"open{n}", name="read", arguments={"n": n}) for n in range(calls)]
+    )
+
+
+def _result(call_id: str) -> ToolResultMessage:
+    return ToolResultMessage(tool_call_id=call_id, tool_name="read", content=f"{call_id} " * 40)
+
+
+def _check_sections(block: CompactionBlock, messages: list[StoredMessage]) -> None:
+    """Each section with replacements stands for exactly the raw messages of its turns."""
+    for _, section in block.sections():
+        in_range = {m.id for m in messages if m.turn_index in section.range}
+        covered = {c for r in section.messages for c in r.covers}
+        assert covered == in_range, section.range
+
+
+async def test_compaction_leaves_the_open_turn_raw_and_a_late_result_is_shown(
+    store: SessionStore,
+) -> None:
+    session = await store.create_session(app_name="app", user_id="u")
+    await store.append_messages(session.id, [*_work(6), _open_turn(), _result("open0")])
+    (loop,) = await store.list_loops(session.id)
+    assert loop.turn_count == 8
+
+    result = await compact_session_loops(store, session.id, config=CONFIG)
+    (block,) = result.blocks
+    ends = [section.range.end_turn for _, section in block.sections()]
+    assert max(ends) == 6  # turn 7, open, is left raw after the block
+
+    late = await store.append_messages(session.id, [_result("open1")])
+    assert late[0].turn_index == 7  # it joined the open turn
+    messages = await store.get_messages(session.id)
+    _check_sections(block, messages)
+    context = await build_context(store, session.id, max_context_tokens=100_000)
+    raw = {i.message_id for i in context.items if i.source == "raw"}
+    assert {m.id for m in messages if m.turn_index == 7} <= raw
+    assert not context.orphan_results
+    assert not [i for i in context.items if i.source == "synthetic"]
+
+
+async def test_a_turn_that_closed_is_compacted_once_the_next_one_starts(
+    store: SessionStore,
+) -> None:
+    session = await store.create_session(app_name="app", user_id="u")
+    await store.append_messages(session.id, [*_work(6), _open_turn(1), _result("open0")])
+    first = await compact_session_loops(store, session.id, config=CONFIG)
+    assert max(s.range.end_turn for _, s in first.blocks[0].sections()) == 6
+    await store.append_messages(session.id, [UserMessage(content="now run the tests")])
+    second = await compact_session_loops(store, session.id, config=CONFIG)
+    (block,) = second.blocks
+    assert max(s.range.end_turn for _, s in block.sections()) == 8  # the user's turn
+    _check_sections(block, await store.get_messages(session.id))
+
+
+async def test_a_closed_loop_is_compacted_whole(store: SessionStore) -> None:
+    session = await store.create_session(app_name="app", user_id="u")
+    stored = await store.append_messages(session.id, [*_work(6), _open_turn(1)])
+    await store.close_loop(session.id, stored[0].loop_id)
+    result = await compact_session_loops(store, session.id, config=CONFIG)
+    (block,) = result.blocks
+    assert max(s.range.end_turn for _, s in block.sections()) == 7
+
+
+async def test_a_loop_whose_only_turn_is_open_gets_no_block(store: SessionStore) -> None:
+    session = await store.create_session(app_name="app", user_id="u")
+    await store.append_messages(session.id, [_open_turn(), _result("open0"), _result("open1")])
+    summarize_all = CompactionConfig(keep_first_turns=0, keep_recent_turns=0)
+    result = await compact_session_loops(store, session.id, config=summarize_all)
+    assert result.noop
+    assert result.loop_ids
+    assert result.feedback is not None
+
+
+async def test_write_block_refuses_to_cover_the_open_latest_turn(store: SessionStore) -> None:
+    session = await store.create_session(app_name="app", user_id="u")
+    stored = await store.append_messages(session.id, [*_work(1), _open_turn(1), _result("open0")])
+    loop_id = stored[0].loop_id
+    summary = UserMessage(content="[Summary] read a file")
+
+    def block(end: int) -> CompactionBlock:
+        covers = [m.id for m in stored if 1 <= m.turn_index <= end]
+        return CompactionBlock(
+            keep_compacted=CompactedSection(
+                range=TurnRange(start_turn=1, end_turn=end),
+                messages=[ReplacementMessage(message=summary, covers=covers)],
+            )
+        )
+
+    with pytest.raises(InvalidBlockError, match="turn 2, the latest of open loop"):
+        await store.write_block(session.id, loop_id, block(2))
+    assert await store.get_block(session.id, loop_id) is None  # nothing written
+    await store.write_block(session.id, loop_id, block(1))  # the settled turns are fine
+    await store.append_messages(session.id, [UserMessage(content="thanks")])
+    written = await store.write_block(session.id, loop_id, block(2))  # turn 2 closed
+    assert written.generation == 2
