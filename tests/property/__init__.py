@@ -278,15 +278,23 @@ class RegroupingBlockCompaction(SectionedBlockStrategy):
         return CompactionSummaryMessage(summary=text)
 
 
-block_strategies = st.one_of(
-    st.builds(DefaultBlockCompaction),
-    st.builds(
-        RegroupingBlockCompaction,
-        st.integers(1, 3),
-        st.sampled_from(["summary", "assistant", "assistant_call", "user"]),
-        st.booleans(),
-    ),
-)
+def _block_strategies(
+    drop_results: st.SearchStrategy[bool],
+) -> st.SearchStrategy[SectionedBlockStrategy]:
+    return st.one_of(
+        st.builds(DefaultBlockCompaction),
+        st.builds(
+            RegroupingBlockCompaction,
+            st.integers(1, 3),
+            st.sampled_from(["summary", "assistant", "assistant_call", "user"]),
+            drop_results,
+        ),
+    )
+
+
+block_strategies = _block_strategies(st.booleans())
+whole_block_strategies = _block_strategies(st.just(False))
+"""Strategies whose sections stand for every raw message of their turns."""
 
 
 # ── the guarantees ─────────────────────────────────────────────────────────────

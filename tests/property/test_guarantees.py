@@ -25,7 +25,6 @@ from sessionstore import (
     BlockCompactionStrategy,
     BuiltContext,
     CompactionConfig,
-    DefaultBlockCompaction,
     Message,
     SessionStore,
     StoredMessage,
@@ -39,7 +38,6 @@ from sessionstore import (
 from sessionstore.errors import ContextOverflowError
 from tests.property import (
     History,
-    RegroupingBlockCompaction,
     block_strategies,
     check_guarantees,
     configs,
@@ -48,6 +46,7 @@ from tests.property import (
     max_context_tokens,
     system_prompt_tokens,
     texts,
+    whole_block_strategies,
 )
 
 DB_SETTINGS = settings(
@@ -348,17 +347,6 @@ async def test_a_tool_output_with_a_nul_character_is_stored_on_every_backend(
     assert [m.message for m in stored] == messages
 
 
-whole_strategies = st.one_of(
-    st.builds(DefaultBlockCompaction),
-    st.builds(
-        RegroupingBlockCompaction,
-        st.integers(1, 3),
-        st.sampled_from(["summary", "assistant", "assistant_call", "user"]),
-        st.just(False),
-    ),
-)
-"""Strategies whose sections stand for every raw message of their turns."""
-
 late_kinds = st.lists(st.sampled_from(["result", "result", "orphan", "user"]), max_size=4)
 """What arrives after a compaction: results of the last calls, an orphan, a new request."""
 
@@ -376,7 +364,7 @@ def _late(kind: str, pending: list[str], n: int) -> Message:
     plan=loop_batches().map(lambda batches: LoopPlan(None, batches)),
     late=late_kinds,
     config=configs,
-    strategy=whole_strategies,
+    strategy=whole_block_strategies,
 )
 async def test_nothing_appended_after_a_compaction_is_hidden(
     store: SessionStore,
