@@ -373,12 +373,14 @@ async def test_nothing_appended_after_a_compaction_is_hidden(
     config: CompactionConfig,
     strategy: BlockCompactionStrategy,
 ) -> None:
-    """A message appended after a block was written is shown, stood for, or a listed orphan.
+    """A message appended after a block was written is shown, or a listed orphan.
 
     A tool result joins the loop's latest turn when an assistant message with tool calls
     began it: a block that covered that turn would stand for it without the result, and
-    the context would never show the result. Each section with replacement messages
-    stands for exactly the raw messages of its turns, then and after the appends.
+    the context would never show the result. So no block covers the turn of a message
+    appended after it, each section with replacement messages stands for exactly the raw
+    messages of its turns, and the context shows or lists every raw message but those of
+    the turns a section left with no replacement at all.
     """
     session = await store.create_session(app_name="property", user_id="u")
     written: list[StoredMessage] = []
@@ -390,15 +392,24 @@ async def test_nothing_appended_after_a_compaction_is_hidden(
     )
     calls = [m.message for m in written if isinstance(m.message, AssistantMessage)]
     pending = [call.id for call in calls[-1].tool_calls] if calls else []
-    for n, kind in enumerate(late):
-        await store.append_messages(session.id, [_late(kind, pending, n)])
+    appended = [
+        stored
+        for n, kind in enumerate(late)
+        for stored in await store.append_messages(session.id, [_late(kind, pending, n)])
+    ]
     messages = await store.get_messages(session.id)
-    for block in await store.block_history(session.id, messages[0].loop_id):
+    dropped: set[int] = set()
+    for block in await store.block_history(session.id, written[0].loop_id):
+        ranges = [section.range for _, section in block.sections()]
+        ranges += [] if block.keep_first is None else [block.keep_first]
+        assert all(m.turn_index > r.end_turn for m in appended for r in ranges)
         for _, section in block.sections():
+            in_range = {m.id for m in messages if m.turn_index in section.range}
             if section.messages:
-                in_range = {m.id for m in messages if m.turn_index in section.range}
                 assert {c for r in section.messages for c in r.covers} == in_range
+            else:
+                dropped |= in_range
     context = await build_context(store, session.id, max_context_tokens=10_000_000)
     shown = {i.message_id for i in context.items if i.source == "raw"}
     shown |= {c for i in context.items if i.source != "raw" for c in i.covers}
-    assert shown | set(context.orphan_results) >= {m.id for m in messages}
+    assert shown | set(context.orphan_results) | dropped >= {m.id for m in messages}
