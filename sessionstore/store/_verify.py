@@ -19,6 +19,7 @@ from sqlalchemy import Connection, select
 from sessionstore._turns import TurnAssigner
 from sessionstore.errors import InvalidBlockError
 from sessionstore.models import (
+    CompactionBlock,
     IntegrityCheck,
     IntegrityProblem,
     LoopRecord,
@@ -175,6 +176,10 @@ def _check_blocks(db: Connection, found: Findings, loops: dict[int, LoopRecord])
     stmt = select(sql.blocks).where(*sql.keyed(sql.blocks))
     rows = db.execute(stmt, found.key.params).all()
     found.blocks = len(rows)
+    newest: dict[tuple[int, str], int] = {}
+    for row in rows:
+        key = (row.loop_id, row.overlay)
+        newest[key] = max(newest.get(key, 0), row.generation)
     for row in rows:
         where: dict[str, int | None] = {"loop_id": row.loop_id, "block_id": row.id}
         loop = loops.get(row.loop_id)
@@ -187,3 +192,40 @@ def _check_blocks(db: Connection, found: Findings, loops: dict[int, LoopRecord])
         except (InvalidBlockError, ValidationError, ValueError) as exc:
             detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             found.add("provenance", detail, **where)
+            continue
+        if row.generation == newest[row.loop_id, row.overlay]:  # what contexts show
+            _check_joined_after(db, found, block, row.created_at, where)
+
+
+def _check_joined_after(
+    db: Connection, found: Findings, block: CompactionBlock, written: Any, where: dict[str, Any]
+) -> None:
+    """Find the messages appended to a turn the block covered when it was written.
+
+    A tool result joins an open turn (`TurnAssigner`); a block written by a version that
+    let a compaction cover the loop's open latest turn does not stand for a result that
+    joined it afterwards, and no context shows that result. Compacting again once another
+    turn has started covers the turn whole.
+    """
+    ranges = [section.range for _, section in block.sections()]
+    if block.keep_first is not None:
+        ranges.append(block.keep_first)
+    if not ranges:
+        return
+    columns = sql.messages.c
+    stmt = select(columns.id, columns.turn_index).where(
+        *sql.keyed(sql.messages),
+        columns.loop_id == block.loop_id,
+        columns.turn_index <= max(r.end_turn for r in ranges),
+        columns.created_at > written,
+    )
+    for message_id, turn in db.execute(stmt, found.key.params).all():
+        if any(turn in r for r in ranges):
+            found.add(
+                "provenance",
+                f"message {message_id} joined turn {turn} after the block covered it: no "
+                "section stands for it and no context shows it; compact again once "
+                "another turn has started",
+                message_id=message_id,
+                **where,
+            )

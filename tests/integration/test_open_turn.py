@@ -9,6 +9,7 @@ appended after the block was written, and the context would never show the resul
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import update
 
 from sessionstore import (
     AssistantMessage,
@@ -27,6 +28,7 @@ from sessionstore import (
     compact_session_loops,
 )
 from sessionstore.errors import InvalidBlockError
+from sessionstore.store._tables import loops as loops_table
 
 CONFIG = CompactionConfig(keep_first_turns=1, keep_recent_turns=1, keep_recent_tokens=200)
 
@@ -139,3 +141,50 @@ async def test_write_block_refuses_to_cover_the_open_latest_turn(store: SessionS
     await store.append_messages(session.id, [UserMessage(content="thanks")])
     written = await store.write_block(session.id, loop_id, block(2))  # turn 2 closed
     assert written.generation == 2
+
+
+async def _set_open_ids(store: SessionStore, loop_id: int, ids: list[str]) -> None:
+    async with store.engine.begin() as conn:
+        await conn.execute(
+            update(loops_table).where(loops_table.c.id == loop_id).values(open_tool_call_ids=ids)
+        )
+
+
+async def test_verify_finds_a_result_that_joined_a_covered_turn(store: SessionStore) -> None:
+    """The data an earlier version could leave: a block over the open turn, then a result.
+
+    The loop's open call ids are cleared in the database while the block is written (the
+    store would refuse it otherwise), as if the turn were closed, and restored after.
+    """
+    session = await store.create_session(app_name="app", user_id="u")
+    stored = await store.append_messages(session.id, [*_work(1), _open_turn(), _result("open0")])
+    loop_id = stored[0].loop_id
+    assert (await store.verify()).is_ok
+    await _set_open_ids(store, loop_id, [])
+    covers = [m.id for m in stored if m.turn_index == 2]
+    block = await store.write_block(
+        session.id,
+        loop_id,
+        CompactionBlock(
+            keep_first=TurnRange(start_turn=0, end_turn=1),
+            keep_compacted=CompactedSection(
+                range=TurnRange(start_turn=2, end_turn=2),
+                messages=[ReplacementMessage(message=UserMessage(content="read"), covers=covers)],
+            ),
+        ),
+    )
+    await _set_open_ids(store, loop_id, ["open0", "open1"])
+    (late,) = await store.append_messages(session.id, [_result("open1")])
+    assert late.turn_index == 2
+    context = await build_context(store, session.id, max_context_tokens=100_000)
+    assert late.id not in {c for i in context.items for c in (i.message_id, *i.covers)}
+    report = await store.verify()
+    (problem,) = report.problems
+    assert (problem.check, problem.block_id) == ("provenance", block.id)
+    assert problem.message_id == late.id
+    assert f"message {late.id} joined turn 2 after the block covered it" in problem.detail
+    await store.append_messages(session.id, [UserMessage(content="go on")])
+    await compact_session_loops(store, session.id, config=CONFIG)
+    context = await build_context(store, session.id, max_context_tokens=100_000)
+    assert late.id in {c for i in context.items for c in (i.message_id, *i.covers)}
+    assert (await store.verify()).is_ok  # the block that missed it is history now
