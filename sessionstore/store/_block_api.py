@@ -155,7 +155,7 @@ class BlockMethods(_Handle):
                 if read_counts is not None and loop_id in read_counts:
                     _blocks.check_unchanged(db, key, loop_id, read_counts[loop_id], block)
                 _blocks.validate_block(db, key, loop_id, loop.turn_count, block)
-                _blocks.check_settled(loop, block)
+                _blocks.check_settled(db, key, loop, block)
             for record in records:
                 _blocks.check_event_refs(db, key, record["loop_id"], record["block_id"])
             written = [

@@ -82,12 +82,12 @@ def check_unchanged(
         raise LoopChangedError(key.session_id, loop_id)
 
 
-def check_settled(loop: Any, block: CompactionBlock) -> None:
-    """Refuse a block that covers an open loop's latest turn while that turn can grow.
+def check_settled(db: Connection, key: SessionKey, loop: Any, block: CompactionBlock) -> None:
+    """Refuse a block that covers an open loop's latest turn while a call there is unanswered.
 
-    `loop` is the loop's row, read with the session locked. A tool result appended later
-    would join the turn (its assistant message made tool calls; see `TurnAssigner`), and
-    no section would stand for it: the context would never show it.
+    `loop` is the loop's row, read with the session locked. The call's result, appended
+    later, would join the turn (its assistant message made the call; see `TurnAssigner`)
+    and no section would stand for it: no context would show it.
     """
     if loop.closed_at is not None or not loop.open_tool_call_ids:
         return
@@ -95,12 +95,23 @@ def check_settled(loop: Any, block: CompactionBlock) -> None:
     if block.keep_first is not None:
         ends.append(block.keep_first.end_turn)
     latest = loop.turn_count - 1
-    if ends and max(ends) >= latest:
+    if not ends or max(ends) < latest:
+        return
+    columns = sql.messages.c
+    stmt = select(columns.tool_call_id).where(
+        *sql.keyed(sql.messages),
+        columns.loop_id == loop.id,
+        columns.turn_index == latest,
+        columns.kind == "tool_result",
+    )
+    answered = set(db.execute(stmt, key.params).scalars())
+    waiting = sorted(set(loop.open_tool_call_ids) - answered)
+    if waiting:
         raise InvalidBlockError(
-            f"the block covers turn {latest}, the latest of open loop {loop.id}, which an "
-            "assistant message with tool calls began: a tool result appended later would "
-            "join it and no section would stand for it. Leave the turn out of the block "
-            "(compaction does) until another turn starts or the loop is closed"
+            f"the block covers turn {latest}, the latest of open loop {loop.id}, where tool "
+            f"call(s) {', '.join(map(repr, waiting[:5]))} have no result yet: a result "
+            "appended later would join the turn and no section would stand for it. Leave "
+            "the turn out of the block (compaction does) until its calls are answered"
         )
 
 

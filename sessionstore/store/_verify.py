@@ -200,32 +200,51 @@ def _check_blocks(db: Connection, found: Findings, loops: dict[int, LoopRecord])
 def _check_joined_after(
     db: Connection, found: Findings, block: CompactionBlock, written: Any, where: dict[str, Any]
 ) -> None:
-    """Find the messages appended to a turn the block covered when it was written.
+    """Find the results that joined a covered turn, for a call it was waiting for.
 
-    A tool result joins an open turn (`TurnAssigner`); a block written by a version that
-    let a compaction cover the loop's open latest turn does not stand for a result that
-    joined it afterwards, and no context shows that result. Compacting again once another
-    turn has started covers the turn whole.
+    A tool result joins an open turn (`TurnAssigner`). A block written by a version that
+    let a compaction cover a turn whose call had no result yet does not stand for the
+    result that came after, and no context shows it. (A later result for no waiting call
+    is an orphan, which the context leaves out whether its turn is covered or not.) A
+    compaction after the next turn has started covers the turn whole.
     """
     ranges = [section.range for _, section in block.sections()]
     if block.keep_first is not None:
         ranges.append(block.keep_first)
-    if not ranges:
+    if not ranges or block.loop_id is None:
         return
     columns = sql.messages.c
-    stmt = select(columns.id, columns.turn_index).where(
+    stmt = select(columns.id).where(
         *sql.keyed(sql.messages),
         columns.loop_id == block.loop_id,
         columns.turn_index <= max(r.end_turn for r in ranges),
         columns.created_at > written,
+        columns.kind == "tool_result",
     )
-    for message_id, turn in db.execute(stmt, found.key.params).all():
-        if any(turn in r for r in ranges):
-            found.add(
-                "provenance",
-                f"message {message_id} joined turn {turn} after the block covered it: no "
-                "section stands for it and no context shows it; compact again once "
-                "another turn has started",
-                message_id=message_id,
-                **where,
-            )
+    late = set(db.execute(stmt, found.key.params).scalars())
+    if not late:
+        return
+    turns: dict[int, list[Any]] = {}
+    for message in loop_messages(db, found.key, block.loop_id, None):
+        turns.setdefault(message.turn_index, []).append(message)
+    for turn, stored in sorted(turns.items()):
+        if not any(turn in r for r in ranges) or not late.intersection(m.id for m in stored):
+            continue
+        opener = stored[0].message
+        calls = {call.id for call in opener.tool_calls} if opener.kind == "assistant" else set()
+        answered = {
+            m.message.tool_call_id
+            for m in stored
+            if m.message.kind == "tool_result" and m.created_at <= written
+        }
+        for joined in stored:
+            if joined.id in late and joined.message.tool_call_id in calls - answered:
+                found.add(
+                    "provenance",
+                    f"message {joined.id}, the result of call "
+                    f"{joined.message.tool_call_id!r}, joined turn {turn} after the block "
+                    "covered it: no section stands for it and no context shows it; "
+                    "compact again once another turn has started",
+                    message_id=joined.id,
+                    **where,
+                )

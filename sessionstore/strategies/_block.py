@@ -31,6 +31,7 @@ from sessionstore.models import (
     CompactionBlock,
     LoopRecord,
     StoredMessage,
+    ToolResultMessage,
     TurnRange,
 )
 
@@ -60,27 +61,36 @@ class LoopView:
         return cls(loop, messages, TurnMap.from_turn_indexes(turns), previous)
 
     def open_turn(self) -> int | None:
-        """Return the loop's latest turn while a message appended later can still join it.
+        """Return the loop's latest turn while a tool call of it has no result yet.
 
-        A tool result joins the latest turn whenever an assistant message that made tool
-        calls opened it, even once every call is answered (see `TurnAssigner`), until
-        another message starts a turn or the loop is closed. None when the loop is
-        closed, empty, or its latest turn is of another kind.
+        A tool result joins the latest turn when an assistant message that made tool
+        calls began it (see `TurnAssigner`). While one of those calls is unanswered, its
+        result is still to come: a block covering the turn would stand for the turn
+        without it, and no context would show it. None when the loop is closed or empty,
+        its latest turn is of another kind, or every call there has its result (a result
+        appended later answers none of them: the context leaves it out as an orphan,
+        raw or not).
         """
         if self.loop.closed_at is not None or not self.turn_map.ranges:
             return None
-        start = self.turn_map.ranges[-1][0]
+        start, end = self.turn_map.ranges[-1]
         opener = self.messages[start].message
-        if isinstance(opener, AssistantMessage) and opener.tool_calls:
-            return len(self.turn_map.ranges) - 1
-        return None
+        if not isinstance(opener, AssistantMessage) or not opener.tool_calls:
+            return None
+        answered = {
+            stored.message.tool_call_id
+            for stored in self.messages[start + 1 : end]
+            if isinstance(stored.message, ToolResultMessage)
+        }
+        if all(call.id in answered for call in opener.tool_calls):
+            return None
+        return len(self.turn_map.ranges) - 1
 
     def settled(self) -> LoopView:
         """Return the view without an open latest turn (see `open_turn`); else itself.
 
-        A block that covered the open turn would not stand for a tool result appended
-        after it was written, and the context would never show that result. A compaction
-        builds its block from the settled turns and leaves the open one raw, after it.
+        A compaction builds its block from the settled turns and leaves the open one raw,
+        after the block, so the results still to come join a raw turn.
         """
         turn = self.open_turn()
         if turn is None:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sessionstore import (
     AssistantMessage,
     BuiltContext,
+    CompactionBlock,
     CompactionConfig,
     SessionStore,
+    StoredMessage,
     ToolResultMessage,
 )
 from tests.factories import conversation
@@ -36,3 +40,39 @@ def check_valid(context: BuiltContext) -> None:
         if isinstance(message, AssistantMessage):
             open_calls = {call.id for call in message.tool_calls}
     assert not open_calls
+
+
+def late_orphans(block: CompactionBlock, messages: Sequence[StoredMessage]) -> set[int]:
+    """Check each section of `block` stands for its turns; return the late orphans it misses.
+
+    A section with replacement messages stands for every raw message of its turns, but
+    for a tool result that joined a turn after the block covered it and answers no call
+    the turn was waiting for: a result for a call the block's turn had answered already,
+    or for no call of the turn. That is an orphan, which the context leaves out, raw or
+    covered (a block covers a turn only once its calls are answered, see
+    `LoopView.open_turn`). Such results are returned.
+    """
+    missed: set[int] = set()
+    for _, section in block.sections():
+        if not section.messages:
+            continue  # a section that drops its turns on purpose
+        covered = {c for r in section.messages for c in r.covers}
+        in_turns = [m for m in messages if m.turn_index in section.range]
+        for message in in_turns:
+            if message.id in covered:
+                continue
+            result = message.message
+            assert isinstance(result, ToolResultMessage), (message.id, section.range)
+            turn = [m for m in in_turns if m.turn_index == message.turn_index]
+            opener = turn[0].message
+            calls = (
+                {c.id for c in opener.tool_calls} if isinstance(opener, AssistantMessage) else set()
+            )
+            answered = {
+                m.message.tool_call_id
+                for m in turn
+                if m.id in covered and isinstance(m.message, ToolResultMessage)
+            }
+            assert result.tool_call_id not in calls - answered, (message.id, section.range)
+            missed.add(message.id)
+    return missed

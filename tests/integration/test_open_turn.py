@@ -1,9 +1,9 @@
 """A loop's open latest turn: compaction leaves it raw, and no block may cover it.
 
-A tool result joins the loop's latest turn whenever an assistant message that made tool
-calls began it, even once every call is answered (`TurnAssigner`), until another turn
-starts or the loop is closed. A block covering that turn would not stand for a result
-appended after the block was written, and the context would never show the result.
+A tool result joins the loop's latest turn when an assistant message that made tool calls
+began it (`TurnAssigner`). While one of those calls has no result, a block covering the
+turn would not stand for the result appended after the block was written, and the context
+would never show it. Once every call is answered, the turn is compacted as any other.
 """
 
 from __future__ import annotations
@@ -26,9 +26,11 @@ from sessionstore import (
     UserMessage,
     build_context,
     compact_session_loops,
+    maybe_compact,
 )
 from sessionstore.errors import InvalidBlockError
 from sessionstore.store._tables import loops as loops_table
+from tests.integration._helpers import late_orphans
 
 CONFIG = CompactionConfig(keep_first_turns=1, keep_recent_turns=1, keep_recent_tokens=200)
 
@@ -90,7 +92,7 @@ async def test_a_turn_that_closed_is_compacted_once_the_next_one_starts(
     store: SessionStore,
 ) -> None:
     session = await store.create_session(app_name="app", user_id="u")
-    await store.append_messages(session.id, [*_work(6), _open_turn(1), _result("open0")])
+    await store.append_messages(session.id, [*_work(6), _open_turn(), _result("open0")])
     first = await compact_session_loops(store, session.id, config=CONFIG)
     assert max(s.range.end_turn for _, s in first.blocks[0].sections()) == 6
     await store.append_messages(session.id, [UserMessage(content="now run the tests")])
@@ -111,7 +113,7 @@ async def test_a_closed_loop_is_compacted_whole(store: SessionStore) -> None:
 
 async def test_a_loop_whose_only_turn_is_open_gets_no_block(store: SessionStore) -> None:
     session = await store.create_session(app_name="app", user_id="u")
-    await store.append_messages(session.id, [_open_turn(), _result("open0"), _result("open1")])
+    await store.append_messages(session.id, [_open_turn(3), _result("open0"), _result("open1")])
     summarize_all = CompactionConfig(keep_first_turns=0, keep_recent_turns=0)
     result = await compact_session_loops(store, session.id, config=summarize_all)
     assert result.noop
@@ -119,9 +121,41 @@ async def test_a_loop_whose_only_turn_is_open_gets_no_block(store: SessionStore)
     assert result.feedback is not None
 
 
-async def test_write_block_refuses_to_cover_the_open_latest_turn(store: SessionStore) -> None:
+async def test_an_answered_latest_turn_is_compacted_and_compaction_settles(
+    store: SessionStore,
+) -> None:
+    """The live loop's case: every call answered, the next model call not made yet.
+
+    `keep_recent` cuts the latest turn's long output as any other's, so the context falls
+    below the threshold and the next `maybe_compact` has nothing to do.
+    """
     session = await store.create_session(app_name="app", user_id="u")
-    stored = await store.append_messages(session.id, [*_work(1), _open_turn(1), _result("open0")])
+    output = "line 12 of the output: ok\n" * 1500
+    long_output = ToolResultMessage(tool_call_id="open0", tool_name="read", content=output)
+    await store.append_messages(session.id, [*_work(6), _open_turn(1), long_output])
+    result = await maybe_compact(store, session.id, max_context_tokens=8_000)
+    assert result is not None
+    (block,) = result.blocks
+    assert block.keep_recent is not None
+    assert block.keep_recent.range.end_turn == 7
+    _check_sections(block, await store.get_messages(session.id))
+    assert result.tokens_after < 4_000
+    assert await maybe_compact(store, session.id, max_context_tokens=8_000) is None
+    # A result for no waiting call, appended now, joins the covered turn: an orphan, left
+    # out of the context as it would be raw.
+    (orphan,) = await store.append_messages(session.id, [_result("open0")])
+    assert orphan.turn_index == 7
+    context = await build_context(store, session.id, max_context_tokens=8_000)
+    assert orphan.id not in {c for i in context.items for c in (i.message_id, *i.covers)}
+    assert late_orphans(block, await store.get_messages(session.id)) == {orphan.id}
+    assert (await store.verify()).is_ok  # an orphan: no result the turn waited for
+
+
+async def test_write_block_refuses_to_cover_a_turn_waiting_for_a_result(
+    store: SessionStore,
+) -> None:
+    session = await store.create_session(app_name="app", user_id="u")
+    stored = await store.append_messages(session.id, [*_work(1), _open_turn(), _result("open0")])
     loop_id = stored[0].loop_id
     summary = UserMessage(content="[Summary] read a file")
 
@@ -134,12 +168,12 @@ async def test_write_block_refuses_to_cover_the_open_latest_turn(store: SessionS
             )
         )
 
-    with pytest.raises(InvalidBlockError, match="turn 2, the latest of open loop"):
+    with pytest.raises(InvalidBlockError, match=r"turn 2, the latest of open loop .* 'open1'"):
         await store.write_block(session.id, loop_id, block(2))
     assert await store.get_block(session.id, loop_id) is None  # nothing written
     await store.write_block(session.id, loop_id, block(1))  # the settled turns are fine
-    await store.append_messages(session.id, [UserMessage(content="thanks")])
-    written = await store.write_block(session.id, loop_id, block(2))  # turn 2 closed
+    stored += await store.append_messages(session.id, [_result("open1")])
+    written = await store.write_block(session.id, loop_id, block(2))  # every call answered
     assert written.generation == 2
 
 
@@ -182,7 +216,7 @@ async def test_verify_finds_a_result_that_joined_a_covered_turn(store: SessionSt
     (problem,) = report.problems
     assert (problem.check, problem.block_id) == ("provenance", block.id)
     assert problem.message_id == late.id
-    assert f"message {late.id} joined turn 2 after the block covered it" in problem.detail
+    assert f"message {late.id}, the result of call 'open1', joined turn 2" in problem.detail
     await store.append_messages(session.id, [UserMessage(content="go on")])
     await compact_session_loops(store, session.id, config=CONFIG)
     context = await build_context(store, session.id, max_context_tokens=100_000)

@@ -36,6 +36,7 @@ from sessionstore import (
     compact_session_loops,
 )
 from sessionstore.errors import ContextOverflowError
+from tests.integration._helpers import late_orphans
 from tests.property import (
     History,
     block_strategies,
@@ -373,14 +374,14 @@ async def test_nothing_appended_after_a_compaction_is_hidden(
     config: CompactionConfig,
     strategy: BlockCompactionStrategy,
 ) -> None:
-    """A message appended after a block was written is shown, or a listed orphan.
+    """A result a block's turn was waiting for, appended after it, is never hidden.
 
     A tool result joins the loop's latest turn when an assistant message with tool calls
-    began it: a block that covered that turn would stand for it without the result, and
-    the context would never show the result. So no block covers the turn of a message
-    appended after it, each section with replacement messages stands for exactly the raw
-    messages of its turns, and the context shows or lists every raw message but those of
-    the turns a section left with no replacement at all.
+    began it: a block that covered that turn while a call was unanswered would stand for
+    it without the result, and the context would never show the result. So a result
+    appended after a compaction joins a raw turn when its call was waiting, and the
+    context shows or lists every raw message but those of sections that dropped their
+    turns, and late orphans that joined a covered turn (left out raw or not).
     """
     session = await store.create_session(app_name="property", user_id="u")
     written: list[StoredMessage] = []
@@ -390,26 +391,40 @@ async def test_nothing_appended_after_a_compaction_is_hidden(
     await compact_session_loops(
         store, session.id, strategy=strategy, config=config, max_context_tokens=100_000
     )
-    calls = [m.message for m in written if isinstance(m.message, AssistantMessage)]
-    pending = [call.id for call in calls[-1].tool_calls] if calls else []
+    calls = [i for i, m in enumerate(written) if isinstance(m.message, AssistantMessage)]
+    pending: list[str] = []
+    if calls:
+        opener = written[calls[-1]].message
+        assert isinstance(opener, AssistantMessage)
+        after = {
+            m.message.tool_call_id
+            for m in written[calls[-1] :]
+            if isinstance(m.message, ToolResultMessage)
+        }
+        pending = [call.id for call in opener.tool_calls if call.id not in after]
+    awaited = set(pending)
     appended = [
         stored
         for n, kind in enumerate(late)
         for stored in await store.append_messages(session.id, [_late(kind, pending, n)])
     ]
     messages = await store.get_messages(session.id)
-    dropped: set[int] = set()
-    for block in await store.block_history(session.id, written[0].loop_id):
+    blocks = await store.block_history(session.id, written[0].loop_id)
+    for block in blocks:
         ranges = [section.range for _, section in block.sections()]
         ranges += [] if block.keep_first is None else [block.keep_first]
-        assert all(m.turn_index > r.end_turn for m in appended for r in ranges)
-        for _, section in block.sections():
-            in_range = {m.id for m in messages if m.turn_index in section.range}
-            if section.messages:
-                assert {c for r in section.messages for c in r.covers} == in_range
-            else:
-                dropped |= in_range
+        for stored in appended:
+            result = stored.message
+            if isinstance(result, ToolResultMessage) and result.tool_call_id in awaited:
+                assert all(stored.turn_index > r.end_turn for r in ranges)
+    hidden: set[int] = set()
+    if blocks:
+        current = max(blocks, key=lambda block: block.generation or 0)
+        hidden = late_orphans(current, messages)
+        for _, section in current.sections():
+            if not section.messages:
+                hidden |= {m.id for m in messages if m.turn_index in section.range}
     context = await build_context(store, session.id, max_context_tokens=10_000_000)
     shown = {i.message_id for i in context.items if i.source == "raw"}
     shown |= {c for i in context.items if i.source != "raw" for c in i.covers}
-    assert shown | set(context.orphan_results) | dropped >= {m.id for m in messages}
+    assert shown | set(context.orphan_results) | hidden >= {m.id for m in messages}
