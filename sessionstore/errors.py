@@ -178,8 +178,9 @@ class LoopChangedError(ConflictError):
 
     A tool result appended during a compaction joins the turn of its call: a block built
     before it arrived would stand for that turn without it. `compact_session_loops`
-    leaves a loop's open latest turn out of its blocks, so appends do not meet it; if
-    one does, it catches this and compacts again. Nothing was written.
+    leaves a turn waiting for a result out of its blocks; when an append still meets one
+    (an orphan result joining a covered turn), it catches this and compacts again.
+    Nothing was written.
     """
 
     def __init__(self, session_id: str, loop_id: int) -> None:

@@ -23,7 +23,8 @@ class IntegrityProblem(BaseModel):
     loop), `turns` (a turn index that turn assignment would not give), `counters` (a
     loop's or session's cached counts), `loops` (the chain: parents, depths, the active
     loop), `provenance` (a block whose ranges or covered messages do not fit its loop, or a
-    loop's current block over a turn that a message joined after the block was written)."""
+    loop's current block over a turn that the result of a call it waited for joined after
+    the block was written)."""
     session_id: str
     loop_id: int | None = None
     message_id: int | None = None
