@@ -345,7 +345,7 @@ async def _compact_once(
             messages, old = view.messages, view.previous
             read_counts[loop.id] = len(messages)
             was = shown(messages, old)
-            # An open latest turn stays raw: a tool result may still join it.
+            # A latest turn still waiting for a tool result stays raw: the result joins it.
             settled = view.settled()
             if not settled.messages:
                 before = Shown(before.messages + was.messages, before.tokens + was.tokens)
