@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, assume, given, settings
+from hypothesis import HealthCheck, Phase, assume, example, given, settings
 from hypothesis import strategies as st
 
 from sessionstore import (
@@ -25,6 +25,7 @@ from sessionstore import (
     BlockCompactionStrategy,
     BuiltContext,
     CompactionConfig,
+    DefaultBlockCompaction,
     Message,
     SessionStore,
     StoredMessage,
@@ -360,7 +361,28 @@ def _late(kind: str, pending: list[str], n: int) -> Message:
     return ToolResultMessage(tool_call_id=f"ghost{n}", content="late")
 
 
+_WAITING = LoopPlan(
+    None,
+    [
+        [
+            UserMessage(content="fix the failing test " * 20),
+            AssistantMessage(
+                content=[ToolCall(id="call_0", name="bash"), ToolCall(id="call_1", name="read")]
+            ),
+            ToolResultMessage(tool_call_id="call_0", content="FAILED test_parse " * 40),
+        ]
+    ],
+)
+"""A turn waiting for `call_1`'s result when the compaction runs (drawn rarely)."""
+
+
 @DB_SETTINGS
+@example(
+    plan=_WAITING,
+    late=["result"],
+    config=CompactionConfig(keep_first_turns=0, keep_recent_turns=0),
+    strategy=DefaultBlockCompaction(),
+)
 @given(
     plan=loop_batches().map(lambda batches: LoopPlan(None, batches)),
     late=late_kinds,
