@@ -345,10 +345,10 @@ async def _compact_once(
             messages, old = view.messages, view.previous
             read_counts[loop.id] = len(messages)
             was = shown(messages, old)
+            before = Shown(before.messages + was.messages, before.tokens + was.tokens)
             # A latest turn still waiting for a tool result stays raw: the result joins it.
             settled = view.settled()
-            if not settled.messages:
-                before = Shown(before.messages + was.messages, before.tokens + was.tokens)
+            if not settled.messages:  # no other turn: the loop stays as it is
                 after = Shown(after.messages + was.messages, after.tokens + was.tokens)
                 continue
             loop_policy = task_policy if _states_task(loop, most_recent) else policy
@@ -373,7 +373,6 @@ async def _compact_once(
                 will = was
             else:
                 blocks.append((loop.id, built))
-            before = Shown(before.messages + was.messages, before.tokens + was.tokens)
             after = Shown(after.messages + will.messages, after.tokens + will.tokens)
         digest = await _next_digest(
             store,

@@ -435,6 +435,11 @@ class CompactionBlock(_Record):
         found = [("compacted", self.keep_compacted), ("recent", self.keep_recent)]
         return [(kind, section) for kind, section in found if section is not None]
 
+    def turn_ranges(self) -> list[TurnRange]:
+        """Return the turn ranges the block covers: `keep_first`'s, then its sections'."""
+        first = [] if self.keep_first is None else [self.keep_first]
+        return first + [section.range for _, section in self.sections()]
+
 
 class CompactionEvent(_Record):
     """A persisted `CompactionStarted` or `CompactionEnded` event."""

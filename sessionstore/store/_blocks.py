@@ -72,12 +72,10 @@ def check_unchanged(
     A message appended since then in a turn the block covers (a tool result joins its
     call's turn) would not be stood for: `LoopChangedError`.
     """
-    ends = [section.range.end_turn for _, section in block.sections()]
-    if block.keep_first is not None:
-        ends.append(block.keep_first.end_turn)
-    if not ends:
+    ranges = block.turn_ranges()
+    if not ranges:
         return
-    params = {**key.params, "lid": loop_id, "n": read_count, "t": max(ends)}
+    params = {**key.params, "lid": loop_id, "n": read_count, "t": max(r.end_turn for r in ranges)}
     if db.execute(sql.SELECT_APPENDED_INTO_TURNS, params).first() is not None:
         raise LoopChangedError(key.session_id, loop_id)
 
@@ -91,11 +89,8 @@ def check_settled(db: Connection, key: SessionKey, loop: Any, block: CompactionB
     """
     if loop.closed_at is not None or not loop.open_tool_call_ids:
         return
-    ends = [section.range.end_turn for _, section in block.sections()]
-    if block.keep_first is not None:
-        ends.append(block.keep_first.end_turn)
     latest = loop.turn_count - 1
-    if not ends or max(ends) < latest:
+    if all(span.end_turn < latest for span in block.turn_ranges()):
         return
     columns = sql.messages.c
     stmt = select(columns.tool_call_id).where(

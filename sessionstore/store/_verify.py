@@ -208,9 +208,7 @@ def _check_joined_after(
     is an orphan, which the context leaves out whether its turn is covered or not.) A
     compaction after the next turn has started covers the turn whole.
     """
-    ranges = [section.range for _, section in block.sections()]
-    if block.keep_first is not None:
-        ranges.append(block.keep_first)
+    ranges = block.turn_ranges()
     if not ranges or block.loop_id is None:
         return
     columns = sql.messages.c
