@@ -83,12 +83,15 @@ class FoldedTurns:
         if cached is None:
             units = self.units[self.first(count) : count]
             messages = [message for unit in units for message in unit]
+            from sessionstore._redact import redact
             from sessionstore.summarizers import SummaryRequest
 
             request = SummaryRequest(
                 messages=messages, prior_digest=self.prior, budget_tokens=WHOLE
             )
-            cached = self._texts[count] = _summarizer().digest(request)
+            # Redacted as every stored summary is: the digest copies commands and output
+            # word for word, and a summary is where a key must never come back from.
+            cached = self._texts[count] = redact(_summarizer().digest(request))
         return cached
 
     def covers(self, count: int) -> tuple[int, ...]:

@@ -40,6 +40,7 @@ from sessionstore.summarizers import (
     SummaryRequest,
     summary_budget,
 )
+from sessionstore.summarizers._protocol import digest_text
 
 __all__ = [
     "CompactionCallbacks",
@@ -477,7 +478,8 @@ async def _next_digest(
             scope="session",
         )
     )
-    message = CompactionSummaryMessage(summary=redact(summary.text), tokens_before=folded_tokens)
+    text = redact(digest_text(summary))  # an empty answer folds nothing: nothing is written
+    message = CompactionSummaryMessage(summary=text, tokens_before=folded_tokens)
     return SessionDigest(
         overlay=overlay,
         head_loop_id=current.id,

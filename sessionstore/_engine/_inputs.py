@@ -10,13 +10,20 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
+from sessionstore._redact import redact
 from sessionstore._tokens import TokenCounter
 from sessionstore.config import CompactionConfig
-from sessionstore.errors import SummarizerResponseError
+from sessionstore.errors import (
+    SummarizerError,
+    SummarizerResponseError,
+    SummarizerTimeoutError,
+    SummarizerUnavailableError,
+)
 from sessionstore.models import TurnRange
 from sessionstore.strategies import LoopView, SummarizingBlockCompaction
 from sessionstore.strategies._plan import forced_boundary
 from sessionstore.summarizers import Summarizer, Summary, SummaryRequest
+from sessionstore.summarizers._protocol import digest_text
 
 __all__ = ["CheckedSummarizer", "ForcedCut", "clean_focus", "usage_counts"]
 
@@ -39,7 +46,16 @@ def clean_focus(topic: str | None) -> str | None:
 
 
 class CheckedSummarizer:
-    """A `Summarizer` whose empty or far-over-budget answer is a `SummarizerResponseError`."""
+    """A `Summarizer` whose every failure is a `SummarizerError` the engine's gates know.
+
+    An empty or far-over-budget answer is a `SummarizerResponseError`. Any other exception
+    a summarizer raises (a custom one calling its own client: `httpx.ConnectError`,
+    `openai.APIConnectionError`, a bug) becomes a `SummarizerError` chained to it:
+    `SummarizerTimeoutError` for a `TimeoutError`, `SummarizerUnavailableError` for an
+    `OSError` (`ConnectionError` among them), the base class otherwise. So the cooldown
+    and `on_failure` apply to it as to the library's own summarizers', instead of the
+    error failing every build and the summarizer being called again on every turn.
+    """
 
     def __init__(self, inner: Summarizer, counter: TokenCounter, overrun: float) -> None:
         self.inner = inner
@@ -50,16 +66,30 @@ class CheckedSummarizer:
         return repr(self.inner)
 
     async def summarize(self, request: SummaryRequest) -> Summary:
-        summary = await self.inner.summarize(request)
-        if not summary.text.strip():
-            raise SummarizerResponseError("the summarizer returned an empty digest")
-        tokens = self.counter.count_text(summary.text)
+        try:
+            summary = await self.inner.summarize(request)
+        except SummarizerError:
+            raise
+        except Exception as error:
+            raise _summarizer_error(error) from error
+        tokens = self.counter.count_text(digest_text(summary))
         if tokens > request.budget_tokens * self.overrun:
             raise SummarizerResponseError(
                 f"the summarizer returned {tokens:,} tokens, over its budget of "
                 f"{request.budget_tokens:,}"
             )
         return summary
+
+
+def _summarizer_error(error: Exception) -> SummarizerError:
+    """The `SummarizerError` standing for what a summarizer raised (see `CheckedSummarizer`)."""
+    # Redacted: a client's error text can hold the key or URL it was called with.
+    text = redact(f"the summarizer raised {type(error).__name__}: {error}")
+    if isinstance(error, TimeoutError):
+        return SummarizerTimeoutError(text)
+    if isinstance(error, OSError):
+        return SummarizerUnavailableError(text)
+    return SummarizerError(text)
 
 
 class ForcedCut(SummarizingBlockCompaction):

@@ -42,6 +42,7 @@ from typing import Any
 
 from sessionstore._framing import SUMMARY_CLOSE, SUMMARY_OPEN
 from sessionstore._protocols import CompactionStrategy
+from sessionstore._redact import redact, redact_message
 from sessionstore._tokens import HeuristicTokenCounter, TokenCounter
 from sessionstore.config import CompactionConfig, ContextConfig, validated_config
 from sessionstore.errors import ContextOverflowError
@@ -61,7 +62,7 @@ from sessionstore.strategies._passes import (
 from sessionstore.strategies._plan import Compress, sanitize_orphans, split_history
 from sessionstore.strategies._rehydrate import apply_rehydrate, rehydrate_recent_reads
 from sessionstore.strategies._units import unit_starts
-from sessionstore.summarizers import ExtractiveSummarizer, Summarizer, SummaryRequest
+from sessionstore.summarizers import ExtractiveSummarizer, Summarizer, Summary, SummaryRequest
 from sessionstore.summarizers._prompt import summary_budget
 
 __all__ = [
@@ -118,6 +119,10 @@ class SummarizingCompaction:
         cheap_passes: Run the free passes before anything is summarised.
         rehydrate: Restore the freshest file reads the middle held.
         system_note: Append seed 001's compression note to the system prompt.
+        redact_secrets: Redact credentials from what the summarizer receives (the folded
+            messages, the prior digest) and from the digest it returns, as
+            `SummarizingBlockCompaction` does: a digest is carried into every later
+            compression, so a key it kept would be sent again and again.
     """
 
     name = "summarize"
@@ -131,10 +136,12 @@ class SummarizingCompaction:
         cheap_passes: bool = True,
         rehydrate: bool = True,
         system_note: bool = True,
+        redact_secrets: bool = True,
     ) -> None:
         self.summarizer: Summarizer = (
             summarizer if summarizer is not None else ExtractiveSummarizer()
         )
+        self.redact_secrets = redact_secrets
         self.counter: TokenCounter = counter if counter is not None else HeuristicTokenCounter()
         self.focus_topic = focus_topic
         self.cheap_passes = cheap_passes
@@ -284,15 +291,7 @@ class SummarizingCompaction:
             prior, folded = _prior_digest(folded)
             folded_tokens = self._tokens(folded)
             wanted = summary_budget(folded_tokens, max_tokens=policy.max_summary_tokens)
-            summary = await self.summarizer.summarize(
-                SummaryRequest(
-                    messages=folded,
-                    prior_digest=prior,
-                    focus_topic=self.focus_topic,
-                    budget_tokens=min(room, wanted),
-                )
-            )
-            text = summary.text.strip()
+            summary, text = await self._summarize(folded, prior, min(room, wanted))
             if self.counter.count_text(text) > room:
                 text = truncate_head_tail_tokens(text, room, counter=self.counter)
             if not text:
@@ -323,6 +322,27 @@ class SummarizingCompaction:
             result[last_user] = messages[last_user]
         return result
 
+    async def _summarize(
+        self, messages: list[Message], prior: str | None, budget: int
+    ) -> tuple[Summary, str]:
+        """Ask the summarizer for the digest; return its answer and its text, stripped.
+
+        With `redact_secrets`, what it is sent and the text it returns are redacted.
+        """
+        if self.redact_secrets:
+            messages = [redact_message(message) for message in messages]
+            prior = redact(prior) if prior else prior
+        summary = await self.summarizer.summarize(
+            SummaryRequest(
+                messages=messages,
+                prior_digest=prior,
+                focus_topic=self.focus_topic,
+                budget_tokens=budget,
+            )
+        )
+        text = summary.text.strip()
+        return summary, redact(text) if self.redact_secrets else text
+
     async def _fold(
         self, messages: list[Message], plan: Compress, budget: int, policy: CompactionConfig
     ) -> tuple[list[Message], int, str] | None:
@@ -337,16 +357,11 @@ class SummarizingCompaction:
         if not middle and prior is None:
             return None
         folded_tokens = self._tokens(middle)
-        request = SummaryRequest(
-            messages=middle,
-            prior_digest=prior,
-            focus_topic=self.focus_topic,
-            budget_tokens=min(
-                room, summary_budget(folded_tokens, max_tokens=policy.max_summary_tokens)
-            ),
+        summary, text = await self._summarize(
+            middle,
+            prior,
+            min(room, summary_budget(folded_tokens, max_tokens=policy.max_summary_tokens)),
         )
-        summary = await self.summarizer.summarize(request)
-        text = summary.text.strip()
         if self.counter.count_text(text) > room:
             text = truncate_head_tail_tokens(text, room, counter=self.counter)
         if not text:

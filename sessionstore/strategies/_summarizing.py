@@ -33,6 +33,7 @@ from sessionstore.strategies._plan import Compress, split_history
 from sessionstore.strategies._rehydrate import apply_rehydrate, rehydrate_recent_reads
 from sessionstore.summarizers import ExtractiveSummarizer, Summarizer, SummaryRequest
 from sessionstore.summarizers._prompt import summary_budget
+from sessionstore.summarizers._protocol import digest_text
 
 __all__ = ["DIGEST_MARKER", "SummarizingBlockCompaction", "digest_of"]
 
@@ -187,7 +188,9 @@ class SummarizingBlockCompaction:
                 budget_tokens=budget,
             )
         )
-        text = redact(summary.text) if self.redact_secrets else summary.text
+        text = digest_text(summary)  # an empty answer folds nothing: nothing is written
+        if self.redact_secrets:
+            text = redact(text)
         digest = CompactionSummaryMessage(
             summary=text,
             tokens_before=folded_tokens,

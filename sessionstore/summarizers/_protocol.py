@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
+from sessionstore.errors import SummarizerResponseError
 from sessionstore.models import Message
 
 __all__ = ["Summarizer", "Summary", "SummaryRequest", "TurnSummarizer"]
@@ -52,6 +53,26 @@ class Summary:
     prompt_version: str
     """The version of the prompt or rules that produced it."""
     duration_ms: float = 0.0
+
+
+def digest_text(summary: object) -> str:
+    """Return the text of a summarizer's answer, refusing one that would fold into nothing.
+
+    A digest stands for every message it folds: an empty one, written, would show the
+    model nothing of them. Every path that writes a summarizer's answer calls this first.
+
+    Raises:
+        SummarizerResponseError: the answer is not a `Summary` with a string `text`, or
+            its text is blank (nothing is written).
+    """
+    text = getattr(summary, "text", None) if isinstance(summary, Summary) else None
+    if not isinstance(text, str):
+        raise SummarizerResponseError(
+            f"the summarizer returned {type(summary).__name__}, not a Summary with a text"
+        )
+    if not text.strip():
+        raise SummarizerResponseError("the summarizer returned an empty digest")
+    return text
 
 
 @runtime_checkable

@@ -20,6 +20,7 @@ from sessionstore import (
 from sessionstore._engine import ContextEngine, GatePolicy, StoreContextEngine
 from sessionstore.errors import (
     SummarizerAuthError,
+    SummarizerError,
     SummarizerTimeoutError,
     SummarizerUnavailableError,
 )
@@ -420,3 +421,85 @@ async def test_status_counts_compactions_savings_and_reset(store: SessionStore) 
     reset = engine.get_status()
     assert (reset.compression_count, reset.tokens, reset.last_savings) == (0, 0, None)
     await engine.on_session_end()
+
+
+# ── a custom summarizer's own errors (PEERS: hermes-agent #29559, claude-code #24315) ──
+
+
+class APIConnectionError(Exception):
+    """What a custom summarizer's client raises (openai's, httpx's): no library base class."""
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        (APIConnectionError("Connection error."), "response"),
+        (ConnectionRefusedError("refused"), "unavailable"),
+        (TimeoutError(), "timeout"),
+        (KeyError("choices"), "response"),
+    ],
+)
+async def test_any_error_of_a_custom_summarizer_cools_down_and_keeps_everything(
+    store: SessionStore, error: Exception, kind: str
+) -> None:
+    session_id = await long_session(store)
+    before = await raw_messages(store, session_id)
+    clock = FakeClock()
+    failing = FailingSummarizer(error)
+    engine = engine_for(store, session_id, failing, clock=clock)
+    engine.update_from_response({"prompt_tokens": 90_000})
+    outcome = await engine.compress()
+    assert outcome.status == "failed"
+    assert outcome.failure_kind == kind
+    assert outcome.error is not None
+    assert type(error).__name__ in outcome.error
+    assert engine.get_status().cooldown_remaining > 0
+    # The next turns do not call it again, and nothing was written or lost.
+    assert (await engine.compress()).status == "skipped"
+    assert failing.calls == 1
+    assert await raw_messages(store, session_id) == before
+    loop = (await store.list_loops(session_id))[-1]
+    assert await store.get_block(session_id, loop.id) is None
+
+
+async def test_a_custom_summarizers_error_falls_back_to_the_extractive_digest(
+    store: SessionStore,
+) -> None:
+    session_id = await long_session(store)
+    failing = FailingSummarizer(APIConnectionError("Connection error."))
+    engine = engine_for(store, session_id, failing, policy=GatePolicy(on_failure="extractive"))
+    outcome = await engine.compress()
+    assert outcome.status == "compacted"
+    assert outcome.fallback == "extractive"
+    assert outcome.block_ids
+
+
+async def test_the_raise_policy_raises_a_summarizer_error_chained_to_the_cause(
+    store: SessionStore,
+) -> None:
+    session_id = await long_session(store)
+    cause = APIConnectionError("Connection error.")
+    engine = engine_for(
+        store, session_id, FailingSummarizer(cause), policy=GatePolicy(on_failure="raise")
+    )
+    with pytest.raises(SummarizerError) as raised:
+        await engine.compress()
+    assert raised.value.__cause__ is cause
+
+
+@pytest.mark.parametrize("answer", ["", "  \n ", None])
+async def test_an_empty_answer_is_a_failure_not_an_empty_digest(
+    store: SessionStore, answer: str | None
+) -> None:
+    session_id = await long_session(store)
+
+    class Blank:
+        async def summarize(self, request: SummaryRequest) -> object:
+            return answer if answer is None else Summary(text=answer, model="m", prompt_version="1")
+
+    engine = engine_for(store, session_id, Blank())
+    outcome = await engine.compress()
+    assert outcome.status == "failed"
+    assert outcome.failure_kind == "response"
+    loop = (await store.list_loops(session_id))[-1]
+    assert await store.get_block(session_id, loop.id) is None

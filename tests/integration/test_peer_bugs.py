@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from sessionstore import (
     AssistantMessage,
     CompactionConfig,
     FixedCount,
     SessionStore,
+    SummarizingBlockCompaction,
     TextContent,
     ToolCall,
     ToolResultMessage,
@@ -16,6 +19,8 @@ from sessionstore import (
     build_context,
     compact_session_loops,
 )
+from sessionstore.errors import SummarizerResponseError
+from sessionstore.summarizers import Summary, SummaryRequest
 from tests.factories import conversation
 from tests.integration._helpers import check_valid
 
@@ -105,3 +110,36 @@ async def test_a_pending_call_is_not_summarised_away(store: SessionStore) -> Non
         isinstance(m, AssistantMessage) and m.tool_calls and m.tool_calls[0].id == "deploy"
         for m in context.messages
     )
+
+
+class BlankSummarizer:
+    """A custom summarizer whose model answered with nothing."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def summarize(self, request: SummaryRequest) -> Summary:
+        self.calls += 1
+        return Summary(text=" \n", model="m", prompt_version="1")
+
+
+async def test_an_empty_digest_is_refused_not_written(store: SessionStore) -> None:
+    """letta #2601, hermes-agent #29559: a summarizer's failure folded turns into nothing."""
+    session = await store.create_session(app_name="app", user_id="u")
+    for index in range(3):
+        if index:
+            await store.start_loop(session.id)
+        await store.append_messages(session.id, conversation(turns=12))
+    before = await build_context(store, session.id, max_context_tokens=100_000)
+    blank = BlankSummarizer()
+    for scope in (FixedCount(0), FixedCount(1)):
+        config = CompactionConfig(keep_first_turns=1, keep_recent_turns=2, compaction_scope=scope)
+        with pytest.raises(SummarizerResponseError, match="empty digest"):
+            await compact_session_loops(
+                store, session.id, strategy=SummarizingBlockCompaction(blank), config=config
+            )
+    assert blank.calls == 2
+    for loop in await store.list_loops(session.id):
+        assert await store.get_block(session.id, loop.id) is None
+    after = await build_context(store, session.id, max_context_tokens=100_000)
+    assert [item.message_id for item in after.items] == [item.message_id for item in before.items]

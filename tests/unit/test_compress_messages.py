@@ -292,3 +292,57 @@ def test_a_long_request_leaves_room_only_for_a_digest_and_a_cut_newest_turn() ->
     assert isinstance(newest, ToolResultMessage)
     assert newest.tool_call_id == "c3"
     assert "truncated" in text(newest)
+
+
+KEY = "sk-proj-" + "Z9y8X7w6V5u4T3s2R1q0" * 2
+
+
+def test_no_secret_reaches_the_summarizer_or_the_digest() -> None:
+    """hermes-agent PR #9200 / #13228: a key folded into a digest is sent again and again."""
+    history = session()
+    history[4:4] = [
+        ask(bash("k1", f"curl -H 'Authorization: Bearer {KEY}' api/x"), text="Calling."),
+        result("k1", f"token={KEY}\nExit code: 1", name="bash"),
+    ]
+    fake = RecordingSummarizer()
+    run(compress_messages(history, 1_500, summarizer=fake))
+    (request,) = fake.requests
+    assert any("Authorization" in str(m.model_dump()) for m in request.messages)
+    assert not any(KEY in str(m.model_dump()) for m in request.messages)
+    # The offline summarizer copies commands word for word: its digest is redacted.
+    out = run(compress_messages(history, 1_500))
+    assert out.summary
+    assert "curl" in out.summary
+    assert KEY not in out.summary
+    assert not any(KEY in text(m) for m in out.messages if "REFERENCE ONLY" in text(m))
+
+
+class EchoingSummarizer:
+    """A summarizer that repeats a key it was given in its answer's text."""
+
+    def __init__(self) -> None:
+        self.priors: list[str | None] = []
+
+    async def summarize(self, request: SummaryRequest) -> Summary:
+        self.priors.append(request.prior_digest)
+        return Summary(text=f"## Active Task\nUse {KEY}.", model="fake", prompt_version="t")
+
+
+def test_a_digest_and_a_prior_digest_are_redacted() -> None:
+    echo = EchoingSummarizer()
+    first = run(compress_messages(session(), 2_000, summarizer=echo))
+    assert first.summary is not None
+    assert KEY not in first.summary
+    more = [*first.messages, *session(20)[2:]]
+    run(compress_messages(more, 2_000, summarizer=echo))
+    assert len(echo.priors) == 2
+    assert echo.priors[1] is not None
+    assert KEY not in echo.priors[1]
+
+
+def test_redaction_can_be_turned_off() -> None:
+    echo = EchoingSummarizer()
+    strategy = SummarizingCompaction(echo, redact_secrets=False)
+    out = run(strategy.compress(session(), 2_000, CompactionConfig()))
+    assert out.summary is not None
+    assert KEY in out.summary

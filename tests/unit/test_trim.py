@@ -263,3 +263,22 @@ def test_a_build_of_thousands_of_messages_runs_without_the_cyclic_collector() ->
     assert len(built.items) == len(view.messages)
     assert len(started) <= 1, started
     assert gc.isenabled()
+
+
+def test_the_digest_of_dropped_turns_never_carries_a_secret() -> None:
+    """hermes-agent PR #9200: a key a tool printed must not come back in a summary."""
+    key = "sk-proj-" + "A1b2C3d4E5f6G7h8J9k0" * 2
+    messages = _turns(12)
+    leak = AssistantMessage(
+        content=[
+            ToolCall(id="k", name="bash", arguments={"command": f"export OPENAI_API_KEY={key}"})
+        ]
+    )
+    messages[3:3] = [leak, ToolResultMessage(tool_call_id="k", content=f"set {key}\nExit code: 1")]
+    fitted = fit_context(_items(messages), 900, task_loop_id=1)
+    (built,) = [item for item in fitted.items if item.source == "built"]
+    assert set(built.covers) >= {4, 5}  # the turn with the key is among those it stands for
+    text = built.message.text  # type: ignore[union-attr]
+    assert "OPENAI_API_KEY" in text
+    assert key not in text
+    assert "[REDACTED]" in text
