@@ -67,6 +67,7 @@ from sessionstore.models import (
     CustomMessage,
     Message,
     Session,
+    StoredMessage,
 )
 from sessionstore.store import SessionStore, TenantStore
 
@@ -186,7 +187,7 @@ class SessionStoreSessionService(BaseSessionService):
         # session look stale to the next append, never the other way round.
         try:
             stored = await tenant.get_session(sid)
-            session_state, newest = await _current_state(tenant, sid, stored)
+            session_state, newest, active_count = await _current_state(tenant, sid, stored)
             events = await _events(tenant, sid, config)
         except SessionNotFoundError:
             return None
@@ -198,6 +199,7 @@ class SessionStoreSessionService(BaseSessionService):
             state=_merged(app_state, user_state, session_state),
             events=events,
             last_update_time=stored.created_at.timestamp() if newest is None else newest,
+            active_count=active_count,
         )
 
     async def list_sessions(
@@ -233,7 +235,9 @@ class SessionStoreSessionService(BaseSessionService):
                 )
             tenant = self._store.for_tenant(app_name, stored.user_id)
             try:
-                session_state, newest = await _current_state(tenant, stored.id, stored)
+                session_state, newest, active_count = await _current_state(
+                    tenant, stored.id, stored
+                )
             except SessionNotFoundError:
                 continue  # deleted meanwhile
             sessions.append(
@@ -243,6 +247,7 @@ class SessionStoreSessionService(BaseSessionService):
                     state=_merged(app_state, user_states[stored.user_id], session_state),
                     events=[],
                     last_update_time=stored.created_at.timestamp() if newest is None else newest,
+                    active_count=active_count,
                 )
             )
         sessions.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
@@ -276,11 +281,11 @@ class SessionStoreSessionService(BaseSessionService):
         self._apply_temp_state(session, event)
         event = self._trim_temp_delta_state(event)
         messages = _with_client_ids(from_adk_events([event]), event)
-        marker = session._storage_update_marker
-        expected = int(marker) if marker is not None and marker.isdigit() else None
+        expected, seen = _parse_marker(session._storage_update_marker)
         tenant = self._store.for_tenant(session.app_name, session.user_id)
         sid = _derived_id(_KIND_SESSION, session.app_name, session.user_id, session.id)
         is_new_loop = event.author == "user"
+        stored_messages: list[StoredMessage] = []
         for attempt in range(_STATE_ATTEMPTS):
             written = expected
             try:
@@ -289,25 +294,37 @@ class SessionStoreSessionService(BaseSessionService):
                     # so a read folds only the active loop's deltas onto it.
                     stored = await tenant.get_session(sid)
                     if expected is not None and stored.version != expected:
-                        raise StaleSessionError(_STALE)
+                        raise _VersionMoved  # noqa: TRY301  # handled with a stale write below
                     written = stored.version
-                    state, _ = await _current_state(tenant, sid, stored)
+                    state, _, _ = await _current_state(tenant, sid, stored)
                     messages[0] = _with_state(messages[0], state)
-                await tenant.append_messages(
+                stored_messages = await tenant.append_messages(
                     sid,
                     messages,
                     loop_id="new" if is_new_loop else None,
                     expected_version=written,
                 )
-            except StaleWriteError:
-                if expected is not None or attempt == _STATE_ATTEMPTS - 1:
+            except (StaleWriteError, _VersionMoved):
+                if expected is None:
+                    if attempt == _STATE_ATTEMPTS - 1:
+                        raise StaleSessionError(_STALE) from None
+                    continue  # no version to keep: another writer came first, read again
+                # A compaction, or a title, moves the version without touching the
+                # events: the session this object holds is not stale then (PEERS: ADK
+                # #5194, a compaction racing the next request).
+                moved = None
+                if seen is not None and attempt < _STATE_ATTEMPTS - 1:
+                    moved = await _version_if_events_unchanged(tenant, sid, seen)
+                if moved is None:
                     raise StaleSessionError(_STALE) from None
-                continue  # no version to keep: another writer came first, read again
+                expected = moved
+                continue
             except SessionNotFoundError:
                 raise AdkSessionNotFoundError(f"Session {session.id} not found.") from None
             break
-        if expected is not None:
-            session._storage_update_marker = str(expected + 1)
+        if written is not None and expected is not None and stored_messages:
+            last = stored_messages[-1]
+            session._storage_update_marker = _marker(written + 1, last.loop_id, last.position + 1)
         delta = _split(_json_state(event.actions.state_delta))
         for kind, scope in ((_KIND_APP, "app"), (_KIND_USER, "user")):
             if delta[scope]:
@@ -402,14 +419,15 @@ def _merged(
 
 async def _current_state(
     tenant: TenantStore, sid: str, stored: Session
-) -> tuple[dict[str, Any], float | None]:
-    """Return the session-scoped state and the newest event's time, reading the active loop.
+) -> tuple[dict[str, Any], float | None, int]:
+    """Return the session-scoped state, the newest event's time and the active loop's size.
 
-    A loop opened by a user event records the state before it, so only the active loop's
-    deltas are folded onto that; a loop without the record (the first one, opened by
-    another event) starts from the state given at creation.
+    Reads the active loop. A loop opened by a user event records the state before it, so
+    only the active loop's deltas are folded onto that; a loop without the record (the
+    first one, opened by another event) starts from the state given at creation.
     """
     active = [m.message for m in await tenant.get_messages(sid)] if stored.active_loop_id else []
+    active_count = len(active)
     base = _record(active[0]).get("session_state") if active else None
     if isinstance(base, dict):
         state: dict[str, Any] = dict(base)
@@ -430,7 +448,7 @@ async def _current_state(
         stamp = event.get("timestamp")
         if isinstance(stamp, int | float):
             newest = float(stamp)
-    return state, newest
+    return state, newest, active_count
 
 
 def _initial_state(stored: Session) -> dict[str, Any]:
@@ -513,6 +531,7 @@ def _adk_session(
     state: dict[str, Any],
     events: list[Event],
     last_update_time: float,
+    active_count: int = 0,
 ) -> AdkSession:
     session = AdkSession(
         id=adk_id,
@@ -522,5 +541,44 @@ def _adk_session(
         events=events,
         last_update_time=last_update_time,
     )
-    session._storage_update_marker = str(stored.version)
+    session._storage_update_marker = _marker(stored.version, stored.active_loop_id, active_count)
     return session
+
+
+class _VersionMoved(Exception):
+    """The session's version is not the one this session object was read at."""
+
+
+def _marker(version: int, loop_id: int | None, count: int) -> str:
+    """An ADK session's storage marker: the version it was read or written at, and its events.
+
+    The events are named by the active loop and how many messages it held: a compaction or
+    a metadata write moves the version and leaves them as they were.
+    """
+    return f"{version}:{loop_id or 0}:{count}"
+
+
+def _parse_marker(marker: str | None) -> tuple[int | None, tuple[int, int] | None]:
+    """Return the version and the events (`(loop id, message count)`) a marker names."""
+    if marker is None:
+        return None, None
+    version, _, events = marker.partition(":")
+    if not version.isdigit():
+        return None, None
+    loop, _, count = events.partition(":")
+    seen = (int(loop), int(count)) if loop.isdigit() and count.isdigit() else None
+    return int(version), seen
+
+
+async def _version_if_events_unchanged(
+    tenant: TenantStore, sid: str, seen: tuple[int, int]
+) -> int | None:
+    """Return the session's version if its events are still `seen`, else None.
+
+    The version is read first: an event appended after it moves it again, and the append
+    that takes it fails as stale.
+    """
+    stored = await tenant.get_session(sid)
+    loop_id = stored.active_loop_id
+    count = 0 if loop_id is None else (await tenant.get_loop(sid, loop_id)).message_count
+    return stored.version if (loop_id or 0, count) == seen else None

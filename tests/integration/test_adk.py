@@ -32,7 +32,7 @@ from google.genai import types
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessionstore import SessionStore
+from sessionstore import CompactionConfig, FixedCount, SessionStore, compact_session_loops
 from sessionstore.formats.adk import from_adk_events, to_adk_events
 from sessionstore.integrations.adk import SessionStoreSessionService
 from sessionstore.models import AssistantMessage, ToolResultMessage, UserMessage
@@ -738,3 +738,60 @@ def test_the_format_examples_run() -> None:
     outcome = doctest.testmod(adk)
     assert outcome.attempted > 0
     assert outcome.failed == 0
+
+
+async def test_a_compaction_between_turns_does_not_make_the_session_stale(
+    store: SessionStore, ours: SessionStoreSessionService
+) -> None:
+    """PEERS: adk-python #5194, a compaction racing the next request made the session stale.
+
+    A compaction moves the stored session's version but not its events: the
+    session object the runner holds goes on appending. An event appended meanwhile by
+    another writer still makes it stale.
+    """
+    session = await ours.create_session(app_name=APP, user_id="u")
+    for turn in range(8):
+        await ours.append_event(session, user_event(f"question {turn}"))
+        for event in tool_turn(f"c{turn}"):
+            await ours.append_event(session, event)
+        report = " ".join(f"line {n} of the report on question {turn}." for n in range(150))
+        await ours.append_event(
+            session,
+            Event(
+                invocation_id="inv",
+                author="agent",
+                content=types.Content(role="model", parts=[types.Part(text=report)]),
+            ),
+        )
+    sid = ours.store_session_id(app_name=APP, user_id="u", session_id=session.id)
+    held = await ours.get_session(app_name=APP, user_id="u", session_id=session.id)
+    assert held is not None
+    before = (await store.get_session(sid)).version
+    config = CompactionConfig(
+        keep_first_turns=1, keep_recent_turns=1, compaction_scope=FixedCount(3)
+    )
+    result = await compact_session_loops(store, sid, config=config)
+    assert result.blocks
+    assert (await store.get_session(sid)).version > before
+    # The object read before the compaction appends both kinds of event (a model event to
+    # the active loop, a user event that opens a loop); after another compaction, so
+    # does the object that wrote them.
+    await ours.append_event(held, tool_turn("late")[2])
+    await ours.append_event(held, user_event("next question"))
+    for event in tool_turn("next"):
+        await ours.append_event(held, event)
+    moved = (await store.get_session(sid)).version
+    assert (await compact_session_loops(store, sid, config=config)).blocks
+    assert (await store.get_session(sid)).version > moved
+    await ours.append_event(held, user_event("and another"))
+    # Another writer's event: the copy read before it is stale, as before.
+    stale = await ours.get_session(app_name=APP, user_id="u", session_id=session.id)
+    assert stale is not None
+    await ours.append_event(held, state_event({"k": "v"}, author="agent"))
+    with pytest.raises(StaleSessionError, match="modified in storage"):
+        await ours.append_event(stale, user_event("lost race"))
+    final = await ours.get_session(app_name=APP, user_id="u", session_id=session.id)
+    assert final is not None
+    texts = [p.text for e in final.events if e.content for p in e.content.parts or [] if p.text]
+    assert "next question" in texts
+    assert "lost race" not in texts
