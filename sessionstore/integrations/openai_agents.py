@@ -258,7 +258,30 @@ class SessionStoreSession:
                 left out.
         """
         self._check_open()
-        limit = resolve_session_limit(limit, self.session_settings)
+        return await self._items(resolve_session_limit(limit, self.session_settings))
+
+    async def _read_compaction_items(
+        self, limit: int | None
+    ) -> tuple[list[TResponseInputItem], bool]:
+        """The SDK's compaction session's read: every item, whatever the settings' `limit`.
+
+        `OpenAIResponsesCompactionSession` reads the history it compacts through this
+        hook when the session has it, else through `get_items()`, which the settings'
+        `limit` cuts to a window: the SDK would then summarise the window alone and
+        replace the whole history with that summary, the older items gone from every
+        later turn (PEERS: openai-agents #5010; the SDK's own stores do it). Returns the
+        items and whether they are the whole history: all of them for `limit=None`,
+        else all of them when they are at most `limit`, and none (not complete) when
+        there are more, as the SDK's own wrappers answer.
+        """
+        self._check_open()
+        items = await self._items(None)
+        if limit is None or len(items) <= limit:
+            return items, True
+        return [], False
+
+    async def _items(self, limit: int | None) -> list[TResponseInputItem]:
+        """`get_items` with `limit` resolved against the settings already."""
         if self._max_context_tokens is None:
             return cast(list[TResponseInputItem], await self._raw_items(limit))
         try:

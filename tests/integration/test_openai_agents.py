@@ -476,6 +476,35 @@ async def test_the_sdks_compaction_session_replaces_the_history_atomically(
     assert to_openai_responses([m.message for m in kept]) == old
 
 
+async def test_the_sdks_compaction_summarises_the_whole_history_not_the_limit_window(
+    store: SessionStore,
+) -> None:
+    """openai-agents #5010: with a settings `limit`, the SDK's compaction session summarised
+    the window alone and replaced the whole history with it (its own stores still do)."""
+    inner = SessionStoreSession("window", tenant(store), session_settings={"limit": 2})
+    questions = [{"role": "user", "content": f"q{n}"} for n in range(6)]
+    for question in questions:
+        await inner.add_items(sdk([question]))
+    assert await read(inner) == questions[-2:]  # the settings' window, as before
+    summary = {"type": "compaction", "id": "cmp_2", "encrypted_content": "opaque"}
+    responses = CompactingResponses([summary])
+    outer = OpenAIResponsesCompactionSession(
+        "window",
+        underlying_session=inner,
+        client=cast(Any, SimpleNamespace(responses=responses)),
+        compaction_mode="input",
+    )
+    await outer.run_compaction({"force": True})
+    assert responses.inputs == [questions]  # every question went into the summary
+    assert await read(inner, 100) == [summary]
+    # The hook's answer for a bounded read: whole, or nothing and not complete.
+    follow_up = {"role": "user", "content": "next"}
+    await inner.add_items(sdk([follow_up]))
+    items, complete = await inner._read_compaction_items(2)
+    assert (plain(items), complete) == ([summary, follow_up], True)
+    assert await inner._read_compaction_items(1) == ([], False)
+
+
 async def test_every_output_item_type_round_trips_through_the_store(store: SessionStore) -> None:
     """The items the SDK makes of a model's output, as `ModelResponse.to_input_items` does."""
     output: list[ResponseOutputItem] = [
