@@ -5,13 +5,16 @@
 - `should_compress` (seed 002, Gleam): `estimated * 100 >= window * trigger_percent`.
 - `GatePolicy` holds every knob of the three seeds, the anti-thrashing rule (seed 001) and
   the failure cooldowns (seed 002's 10 minutes, and a ladder for timeouts).
-- `FailureGate` is the state of the cooldown; `ThrashingGate` the state of anti-thrashing.
-  Both take the time as an argument (monotonic seconds), so no test has to sleep.
+- `FailureGate` is the state of the cooldown; `ThrashingGate` the state of anti-thrashing;
+  `RateGate` counts the automatic compactions of the last hour (`max_auto_per_hour`: the
+  frequency cap the peers' users asked for when compaction ran 89 times a day). They take
+  the time as an argument (monotonic seconds), so no test has to sleep.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -28,6 +31,7 @@ __all__ = [
     "FailureKind",
     "GatePolicy",
     "OnFailure",
+    "RateGate",
     "ThrashingGate",
     "budget_limit",
     "classify_failure",
@@ -137,6 +141,13 @@ class GatePolicy:
     """What a compaction whose summarizer fails does (see `OnFailure`)."""
     max_summary_overrun: float = 1.25
     """A digest over this multiple of its token budget counts as a failed summary."""
+    max_auto_per_hour: int | None = 30
+    """Ours: at most this many automatic compactions in any hour (None: no cap). Each one
+    that saves enough passes anti-thrashing, yet an agent whose context refills fast (or a
+    summary that grows back) can compact again and again, a summarizer call each time
+    (PEERS: claude-code #94580, 89 in one session; hermes-agent #117574; openclaw
+    #78367). Past the cap the context is still built to fit (trimmed); a forced
+    compaction is never capped."""
 
     def __post_init__(self) -> None:
         problems = []
@@ -170,6 +181,11 @@ class GatePolicy:
         if self.on_failure not in ("abort", "extractive", "raise"):
             problems.append(
                 f"on_failure must be 'abort', 'extractive' or 'raise', got {self.on_failure!r}"
+            )
+        cap: object = self.max_auto_per_hour
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+            problems.append(
+                f"max_auto_per_hour must be None or an int >= 1, got {self.max_auto_per_hour!r}"
             )
         if not self.max_summary_overrun >= 1:
             problems.append(
@@ -285,3 +301,33 @@ class ThrashingGate:
     def clear(self) -> None:
         """Start counting again (a forced compaction)."""
         self.ineffective = 0
+
+
+_HOUR = 3600.0
+
+
+@dataclass(slots=True)
+class RateGate:
+    """The automatic compactions of the last hour, against `GatePolicy.max_auto_per_hour`."""
+
+    times: deque[float] = field(default_factory=deque)
+
+    def record(self, now: float, policy: GatePolicy) -> None:
+        """Record an automatic compaction that ran (its summarizer was called) at `now`."""
+        cap = policy.max_auto_per_hour
+        if cap is None:
+            return
+        self.times.append(now)
+        while len(self.times) > cap:
+            self.times.popleft()
+
+    def wait(self, now: float, policy: GatePolicy) -> float:
+        """Return the seconds before another automatic compaction may run (0: now)."""
+        cap = policy.max_auto_per_hour
+        if cap is None or len(self.times) < cap:
+            return 0.0
+        return max(0.0, self.times[-cap] + _HOUR - now)
+
+    def clear(self) -> None:
+        """Start counting again (a forced compaction, a reset session)."""
+        self.times.clear()

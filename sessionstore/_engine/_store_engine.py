@@ -15,7 +15,13 @@ from typing import Any
 from sessionstore._compaction import CompactionCallbacks, CompactionResult, compact_session_loops
 from sessionstore._context import build_context
 from sessionstore._engine._contract import CompressionOutcome, EngineStatus
-from sessionstore._engine._gate import FailureGate, GatePolicy, ThrashingGate, classify_failure
+from sessionstore._engine._gate import (
+    FailureGate,
+    GatePolicy,
+    RateGate,
+    ThrashingGate,
+    classify_failure,
+)
 from sessionstore._engine._inputs import CheckedSummarizer, ForcedCut, clean_focus, usage_counts
 from sessionstore._redact import redact, redact_message
 from sessionstore._tokens import HeuristicTokenCounter, TokenCounter
@@ -109,6 +115,7 @@ class StoreContextEngine:
         )
         self._failures = FailureGate()
         self._thrashing = ThrashingGate()
+        self._rate = RateGate()
         self.compression_count = 0
         self.fallback_count = 0
         self.last_prompt_tokens = 0
@@ -198,6 +205,12 @@ class StoreContextEngine:
             return (
                 f"the last {self._thrashing.ineffective} compactions each saved under "
                 f"{self.policy.ineffective_savings:.0%}; force one, or start a new session"
+            )
+        wait = self._rate.wait(self._clock(), self.policy)
+        if wait > 0:
+            return (
+                f"{self.policy.max_auto_per_hour} automatic compactions in the last hour "
+                f"(max_auto_per_hour); the next may run in {wait:.0f}s, or force one"
             )
         return None
 
@@ -334,6 +347,7 @@ class StoreContextEngine:
         if force:
             self._failures.clear()
             self._thrashing.clear()
+            self._rate.clear()
         before = await self._loaded_tokens()
         details: dict[str, Any] = {
             "trigger": "forced" if force else "auto",
@@ -391,6 +405,7 @@ class StoreContextEngine:
         self._last_savings = outcome.saved
         if not force:
             self._thrashing.record(outcome.saved, self.policy)
+            self._rate.record(self._clock(), self.policy)
         return outcome
 
     async def has_content_to_compress(self, *, force: bool = False) -> bool:
@@ -541,12 +556,13 @@ class StoreContextEngine:
         """Nothing to flush: every compaction is already stored."""
 
     def on_session_reset(self) -> None:
-        """Forget the counts, the token tracking and anti-thrashing (not the cooldown).
+        """Forget the counts, the token tracking, anti-thrashing and the hourly cap.
 
         The cooldown stays: it is about the summarizer, not the conversation.
         """
         self._tracker.reset(0)
         self._thrashing = ThrashingGate()
+        self._rate = RateGate()
         self.compression_count = 0
         self.fallback_count = 0
         self.last_prompt_tokens = 0

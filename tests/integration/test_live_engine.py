@@ -503,3 +503,31 @@ async def test_an_empty_answer_is_a_failure_not_an_empty_digest(
     assert outcome.failure_kind == "response"
     loop = (await store.list_loops(session_id))[-1]
     assert await store.get_block(session_id, loop.id) is None
+
+
+async def test_automatic_compactions_are_capped_per_hour(store: SessionStore) -> None:
+    """claude-code #94580 (89 compactions in one session), openclaw #78367: a frequency cap."""
+    session_id = await long_session(store, loops=1, turns=12)
+    clock = FakeClock()
+    summarizer = TextSummarizer()
+    engine = engine_for(
+        store, session_id, summarizer, clock=clock, policy=GatePolicy(max_auto_per_hour=2)
+    )
+    for round_ in range(2):
+        await store.append_messages(session_id, conversation(turns=12))
+        engine.update_from_response({"prompt_tokens": 90_000})
+        assert (await engine.compress()).status == "compacted", round_
+        clock.now += 60
+    await store.append_messages(session_id, conversation(turns=12))
+    engine.update_from_response({"prompt_tokens": 90_000})
+    assert not engine.should_compress()
+    skipped = await engine.compress()
+    assert skipped.status == "skipped"
+    assert skipped.reason is not None
+    assert "max_auto_per_hour" in skipped.reason
+    assert len(summarizer.requests) == 2
+    # The build still fits the window (trimmed), and a forced compaction is never capped.
+    assert (await engine.compress(force=True)).status == "compacted"
+    clock.now += 3_600
+    engine.update_from_response({"prompt_tokens": 90_000})
+    assert engine.should_compress()

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sessionstore._engine import GatePolicy, budget_limit, should_compress, threshold_tokens
-from sessionstore._engine._gate import FailureGate, ThrashingGate, classify_failure
+from sessionstore._engine._gate import FailureGate, RateGate, ThrashingGate, classify_failure
 from sessionstore._engine._inputs import clean_focus
 from sessionstore.errors import (
     ConfigurationError,
@@ -84,6 +84,9 @@ def test_policy_refuses_bad_knobs_naming_them() -> None:
         GatePolicy(timeout_ladder=())
     with pytest.raises(ConfigurationError, match="on_failure"):
         GatePolicy(on_failure="drop")  # type: ignore[arg-type]
+    for cap in (0, -1, 2.5, True):
+        with pytest.raises(ConfigurationError, match="max_auto_per_hour"):
+            GatePolicy(max_auto_per_hour=cap)  # type: ignore[arg-type]
 
 
 def test_failures_are_classified() -> None:
@@ -124,6 +127,26 @@ def test_thrashing_needs_ineffective_compactions_in_a_row() -> None:
     assert gate.thrashing(policy)
     gate.clear()
     assert not gate.thrashing(policy)
+
+
+def test_the_hourly_cap_counts_a_sliding_hour() -> None:
+    policy = GatePolicy(max_auto_per_hour=3)
+    gate = RateGate()
+    for now in (0.0, 10.0, 20.0):
+        assert gate.wait(now, policy) == 0
+        gate.record(now, policy)
+    assert gate.wait(30.0, policy) == 3570  # the first of the three leaves the hour then
+    assert gate.wait(3600.0, policy) == 0
+    gate.record(3600.0, policy)
+    assert gate.wait(3605.0, policy) == 5  # 10.0 + 3600 - 3605
+    assert len(gate.times) == 3  # never more than the cap is kept
+    gate.clear()
+    assert gate.wait(3605.0, policy) == 0
+    unbounded = GatePolicy(max_auto_per_hour=None)
+    for now in range(1_000):
+        gate.record(float(now), unbounded)
+    assert gate.wait(1_000.0, unbounded) == 0
+    assert not gate.times
 
 
 def test_focus_topic_control_characters_are_made_safe() -> None:
