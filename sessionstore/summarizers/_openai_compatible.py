@@ -25,7 +25,8 @@ import logging
 import math
 import os
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from types import TracebackType
@@ -44,7 +45,13 @@ from sessionstore.errors import (
     SummarizerTimeoutError,
     SummarizerUnavailableError,
 )
-from sessionstore.summarizers._prompt import PROMPT_VERSION, SummaryPrompt, build_summary_prompt
+from sessionstore.models import Message
+from sessionstore.summarizers._prompt import (
+    PROMPT_VERSION,
+    SummaryPrompt,
+    build_summary_prompt,
+    rendered_sizes,
+)
 from sessionstore.summarizers._protocol import Summary, SummaryRequest
 
 __all__ = ["OpenAICompatibleSummarizer"]
@@ -57,6 +64,13 @@ OUTPUT_HEADROOM = 1.25
 The budget is counted with sessionstore's heuristic and the server counts with its own
 tokenizer, so the server gets some room and the answer is then cut to the budget here,
 at a line boundary, rather than mid-sentence by the server."""
+
+DEFAULT_MAX_PROMPT_TOKENS = 100_000
+"""The most tokens one request's prompt may hold (sessionstore's estimate): fits a model of a
+128,000-token window with room for the answer. Longer turns go in several requests, each
+updating the digest of the ones before (the iterative update of seeds 001 and 003)."""
+MIN_PROMPT_TOKENS = 4_000
+"""The smallest `max_prompt_tokens`: the template, a prior digest and a few messages."""
 
 _RETRIED_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 _ERROR_DETAIL_CHARS = 300
@@ -135,12 +149,20 @@ class OpenAICompatibleSummarizer:
         max_backoff: float = 30.0,
         client: httpx.AsyncClient | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        max_prompt_tokens: int | None = DEFAULT_MAX_PROMPT_TOKENS,
     ) -> None:
         _check_type("model", model, str)
         _check_type("max_retries", max_retries, int)
         _check_type("max_response_bytes", max_response_bytes, int)
         if max_response_bytes < 1:
             raise ValueError(f"max_response_bytes must be positive, got {max_response_bytes}")
+        if max_prompt_tokens is not None:
+            _check_type("max_prompt_tokens", max_prompt_tokens, int)
+            if max_prompt_tokens < MIN_PROMPT_TOKENS:
+                raise ValueError(
+                    f"max_prompt_tokens must be at least {MIN_PROMPT_TOKENS:,}, "
+                    f"got {max_prompt_tokens}"
+                )
         if not model.strip():
             raise ValueError("model must be a non-empty model name")
         if not timeout > 0:
@@ -160,6 +182,7 @@ class OpenAICompatibleSummarizer:
         self.backoff = backoff
         self.max_backoff = max_backoff
         self.max_response_bytes = max_response_bytes
+        self.max_prompt_tokens = max_prompt_tokens
         self._client = client
         self._owns_client = client is None
         self._closed = False
@@ -217,8 +240,69 @@ class OpenAICompatibleSummarizer:
         """
         if self._closed:
             raise RuntimeError("this OpenAICompatibleSummarizer is closed; create a new one")
-        clock = time.perf_counter()
         prompt = self.prompt_for(request)
+        parts = self._parts(request, prompt)
+        if len(parts) == 1:
+            return await self._summarize_once(request, prompt)
+        # Too long for one prompt: each part updates the digest of the parts before it.
+        logger.info(
+            "the turns to summarise need %d prompts of at most %d tokens each",
+            len(parts),
+            self.max_prompt_tokens,
+        )
+        clock = time.perf_counter()
+        summary: Summary | None = None
+        prior = request.prior_digest
+        for messages in parts:
+            summary = await self._summarize_once(
+                replace(request, messages=messages, prior_digest=prior)
+            )
+            prior = summary.text
+        assert summary is not None
+        return replace(summary, duration_ms=(time.perf_counter() - clock) * 1000)
+
+    def _parts(self, request: SummaryRequest, prompt: SummaryPrompt) -> list[Sequence[Message]]:
+        """Split the turns into runs whose prompts each fit `max_prompt_tokens`, in order.
+
+        One run when the whole prompt fits (or there is no cap). Otherwise the room a
+        prompt leaves for its transcript, besides the framing, the template and the
+        largest prior digest it may carry (the request's, or the budget a digest of an
+        earlier run may take), is filled message by message, as the transcript renders
+        each one (a message alone is at most a few thousand tokens: its text and its
+        tool output are shortened when rendered).
+        """
+        cap = self.max_prompt_tokens
+        messages = request.messages
+        if cap is None or len(messages) < 2:
+            return [messages]
+        if estimate_tokens(prompt.system) + estimate_tokens(prompt.user) <= cap:
+            return [messages]
+        # The update framing (a prior digest of one character), without its transcript.
+        empty = self.prompt_for(replace(request, messages=[], prior_digest="."))
+        prior = max(
+            estimate_tokens(request.prior_digest or ""),
+            math.ceil(request.budget_tokens * OUTPUT_HEADROOM),
+        )
+        overhead = estimate_tokens(empty.system) + estimate_tokens(empty.user) + prior
+        room = max(cap - overhead, MIN_PROMPT_TOKENS // 2)
+        sizes = rendered_sizes([redact_message(message) for message in messages])
+        parts: list[Sequence[Message]] = []
+        start, used = 0, 0
+        for index, size in enumerate(sizes):
+            if index > start and used + size > room:
+                parts.append(messages[start:index])
+                start, used = index, 0
+            used += size
+        parts.append(messages[start:])
+        return parts
+
+    async def _summarize_once(
+        self, request: SummaryRequest, prompt: SummaryPrompt | None = None
+    ) -> Summary:
+        """One request to the server for `request` (see `summarize`), its `prompt` if known."""
+        clock = time.perf_counter()
+        if prompt is None:
+            prompt = self.prompt_for(request)
         body: dict[str, Any] = {
             "model": self.model,
             "messages": prompt.as_chat_messages(),

@@ -21,6 +21,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sessionstore._tokens import estimate_tokens
 from sessionstore.models import (
     AssistantMessage,
     BashExecutionMessage,
@@ -249,15 +250,25 @@ def render_transcript(messages: Sequence[Message]) -> str:
     error-looking and last lines. Thinking blocks are left out. Earlier digests
     (compaction and branch summaries) are kept whole, since they already are summaries.
     """
+    return "\n\n".join(paragraph for each in _rendered(messages) for paragraph in each)
+
+
+def rendered_sizes(messages: Sequence[Message]) -> list[int]:
+    """Return the tokens (estimated) each message takes in `render_transcript`'s text."""
+    return [sum(estimate_tokens(p) + 1 for p in each) for each in _rendered(messages)]
+
+
+def _rendered(messages: Sequence[Message]) -> list[list[str]]:
+    """Each message's paragraphs of the transcript, in order."""
     tool_names: dict[str, str] = {}
-    paragraphs: list[str] = []
+    rendered: list[list[str]] = []
     for message in messages:
         if isinstance(message, AssistantMessage):
             for block in message.content:
                 if isinstance(block, ToolCall):
                     tool_names[block.id] = block.name
-        paragraphs.extend(_render(message, tool_names))
-    return "\n\n".join(paragraphs)
+        rendered.append(_render(message, tool_names))
+    return rendered
 
 
 def build_summary_prompt(request: SummaryRequest) -> SummaryPrompt:

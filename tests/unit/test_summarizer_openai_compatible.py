@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import socket
 import time
 from collections import deque
@@ -32,6 +33,7 @@ from sessionstore.errors import (
 )
 from sessionstore.models import (
     AssistantMessage,
+    Message,
     TextContent,
     ToolCall,
     ToolResultMessage,
@@ -228,6 +230,38 @@ async def test_success_returns_the_digest_with_its_provenance(server: ChatServer
     assert sent.body["max_tokens"] >= 500  # derived from the budget, with headroom
     assert [m["role"] for m in sent.body["messages"]] == ["system", "user"]
     assert sent.system == SUMMARIZER_PREAMBLE
+
+
+async def test_turns_too_long_for_one_prompt_are_summarised_in_parts(server: ChatServer) -> None:
+    """codex #29319, letta #3279: a fold bigger than the summarizer's own window failed."""
+    turns: list[Message] = [UserMessage(content="Port the parser to the new API.")]
+    for n in range(120):
+        turns += [
+            AssistantMessage(content=f"Step {n}: editing src/module_{n}.py. " + "x " * 600),
+            UserMessage(content=f"ok {n}"),
+        ]
+    server.reply(*(completion(f"## Active Task\nPort the parser (part {i}).") for i in range(9)))
+    async with summarizer(server, max_prompt_tokens=12_000) as s:
+        assert estimate_tokens(s.prompt_for(request(messages=turns)).user) > 12_000
+        summary = await s.summarize(request(messages=turns, prior_digest="## Active Task\nOld."))
+    sent = list(server.received)
+    assert len(sent) > 1
+    for each in sent:  # every prompt fits the cap
+        assert estimate_tokens(each.system) + estimate_tokens(each.user) <= 12_000
+    # Every message went into exactly one prompt, in order; each prompt after the first
+    # updates the digest the one before it returned.
+    steps = [int(n) for each in sent for n in re.findall(r"Step (\d+):", each.user)]
+    assert steps == list(range(120))
+    assert "Old." in sent[0].user
+    for index, each in enumerate(sent[1:]):
+        assert f"Port the parser (part {index})." in each.user
+    assert summary.text == f"## Active Task\nPort the parser (part {len(sent) - 1})."
+    # Without the cap, one prompt; a cap too small to be useful is refused.
+    async with summarizer(server, max_prompt_tokens=None) as s:
+        await s.summarize(request(messages=turns))
+    assert len(server.received) == len(sent) + 1
+    with pytest.raises(ValueError, match="max_prompt_tokens"):
+        summarizer(server, max_prompt_tokens=100)
 
 
 async def test_the_request_holds_the_template_and_the_transcript(server: ChatServer) -> None:
