@@ -143,3 +143,22 @@ async def test_an_empty_digest_is_refused_not_written(store: SessionStore) -> No
         assert await store.get_block(session.id, loop.id) is None
     after = await build_context(store, session.id, max_context_tokens=100_000)
     assert [item.message_id for item in after.items] == [item.message_id for item in before.items]
+
+
+async def test_a_call_never_answered_does_not_block_later_compaction(store: SessionStore) -> None:
+    """adk-python #7236: one orphaned call silently disabled all later compaction."""
+    session = await store.create_session(app_name="app", user_id="u")
+    lost = ToolCall(id="lost", name="deploy", arguments="{}")
+    await store.append_messages(
+        session.id, [*conversation(turns=6), AssistantMessage(content=[lost])]
+    )
+    for _ in range(3):  # the run was interrupted; the next ones go on
+        await store.start_loop(session.id)
+        await store.append_messages(session.id, conversation(turns=10))
+    first = await compact_session_loops(store, session.id, config=CONFIG)
+    assert len(first.blocks) == 4  # every loop, the one with the lost call too
+    await store.append_messages(session.id, conversation(turns=10))
+    again = await compact_session_loops(store, session.id, config=CONFIG)
+    assert again.blocks
+    context = await build_context(store, session.id, max_context_tokens=100_000, config=CONFIG)
+    check_valid(context)
