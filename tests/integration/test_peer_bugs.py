@@ -10,6 +10,7 @@ from sessionstore import (
     AssistantMessage,
     CompactionConfig,
     FixedCount,
+    Session,
     SessionStore,
     SummarizingBlockCompaction,
     TextContent,
@@ -27,13 +28,19 @@ from tests.integration._helpers import check_valid
 CONFIG = CompactionConfig(keep_first_turns=1, keep_recent_turns=2, max_summary_tokens=200)
 
 
-async def test_compaction_keeps_all_older_history(store: SessionStore) -> None:
-    """openai-agents #5010 / #3116: compaction deleted older history, or cleared then failed."""
+async def looped_session(store: SessionStore, loops: int, turns: int) -> Session:
+    """A session of `loops` loops of `turns` turns each."""
     session = await store.create_session(app_name="app", user_id="u")
-    for index in range(6):
+    for index in range(loops):
         if index:
             await store.start_loop(session.id)
-        await store.append_messages(session.id, conversation(turns=5))
+        await store.append_messages(session.id, conversation(turns=turns))
+    return session
+
+
+async def test_compaction_keeps_all_older_history(store: SessionStore) -> None:
+    """openai-agents #5010 / #3116: compaction deleted older history, or cleared then failed."""
+    session = await looped_session(store, loops=6, turns=5)
     before = await store.get_history(session.id)
     await compact_session_loops(store, session.id, config=CONFIG)
     after = await store.get_history(session.id)
@@ -125,11 +132,7 @@ class BlankSummarizer:
 
 async def test_an_empty_digest_is_refused_not_written(store: SessionStore) -> None:
     """letta #2601, hermes-agent #29559: a summarizer's failure folded turns into nothing."""
-    session = await store.create_session(app_name="app", user_id="u")
-    for index in range(3):
-        if index:
-            await store.start_loop(session.id)
-        await store.append_messages(session.id, conversation(turns=12))
+    session = await looped_session(store, loops=3, turns=12)
     before = await build_context(store, session.id, max_context_tokens=100_000)
     blank = BlankSummarizer()
     for scope in (FixedCount(0), FixedCount(1)):
