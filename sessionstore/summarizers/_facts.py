@@ -43,6 +43,7 @@ from sessionstore.summarizers._handoff import (
     state_item,
     with_follow_ups,
 )
+from sessionstore.summarizers._plan_calls import PlanEntry, merged_plan, plan_lines, plan_of
 from sessionstore.summarizers._said import (
     DECISION,
     HARNESS_COMPLAINT,
@@ -150,6 +151,9 @@ class _Walker:
     """A user replied after the first request (not a harness): the run is interactive."""
     harness: bool = False
     """A harness speaks on the user side (format complaints, command output as user text)."""
+    plan: list[PlanEntry] = field(default_factory=list)
+    """The agent's own plan: the newest list its todo or plan tool was given."""
+    plan_tool: str = ""
 
     # ── messages ──────────────────────────────────────────────────────────────
 
@@ -283,6 +287,11 @@ class _Walker:
             self.assistant_questions = []
 
     def tool_call(self, call: ToolCall) -> None:
+        found = plan_of(call.arguments)
+        if found is not None:
+            entries, merge = found
+            self.plan = merged_plan(self.plan, entries) if merge else entries
+            self.plan_tool = clean_text(call.name)
         described = describe_call(clean_text(call.name), clean_text(call.arguments))
         self.open(described, call_id=call.id)
         for key, value in described.values:
@@ -466,6 +475,10 @@ class _Walker:
                 handoff.state.append(Item(f"Last assistant note: {gist}", key="note"))
             plans = [s for s in said[2:] if PLAN.search(s) and not s.endswith("?")]
             handoff.remaining = [Item(cut(s, SENTENCE_CHARS)) for s in plans[-3:]]
+        if self.plan:
+            # The agent's own list comes first: what it had left to do, in its words.
+            listed = plan_lines(self.plan, self.plan_tool)
+            handoff.remaining[:0] = [Item(text, rank=rank) for text, rank in listed]
         if self.cwd:
             handoff.state.append(Item(f"Working directory: {self.cwd}", key="cwd"))
         for opened in self.open_calls:
