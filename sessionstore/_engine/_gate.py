@@ -15,16 +15,20 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Literal
 
 from sessionstore.errors import (
     ConfigurationError,
     SummarizerAuthError,
     SummarizerError,
+    SummarizerResponseError,
     SummarizerTimeoutError,
     SummarizerUnavailableError,
 )
+from sessionstore.models import CompactionEvent
 
 __all__ = [
     "FailureGate",
@@ -32,6 +36,7 @@ __all__ = [
     "GatePolicy",
     "OnFailure",
     "RateGate",
+    "RecordedGates",
     "ThrashingGate",
     "budget_limit",
     "classify_failure",
@@ -141,6 +146,13 @@ class GatePolicy:
     """What a compaction whose summarizer fails does (see `OnFailure`)."""
     max_summary_overrun: float = 1.25
     """A digest over this multiple of its token budget counts as a failed summary."""
+    durable: bool = True
+    """Ours: an engine's gates start from the session's recorded compactions (its
+    compaction events: failures, automatic and forced compactions, their savings and
+    times), read at its first automatic compaction. So the cooldown, anti-thrashing and
+    the hourly cap hold for an engine made for each request or in another process (a
+    session object per turn, as a web server makes them), not only for one kept between
+    turns. False: each engine starts with open gates."""
     max_auto_per_hour: int | None = 30
     """Ours: at most this many automatic compactions in any hour (None: no cap). Each one
     that saves enough passes anti-thrashing, yet an agent whose context refills fast (or a
@@ -331,3 +343,81 @@ class RateGate:
     def clear(self) -> None:
         """Start counting again (a forced compaction, a reset session)."""
         self.times.clear()
+
+
+ENGINE_DETAILS = "engine"
+"""The key of an `ended` compaction event's details the engine writes (trigger, fallback)."""
+_RECORDED_ERRORS: dict[str, type[SummarizerError]] = {
+    "SummarizerAuthError": SummarizerAuthError,
+    "SummarizerTimeoutError": SummarizerTimeoutError,
+    "TimeoutError": SummarizerTimeoutError,
+    "SummarizerUnavailableError": SummarizerUnavailableError,
+    "ConnectionError": SummarizerUnavailableError,
+    "ConnectionRefusedError": SummarizerUnavailableError,
+    "ConnectionResetError": SummarizerUnavailableError,
+    "ConnectionAbortedError": SummarizerUnavailableError,
+    "SummarizerResponseError": SummarizerResponseError,
+    "SummarizerError": SummarizerError,
+}
+"""A failed compaction's recorded error (`Type: message`) by its type: the summarizer's."""
+
+
+@dataclass(slots=True)
+class RecordedGates:
+    """The gates as a session's compaction events leave them (`GatePolicy.durable`)."""
+
+    failures: FailureGate = field(default_factory=FailureGate)
+    thrashing: ThrashingGate = field(default_factory=ThrashingGate)
+    rate: RateGate = field(default_factory=RateGate)
+
+    @classmethod
+    def replay(
+        cls,
+        events: Sequence[CompactionEvent],
+        *,
+        overlay: str,
+        policy: GatePolicy,
+        at: Callable[[datetime], float],
+    ) -> RecordedGates:
+        """Replay the `ended` events of `overlay`, oldest first, as the engine lived them.
+
+        A failure whose error is a summarizer's starts its cooldown (a refused credential
+        stops); a forced compaction clears every gate; an automatic one counts towards
+        anti-thrashing (the share its loops' tokens fell by) and the hourly cap, and, when
+        no fallback wrote it, ends the cooldown. Other compactions (the command line's,
+        a caller's own) are not the engine's and change nothing. `at` turns an event's
+        time into the engine's clock.
+        """
+        gates = cls()
+        for event in events:
+            details = event.details
+            if event.event != "ended" or details.get("overlay", "default") != overlay:
+                continue
+            if details.get("status") == "failed":
+                error = _recorded_error(details.get("error"))
+                if error is not None:
+                    gates.failures.record(error, at(event.created_at), policy)
+                continue
+            engine = details.get(ENGINE_DETAILS)
+            trigger = engine.get("trigger") if isinstance(engine, Mapping) else None
+            if trigger == "forced":
+                gates.failures.clear()
+                gates.thrashing.clear()
+                gates.rate.clear()
+            elif trigger == "auto" and isinstance(engine, Mapping):
+                if not engine.get("fallback"):
+                    gates.failures.clear()
+                before, after = event.tokens_before, event.tokens_after
+                saved = 1 - after / before if before > 0 and after is not None else 0.0
+                gates.thrashing.record(max(0.0, saved), policy)
+                gates.rate.record(at(event.created_at), policy)
+        return gates
+
+
+def _recorded_error(error: object) -> SummarizerError | None:
+    """The summarizer error a failed compaction recorded, or None for any other error."""
+    if not isinstance(error, str):
+        return None
+    name, _, message = error.partition(": ")
+    kind = _RECORDED_ERRORS.get(name)
+    return None if kind is None else kind(message)

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from sessionstore._compaction import CompactionCallbacks, CompactionResult, compact_session_loops
 from sessionstore._context import build_context
 from sessionstore._engine._contract import CompressionOutcome, EngineStatus
 from sessionstore._engine._gate import (
+    ENGINE_DETAILS,
     FailureGate,
     GatePolicy,
     RateGate,
+    RecordedGates,
     ThrashingGate,
     classify_failure,
 )
@@ -27,7 +30,7 @@ from sessionstore._redact import redact, redact_message
 from sessionstore._tokens import HeuristicTokenCounter, TokenCounter
 from sessionstore._tracker import ContextTracker
 from sessionstore.config import CompactionConfig, validated_config
-from sessionstore.errors import LoopNotFoundError
+from sessionstore.errors import LoopNotFoundError, SessionNotFoundError
 from sessionstore.models import (
     BranchSummaryMessage,
     CompactionEnded,
@@ -51,7 +54,10 @@ from sessionstore.summarizers import (
 
 __all__ = ["StoreContextEngine"]
 
-ENGINE_DETAILS = "engine"
+_RECORDED_EVENTS = 200
+"""The newest compaction events an engine reads its gates' state from (`GatePolicy.durable`):
+two events a compaction, enough for the hourly cap's count and the runs the gates follow."""
+
 """The key of the engine's own details in a compaction's `ended` event."""
 
 
@@ -116,6 +122,7 @@ class StoreContextEngine:
         self._failures = FailureGate()
         self._thrashing = ThrashingGate()
         self._rate = RateGate()
+        self._restored = not self.policy.durable
         self.compression_count = 0
         self.fallback_count = 0
         self.last_prompt_tokens = 0
@@ -193,6 +200,23 @@ class StoreContextEngine:
         self._tracker = tracker
 
     # ── gates ───────────────────────────────────────────────────────────────────
+
+    async def _restore_gates(self) -> None:
+        """Start the gates from the session's recorded compactions (`GatePolicy.durable`)."""
+        self._restored = True
+        try:
+            events = await self.store.list_compaction_events(self.session_id, last=_RECORDED_EVENTS)
+        except SessionNotFoundError:
+            return
+        now, wall = self._clock(), datetime.now(UTC)
+        gates = RecordedGates.replay(
+            events,
+            overlay=self.overlay,
+            policy=self.policy,
+            at=lambda moment: now - (wall - moment).total_seconds(),
+        )
+        self._failures, self._thrashing, self._rate = gates.failures, gates.thrashing, gates.rate
+        self._last_error = self._failures.error
 
     def _blocked(self) -> str | None:
         """Return why automatic compaction may not run now, or None."""
@@ -338,6 +362,8 @@ class StoreContextEngine:
             SummarizerError: the summarizer failed and `on_failure` is `raise`.
         """
         focus = clean_focus(focus_topic)
+        if not force and not self._restored:
+            await self._restore_gates()
         blocked = None if force else self._blocked()
         if blocked is not None:
             tokens = self._tracker.estimated_tokens

@@ -508,12 +508,20 @@ class BlockMethods(_Handle):
         (event_id,) = await self._write(work)
         return CompactionEvent.model_validate({**values, "id": event_id})
 
-    async def list_compaction_events(self, session_id: str) -> list[CompactionEvent]:
-        """Return a session's compaction events, oldest first."""
+    async def list_compaction_events(
+        self, session_id: str, *, last: int | None = None
+    ) -> list[CompactionEvent]:
+        """Return a session's compaction events, oldest first; only the newest `last` if given.
+
+        Raises:
+            SessionNotFoundError: no such session (or another tenant's).
+            ValueError: `last` is negative.
+        """
+        check_count(last, "last")
 
         def work(db: Connection) -> list[CompactionEvent]:
             key = self._key(db, session_id)
             _sessions.visible_session(db, key)
-            return _blocks.list_events(db, key)
+            return _blocks.list_events(db, key, last)
 
         return await self._read(work)

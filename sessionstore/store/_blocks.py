@@ -301,11 +301,15 @@ def insert_events(db: Connection, rows: Sequence[dict[str, Any]]) -> list[int]:
     return insert_returning_ids(db, sql.events, rows) if rows else []
 
 
-def list_events(db: Connection, key: SessionKey) -> list[CompactionEvent]:
-    """Return a session's compaction events, oldest first."""
+def list_events(db: Connection, key: SessionKey, last: int | None = None) -> list[CompactionEvent]:
+    """Return a session's compaction events, oldest first (the newest `last`, if given)."""
     columns = sql.events.c
-    stmt = select(*EVENT_COLUMNS).where(*sql.keyed(sql.events)).order_by(columns.id)
-    return [event_model(row._mapping) for row in db.execute(stmt, key.params).all()]
+    stmt = select(*EVENT_COLUMNS).where(*sql.keyed(sql.events))
+    if last is None:
+        rows = db.execute(stmt.order_by(columns.id), key.params).all()
+    else:
+        rows = db.execute(stmt.order_by(columns.id.desc()).limit(last), key.params).all()[::-1]
+    return [event_model(row._mapping) for row in rows]
 
 
 # ── session digests ────────────────────────────────────────────────────────────

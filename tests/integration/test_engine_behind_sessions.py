@@ -24,6 +24,7 @@ from sessionstore import (
     ConfigurationError,
     SessionStore,
     StoreContextEngine,
+    SummarizingBlockCompaction,
     TenantStore,
     UserMessage,
     register_context_engine,
@@ -31,6 +32,7 @@ from sessionstore import (
 from sessionstore._engine import CompressionOutcome, ContextEngine, EngineStatus, GatePolicy
 from sessionstore._engine._registry import _ENGINES
 from sessionstore.integrations.openai_agents import SessionStoreSession
+from sessionstore.summarizers import Summary, SummaryRequest
 
 Item = dict[str, Any]
 
@@ -141,6 +143,36 @@ async def test_the_session_compacts_through_its_engine_when_the_gate_fires(
     assert items[-4:] == [dict(i) for i in run(11)]
     total = sum(m.token_count for m in await tenant(store).get_history("chat"))
     assert total > threshold  # the chain outgrew the gate's line
+
+
+class ConnectionFailing:
+    """An LLM summarizer whose own client cannot connect (an `openai.APIConnectionError`)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def summarize(self, request: SummaryRequest) -> Summary:
+        self.calls += 1
+        raise RuntimeError("Connection error.")
+
+
+async def test_a_session_object_per_turn_keeps_the_engines_cooldown(store: SessionStore) -> None:
+    """The README's pattern makes a session object for each reply: the summarizer that
+    failed is not called again on every turn (the gates start from the session's
+    compaction events), and the config's explicit strategy is the engine's."""
+    failing = ConnectionFailing()
+    config = CompactionConfig(block_strategy=SummarizingBlockCompaction(failing))
+    for n in range(12):
+        session = SessionStoreSession(
+            "chat", tenant(store), max_context_tokens=6_000, compaction=config
+        )
+        await session.add_items(run(n))
+        items = [dict(i) for i in await session.get_items()]
+        assert items[-4:] == [dict(i) for i in run(n)]  # still built, trimmed to fit
+    assert failing.calls == 1
+    events = await tenant(store).list_compaction_events("chat")
+    assert [e.details.get("status") for e in events if e.event == "ended"] == ["failed"]
+    assert "Connection error." in str(events[-1].details["error"])
 
 
 async def test_auto_compact_false_never_compacts(store: SessionStore) -> None:

@@ -531,3 +531,60 @@ async def test_automatic_compactions_are_capped_per_hour(store: SessionStore) ->
     clock.now += 3_600
     engine.update_from_response({"prompt_tokens": 90_000})
     assert engine.should_compress()
+
+
+# ── the gates across engines (GatePolicy.durable) ───────────────────────────────
+
+
+async def test_a_new_engine_keeps_the_cooldown_a_failed_compaction_started(
+    store: SessionStore,
+) -> None:
+    """A session object made per request (a web server's) must not call a failing
+    summarizer on every turn: the gates start from the session's compaction events."""
+    session_id = await long_session(store)
+    failing = unavailable()
+    first = engine_for(store, session_id, failing)
+    assert (await first.compress()).status == "failed"
+    working = TextSummarizer()
+    second = engine_for(store, session_id, working)
+    skipped = await second.compress()
+    assert skipped.status == "skipped"
+    assert skipped.reason is not None
+    assert "cooldown" in skipped.reason
+    assert 590 < second.get_status().cooldown_remaining <= 600
+    assert second.get_status().last_error is not None
+    assert not working.requests
+    # Without durable gates a new engine starts open; a forced compaction clears them.
+    fresh = engine_for(store, session_id, working, policy=GatePolicy(durable=False))
+    assert (await fresh.compress()).status == "compacted"
+    await store.append_messages(session_id, conversation(turns=12))
+    assert (await engine_for(store, session_id, working).compress(force=True)).status == (
+        "compacted"
+    )
+    await store.append_messages(session_id, conversation(turns=12))
+    assert (await engine_for(store, session_id, working).compress()).status == "compacted"
+
+
+async def test_a_new_engine_keeps_the_hourly_cap(store: SessionStore) -> None:
+    session_id = await long_session(store)
+    policy = GatePolicy(max_auto_per_hour=2)
+    for _ in range(2):
+        await store.append_messages(session_id, conversation(turns=12))
+        engine = engine_for(store, session_id, policy=policy)
+        assert (await engine.compress()).status == "compacted"
+    await store.append_messages(session_id, conversation(turns=12))
+    skipped = await engine_for(store, session_id, policy=policy).compress()
+    assert skipped.status == "skipped"
+    assert skipped.reason is not None
+    assert "max_auto_per_hour" in skipped.reason
+    # Another overlay's compactions are its own.
+    other = StoreContextEngine(
+        store,
+        session_id,
+        context_length=WINDOW,
+        config=CONFIG,
+        strategy=SummarizingBlockCompaction(TextSummarizer()),
+        overlay="other",
+        policy=policy,
+    )
+    assert (await other.compress()).status == "compacted"

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sessionstore._engine import GatePolicy, budget_limit, should_compress, threshold_tokens
-from sessionstore._engine._gate import FailureGate, RateGate, ThrashingGate, classify_failure
+from sessionstore._engine._gate import (
+    FailureGate,
+    RateGate,
+    RecordedGates,
+    ThrashingGate,
+    classify_failure,
+)
 from sessionstore._engine._inputs import clean_focus
 from sessionstore.errors import (
     ConfigurationError,
@@ -18,6 +26,7 @@ from sessionstore.errors import (
     SummarizerTimeoutError,
     SummarizerUnavailableError,
 )
+from sessionstore.models import CompactionEvent
 
 
 def test_budget_limit_carves_the_reserve_then_applies_the_ratio() -> None:
@@ -155,3 +164,96 @@ def test_focus_topic_control_characters_are_made_safe() -> None:
     assert len(clean_focus("x" * 2_000) or "") == 500
     with pytest.raises(TypeError):
         clean_focus(3)  # type: ignore[arg-type]
+
+
+# ── the gates as the session's compaction events leave them (GatePolicy.durable) ─────
+
+_T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def ended(
+    seconds: float,
+    *,
+    trigger: str | None = "auto",
+    saved: float = 0.5,
+    error: str | None = None,
+    fallback: str | None = None,
+    overlay: str = "default",
+) -> CompactionEvent:
+    details: dict[str, Any] = {"status": "failed" if error else "ok", "overlay": overlay}
+    if error:
+        details["error"] = error
+    elif trigger is not None:
+        details["engine"] = {"trigger": trigger, "fallback": fallback}
+    return CompactionEvent(
+        id=int(seconds * 10),
+        session_id="s",
+        loop_id=1,
+        block_id=None,
+        event="ended",
+        tokens_before=1_000,
+        tokens_after=None if error else round(1_000 * (1 - saved)),
+        duration_ms=1.0,
+        details=details,
+        created_at=_T0 + timedelta(seconds=seconds),
+    )
+
+
+def replayed(*events: CompactionEvent, policy: GatePolicy | None = None) -> RecordedGates:
+    """Replay with the engine's clock at 0 s of the events' time line."""
+    return RecordedGates.replay(
+        events,
+        overlay="default",
+        policy=policy or GatePolicy(),
+        at=lambda moment: (moment - _T0).total_seconds(),
+    )
+
+
+def test_a_recorded_failure_starts_its_cooldown() -> None:
+    gates = replayed(ended(100, error="SummarizerTimeoutError: slow"))
+    assert gates.failures.remaining(100) == 60
+    gates = replayed(
+        ended(0, error="SummarizerTimeoutError: slow"),
+        ended(100, error="SummarizerTimeoutError: slow"),
+    )
+    assert gates.failures.remaining(100) == 120  # the ladder climbs across engines too
+    assert math.isinf(replayed(ended(0, error="SummarizerAuthError: 401")).failures.remaining(9e9))
+    assert replayed(ended(0, error="SummarizerUnavailableError: down")).failures.remaining(0) == 600
+    # Not a summarizer's failure (a caller's strategy raised): no cooldown.
+    assert replayed(ended(0, error="KeyError: 'x'")).failures.remaining(0) == 0
+
+
+def test_recorded_automatic_compactions_count_for_thrashing_and_the_hourly_cap() -> None:
+    gates = replayed(ended(0, saved=0.05), ended(10, saved=0.02))
+    assert gates.thrashing.thrashing(GatePolicy())
+    assert not replayed(ended(0, saved=0.05), ended(10, saved=0.5)).thrashing.thrashing(
+        GatePolicy()
+    )
+    capped = GatePolicy(max_auto_per_hour=2)
+    gates = replayed(ended(0), ended(10), policy=capped)
+    assert gates.rate.wait(20, capped) == 3_580
+
+
+def test_a_recorded_forced_compaction_clears_every_gate_and_others_change_nothing() -> None:
+    capped = GatePolicy(max_auto_per_hour=2)
+    gates = replayed(
+        ended(0, error="SummarizerAuthError: 401"),
+        ended(1, saved=0.01),
+        ended(2, saved=0.01),
+        ended(3, trigger="forced"),
+        policy=capped,
+    )
+    assert gates.failures.remaining(4) == 0
+    assert not gates.thrashing.thrashing(capped)
+    assert gates.rate.wait(4, capped) == 0
+    # The command line's compactions (no engine details), another overlay: not the engine's.
+    gates = replayed(
+        ended(0, error="SummarizerUnavailableError: down"),
+        ended(1, trigger=None),
+        ended(2, overlay="other"),
+    )
+    assert gates.failures.remaining(2) == 598
+    # An automatic success ends the cooldown, unless the fallback wrote it.
+    assert replayed(ended(0, error="SummarizerError: x"), ended(1)).failures.remaining(1) == 0
+    fallback = replayed(ended(0, error="SummarizerError: x"), ended(1, fallback="extractive"))
+    assert fallback.failures.remaining(1) == 599
