@@ -58,8 +58,6 @@ _RECORDED_EVENTS = 200
 """The newest compaction events an engine reads its gates' state from (`GatePolicy.durable`):
 two events a compaction, enough for the hourly cap's count and the runs the gates follow."""
 
-"""The key of the engine's own details in a compaction's `ended` event."""
-
 
 class StoreContextEngine:
     """The default `ContextEngine`: the live gate and compaction of one stored session.

@@ -309,9 +309,9 @@ class SessionStoreSessionService(BaseSessionService):
                     if attempt == _STATE_ATTEMPTS - 1:
                         raise StaleSessionError(_STALE) from None
                     continue  # no version to keep: another writer came first, read again
-                # A compaction, or a title, moves the version without touching the
-                # events: the session this object holds is not stale then (PEERS: ADK
-                # #5194, a compaction racing the next request).
+                # A compaction moves the version without touching the events: the
+                # session this object holds is not stale then (PEERS: ADK #5194, a
+                # compaction racing the next request).
                 moved = None
                 if seen is not None and attempt < _STATE_ATTEMPTS - 1:
                     moved = await _version_if_events_unchanged(tenant, sid, seen)
