@@ -588,3 +588,64 @@ async def test_a_new_engine_keeps_the_hourly_cap(store: SessionStore) -> None:
         policy=policy,
     )
     assert (await other.compress()).status == "compacted"
+
+
+class Scripted:
+    """A summarizer that answers, or raises, as each call's entry of its script says."""
+
+    def __init__(self, script: list[Exception | None]) -> None:
+        self.script = script
+
+    async def summarize(self, request: SummaryRequest) -> Summary:
+        outcome = self.script.pop(0)
+        if outcome is not None:
+            raise outcome
+        return Summary(text="## Active Task\nKeep going.", model="fake", prompt_version="t1")
+
+
+def gate_state(engine: StoreContextEngine, now: float) -> tuple[object, ...]:
+    """The gates' state; the cooldown left to 10 s (replayed times carry the wall time the
+    replay itself took, which a loaded machine makes longer than a second)."""
+    failures = engine._failures
+    remaining = failures.remaining(now)
+    return (
+        -(-remaining // 10) if math.isfinite(remaining) else remaining,
+        failures.stopped,
+        failures.timeouts,
+        failures.kind,
+        engine._rate.wait(now, engine.policy) > 0,
+        len(engine._rate.times),
+    )
+
+
+async def test_a_restored_engine_has_the_gates_the_live_one_has(store: SessionStore) -> None:
+    """Step by step, an engine made anew (its gates replayed from the session's events) is
+    in the state of the engine that lived through the steps: cooldowns and their ladder, a
+    stop, a forced compaction's clearing, the hourly count."""
+    session_id = await long_session(store)
+    clock = FakeClock()
+    policy = GatePolicy(max_auto_per_hour=3)
+    steps: list[tuple[Exception | None, bool, float]] = [  # (answer, forced, then wait)
+        (SummarizerTimeoutError("slow"), False, 60),
+        (SummarizerTimeoutError("slow"), False, 120),
+        (None, False, 10),
+        (SummarizerUnavailableError("down"), False, 600),
+        (None, False, 10),
+        (SummarizerAuthError("401"), False, 10),
+        (None, True, 10),
+        (None, False, 10),
+        (None, False, 10),
+        (None, False, 10),
+    ]
+    live = engine_for(
+        store, session_id, Scripted([answer for answer, _, _ in steps]), policy=policy, clock=clock
+    )
+    for index, (_, forced, wait) in enumerate(steps):
+        await store.append_messages(session_id, conversation(turns=12))
+        outcome = await live.compress(force=forced)
+        assert outcome.status in ("compacted", "failed"), (index, outcome)
+        restored = engine_for(store, session_id, TextSummarizer(), policy=policy, clock=clock)
+        await restored._restore_gates()
+        assert gate_state(restored, clock.now) == gate_state(live, clock.now), index
+        clock.now += wait
+    assert gate_state(live, clock.now)[4]  # three automatic compactions since the forced one
