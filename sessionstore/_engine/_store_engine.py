@@ -213,8 +213,12 @@ class StoreContextEngine:
             policy=self.policy,
             at=lambda moment: now - (wall - moment).total_seconds(),
         )
-        self._failures, self._thrashing, self._rate = gates.failures, gates.thrashing, gates.rate
-        self._last_error = self._failures.error
+        # A failure this engine met before (a branch digest's) leaves no compaction event:
+        # the cooldown that ends later is kept.
+        if gates.failures.remaining(now) >= self._failures.remaining(now):
+            self._failures = gates.failures
+            self._last_error = self._failures.error or self._last_error
+        self._thrashing, self._rate = gates.thrashing, gates.rate
 
     def _blocked(self) -> str | None:
         """Return why automatic compaction may not run now, or None."""

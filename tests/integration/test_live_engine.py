@@ -385,10 +385,19 @@ async def test_branch_digest_falls_back_or_raises(store: SessionStore) -> None:
     abandoned = await store.start_loop(session.id)
     await store.append_messages(session.id, conversation(turns=2))
     taken = await store.start_loop(session.id, parent_loop_id=root.id)
-    aborting = engine_for(store, session.id, unavailable())
+    failing = unavailable()
+    aborting = engine_for(store, session.id, failing)
     with pytest.raises(SummarizerUnavailableError):
         await aborting.summarize_branch(abandoned.id)
     assert await store.get_messages(session.id, taken.id) == []
+    # The cooldown it started holds for the compactions after it (no compaction event
+    # records it, so the gates read back from the events must not open it).
+    await store.append_messages(session.id, conversation(turns=12))
+    skipped = await aborting.compress()
+    assert skipped.status == "skipped"
+    assert skipped.reason is not None
+    assert "cooldown" in skipped.reason
+    assert failing.calls == 1
     falling = engine_for(
         store, session.id, unavailable(), policy=GatePolicy(on_failure="extractive")
     )
