@@ -384,9 +384,10 @@ class RecordedGates:
         A failure whose error is a summarizer's starts its cooldown (a refused credential
         stops); a forced compaction clears every gate; an automatic one counts towards
         anti-thrashing (the share its loops' tokens fell by) and the hourly cap, and, when
-        no fallback wrote it, ends the cooldown. Other compactions (the command line's,
-        a caller's own) are not the engine's and change nothing. `at` turns an event's
-        time into the engine's clock.
+        no fallback wrote it, ends the cooldown. Other compactions that succeeded (the
+        command line's, a caller's own) are not the engine's and change nothing; a
+        summarizer's failure counts wherever it happened. `at` turns an event's time into
+        the engine's clock.
         """
         gates = cls()
         for event in events:
