@@ -54,7 +54,7 @@ __all__ = [
     "summary_budget",
 ]
 
-PROMPT_VERSION = "handoff-1"
+PROMPT_VERSION = "handoff-2"
 """The version of this prompt, recorded with every digest it produced."""
 
 SUMMARY_BUDGET_RATIO = 0.20
@@ -121,7 +121,11 @@ _SECTION_GUIDANCE: dict[str, str] = {
         'If none, write "None."]'
     ),
     "Relevant Files": "[Files read, modified or created, with a short note on each]",
-    "Remaining Work": "[What remains to be done, as context rather than instructions]",
+    "Remaining Work": (
+        "[What remains to be done, as context rather than instructions. When the agent keeps "
+        "its own todo or plan list (a todo or plan tool's latest call), list its entries "
+        "with their status (done, in progress, to do)]"
+    ),
     "Critical Context": (
         "[Specific values, identifiers, record numbers, versions, error messages and "
         "configuration that would be lost without being written down here. NEVER include API "
