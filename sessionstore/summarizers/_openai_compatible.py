@@ -9,7 +9,8 @@ The server is not trusted: it may hang, lie, answer gigabytes or JSON nested a h
 thousand levels deep, or echo the API key back. What is read of an answer is capped
 (`max_response_bytes`), a body too deep to parse is a `SummarizerResponseError`, and the
 configured key is removed by value (not only by the patterns of `redact`) from everything
-that comes back: the digest, the model name, error messages and the log.
+that comes back: the digest, the model name, error messages and the log. Reading an answer
+is `_chat_answers`'s.
 
 ```python
 async with OpenAICompatibleSummarizer("http://localhost:8000/v1", "qwen2.5-7b-instruct") as s:
@@ -26,16 +27,13 @@ import math
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
+from dataclasses import replace
 from types import TracebackType
 from typing import Any, Self
-from urllib.parse import quote, quote_plus
 
 import httpx
 
-from sessionstore._redact import REDACTED, redact, redact_message
+from sessionstore._redact import redact, redact_message
 from sessionstore._tokens import estimate_tokens
 from sessionstore.errors import (
     ConfigurationError,
@@ -46,6 +44,18 @@ from sessionstore.errors import (
     SummarizerUnavailableError,
 )
 from sessionstore.models import Message
+from sessionstore.summarizers._chat_answers import (
+    Answer,
+    answer_text,
+    error_detail,
+    fit_to_budget,
+    parse_json,
+    retry_after_seconds,
+    scrub,
+    scrub_key,
+    text_of,
+    without_thinking,
+)
 from sessionstore.summarizers._prompt import (
     PROMPT_VERSION,
     SummaryPrompt,
@@ -73,7 +83,6 @@ MIN_PROMPT_TOKENS = 4_000
 """The smallest `max_prompt_tokens`: the template, a prior digest and a few messages."""
 
 _RETRIED_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
-_ERROR_DETAIL_CHARS = 300
 _ERROR_BODY_BYTES = 64 * 1024
 """What is read of an error status's body: enough for the server's explanation."""
 _MODEL_NAME_CHARS = 200
@@ -84,24 +93,6 @@ not searched for in the digest, where replacing the word would garble it; it is 
 removed from error messages."""
 DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 """The most bytes read of an answer: a digest's budget is a few thousand tokens at most."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Answer:
-    """What was read of a response: its status, headers and (capped) body."""
-
-    status: int
-    reason: str
-    headers: httpx.Headers
-    body: bytes
-    too_large: bool = False
-    """True when a 2xx body went past `max_response_bytes` (it was not read whole)."""
-    is_undecodable: bool = False
-    """True when the body's content encoding (gzip, ...) could not be decoded."""
-
-    @property
-    def text(self) -> str:
-        return self.body.decode("utf-8", errors="replace")
 
 
 class OpenAICompatibleSummarizer:
@@ -319,13 +310,13 @@ class OpenAICompatibleSummarizer:
             text, model = self._read_answer(answer, attempts, key)
         except SummarizerError as error:
             # Every message is built scrubbed; this makes sure of it, whatever was missed.
-            error.args = tuple(_scrub_key(str(arg), key) for arg in error.args)
+            error.args = tuple(scrub_key(str(arg), key) for arg in error.args)
             if error.url is not None:
-                error.url = _scrub_key(error.url, key)
+                error.url = scrub_key(error.url, key)
             raise
-        text = redact(_scrub_key(text, key, min_chars=MIN_SCRUBBED_KEY_CHARS))
-        model = _scrub(_scrub_key(model, key), None)[:_MODEL_NAME_CHARS]
-        fitted = _fit_to_budget(text, request.budget_tokens)
+        text = redact(scrub_key(text, key, min_chars=MIN_SCRUBBED_KEY_CHARS))
+        model = scrub(scrub_key(model, key), None)[:_MODEL_NAME_CHARS]
+        fitted = fit_to_budget(text, request.budget_tokens)
         if fitted != text:
             logger.warning(
                 "summary from %s was %d tokens, over its budget of %d: cut to %d tokens",
@@ -350,7 +341,7 @@ class OpenAICompatibleSummarizer:
             headers["Authorization"] = f"Bearer {key}"
         return headers, key or None
 
-    async def _exchange(self, content: bytes, headers: dict[str, str]) -> _Answer:
+    async def _exchange(self, content: bytes, headers: dict[str, str]) -> Answer:
         """Send the request once; read at most `max_response_bytes` of a 2xx answer."""
         assert self._client is not None
         request = self._client.build_request(
@@ -375,7 +366,7 @@ class OpenAICompatibleSummarizer:
                         body += chunk
             except httpx.DecodingError:
                 body, is_undecodable = bytearray(), True
-            return _Answer(
+            return Answer(
                 response.status_code,
                 response.reason_phrase,
                 response.headers,
@@ -388,7 +379,7 @@ class OpenAICompatibleSummarizer:
 
     async def _post(
         self, content: bytes, headers: dict[str, str], key: str | None
-    ) -> tuple[_Answer, int]:
+    ) -> tuple[Answer, int]:
         """Send the request, retrying what can be retried; return the 2xx answer."""
         if self._client is None:
             self._client = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout))
@@ -408,7 +399,7 @@ class OpenAICompatibleSummarizer:
                     attempts=attempt,
                 )
             except httpx.TransportError as exc:
-                reason = _scrub(f"{type(exc).__name__}: {exc}", key)
+                reason = scrub(f"{type(exc).__name__}: {exc}", key)
                 failure = SummarizerUnavailableError(
                     f"could not reach the summarizer at {self._display_url} after {attempt} "
                     f"attempt(s) ({reason}). Check that the server is running and that "
@@ -420,7 +411,7 @@ class OpenAICompatibleSummarizer:
                 status = response.status
                 if 200 <= status < 300:
                     return response, attempt
-                detail = _error_detail(response, key)
+                detail = error_detail(response, key)
                 if status in (401, 403):
                     raise SummarizerAuthError(
                         f"the summarizer at {self._display_url} refused the credentials "
@@ -438,7 +429,7 @@ class OpenAICompatibleSummarizer:
                         status_code=status,
                         attempts=attempt,
                     )
-                retry_after = _retry_after(response.headers.get("Retry-After"))
+                retry_after = retry_after_seconds(response.headers.get("Retry-After"))
                 what = "is rate limiting requests" if status == 429 else "kept failing"
                 failure = SummarizerUnavailableError(
                     f"the summarizer at {self._display_url} {what}: HTTP {status} after "
@@ -468,7 +459,7 @@ class OpenAICompatibleSummarizer:
             )
         return f"Check the API key in the environment variable {self.api_key_env}."
 
-    def _read_answer(self, response: _Answer, attempts: int, key: str | None) -> tuple[str, str]:
+    def _read_answer(self, response: Answer, attempts: int, key: str | None) -> tuple[str, str]:
         """Return the answer's text and the model that wrote it."""
 
         def fail(what: str) -> SummarizerResponseError:
@@ -487,12 +478,12 @@ class OpenAICompatibleSummarizer:
                 "bytes), far more than a digest; it was not read further"
             )
         if response.is_undecodable:
-            encoding = _scrub(response.headers.get("Content-Encoding", ""), key)
+            encoding = scrub(response.headers.get("Content-Encoding", ""), key)
             raise fail(f"the body cannot be decoded (Content-Encoding {encoding!r})")
-        data, problem = _parse_json(response.body)
+        data, problem = parse_json(response.body)
         if problem is not None:
             # Raised here, not in an `except` block: the parser's error holds the whole body.
-            snippet = _scrub(response.text, key)
+            snippet = scrub(response.text, key)
             raise fail(f"the body is {problem} ({snippet!r})")
         if not isinstance(data, dict):
             raise fail(f"the body is a JSON {type(data).__name__}, not an object")
@@ -500,12 +491,12 @@ class OpenAICompatibleSummarizer:
         if not isinstance(choices, list) or not choices:
             error = data.get("error")
             if error:
-                raise fail(f"no choices, and an error: {_scrub(_text_of(error), key)}")
+                raise fail(f"no choices, and an error: {scrub(text_of(error), key)}")
             raise fail("no choices")
         first = choices[0]
         message = first.get("message") if isinstance(first, dict) else None
-        text = _answer_text(message.get("content") if isinstance(message, dict) else None)
-        text = _without_thinking(text).strip()
+        text = answer_text(message.get("content") if isinstance(message, dict) else None)
+        text = without_thinking(text).strip()
         if not text:
             reason = first.get("finish_reason") if isinstance(first, dict) else None
             raise fail(f"the text is empty (finish_reason: {reason!r})")
@@ -538,127 +529,3 @@ def _endpoint(base_url: str) -> httpx.URL:
     if not path.endswith("/chat/completions"):
         path = f"{path or '/v1'}/chat/completions"
     return url.copy_with(path=path)
-
-
-def _key_forms(key: str) -> list[str]:
-    """The ways a key can be written back: as it is, JSON-escaped, URL-encoded."""
-    forms = {key, json.dumps(key)[1:-1], quote(key, safe=""), quote_plus(key)}
-    return sorted(forms, key=len, reverse=True)
-
-
-def _scrub_key(text: str, key: str | None, *, min_chars: int = 1) -> str:
-    """Return `text` with every occurrence of the API key (in any written form) redacted."""
-    if not key or len(key) < min_chars:
-        return text
-    for form in _key_forms(key):
-        text = text.replace(form, REDACTED)
-    return text
-
-
-def _scrub(text: str, key: str | None) -> str:
-    """Return `text` safe to put in an error message: no key, no secret, not too long."""
-    # Cut to a bounded window first (an error body may be large), with room for a key
-    # that straddles the cut, then scrub, then cut to the final length.
-    window = _ERROR_DETAIL_CHARS * 4 + (len(key) * 3 if key else 0)
-    text = _scrub_key(text[:window], key)
-    text = " ".join(redact(text).split())
-    return text if len(text) <= _ERROR_DETAIL_CHARS else text[: _ERROR_DETAIL_CHARS - 1] + "…"
-
-
-def _parse_json(body: bytes) -> tuple[Any, str | None]:
-    """Return the decoded body and None, or None and what is wrong with it."""
-    try:
-        return json.loads(body), None
-    except RecursionError:
-        return None, "JSON nested too deeply to read"
-    except ValueError:
-        return None, "not JSON"
-
-
-def _text_of(value: object) -> str:
-    """Return a decoded JSON value as text (a string as it is)."""
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, ensure_ascii=False)
-    except (RecursionError, ValueError):  # pragma: no cover - a parsed value re-encodes
-        return type(value).__name__
-
-
-def _error_detail(response: _Answer, key: str | None) -> str:
-    """Return the server's own explanation of an error status, if it gave one."""
-    data, problem = _parse_json(response.body)
-    if problem is not None:
-        return _scrub(response.text, key) or response.reason
-    if isinstance(data, dict):
-        error = data.get("error", data.get("detail", data.get("message")))
-        if isinstance(error, dict):
-            error = error.get("message", error)
-        if error:
-            return _scrub(_text_of(error), key)
-    return response.reason
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Return the seconds a `Retry-After` header asks for (a number or an HTTP date)."""
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = (when - datetime.now(UTC)).total_seconds()
-    if not math.isfinite(seconds):
-        return None
-    return max(seconds, 0.0)
-
-
-def _answer_text(content: object) -> str:
-    """Return the text of a message's `content`: a string, or a list of text parts."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            part["text"]
-            for part in content
-            if isinstance(part, dict) and isinstance(part.get("text"), str)
-        )
-    return ""
-
-
-def _without_thinking(text: str) -> str:
-    """Drop a leading `<think>...</think>` block, which some reasoning models put in the text."""
-    stripped = text.lstrip()
-    if not stripped.startswith("<think>"):
-        return text
-    end = stripped.find("</think>")
-    return stripped[end + len("</think>") :] if end >= 0 else ""
-
-
-def _fit_to_budget(text: str, budget_tokens: int) -> str:
-    """Return `text` cut after its last line that fits `budget_tokens` (the heuristic's count).
-
-    When even the first line does not fit, it is cut at the last space that fits.
-    """
-    if estimate_tokens(text) <= budget_tokens:
-        return text
-    max_bytes = budget_tokens * 4  # estimate_tokens is ceil(UTF-8 bytes / 4)
-    kept: list[str] = []
-    used = 0
-    for line in text.split("\n"):
-        cost = len(line.encode()) + (1 if kept else 0)
-        if used + cost > max_bytes:
-            break
-        kept.append(line)
-        used += cost
-    fitted = "\n".join(kept).rstrip()
-    if fitted:
-        return fitted
-    head = text.encode()[:max_bytes].decode(errors="ignore")
-    cut = head.rsplit(None, 1)[0] if len(head.split(None, 1)) > 1 else head
-    return cut.rstrip()
