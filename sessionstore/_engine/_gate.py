@@ -400,12 +400,14 @@ class RecordedGates:
                     gates.failures.record(error, at(event.created_at), policy)
                 continue
             engine = details.get(ENGINE_DETAILS)
-            trigger = engine.get("trigger") if isinstance(engine, Mapping) else None
+            if not isinstance(engine, Mapping):
+                continue  # a success not the engine's: the command line's, a caller's own
+            trigger = engine.get("trigger")
             if trigger == "forced":
                 gates.failures.clear()
                 gates.thrashing.clear()
                 gates.rate.clear()
-            elif trigger == "auto" and isinstance(engine, Mapping):
+            elif trigger == "auto":
                 if not engine.get("fallback"):
                     gates.failures.clear()
                 before, after = event.tokens_before, event.tokens_after

@@ -23,6 +23,7 @@ MAX_PLAN_ENTRIES = 20
 """The most entries of a plan a digest keeps (the unfinished ones first)."""
 _LIST_KEYS = frozenset({"todos", "todo", "plan", "task_list", "tasks", "steps", "checklist"})
 """The argument that holds the list (a tool's other lists of records are not its plan)."""
+_QUOTED_LIST_KEYS = tuple(f'"{key}"' for key in sorted(_LIST_KEYS))
 _TEXT_KEYS = ("content", "step", "title", "task", "description", "text", "name")
 _STATUS_KEYS = ("status", "state")
 _DONE = frozenset({"completed", "complete", "done", "finished", "resolved", "success"})
@@ -51,7 +52,7 @@ def plan_of(arguments: str) -> tuple[list[PlanEntry], bool] | None:
     string, or a boolean `done` / `completed`).
     """
     # Most calls are no plan: only arguments that name a plan-like key are parsed.
-    if not any(f'"{key}"' in arguments for key in _LIST_KEYS):
+    if not any(key in arguments for key in _QUOTED_LIST_KEYS):
         return None
     try:
         value = json.loads(arguments)
