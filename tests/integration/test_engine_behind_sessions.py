@@ -32,7 +32,7 @@ from sessionstore import (
 from sessionstore._engine import CompressionOutcome, ContextEngine, EngineStatus, GatePolicy
 from sessionstore._engine._registry import _ENGINES
 from sessionstore.integrations.openai_agents import SessionStoreSession
-from sessionstore.summarizers import Summary, SummaryRequest
+from tests.integration.test_live_engine import FailingSummarizer
 
 Item = dict[str, Any]
 
@@ -145,22 +145,11 @@ async def test_the_session_compacts_through_its_engine_when_the_gate_fires(
     assert total > threshold  # the chain outgrew the gate's line
 
 
-class ConnectionFailing:
-    """An LLM summarizer whose own client cannot connect (an `openai.APIConnectionError`)."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    async def summarize(self, request: SummaryRequest) -> Summary:
-        self.calls += 1
-        raise RuntimeError("Connection error.")
-
-
 async def test_a_session_object_per_turn_keeps_the_engines_cooldown(store: SessionStore) -> None:
     """The README's pattern makes a session object for each reply: the summarizer that
     failed is not called again on every turn (the gates start from the session's
     compaction events), and the config's explicit strategy is the engine's."""
-    failing = ConnectionFailing()
+    failing = FailingSummarizer(RuntimeError("Connection error."))  # its own client's
     config = CompactionConfig(block_strategy=SummarizingBlockCompaction(failing))
     for n in range(12):
         session = SessionStoreSession(

@@ -21,9 +21,9 @@ from sessionstore import (
     compact_session_loops,
 )
 from sessionstore.errors import SummarizerResponseError
-from sessionstore.summarizers import Summary, SummaryRequest
 from tests.factories import conversation
 from tests.integration._helpers import check_valid
+from tests.integration.test_live_engine import TextSummarizer
 
 CONFIG = CompactionConfig(keep_first_turns=1, keep_recent_turns=2, max_summary_tokens=200)
 
@@ -119,29 +119,18 @@ async def test_a_pending_call_is_not_summarised_away(store: SessionStore) -> Non
     )
 
 
-class BlankSummarizer:
-    """A custom summarizer whose model answered with nothing."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    async def summarize(self, request: SummaryRequest) -> Summary:
-        self.calls += 1
-        return Summary(text=" \n", model="m", prompt_version="1")
-
-
 async def test_an_empty_digest_is_refused_not_written(store: SessionStore) -> None:
     """letta #2601, hermes-agent #29559: a summarizer's failure folded turns into nothing."""
     session = await looped_session(store, loops=3, turns=12)
     before = await build_context(store, session.id, max_context_tokens=100_000)
-    blank = BlankSummarizer()
+    blank = TextSummarizer(text=" \n")  # a model that answered with nothing
     for scope in (FixedCount(0), FixedCount(1)):
         config = CompactionConfig(keep_first_turns=1, keep_recent_turns=2, compaction_scope=scope)
         with pytest.raises(SummarizerResponseError, match="empty digest"):
             await compact_session_loops(
                 store, session.id, strategy=SummarizingBlockCompaction(blank), config=config
             )
-    assert blank.calls == 2
+    assert len(blank.requests) == 2
     for loop in await store.list_loops(session.id):
         assert await store.get_block(session.id, loop.id) is None
     after = await build_context(store, session.id, max_context_tokens=100_000)
