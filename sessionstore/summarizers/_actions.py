@@ -40,6 +40,7 @@ __all__ = [
     "READ_VERBS",
     "Outcome",
     "body_of",
+    "call_detail",
     "describe_call",
     "describe_outcome",
     "looks_broken",
@@ -230,6 +231,28 @@ def describe_call(name: str, arguments: str) -> Call:
         values=values,
         replacement=_replacement(args) if note else "",
     )
+
+
+DETAIL_CHARS = 60
+"""The longest `call_detail`."""
+
+
+def call_detail(name: str, arguments: str) -> str:
+    """Return what a call acts on, short: its command, its paths, or its scalar arguments.
+
+    >>> call_detail("read_file", '{"path": "src/app.py", "offset": 40}')
+    'src/app.py (offset=40)'
+    >>> call_detail("get_reservation_details", '{"reservation_id": "8WMF4C"}')
+    'reservation_id=8WMF4C'
+    """
+    call = describe_call(name, arguments)
+    if call.command:
+        detail = call.command
+    elif call.files:
+        detail = call.target  # the paths, then the other arguments (`pattern=...`)
+    else:
+        detail = _shown_arguments(_decode(arguments))
+    return cut(collapse(detail), DETAIL_CHARS)
 
 
 _NEW_TEXT_KEYS = ("new_str", "new_string", "file_text", "content", "contents", "text", "code")

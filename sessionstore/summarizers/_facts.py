@@ -13,6 +13,8 @@ changed (the open file, each file's latest change, the latest diff) is followed 
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sessionstore.models import (
@@ -398,7 +400,9 @@ class _Walker:
     # ── facts ─────────────────────────────────────────────────────────────────
 
     def file(self, path: str, *, rank: int, note: str = "") -> None:
-        if is_noise_path(path) or path in (".", "..", "/"):
+        if len(path) > 1:
+            path = path.rstrip("/")  # `src/` and `src` are one directory
+        if is_noise_path(path) or path in (".", "..", "/", ""):
             return
         _, old_rank, old_note = self.files.pop(path, (0, 0, ""))
         if note == "deleted":
@@ -449,10 +453,12 @@ class _Walker:
         files = sorted(self.files.items(), key=lambda kv: kv[1][0])
         # Paths only an output named (traceback frames, grep hits): the newest few.
         seen_only = [path for path, (_, rank, _) in files if rank <= 1][-MAX_SEEN_PATHS:]
+        shown = {path for path, (_, rank, _) in files if rank > 1 or path in seen_only}
+        ordered = sorted(shown)
         handoff.files = [
             Item(path, rank=rank, note=note)
             for path, (_, rank, note) in files
-            if rank > 1 or path in seen_only
+            if path in shown and (note or not _holds_another(path, ordered))
         ]
         handoff.critical = self.critical_values()
         for index, (number, (header, _, errors, _)) in enumerate(self.resolved):
@@ -600,3 +606,10 @@ def _failure_key(call: Call, path: str) -> str:
         if files:
             return "change " + " ".join(files)
     return collapse(call.command or call.target)
+
+
+def _holds_another(directory: str, ordered: Sequence[str]) -> bool:
+    """Return True when a path of `ordered` (sorted) lies under `directory`, naming it."""
+    prefix = f"{directory}/"
+    at = bisect_left(ordered, prefix)
+    return at < len(ordered) and ordered[at].startswith(prefix)

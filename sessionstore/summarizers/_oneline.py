@@ -25,9 +25,11 @@ from sessionstore.models import (
     Message,
     SystemMessage,
     TextContent,
+    ToolCall,
     ToolResultMessage,
     UserMessage,
 )
+from sessionstore.summarizers._actions import call_detail
 from sessionstore.summarizers._protocol import Summary, SummaryRequest
 
 __all__ = ["OneLineSummarizer"]
@@ -44,19 +46,21 @@ class OneLineSummarizer:
     | turn | summary |
     |---|---|
     | user | `User: <text>`, whitespace collapsed |
-    | assistant, texts and calls | `<short texts> [used N tool(s): a, b]` |
-    | assistant, calls only | `[Assistant used N tool(s): a, b]` |
+    | assistant, texts and calls | `<short texts> [used N tool(s): a(x.py), b(make)]` |
+    | assistant, calls only | `[Assistant used N tool(s): a(x.py), b(make)]` |
     | assistant, texts only | its short texts |
     | assistant, neither | `[Assistant response]` |
-    | failed tool results | `(1 error)`, `(2 errors)` inside the tool bracket |
+    | a call whose result failed | `b(make) failed` |
+    | failed results of calls not in the turn | `(1 error)`, `(2 errors)` in the bracket |
     | bash execution | ``Ran `cmd` (exit N)`` |
     | custom | `[custom: <custom_type>]` |
     | branch or compaction summary | the summary |
     | system | `System: <text>` |
     | tool result with no call | `[Tool result: <name>]` |
 
-    "Short" texts are those of at most 200 characters, as in the legacy level 2; tool
-    names are listed once each, in the order of the calls. Every line is at most
+    "Short" texts are those of at most 200 characters, as in the legacy level 2; each
+    call is named with what it acts on (its command, paths or scalar arguments, at most
+    60 characters), in the order of the calls, a call named alike once. Every line is at most
     `max_chars` characters: the variable part (text, command, names) is cut with `…`
     so that the fixed part stays readable.
 
@@ -148,8 +152,15 @@ class OneLineSummarizer:
         calls = message.tool_calls
         if not calls:
             return self._fit("", " ".join(texts) if texts else "[Assistant response]", "")
-        names = ", ".join(dict.fromkeys(self._collapse(call.name) for call in calls))
-        errors = sum(isinstance(r, ToolResultMessage) and r.is_error for r in results)
+        failed = {
+            r.tool_call_id for r in results if isinstance(r, ToolResultMessage) and r.is_error
+        }
+        names = ", ".join(
+            dict.fromkeys(
+                _shown_call(call) + (" failed" if call.id in failed else "") for call in calls
+            )
+        )
+        errors = len(failed - {call.id for call in calls})
         error_note = f" ({errors} error{'s' if errors > 1 else ''})" if errors else ""
         if texts:
             return self._fit(
@@ -175,6 +186,13 @@ class OneLineSummarizer:
         if room >= 1:
             return f"{prefix}{_cut(body, room)}{suffix}"
         return _cut(line, self.max_chars)
+
+
+def _shown_call(call: ToolCall) -> str:
+    """Return a call as its tool's name and what it acts on: `read_file(src/app.py)`."""
+    name = " ".join(call.name.split())
+    detail = call_detail(call.name, call.arguments)
+    return f"{name}({detail})" if detail else name
 
 
 def _turns(messages: Sequence[Message]) -> list[list[Message]]:

@@ -244,8 +244,9 @@ _VALUE_PATTERNS = [
     re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}\b"),
     # `#` first (the character before it checked after), so the scan looks for the `#`s.
     re.compile(r"#(?<![\w&]#)(?:[A-Z]?\d{3,}\b|\d{2}\b)"),
-    # Record codes: upper-case letters and digits, both present (ZFA04Y, HAT136).
-    re.compile(r"\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{5,12}\b"),
+    # Record codes: upper-case letters and digits, both present (ZFA04Y, HAT136); not the
+    # day and hour of an ISO timestamp (`14T17` of 2025-03-14T17:18:03).
+    re.compile(r"\b(?!\d\dT\d\d\b)(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{5,12}\b"),
     # Ids written as words and a number (mia_li_3668, credit_card_4421486).
     re.compile(r"\b[A-Za-z]+(?:_[A-Za-z]+)*_\d{3,}\b"),
 ]
@@ -263,6 +264,9 @@ _USER_VALUE_PATTERNS = [
     re.compile(r"\bv?\d+\.\d+(?:\.\d+)+(?:[-.]?[a-z]+\d*)?\b|\bv\d+\.\d+\b"),
 ]
 MAX_VALUES = 100
+MAX_TIME_STAMPS = 3
+"""A user's text with more dates that carry a time of day than this is a log, not a request."""
+_CLOCK_TIME = re.compile(r"[T ]\d{2}:\d{2}")
 _ID_KEY = re.compile(
     r"(?:^|_)(?:id|ids|number|no|code|confirmation|reference|ref|reservations?|orders?|tickets?)$",
     re.IGNORECASE,
@@ -306,12 +310,25 @@ def record_values(text: str, *, from_user: bool = False) -> list[str]:
     user's words are facts but in tool output are mostly noise (timings, sizes).
     """
     window = head_tail(text)
-    patterns = _VALUE_PATTERNS + (_USER_VALUE_PATTERNS if from_user else [])
     hits: list[tuple[int, str]] = []
-    for pattern in patterns:
-        if not _may_hold(window, pattern):
-            continue
-        hits.extend((m.start(), m.group().strip()) for m in pattern.finditer(window))
+    for pattern in _VALUE_PATTERNS:
+        if _may_hold(window, pattern):
+            hits.extend((m.start(), m.group().strip()) for m in pattern.finditer(window))
+    if from_user:
+        # The user's prose, not a log or output pasted in a fence: its time stamps,
+        # durations and versions are the tool's, not facts of the request.
+        prose = _FENCE.sub(lambda m: " " * len(m.group()), window)
+        found = [
+            (m.start(), m.group().strip())
+            for pattern in _USER_VALUE_PATTERNS
+            if _may_hold(prose, pattern)
+            for m in pattern.finditer(prose)
+        ]
+        stamps = {value for _, value in found if _CLOCK_TIME.search(value)}
+        if len(stamps) > MAX_TIME_STAMPS:
+            # Times of day by the handful are a log's lines pasted without a fence.
+            found = [(at, value) for at, value in found if value not in stamps]
+        hits.extend(found)
     values = list(dict.fromkeys(value for _, value in sorted(hits) if value))[:MAX_VALUES]
     # `W2378156` is already in `#W2378156` (but `#12` is not in `#1234`).
     return [v for v in values if not any(v in o and _inside(v, o) for o in values if o != v)]

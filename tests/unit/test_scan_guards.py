@@ -40,6 +40,9 @@ PIECES = st.sampled_from(
         "HAT136",
         "123e4567-e89b-12d3-a456-426614174000",
         "2024-05-01",
+        "2024-05-01T17:18:03",
+        " 09:12",
+        "```",
         "v1.2.3",
         "<output>",
         "</output>",
@@ -53,10 +56,20 @@ TEXTS = st.lists(PIECES, max_size=40).map("".join)
 def _every_pattern(text: str, *, from_user: bool) -> list[str]:
     """`record_values` as it was: every pattern scans the window."""
     window = _scan.head_tail(text)
-    patterns = _scan._VALUE_PATTERNS + (_scan._USER_VALUE_PATTERNS if from_user else [])
     hits: list[tuple[int, str]] = []
-    for pattern in patterns:
+    for pattern in _scan._VALUE_PATTERNS:
         hits.extend((m.start(), m.group().strip()) for m in pattern.finditer(window))
+    if from_user:
+        prose = _scan._FENCE.sub(lambda m: " " * len(m.group()), window)
+        found = [
+            (m.start(), m.group().strip())
+            for pattern in _scan._USER_VALUE_PATTERNS
+            for m in pattern.finditer(prose)
+        ]
+        stamps = {v for _, v in found if _scan._CLOCK_TIME.search(v)}
+        if len(stamps) > _scan.MAX_TIME_STAMPS:
+            found = [(at, v) for at, v in found if v not in stamps]
+        hits.extend(found)
     values = list(dict.fromkeys(value for _, value in sorted(hits) if value))[: _scan.MAX_VALUES]
     return [v for v in values if not any(v in o and _scan._inside(v, o) for o in values if o != v)]
 

@@ -34,6 +34,7 @@ from sessionstore.summarizers import (
     ExtractiveSummarizer,
     Summarizer,
     SummaryRequest,
+    _scan,
 )
 from sessionstore.summarizers._extractive import EXTRACTIVE_PROMPT_VERSION
 from sessionstore.summarizers._handoff import (
@@ -241,7 +242,41 @@ def test_blocked_keeps_the_exact_error_lines_of_the_latest_failures() -> None:
 def test_relevant_files_are_every_path_touched_once_in_order_of_last_touch() -> None:
     files = section(digest(coding_session()), "Relevant Files").splitlines()
     # src/io.py is also /repo/src/io.py (a traceback); the longer spelling stands for both.
-    assert files == ["- /repo/src/io.py (edited)", "- /repo", "- tests/test_io.py"]
+    # /repo, listed as the working directory, is named by the file under it.
+    assert files == ["- /repo/src/io.py (edited)", "- tests/test_io.py"]
+
+
+def test_a_directory_is_listed_once_and_only_when_no_file_under_it_is() -> None:
+    messages: list[Message] = [
+        UserMessage(content="Tidy the docs."),
+        call("l1", "list_dir", path="docs/"),
+        result("l1", "index.md\napi.md", name="list_dir"),
+        call("l2", "list_dir", path="docs"),
+        result("l2", "index.md\napi.md", name="list_dir"),
+        call("l3", "list_dir", path="src/"),
+        result("l3", "app.py", name="list_dir"),
+        call("r1", "read_file", path="src/app.py"),
+        result("r1", "x = 1", name="read_file"),
+    ]
+    files = section(digest(messages), "Relevant Files").splitlines()
+    assert files == ["- docs", "- src/app.py"]
+
+
+def test_a_log_pasted_in_the_request_gives_no_time_stamps_to_keep() -> None:
+    stamps = "\n".join(f"2025-03-14T17:18:{s:02} WARNING slow query on payouts" for s in range(9))
+    for pasted in (f"```\n{stamps}\n```", stamps):
+        request = (
+            f"Monthly totals are off since 2025-03-01; ticket #4821. Here's the log:\n{pasted}"
+        )
+        text = digest([UserMessage(content=request), AssistantMessage(content="Looking.")])
+        kept = text.replace(section(text, "Goal"), "").replace(section(text, "Active Task"), "")
+        assert not re.search(r"\b\d\dT\d\d\b|T17:18", kept), kept
+    # The dates of the user's own words are still facts; a time stamp or two as well.
+    assert _scan.record_values("Since 2025-03-01 at 2025-03-01T09:15?", from_user=True) == [
+        "2025-03-01",
+        "2025-03-01T09:15",
+    ]
+    assert _scan.record_values("see 14T17 and HAT136") == ["HAT136"]
 
 
 def test_constraints_come_from_user_and_system_messages() -> None:
@@ -716,7 +751,7 @@ def test_quoted_scripts_are_not_files_and_grep_without_match_is_no_failure() -> 
         result("q2", "<returncode>1</returncode>\n<output>\n</output>"),
     ]
     text = digest(messages)
-    assert section(text, "Relevant Files") == "- pkg/mod.py (edited)\n- pkg/"
+    assert section(text, "Relevant Files") == "- pkg/mod.py (edited)"  # pkg/ holds it
     assert section(text, "Completed Actions").endswith(
         '2. SEARCHED grep -rn "TODO" pkg/ - exit 1, no match [tool: bash]'
     )

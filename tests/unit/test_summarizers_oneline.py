@@ -58,16 +58,51 @@ def test_one_line_summaries_of_assistant_turns() -> None:
     failed = turn[2].model_copy(update={"is_error": True})
     assert s.summarize_turn(turn) == "Let me look. [used 3 tool(s): read, bash]"
     assert s.summarize_turn([*turn[:2], failed, turn[3]]) == (
-        "Let me look. [used 3 tool(s): read, bash (1 error)]"
+        "Let me look. [used 3 tool(s): read, bash failed]"
     )
     quiet = tool_turn(2, names=["bash"])
     assert s.summarize_turn(quiet) == "[Assistant used 1 tool(s): bash]"
     both_failed = [quiet[0], *[r.model_copy(update={"is_error": True}) for r in quiet[1:]] * 2]
-    assert s.summarize_turn(both_failed) == "[Assistant used 1 tool(s): bash (2 errors)]"
+    assert s.summarize_turn(both_failed) == "[Assistant used 1 tool(s): bash failed]"
     long_text = AssistantMessage(content=[TextContent(text="y" * 201), TextContent(text="ok")])
     assert s.summarize_turn([long_text]) == "ok"
     thinking = AssistantMessage(content=[ThinkingContent(thinking="hm"), TextContent(text=" ")])
     assert s.summarize_turn([thinking]) == "[Assistant response]"
+
+
+def test_one_line_summaries_name_what_each_call_acts_on() -> None:
+    """A turn's line says which file, command or record each call touched, and which failed."""
+    calls = [
+        ToolCall(id="a", name="read_file", arguments='{"path": "src/app.py"}'),
+        ToolCall(id="b", name="bash", arguments='{"command": "pytest tests/test_app.py -q"}'),
+        ToolCall(id="c", name="get_reservation_details", arguments='{"reservation_id": "8WMF4C"}'),
+        ToolCall(id="d", name="grep", arguments='{"pattern": "parse_date", "path": "src/"}'),
+    ]
+    results = [
+        ToolResultMessage(tool_call_id="a", tool_name="read_file", content="x = 1"),
+        ToolResultMessage(tool_call_id="b", tool_name="bash", content="1 failed", is_error=True),
+        ToolResultMessage(tool_call_id="c", tool_name="get_reservation_details", content="{}"),
+        ToolResultMessage(tool_call_id="d", tool_name="grep", content="src/a.py:3"),
+        ToolResultMessage(tool_call_id="zz", tool_name="bash", content="lost", is_error=True),
+    ]
+    line = OneLineSummarizer(max_chars=400).summarize_turn(
+        [AssistantMessage(content=calls), *results]
+    )
+    assert line == (
+        "[Assistant used 4 tool(s): read_file(src/app.py), "
+        "bash(pytest tests/test_app.py -q) failed, "
+        "get_reservation_details(reservation_id=8WMF4C), "
+        "grep(src/ (pattern=parse_date)) (1 error)]"
+    )
+    # The same call twice is named once; a long line is cut in the names, not the bracket.
+    twice = OneLineSummarizer(max_chars=60).summarize_turn(
+        [AssistantMessage(content=[calls[0], calls[0].model_copy()])]
+    )
+    assert twice == "[Assistant used 2 tool(s): read_file(src/app.py)]"
+    cut = OneLineSummarizer(max_chars=50).summarize_turn([AssistantMessage(content=calls)])
+    assert len(cut) == 50
+    assert cut.startswith("[Assistant used 4 tool(s): read_file(")
+    assert cut.endswith("…]")
 
 
 def test_one_line_summaries_are_cut_to_max_chars() -> None:
