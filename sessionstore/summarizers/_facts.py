@@ -453,12 +453,12 @@ class _Walker:
         files = sorted(self.files.items(), key=lambda kv: kv[1][0])
         # Paths only an output named (traceback frames, grep hits): the newest few.
         seen_only = [path for path, (_, rank, _) in files if rank <= 1][-MAX_SEEN_PATHS:]
-        shown = {path for path, (_, rank, _) in files if rank > 1 or path in seen_only}
-        ordered = sorted(shown)
+        paths = {path for path, (_, rank, _) in files if rank > 1 or path in seen_only}
+        ordered = sorted(paths)
         handoff.files = [
             Item(path, rank=rank, note=note)
             for path, (_, rank, note) in files
-            if path in shown and (note or not _holds_another(path, ordered))
+            if path in paths and (note or not _holds_another(path, ordered))
         ]
         handoff.critical = self.critical_values()
         for index, (number, (header, _, errors, _)) in enumerate(self.resolved):
