@@ -31,6 +31,7 @@ from sessionstore.models import (
 )
 from sessionstore.summarizers._actions import call_detail
 from sessionstore.summarizers._protocol import Summary, SummaryRequest
+from sessionstore.summarizers._said import OUTPUT_LIKE
 
 __all__ = ["OneLineSummarizer"]
 
@@ -60,24 +61,33 @@ class OneLineSummarizer:
 
     "Short" texts are those of at most 200 characters, as in the legacy level 2; each
     call is named with what it acts on (its command, paths or scalar arguments, at most
-    60 characters), in the order of the calls, a call named alike once. Every line is at most
-    `max_chars` characters: the variable part (text, command, names) is cut with `…`
-    so that the fixed part stays readable.
+    60 characters), in the order of the calls, a call named alike once. Every line is at
+    most `max_chars` characters, but a user's request, the point of its turn, may take
+    `max_request_chars` (a harness's command output sent as a user message may not): the
+    variable part (text, command, names) is cut with `…` so that the fixed part stays
+    readable.
 
     Args:
         max_chars: the longest line returned.
+        max_request_chars: the longest line of a user's request (at least `max_chars`).
 
     Raises:
-        ValueError: `max_chars` is less than 1.
+        ValueError: `max_chars` or `max_request_chars` is less than 1.
     """
 
-    def __init__(self, max_chars: int = 200) -> None:
+    def __init__(self, max_chars: int = 200, max_request_chars: int = 600) -> None:
         if max_chars < 1:
             raise ValueError(f"max_chars must be at least 1, got {max_chars}")
+        if max_request_chars < 1:
+            raise ValueError(f"max_request_chars must be at least 1, got {max_request_chars}")
         self.max_chars = max_chars
+        self.max_request_chars = max_request_chars
 
     def __repr__(self) -> str:
-        return f"OneLineSummarizer(max_chars={self.max_chars})"
+        return (
+            f"OneLineSummarizer(max_chars={self.max_chars}, "
+            f"max_request_chars={self.max_request_chars})"
+        )
 
     def summarize_turn(self, messages: Sequence[Message]) -> str:
         """Return the one-line summary of a turn.
@@ -91,12 +101,16 @@ class OneLineSummarizer:
         if isinstance(lead, AssistantMessage):
             return self._assistant(lead, messages[1:])
         if isinstance(lead, UserMessage):
-            text = self._collapse(lead.text)
+            # A request is the turn's point: it keeps more than other lines. A harness's
+            # command output, sent as a user message, does not.
+            output = OUTPUT_LIKE.match(lead.text) is not None
+            room = self.max_chars if output else max(self.max_chars, self.max_request_chars)
+            text = self._collapse(lead.text, room)
             images = sum(isinstance(block, ImageContent) for block in lead.content)
             note = f"[{images} image(s)]" if images else ""
             if text and note:
                 note = " " + note
-            return self._fit("User: ", text, note).rstrip()
+            return self._fit("User: ", text, note, room=room).rstrip()
         if isinstance(lead, ToolResultMessage):
             name = self._collapse(lead.tool_name or lead.tool_call_id)
             return self._fit("[Tool result: ", name, " (error)]" if lead.is_error else "]")
@@ -168,24 +182,26 @@ class OneLineSummarizer:
             )
         return self._fit(f"[Assistant used {len(calls)} tool(s): ", names, f"{error_note}]")
 
-    def _collapse(self, text: str) -> str:
+    def _collapse(self, text: str, room: int | None = None) -> str:
         """Return `text` on one line, single spaces, and no longer than needed for a cut."""
-        # Splitting at most max_chars + 1 times keeps a huge text cheap; the words kept
-        # are already longer than any line we return, so the cut below still shows.
-        words = text.split(None, self.max_chars + 1)
-        if len(words) > self.max_chars + 1:
+        # Splitting at most `room` + 1 times keeps a huge text cheap; the words kept are
+        # already longer than the line may be, so the cut below still shows.
+        most = self.max_chars if room is None else room
+        words = text.split(None, most + 1)
+        if len(words) > most + 1:
             words.pop()
         return " ".join(words)
 
-    def _fit(self, prefix: str, body: str, suffix: str) -> str:
+    def _fit(self, prefix: str, body: str, suffix: str, room: int | None = None) -> str:
         """Return `prefix + body + suffix`, cutting `body` (or, failing that, all) to fit."""
+        most = self.max_chars if room is None else room
         line = f"{prefix}{body}{suffix}"
-        if len(line) <= self.max_chars:
+        if len(line) <= most:
             return line
-        room = self.max_chars - len(prefix) - len(suffix)
-        if room >= 1:
-            return f"{prefix}{_cut(body, room)}{suffix}"
-        return _cut(line, self.max_chars)
+        left = most - len(prefix) - len(suffix)
+        if left >= 1:
+            return f"{prefix}{_cut(body, left)}{suffix}"
+        return _cut(line, most)
 
 
 def _shown_call(call: ToolCall) -> str:

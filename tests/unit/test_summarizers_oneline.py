@@ -106,7 +106,7 @@ def test_one_line_summaries_name_what_each_call_acts_on() -> None:
 
 
 def test_one_line_summaries_are_cut_to_max_chars() -> None:
-    s = OneLineSummarizer(max_chars=20)
+    s = OneLineSummarizer(max_chars=20, max_request_chars=20)
     assert s.summarize_turn([user("one two three four five six")]) == "User: one two three…"
     turn = tool_turn(1, text="a rather long explanation", names=["bash"])
     assert s.summarize_turn(turn) == "a rather long expla…"  # no room to keep the bracket
@@ -114,8 +114,24 @@ def test_one_line_summaries_are_cut_to_max_chars() -> None:
         "a rather long ex… [used 1 tool(s): bash]"
     )
     huge = user("word " * 100_000)
-    assert len(OneLineSummarizer(max_chars=50).summarize_turn([huge])) == 50
-    assert OneLineSummarizer(max_chars=1).summarize_turn([user()]) == "…"
+    assert len(OneLineSummarizer(max_chars=50).summarize_turn([huge])) in (599, 600)
+    assert len(OneLineSummarizer(50, max_request_chars=50).summarize_turn([huge])) == 50
+    assert OneLineSummarizer(max_chars=1, max_request_chars=1).summarize_turn([user()]) == "…"
+
+
+def test_a_request_keeps_more_than_other_lines_and_a_harness_output_does_not() -> None:
+    """A user's request is the point of its turn; a harness's command output is not."""
+    s = OneLineSummarizer()
+    request = "Fix the rounding of " + "monthly_totals" * 60
+    line = s.summarize_turn([user(request)])
+    assert len(line) == 600
+    assert line.startswith("User: Fix the rounding")
+    output = "<returncode>1</returncode>\n<output>\n" + "Traceback line\n" * 100 + "</output>"
+    assert len(s.summarize_turn([user(output)])) == 200
+    # Never less than max_chars, and a bad value is refused.
+    assert len(OneLineSummarizer(700, max_request_chars=10).summarize_turn([user(request)])) == 700
+    with pytest.raises(ValueError, match="max_request_chars"):
+        OneLineSummarizer(max_request_chars=0)
 
 
 @settings(max_examples=200, deadline=None)
@@ -124,11 +140,12 @@ def test_one_line_summaries_are_cut_to_max_chars() -> None:
     name=st.text(min_size=1, max_size=40),
     calls=st.integers(0, 4),
     max_chars=st.integers(1, 120),
+    max_request_chars=st.integers(1, 400),
 )
 def test_one_liners_are_one_line_within_max_chars(
-    text: str, name: str, calls: int, max_chars: int
+    text: str, name: str, calls: int, max_chars: int, max_request_chars: int
 ) -> None:
-    s = OneLineSummarizer(max_chars=max_chars)
+    s = OneLineSummarizer(max_chars=max_chars, max_request_chars=max_request_chars)
     call_ids = [f"c{i}" for i in range(calls)]
     assistant = AssistantMessage(
         content=[TextContent(text=text), *[ToolCall(id=c, name=name) for c in call_ids]]
@@ -144,7 +161,8 @@ def test_one_liners_are_one_line_within_max_chars(
     ]
     for turn in turns:
         line = s.summarize_turn(turn)
-        assert len(line) <= max_chars
+        request = isinstance(turn[0], UserMessage)
+        assert len(line) <= (max(max_chars, max_request_chars) if request else max_chars)
         assert len(line.splitlines()) <= 1
         assert line == s.summarize_turn(turn)
 
