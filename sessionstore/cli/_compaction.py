@@ -86,7 +86,7 @@ def _setting_option(
 )
 @click.option(
     "--strategy",
-    default="default",
+    default="summarize",
     show_default=True,
     metavar="NAME",
     help="The block strategy, by its registered name.",

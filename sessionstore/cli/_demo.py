@@ -70,7 +70,8 @@ async def _demo(
     budget: int,
     advance: Callable[[int], None],
 ) -> DemoRun:
-    config = CompactionConfig()
+    # As `sessionstore compact` does by default: each loop's middle folded into a digest.
+    config = CompactionConfig(block_strategy="summarize")
     session = await store.create_session(
         app_name="demo",
         user_id="local",

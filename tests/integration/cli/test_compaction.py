@@ -40,6 +40,8 @@ SEED = 11
 LOOPS = 5
 TURNS = 16
 """Tool-using turns per loop: enough for the current loop to have all three sections."""
+THREE_LEVELS = ("--strategy", "default")
+"""The seed's strategy, which the tests of sections and generations read (not the default)."""
 
 
 def make_session(url: str, *, interrupted: bool = False) -> str:
@@ -82,7 +84,7 @@ def test_compact_writes_a_block_per_loop_in_scope(db_url):
     chain = with_store(db_url, _chain_ids, session_id)
     loops = {loop.id: loop for loop in with_store(db_url, lambda s: s.list_loops(session_id))}
 
-    data = json_out(ok(db_url, "compact", session_id, "--json"))
+    data = json_out(ok(db_url, "compact", session_id, *THREE_LEVELS, "--json"))
 
     assert data["session_id"] == session_id
     assert data["loop_ids"] == chain[-4:]  # the current loop and 3 before it
@@ -113,23 +115,42 @@ def test_compact_writes_a_block_per_loop_in_scope(db_url):
     assert sorted(i for i in ids if i is not None) == sorted(b["id"] for b in blocks)
 
 
+def test_compact_summarizes_by_default(db_url):
+    """With no --strategy, the command folds each loop into a structured digest."""
+    session_id = make_session(db_url)
+    chain = with_store(db_url, _chain_ids, session_id)
+
+    data = json_out(ok(db_url, "compact", session_id, "--json"))
+
+    blocks = data["blocks"]
+    assert {b["strategy"] for b in blocks} == {"summarize"}
+    assert blocks[0]["loop_id"] == chain[-1]
+    (block,) = with_store(db_url, lambda s: s.block_history(session_id, chain[-1]))
+    assert block.keep_compacted is not None
+    digest = block.keep_compacted.messages[0].message.summary
+    assert "## Active Task" in digest
+    assert "## Completed Actions" in digest
+    text = ok(db_url, "compact", "--help").stdout
+    assert re.search(r"--strategy NAME.*\[default:\s+summarize\]", text, re.DOTALL)
+
+
 def test_compact_again_on_an_unchanged_session_writes_nothing_and_says_so(db_url):
     session_id = make_session(db_url)
     chain = with_store(db_url, _chain_ids, session_id)
     numbers = with_store(db_url, _chain_numbers, session_id)
-    first = json_out(ok(db_url, "compact", session_id, "--json"))
+    first = json_out(ok(db_url, "compact", session_id, *THREE_LEVELS, "--json"))
     assert first["noop"] is False
     assert first["feedback"]["headline"].startswith("Compressed: ")
     events = with_store(db_url, lambda s: s.list_compaction_events(session_id))
 
-    text = ok(db_url, "compact", session_id, env={"COLUMNS": "120"}).stdout
+    text = ok(db_url, "compact", session_id, *THREE_LEVELS, env={"COLUMNS": "120"}).stdout
 
     assert f"Compacted session {session_id!r} (strategy 'default', overlay 'default'" in text
     assert f"Skipped loop(s) {', '.join(map(str, numbers[-4:-1]))}" in text
     assert f"Unchanged loop(s) {numbers[-1]}" in text
     assert "No changes from compression: " in text
     assert f"Loops in scope {', '.join(map(str, numbers[-4:]))}: " in text
-    data = json_out(ok(db_url, "compact", session_id, "--json"))
+    data = json_out(ok(db_url, "compact", session_id, *THREE_LEVELS, "--json"))
     assert data["blocks"] == []
     assert data["noop"] is True
     assert data["unchanged_loop_ids"] == [chain[-1]]
@@ -144,7 +165,7 @@ def test_compact_again_on_an_unchanged_session_writes_nothing_and_says_so(db_url
 def test_compact_after_new_messages_supersedes_the_current_block(db_url):
     session_id = make_session(db_url)
     chain = with_store(db_url, _chain_ids, session_id)
-    ok(db_url, "compact", session_id)
+    ok(db_url, "compact", session_id, *THREE_LEVELS)
 
     async def more(store: SessionStore) -> None:
         await store.append_messages(
@@ -154,7 +175,7 @@ def test_compact_after_new_messages_supersedes_the_current_block(db_url):
         )
 
     with_store(db_url, more)
-    data = json_out(ok(db_url, "compact", session_id, "--json"))
+    data = json_out(ok(db_url, "compact", session_id, *THREE_LEVELS, "--json"))
     assert [(b["loop_id"], b["generation"]) for b in data["blocks"]] == [(chain[-1], 2)]
     # Every generation stays, for audit and time travel.
     history = with_store(db_url, lambda s: s.block_history(session_id, chain[-1]))
@@ -170,6 +191,7 @@ def test_compact_options_reach_the_blocks(db_url):
             db_url,
             "compact",
             session_id,
+            *THREE_LEVELS,
             "--scope",
             "1",
             "--keep-first",
@@ -393,13 +415,13 @@ def test_context_trims_to_the_budget_and_answers_interrupted_calls(db_url):
 
 def test_context_as_of_rebuilds_what_the_model_saw(db_url):
     session_id = make_session(db_url)
-    ok(db_url, "compact", session_id)
+    ok(db_url, "compact", session_id, *THREE_LEVELS)
     budget = ["--budget", "50000", "--json"]
     before = json_out(ok(db_url, "context", session_id, *budget))
     then = datetime.now(UTC)
     more = [UserMessage(content="One more thing: rename it."), AssistantMessage(content="Done.")]
     with_store(db_url, lambda s: s.append_messages(session_id, more))
-    ok(db_url, "compact", session_id)
+    ok(db_url, "compact", session_id, *THREE_LEVELS)
     after = json_out(ok(db_url, "context", session_id, *budget))
     assert after["items"] != before["items"]
 
