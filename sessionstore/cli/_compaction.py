@@ -175,11 +175,10 @@ def compact(
         sessionstore compact 3f2a9c... --scope budget --budget 32000 --keep-recent 6 --json
     """
     if summarizer_url is not None:
-        if strategy not in ("default", "summarize"):
+        if strategy != "summarize":
             raise click.UsageError(f"--summarizer-url needs --strategy summarize, not {strategy!r}")
         if not summarizer_model:
             raise click.UsageError("--summarizer-url needs --summarizer-model")
-        strategy = "summarize"
     elif focus is not None and strategy != "summarize":
         raise click.UsageError("--focus needs --strategy summarize")
     config = CompactionConfig(

@@ -89,6 +89,11 @@ def test_an_unreachable_summarizer_writes_nothing_and_says_why(db_url, chat_serv
     [
         (["--summarizer-url", "http://127.0.0.1:9"], "--summarizer-model"),
         (["--strategy", "default", "--focus", "tests"], "--focus needs --strategy summarize"),
+        # The seed's one line a turn, asked for by name, takes no model.
+        (
+            ["--strategy", "default", "--summarizer-url", "http://127.0.0.1:9"],
+            "--summarizer-url needs --strategy summarize, not 'default'",
+        ),
     ],
 )
 def test_summarizer_options_are_checked(db_url, args, message):
