@@ -31,7 +31,7 @@ from sessionstore.models import (
 )
 from sessionstore.summarizers._actions import call_detail
 from sessionstore.summarizers._protocol import Summary, SummaryRequest
-from sessionstore.summarizers._said import OUTPUT_LIKE
+from sessionstore.summarizers._said import HARNESS_COMPLAINT, OUTPUT_LIKE
 
 __all__ = ["OneLineSummarizer"]
 
@@ -39,6 +39,8 @@ SHORT_TEXT_CHARS = 200
 """An assistant text of at most this many characters is kept in its turn's summary."""
 
 ELLIPSIS = "…"
+HARNESS_OPENING_CHARS = 120
+"""How far into a user message a harness's output or complaint announces itself."""
 
 
 class OneLineSummarizer:
@@ -63,9 +65,9 @@ class OneLineSummarizer:
     call is named with what it acts on (its command, paths or scalar arguments, at most
     60 characters), in the order of the calls, a call named alike once. Every line is at
     most `max_chars` characters, but a user's request, the point of its turn, may take
-    `max_request_chars` (a harness's command output sent as a user message may not): the
-    variable part (text, command, names) is cut with `…` so that the fixed part stays
-    readable.
+    `max_request_chars` (a harness's command output or format complaint sent as a user
+    message may not): the variable part (text, command, names) is cut with `…` so that
+    the fixed part stays readable.
 
     Args:
         max_chars: the longest line returned.
@@ -102,9 +104,9 @@ class OneLineSummarizer:
             return self._assistant(lead, messages[1:])
         if isinstance(lead, UserMessage):
             # A request is the turn's point: it keeps more than other lines. A harness's
-            # command output, sent as a user message, does not.
-            output = OUTPUT_LIKE.match(lead.text) is not None
-            room = self.max_chars if output else max(self.max_chars, self.max_request_chars)
+            # command output or complaint about the format, sent as a user message, does not.
+            harness = _is_harness_text(lead.text)
+            room = self.max_chars if harness else max(self.max_chars, self.max_request_chars)
             text = self._collapse(lead.text, room)
             images = sum(isinstance(block, ImageContent) for block in lead.content)
             note = f"[{images} image(s)]" if images else ""
@@ -202,6 +204,16 @@ class OneLineSummarizer:
         if left >= 1:
             return f"{prefix}{_cut(body, left)}{suffix}"
         return _cut(line, most)
+
+
+def _is_harness_text(text: str) -> bool:
+    """Return True for a harness's output or format complaint sent as a user message.
+
+    Both say so at their start (`<returncode>`, `Please always provide EXACTLY ONE
+    action`); a task statement may quote the harness's format rules further down.
+    """
+    opening = text.lstrip()[:HARNESS_OPENING_CHARS]
+    return OUTPUT_LIKE.match(opening) is not None or HARNESS_COMPLAINT.search(opening) is not None
 
 
 def _shown_call(call: ToolCall) -> str:

@@ -128,6 +128,12 @@ def test_a_request_keeps_more_than_other_lines_and_a_harness_output_does_not() -
     assert line.startswith("User: Fix the rounding")
     output = "<returncode>1</returncode>\n<output>\n" + "Traceback line\n" * 100 + "</output>"
     assert len(s.summarize_turn([user(output)])) == 200
+    complaint = "Please always provide EXACTLY ONE action in triple backticks, found 2. " * 20
+    assert len(s.summarize_turn([user(complaint)])) <= 200
+    # A task that quotes the harness's format rules further down is still a request.
+    task = "<pr_description>Fix the rounding.</pr_description> " + "details " * 80
+    quoting = task + "<response_example>```bash\nls\n```</response_example>"
+    assert len(s.summarize_turn([user(quoting)])) > 500
     # Never less than max_chars, and a bad value is refused.
     assert len(OneLineSummarizer(700, max_request_chars=10).summarize_turn([user(request)])) == 700
     with pytest.raises(ValueError, match="max_request_chars"):
