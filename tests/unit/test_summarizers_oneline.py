@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -140,21 +142,40 @@ def test_a_request_keeps_more_than_other_lines_and_a_harness_output_does_not() -
         OneLineSummarizer(max_request_chars=0)
 
 
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=80),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner),
+    max_leaves=12,
+)
+ARGUMENTS = st.one_of(
+    st.dictionaries(
+        st.sampled_from(["path", "command", "file_path", "pattern", "order_id", "x", "args"]),
+        JSON_VALUES,
+        max_size=4,
+    ).map(json.dumps),
+    st.text(max_size=200),  # not JSON: an action line, or garbage
+)
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     text=st.text(max_size=300),
     name=st.text(min_size=1, max_size=40),
     calls=st.integers(0, 4),
+    arguments=ARGUMENTS,
     max_chars=st.integers(1, 120),
     max_request_chars=st.integers(1, 400),
 )
 def test_one_liners_are_one_line_within_max_chars(
-    text: str, name: str, calls: int, max_chars: int, max_request_chars: int
+    text: str, name: str, calls: int, arguments: str, max_chars: int, max_request_chars: int
 ) -> None:
     s = OneLineSummarizer(max_chars=max_chars, max_request_chars=max_request_chars)
     call_ids = [f"c{i}" for i in range(calls)]
     assistant = AssistantMessage(
-        content=[TextContent(text=text), *[ToolCall(id=c, name=name) for c in call_ids]]
+        content=[
+            TextContent(text=text),
+            *[ToolCall(id=c, name=name, arguments=arguments) for c in call_ids],
+        ]
     )
     results = [ToolResultMessage(tool_call_id=c, tool_name=name, is_error=True) for c in call_ids]
     turns: list[list[Message]] = [
