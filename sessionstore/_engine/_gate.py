@@ -31,12 +31,12 @@ from sessionstore.errors import (
 from sessionstore.models import CompactionEvent
 
 __all__ = [
+    "EngineGates",
     "FailureGate",
     "FailureKind",
     "GatePolicy",
     "OnFailure",
     "RateGate",
-    "RecordedGates",
     "ThrashingGate",
     "budget_limit",
     "classify_failure",
@@ -363,12 +363,27 @@ _RECORDED_ERRORS: dict[str, type[SummarizerError]] = {
 
 
 @dataclass(slots=True)
-class RecordedGates:
-    """The gates as a session's compaction events leave them (`GatePolicy.durable`)."""
+class EngineGates:
+    """An engine's three gates: the failure cooldown, anti-thrashing and the hourly cap.
+
+    An engine lives them as it compacts; `replay` rebuilds them from a session's
+    compaction events (`GatePolicy.durable`).
+    """
 
     failures: FailureGate = field(default_factory=FailureGate)
     thrashing: ThrashingGate = field(default_factory=ThrashingGate)
     rate: RateGate = field(default_factory=RateGate)
+
+    def forced(self) -> None:
+        """A forced compaction: every gate starts again."""
+        self.failures.clear()
+        self.thrashing.clear()
+        self.rate.clear()
+
+    def automatic(self, saved: float, now: float, policy: GatePolicy) -> None:
+        """An automatic compaction that ran at `now`, saving the fraction `saved`."""
+        self.thrashing.record(saved, policy)
+        self.rate.record(now, policy)
 
     @classmethod
     def replay(
@@ -378,7 +393,7 @@ class RecordedGates:
         overlay: str,
         policy: GatePolicy,
         at: Callable[[datetime], float],
-    ) -> RecordedGates:
+    ) -> EngineGates:
         """Replay the `ended` events of `overlay`, oldest first, as the engine lived them.
 
         A failure whose error is a summarizer's starts its cooldown (a refused credential
@@ -404,16 +419,13 @@ class RecordedGates:
                 continue  # a success not the engine's: the command line's, a caller's own
             trigger = engine.get("trigger")
             if trigger == "forced":
-                gates.failures.clear()
-                gates.thrashing.clear()
-                gates.rate.clear()
+                gates.forced()
             elif trigger == "auto":
                 if not engine.get("fallback"):
                     gates.failures.clear()
                 before, after = event.tokens_before, event.tokens_after
                 saved = 1 - after / before if before > 0 and after is not None else 0.0
-                gates.thrashing.record(max(0.0, saved), policy)
-                gates.rate.record(at(event.created_at), policy)
+                gates.automatic(max(0.0, saved), at(event.created_at), policy)
         return gates
 
 

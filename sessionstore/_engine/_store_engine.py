@@ -18,10 +18,9 @@ from sessionstore._context import build_context
 from sessionstore._engine._contract import CompressionOutcome, EngineStatus
 from sessionstore._engine._gate import (
     ENGINE_DETAILS,
-    FailureGate,
+    EngineGates,
     GatePolicy,
     RateGate,
-    RecordedGates,
     ThrashingGate,
     classify_failure,
 )
@@ -117,9 +116,7 @@ class StoreContextEngine:
             max_context_tokens=context_length,
             system_prompt_tokens=system_prompt_tokens,
         )
-        self._failures = FailureGate()
-        self._thrashing = ThrashingGate()
-        self._rate = RateGate()
+        self._gates = EngineGates()
         self._restored = not self.policy.durable
         self.compression_count = 0
         self.fallback_count = 0
@@ -207,7 +204,7 @@ class StoreContextEngine:
         except SessionNotFoundError:
             return
         now, wall = self._clock(), datetime.now(UTC)
-        gates = RecordedGates.replay(
+        gates = EngineGates.replay(
             events,
             overlay=self.overlay,
             policy=self.policy,
@@ -215,24 +212,26 @@ class StoreContextEngine:
         )
         # A failure this engine met before (a branch digest's) leaves no compaction event:
         # the cooldown that ends later is kept.
-        if gates.failures.remaining(now) >= self._failures.remaining(now):
-            self._failures = gates.failures
-            self._last_error = self._failures.error or self._last_error
-        self._thrashing, self._rate = gates.thrashing, gates.rate
+        if gates.failures.remaining(now) < self._gates.failures.remaining(now):
+            gates.failures = self._gates.failures
+        else:
+            self._last_error = gates.failures.error or self._last_error
+        self._gates = gates
 
     def _blocked(self) -> str | None:
         """Return why automatic compaction may not run now, or None."""
-        if self._failures.stopped:
-            return f"stopped after a refused credential ({self._failures.error}); force to retry"
-        remaining = self._failures.remaining(self._clock())
+        failures = self._gates.failures
+        if failures.stopped:
+            return f"stopped after a refused credential ({failures.error}); force to retry"
+        remaining = failures.remaining(self._clock())
         if remaining > 0:
-            return f"summarizer cooldown, {remaining:.0f}s left ({self._failures.error})"
-        if self._thrashing.thrashing(self.policy):
+            return f"summarizer cooldown, {remaining:.0f}s left ({failures.error})"
+        if self._gates.thrashing.thrashing(self.policy):
             return (
-                f"the last {self._thrashing.ineffective} compactions each saved under "
+                f"the last {self._gates.thrashing.ineffective} compactions each saved under "
                 f"{self.policy.ineffective_savings:.0%}; force one, or start a new session"
             )
-        wait = self._rate.wait(self._clock(), self.policy)
+        wait = self._gates.rate.wait(self._clock(), self.policy)
         if wait > 0:
             return (
                 f"{self.policy.max_auto_per_hour} automatic compactions in the last hour "
@@ -373,9 +372,7 @@ class StoreContextEngine:
                 "skipped", tokens_before=tokens, tokens_after=tokens, reason=blocked
             )
         if force:
-            self._failures.clear()
-            self._thrashing.clear()
-            self._rate.clear()
+            self._gates.forced()
         before = await self._loaded_tokens()
         details: dict[str, Any] = {
             "trigger": "forced" if force else "auto",
@@ -390,7 +387,7 @@ class StoreContextEngine:
             kind = classify_failure(error)
             if kind is None:
                 raise
-            self._failures.record(error, self._clock(), self.policy)
+            self._gates.failures.record(error, self._clock(), self.policy)
             error_text = redact(f"{type(error).__name__}: {error}")
             self._last_error = error_text
             if self.policy.on_failure == "raise":
@@ -413,7 +410,7 @@ class StoreContextEngine:
             )
             self.fallback_count += 1
         else:
-            self._failures.clear()
+            self._gates.failures.clear()
         after = await self._loaded_tokens() if not result.noop else before
         self._tracker.reset(after)
         outcome = CompressionOutcome(
@@ -432,8 +429,7 @@ class StoreContextEngine:
             self.compression_count += 1
         self._last_savings = outcome.saved
         if not force:
-            self._thrashing.record(outcome.saved, self.policy)
-            self._rate.record(self._clock(), self.policy)
+            self._gates.automatic(outcome.saved, self._clock(), self.policy)
         return outcome
 
     async def has_content_to_compress(self, *, force: bool = False) -> bool:
@@ -546,7 +542,7 @@ class StoreContextEngine:
         except Exception as error:
             if classify_failure(error) is None:
                 raise
-            self._failures.record(error, self._clock(), self.policy)
+            self._gates.failures.record(error, self._clock(), self.policy)
             self._last_error = fallback_reason = redact(f"{type(error).__name__}: {error}")
             if self.policy.on_failure != "extractive":
                 raise
@@ -589,8 +585,8 @@ class StoreContextEngine:
         The cooldown stays: it is about the summarizer, not the conversation.
         """
         self._tracker.reset(0)
-        self._thrashing = ThrashingGate()
-        self._rate = RateGate()
+        self._gates.thrashing = ThrashingGate()
+        self._gates.rate = RateGate()
         self.compression_count = 0
         self.fallback_count = 0
         self.last_prompt_tokens = 0
@@ -610,10 +606,10 @@ class StoreContextEngine:
             compression_count=self.compression_count,
             last_prompt_tokens=self.last_prompt_tokens,
             last_savings=self._last_savings,
-            ineffective_count=self._thrashing.ineffective,
-            thrashing=self._thrashing.thrashing(self.policy),
-            cooldown_remaining=self._failures.remaining(self._clock()),
-            stopped=self._failures.stopped,
+            ineffective_count=self._gates.thrashing.ineffective,
+            thrashing=self._gates.thrashing.thrashing(self.policy),
+            cooldown_remaining=self._gates.failures.remaining(self._clock()),
+            stopped=self._gates.failures.stopped,
             fallback_count=self.fallback_count,
             last_error=self._last_error,
         )

@@ -615,15 +615,15 @@ class Scripted:
 def gate_state(engine: StoreContextEngine, now: float) -> tuple[object, ...]:
     """The gates' state; the cooldown left to 10 s (replayed times carry the wall time the
     replay itself took, which a loaded machine makes longer than a second)."""
-    failures = engine._failures
+    failures = engine._gates.failures
     remaining = failures.remaining(now)
     return (
         -(-remaining // 10) if math.isfinite(remaining) else remaining,
         failures.stopped,
         failures.timeouts,
         failures.kind,
-        engine._rate.wait(now, engine.policy) > 0,
-        len(engine._rate.times),
+        engine._gates.rate.wait(now, engine.policy) > 0,
+        len(engine._gates.rate.times),
     )
 
 

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from sessionstore._engine import GatePolicy, budget_limit, should_compress, threshold_tokens
 from sessionstore._engine._gate import (
+    EngineGates,
     FailureGate,
     RateGate,
-    RecordedGates,
     ThrashingGate,
     classify_failure,
 )
@@ -199,9 +199,9 @@ def ended(
     )
 
 
-def replayed(*events: CompactionEvent, policy: GatePolicy | None = None) -> RecordedGates:
+def replayed(*events: CompactionEvent, policy: GatePolicy | None = None) -> EngineGates:
     """Replay with the engine's clock at 0 s of the events' time line."""
-    return RecordedGates.replay(
+    return EngineGates.replay(
         events,
         overlay="default",
         policy=policy or GatePolicy(),
