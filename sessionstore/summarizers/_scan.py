@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 __all__ = [
@@ -310,20 +310,11 @@ def record_values(text: str, *, from_user: bool = False) -> list[str]:
     user's words are facts but in tool output are mostly noise (timings, sizes).
     """
     window = head_tail(text)
-    hits: list[tuple[int, str]] = []
-    for pattern in _VALUE_PATTERNS:
-        if _may_hold(window, pattern):
-            hits.extend((m.start(), m.group().strip()) for m in pattern.finditer(window))
+    hits = _matches(_VALUE_PATTERNS, window)
     if from_user:
         # The user's prose, not a log or output pasted in a fence: its time stamps,
         # durations and versions are the tool's, not facts of the request.
-        prose = _FENCE.sub(lambda m: " " * len(m.group()), window)
-        found = [
-            (m.start(), m.group().strip())
-            for pattern in _USER_VALUE_PATTERNS
-            if _may_hold(prose, pattern)
-            for m in pattern.finditer(prose)
-        ]
+        found = _matches(_USER_VALUE_PATTERNS, _FENCE.sub(lambda m: " " * len(m.group()), window))
         stamps = {value for _, value in found if _CLOCK_TIME.search(value)}
         if len(stamps) > MAX_TIME_STAMPS:
             # Times of day by the handful are a log's lines pasted without a fence.
@@ -332,6 +323,16 @@ def record_values(text: str, *, from_user: bool = False) -> list[str]:
     values = list(dict.fromkeys(value for _, value in sorted(hits) if value))[:MAX_VALUES]
     # `W2378156` is already in `#W2378156` (but `#12` is not in `#1234`).
     return [v for v in values if not any(v in o and _inside(v, o) for o in values if o != v)]
+
+
+def _matches(patterns: Sequence[re.Pattern[str]], window: str) -> list[tuple[int, str]]:
+    """Return `(position, value)` for every match of `patterns` in `window` (see `_NEEDS`)."""
+    return [
+        (m.start(), m.group().strip())
+        for pattern in patterns
+        if _may_hold(window, pattern)
+        for m in pattern.finditer(window)
+    ]
 
 
 def _inside(value: str, other: str) -> bool:
