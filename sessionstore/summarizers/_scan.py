@@ -19,6 +19,7 @@ __all__ = [
     "collapse",
     "cut",
     "error_lines",
+    "example_spans",
     "exit_code",
     "find_paths",
     "head_tail",
@@ -640,6 +641,12 @@ def statement_part(text: str) -> str:
     """Return a task statement without its standing instructions (see `instructions_start`)."""
     start = instructions_start(text)
     return text if start is None else text[:start]
+
+
+def example_spans(text: str) -> list[tuple[int, int]]:
+    """Return where `text`'s example blocks and fenced code lie, as sorted (start, end) spans."""
+    spans = [m.span() for pattern in (_EXAMPLE_BLOCK, _FENCE) for m in pattern.finditer(text)]
+    return sorted(spans)
 
 
 def without_examples(text: str) -> str:

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sessionstore._tokens import estimate_tokens
 from sessionstore.formats import from_openai
@@ -29,7 +31,7 @@ from sessionstore.models import (
     UserMessage,
 )
 from sessionstore.summarizers import ExtractiveSummarizer, SummaryRequest
-from sessionstore.summarizers._fit import fit_handoff
+from sessionstore.summarizers._fit import _cut_task, fit_handoff
 from sessionstore.summarizers._handoff import CONTINUED, NO_TASK, parse_handoff
 
 BUDGET = 3_000
@@ -658,6 +660,66 @@ def test_a_cut_task_loses_the_instructions_examples_first_and_their_end_last() -
     assert "echo COMPLETE_TASK_AND_SUBMIT && git diff --cached" in task
     assert "MY_ENV_VAR_60" not in task
     assert "MY_ENV_VAR" not in section(digest(messages), "Critical Context")
+
+
+STANDING = (
+    "<instructions>\n# Task Instructions\n\n## Overview\n"
+    "You're a software engineer interacting with a computer by submitting commands.\n"
+    + "".join(f"Background sentence {i} about how the environment behaves.\n" for i in range(30))
+    + "\n## Important Boundaries\n- MODIFY: source files in /testbed\n"
+    "- DO NOT MODIFY: Tests, configuration files (pyproject.toml, setup.cfg, etc.)\n\n"
+    "Format your responses like this:\n\n<format_example>\nTHOUGHT: why\n"
+    "```bash\nyour_command_here\n```\n</format_example>\n\n"
+    "## Useful Command Examples\n### Edit files with sed:\n```bash\n"
+    + "".join(f"sed -i 's/old_string_{i}/new_string/' filename.py\n" for i in range(30))
+    + "```\n\n"
+    "## Submission\nWhen you are done, issue exactly the following command:\n"
+    "```bash\necho COMPLETE_TASK_AND_SUBMIT && git add -A && git diff --cached\n```\n"
+    "</instructions>"
+)
+STATEMENT = "<pr_description>\nThe parser drops the `Content-Length` header.\n</pr_description>\n"
+
+
+def test_a_cut_task_keeps_the_rules_of_its_instructions_and_drops_their_examples_first() -> None:
+    task = STATEMENT + STANDING
+    cut_task = _cut_task(task, 1_500)
+    assert len(task) - len(cut_task) >= 1_500
+    assert cut_task.startswith(STATEMENT)
+    rule = "- DO NOT MODIFY: Tests, configuration files (pyproject.toml, setup.cfg, etc.)"
+    assert rule in cut_task
+    assert "## Important Boundaries" in cut_task  # the heading over a rule stays with it
+    assert "old_string_" not in cut_task
+    assert "your_command_here" not in cut_task
+    assert "echo COMPLETE_TASK_AND_SUBMIT && git add -A && git diff --cached" in cut_task
+    assert "[…]" in cut_task
+    # Cut harder, the prose goes before the rules.
+    harder = _cut_task(task, len(STANDING) - 600)
+    assert "Background sentence 5 " not in harder
+    assert "- DO NOT MODIFY: Tests" in harder
+
+
+@given(st.integers(min_value=0, max_value=len(STATEMENT) + len(STANDING) + 50))
+def test_a_cut_task_is_never_longer_for_more_cut(remove: int) -> None:
+    task = STATEMENT + STANDING
+    shorter = _cut_task(task, remove + 40)
+    # A unit cut may leave a gap marker in its place; the whole block, a longer one.
+    assert len(shorter) <= len(_cut_task(task, remove)) + 80
+    if remove and remove < len(STANDING) - 400:
+        assert len(task) - len(_cut_task(task, remove)) >= remove
+
+
+def test_a_digest_cut_to_a_tight_budget_keeps_the_instructions_rules() -> None:
+    messages: list[Message] = [UserMessage(content=STATEMENT + STANDING)]
+    for index in range(6):
+        messages += [
+            call(f"x{index}", "bash", command=f"cat src/m{index}.py"),
+            result(f"x{index}", "<returncode>0</returncode>\n<output>\nx\n</output>"),
+        ]
+    text = digest(messages, budget_tokens=450)
+    task = parse_handoff(text).task
+    assert "The parser drops the `Content-Length` header." in task
+    assert "DO NOT MODIFY: Tests, configuration files" in task
+    assert "sed -i" not in task
 
 
 @pytest.mark.parametrize("budget", [150, 600, 3_000])
