@@ -153,8 +153,11 @@ class CompactionConfig(_Config):
     """The `CompactionStrategy` of `compress_messages` (the stateless path): a registered
     name or the object. `"summarize"`: one digest of the middle (seeds 001 and 003);
     `"default"`: the seed's legacy three levels (`compact_messages`)."""
-    block_strategy: str | BlockCompactionStrategy = "default"
-    """The `BlockCompactionStrategy`: a registered name or the object."""
+    block_strategy: str | BlockCompactionStrategy = "summarize"
+    """The `BlockCompactionStrategy` of `compact_session_loops`: a registered name or the
+    object. `"summarize"`: each loop's middle as one structured digest, offline (seeds 001
+    and 003; the command line's, the live engine's and the SDK sessions' too);
+    `"default"`: the seed's three levels, one line a compacted turn."""
     context_engine: str = Field(default="store", min_length=1)
     """The live `ContextEngine` of the SDK adapters, by registered name (seed 001's
     `context.engine`; see `register_context_engine`). Not recorded on blocks."""

@@ -63,9 +63,6 @@ def _store_engine(
     overlay: str,
     config: CompactionConfig,
 ) -> ContextEngine:
-    # A strategy the config names explicitly is the engine's (an LLM summarizer's, say);
-    # the config's default ("default") is not: the engine summarises by default.
-    explicit = "block_strategy" in config.model_fields_set
     return StoreContextEngine(
         store,
         session_id,
@@ -73,7 +70,7 @@ def _store_engine(
         system_prompt_tokens=system_prompt_tokens,
         overlay=overlay,
         config=config,
-        strategy=config.block_strategy if explicit else None,
+        strategy=config.block_strategy,
     )
 
 

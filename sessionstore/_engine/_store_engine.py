@@ -73,7 +73,8 @@ class StoreContextEngine:
         system_prompt_tokens: What every prompt holds besides the messages.
         overlay: The overlay compactions write and the context is built from.
         config: The compaction policy (how much is kept; the scope).
-        strategy: The block strategy; `SummarizingBlockCompaction()` by default. Only a
+        strategy: The block strategy; by default the config's (`"summarize"`:
+            `SummarizingBlockCompaction()`, unless the config names another). Only a
             `SummarizingBlockCompaction` gets the focus topic, the forced cut, the checks on
             its summarizer's answer and the extractive fallback; another strategy is run
             as it is (a forced compaction then keeps one recent turn).
@@ -106,8 +107,8 @@ class StoreContextEngine:
         self.session_id = session_id
         self.overlay = overlay
         self.config = validated_config(config, CompactionConfig)
-        self.strategy: BlockCompactionStrategy = (
-            SummarizingBlockCompaction() if strategy is None else get_block_strategy(strategy)
+        self.strategy: BlockCompactionStrategy = get_block_strategy(
+            self.config.block_strategy if strategy is None else strategy
         )
         self.policy = policy if policy is not None else GatePolicy()
         self._clock = clock

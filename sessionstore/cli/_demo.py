@@ -70,8 +70,8 @@ async def _demo(
     budget: int,
     advance: Callable[[int], None],
 ) -> DemoRun:
-    # As `sessionstore compact` does by default: each loop's middle folded into a digest.
-    config = CompactionConfig(block_strategy="summarize")
+    # The default strategy, as `sessionstore compact`'s: each loop's middle folded into a digest.
+    config = CompactionConfig()
     session = await store.create_session(
         app_name="demo",
         user_id="local",

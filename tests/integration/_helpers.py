@@ -15,7 +15,11 @@ from sessionstore import (
 )
 from tests.factories import conversation
 
-SMALL = CompactionConfig(keep_first_turns=1, keep_recent_turns=2, max_summary_tokens=300)
+# The seed's three levels (keep_first / keep_compacted / keep_recent), whose layout the
+# tests that use it check; the config's default strategy summarizes.
+SMALL = CompactionConfig(
+    keep_first_turns=1, keep_recent_turns=2, max_summary_tokens=300, block_strategy="default"
+)
 
 
 async def session_with_loops(store: SessionStore, loops: int = 5, turns: int = 8) -> str:

@@ -27,7 +27,11 @@ from sessionstore.errors import BlockNotFoundError
 from tests.factories import conversation
 
 CONFIG = CompactionConfig(
-    keep_first_turns=1, keep_recent_turns=3, max_summary_tokens=400, tool_output_max_lines=6
+    keep_first_turns=1,
+    keep_recent_turns=3,
+    max_summary_tokens=400,
+    tool_output_max_lines=6,
+    block_strategy="default",  # the seed's three levels, whose sections the audit shows
 )
 
 
@@ -100,7 +104,9 @@ async def test_turns_appended_after_a_compaction_are_kept(store: SessionStore) -
 async def test_a_tight_summary_budget_shows_omitted_turns(store: SessionStore) -> None:
     session = await store.create_session(app_name="app", user_id="u")
     await store.append_messages(session.id, conversation(turns=30))
-    tight = CompactionConfig(keep_first_turns=1, keep_recent_turns=2, max_summary_tokens=120)
+    tight = CompactionConfig(
+        keep_first_turns=1, keep_recent_turns=2, max_summary_tokens=120, block_strategy="default"
+    )
     await compact_session_loops(store, session.id, config=tight)
     audit = await audit_session(store, session.id, config=tight)
     actions = [turn.action for turn in audit.loops[0].turns]

@@ -96,7 +96,9 @@ async def test_recompaction_supersedes_and_time_travel_rebuilds_the_past(
 async def test_named_overlays_coexist_and_differ(store: SessionStore) -> None:
     session_id = await session_with_loops(store, loops=2)
     await compact_session_loops(store, session_id, config=SMALL)
-    cheap = CompactionConfig(keep_first_turns=0, keep_recent_turns=1, max_summary_tokens=60)
+    cheap = CompactionConfig(
+        keep_first_turns=0, keep_recent_turns=1, max_summary_tokens=60, block_strategy="default"
+    )
     await compact_session_loops(store, session_id, config=cheap, overlay="cheap")
     default = await build_context(store, session_id, max_context_tokens=100_000)
     other = await build_context(store, session_id, max_context_tokens=100_000, overlay="cheap")

@@ -32,7 +32,9 @@ from sessionstore.errors import InvalidBlockError
 from sessionstore.store._tables import loops as loops_table
 from tests.integration._helpers import late_orphans
 
-CONFIG = CompactionConfig(keep_first_turns=1, keep_recent_turns=1, keep_recent_tokens=200)
+CONFIG = CompactionConfig(
+    keep_first_turns=1, keep_recent_turns=1, keep_recent_tokens=200, block_strategy="default"
+)
 
 
 def _work(turns: int) -> list[Message]:
@@ -114,7 +116,9 @@ async def test_a_closed_loop_is_compacted_whole(store: SessionStore) -> None:
 async def test_a_loop_whose_only_turn_is_open_gets_no_block(store: SessionStore) -> None:
     session = await store.create_session(app_name="app", user_id="u")
     await store.append_messages(session.id, [_open_turn(3), _result("open0"), _result("open1")])
-    summarize_all = CompactionConfig(keep_first_turns=0, keep_recent_turns=0)
+    summarize_all = CompactionConfig(
+        keep_first_turns=0, keep_recent_turns=0, block_strategy="default"
+    )
     result = await compact_session_loops(store, session.id, config=summarize_all)
     assert result.noop
     assert result.loop_ids

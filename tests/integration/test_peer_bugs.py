@@ -25,7 +25,9 @@ from tests.factories import conversation
 from tests.integration._helpers import check_valid
 from tests.integration.test_live_engine import TextSummarizer
 
-CONFIG = CompactionConfig(keep_first_turns=1, keep_recent_turns=2, max_summary_tokens=200)
+CONFIG = CompactionConfig(
+    keep_first_turns=1, keep_recent_turns=2, max_summary_tokens=200, block_strategy="default"
+)
 
 
 async def looped_session(store: SessionStore, loops: int, turns: int) -> Session:

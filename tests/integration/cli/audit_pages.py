@@ -18,8 +18,14 @@ from tests.integration.cli.runner import with_store
 HOSTILE = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2"> & "it"'
 """Markup in a message: the page must show it as text and never run it."""
 
-CONFIG = CompactionConfig(keep_first_turns=1, keep_recent_turns=2, max_summary_tokens=300)
-TIGHT = CompactionConfig(keep_first_turns=0, keep_recent_turns=1, max_summary_tokens=200)
+# The seed's three levels: the page shows each of their sections (kept, truncated,
+# summarised); the config's default strategy summarizes.
+CONFIG = CompactionConfig(
+    keep_first_turns=1, keep_recent_turns=2, max_summary_tokens=300, block_strategy="default"
+)
+TIGHT = CompactionConfig(
+    keep_first_turns=0, keep_recent_turns=1, max_summary_tokens=200, block_strategy="default"
+)
 
 
 def hostile_request() -> UserMessage:
