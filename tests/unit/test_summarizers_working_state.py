@@ -31,7 +31,7 @@ from sessionstore.models import (
     UserMessage,
 )
 from sessionstore.summarizers import ExtractiveSummarizer, SummaryRequest
-from sessionstore.summarizers._fit import _cut_task, fit_handoff
+from sessionstore.summarizers._fit import _cut_lines, _cut_task, fit_handoff
 from sessionstore.summarizers._handoff import CONTINUED, NO_TASK, parse_handoff
 
 BUDGET = 3_000
@@ -696,6 +696,37 @@ def test_a_cut_task_keeps_the_rules_of_its_instructions_and_drops_their_examples
     harder = _cut_task(task, len(STANDING) - 600)
     assert "Background sentence 5 " not in harder
     assert "- DO NOT MODIFY: Tests" in harder
+
+
+_RULES = [f"- You must never touch file_{i}.cfg." for i in range(8)]
+_PROSE = [f"Some background about step {i} of the workflow." for i in range(8)]
+_LINES = st.sampled_from(
+    [
+        *_RULES,
+        *_PROSE,
+        "## A heading",
+        "```bash\nls -la\n```",
+        "<example_response>\nTHOUGHT: x\n</example_response>",
+        "",
+    ]
+)
+
+
+@given(st.lists(_LINES, min_size=1, max_size=40), st.integers(min_value=1, max_value=2_000))
+def test_standing_instructions_lose_a_rule_only_once_their_prose_is_gone(
+    lines: list[str], remove: int
+) -> None:
+    body = "<instructions>\n" + "\n".join(lines) + "\n"
+    cut_body = _cut_lines(body, remove)
+    if cut_body is None:  # not enough to cut but the first line: the caller cuts it all
+        return
+    assert len(body) - len(cut_body) >= remove
+    assert cut_body.startswith("<instructions>\n")
+    kept = cut_body.splitlines()
+    if any(rule in lines and rule not in kept for rule in _RULES):
+        assert not any(line in kept for line in _PROSE)
+        assert "ls -la" not in cut_body
+        assert "THOUGHT: x" not in cut_body
 
 
 @given(st.integers(min_value=0, max_value=len(STATEMENT) + len(STANDING) + 50))
