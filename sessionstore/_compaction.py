@@ -22,7 +22,12 @@ from sessionstore._feedback import CompactionFeedback, Shown, compaction_feedbac
 from sessionstore._redact import redact, redact_message
 from sessionstore._scope import ChainEntry, loop_context_tokens
 from sessionstore._tokens import message_tokens
-from sessionstore.config import CompactionConfig, should_compact, validated_config
+from sessionstore.config import (
+    STORED_SUMMARY_MIN_TOKENS,
+    CompactionConfig,
+    should_compact,
+    validated_config,
+)
 from sessionstore.errors import ConfigurationError, LoopChangedError
 from sessionstore.models import (
     CompactionBlock,
@@ -302,9 +307,12 @@ async def _compact_once(
 ) -> CompactionResult:
     max_context_tokens = context_budget(max_context_tokens, system_prompt_tokens)
     chosen_config = validated_config(config, CompactionConfig)
-    policy = chosen_config.within(max_context_tokens)
+    stored = STORED_SUMMARY_MIN_TOKENS
+    policy = chosen_config.within(max_context_tokens, min_summary_tokens=stored)
     # The chain's first loop states the session's task: its digest holds the statement.
-    task_policy = chosen_config.within(max_context_tokens, states_task=True)
+    task_policy = chosen_config.within(
+        max_context_tokens, states_task=True, min_summary_tokens=stored
+    )
     chosen = get_block_strategy(strategy if strategy is not None else policy.block_strategy)
     name = getattr(chosen, "name", type(chosen).__name__)
     in_scope: list[ChainEntry] = await store.chain_in_scope(
