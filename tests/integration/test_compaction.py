@@ -22,6 +22,7 @@ from sessionstore import (
     compact_session_loops,
     maybe_compact,
 )
+from sessionstore.config import STORED_SUMMARY_MIN_TOKENS
 from sessionstore.errors import (
     BlockNotFoundError,
     InvalidBlockError,
@@ -202,3 +203,16 @@ async def test_the_loop_that_states_the_task_gets_the_larger_summary_budget(
     )
     # Re-run on the same loops: the closed loops are recognised as summarised already.
     assert {chain[0].id, chain[1].id} <= set(again.skipped_loop_ids)
+
+
+async def test_a_summary_stored_for_a_small_window_gets_its_floor(store: SessionStore) -> None:
+    """A quarter of an 800-token window is 200 tokens; a stored summary gets 400.
+
+    A build re-fits a summary larger than its room, so the context still fits.
+    """
+    session_id = await session_with_loops(store, loops=2, turns=12)
+    result = await compact_session_loops(store, session_id, max_context_tokens=800)
+    assert len(result.blocks) == 2  # the task's loop (half the window: 400) and the current
+    budgets = {block.config["max_summary_tokens"] for block in result.blocks}
+    assert budgets == {STORED_SUMMARY_MIN_TOKENS}
+    check_valid(await build_context(store, session_id, max_context_tokens=800))

@@ -21,6 +21,7 @@ from sessionstore import (
     UserMessage,
     get_block_strategy,
 )
+from sessionstore.config import STORED_SUMMARY_MIN_TOKENS
 from sessionstore.strategies import RESTORED_FILE_PREFIX, digest_of
 from tests.unit._loops import stored, tool_turn, user
 
@@ -181,6 +182,20 @@ def test_a_config_is_sized_to_the_window_it_compacts_for(window: int) -> None:
     )
     explicit = CompactionConfig(max_summary_tokens=5_000, keep_recent_tokens=9_000)
     assert explicit.within(window) == explicit  # what a user set is kept
+
+
+@pytest.mark.parametrize("window", [200, 1_000, 1_600, 100_000])
+def test_a_stored_summary_gets_at_least_its_floor_whatever_the_window(window: int) -> None:
+    """A build re-fits a summary larger than its room; what a stored one leaves out is lost."""
+    config = CompactionConfig()
+    stored = config.within(window, min_summary_tokens=STORED_SUMMARY_MIN_TOKENS)
+    share = max(1, window // 4)
+    assert stored.max_summary_tokens == min(
+        config.max_summary_tokens, max(share, STORED_SUMMARY_MIN_TOKENS)
+    )
+    assert config.within(window).max_summary_tokens == min(config.max_summary_tokens, share)
+    explicit = CompactionConfig(max_summary_tokens=150)  # what a user set is kept
+    assert explicit.within(window, min_summary_tokens=400).max_summary_tokens == 150
 
 
 @pytest.mark.parametrize("window", [2_000, 6_000, 1_000_000])
