@@ -11,6 +11,7 @@ one transaction.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import time
 from collections.abc import Awaitable, Callable
@@ -28,7 +29,7 @@ from sessionstore.config import (
     should_compact,
     validated_config,
 )
-from sessionstore.errors import ConfigurationError, LoopChangedError
+from sessionstore.errors import ConfigurationError, LoopChangedError, SessionNotFoundError
 from sessionstore.models import (
     CompactionBlock,
     CompactionEnded,
@@ -427,13 +428,17 @@ async def _compact_once(
     except BaseException as error:
         await _record_failure(store, started, error, clock)
         raise
-    written = (
-        await store.write_blocks(
+    written: list[CompactionBlock] = []
+    if blocks or digest is not None:
+        written = await store.write_blocks(
             session_id, blocks, events=[started, ended], digest=digest, read_counts=read_counts
         )
-        if blocks or digest is not None
-        else []
-    )
+    elif oversized:
+        # Futile: the strategy ran (a summarizer was called) and no block was smaller. The
+        # attempt is recorded without a block, so the engine's gates replayed in another
+        # process count it as the engine that made it does (anti-thrashing).
+        with contextlib.suppress(SessionNotFoundError):  # deleted meanwhile
+            await store.write_blocks(session_id, [], events=[started, ended])
     return CompactionResult(
         blocks=written,
         skipped_loop_ids=skipped,

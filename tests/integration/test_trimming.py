@@ -264,6 +264,13 @@ async def test_a_block_larger_than_the_one_it_replaces_is_not_written(
     assert second.feedback is not None
     assert any("not fewer than the" in line for line in second.feedback.lines())
     assert await _loaded(store, session_id) == before
+    # The futile attempt (its summaries were made) is recorded, without a block, so the
+    # engine's gates in another process count it (anti-thrashing).
+    ended = [e for e in await store.list_compaction_events(session_id) if e.event == "ended"]
+    assert len(ended) == 2
+    assert ended[-1].block_id is None
+    assert ended[-1].tokens_after == ended[-1].tokens_before
+    assert ended[-1].details["oversized_loop_ids"] == second.oversized_loop_ids
 
 
 async def test_the_framing_opens_each_summary_once_per_context(store: SessionStore) -> None:
