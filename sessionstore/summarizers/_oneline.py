@@ -32,6 +32,7 @@ from sessionstore.models import (
 from sessionstore.summarizers._actions import call_detail
 from sessionstore.summarizers._protocol import Summary, SummaryRequest
 from sessionstore.summarizers._said import HARNESS_COMPLAINT, OUTPUT_LIKE
+from sessionstore.summarizers._scan import collapse
 
 __all__ = ["OneLineSummarizer"]
 
@@ -218,7 +219,7 @@ def _is_harness_text(text: str) -> bool:
 
 def _shown_call(call: ToolCall) -> str:
     """Return a call as its tool's name and what it acts on: `read_file(src/app.py)`."""
-    name = " ".join(call.name.split())
+    name = collapse(call.name)
     detail = call_detail(call.name, call.arguments)
     return f"{name}({detail})" if detail else name
 
