@@ -52,6 +52,7 @@ __all__ = [
     "CompactionCallbacks",
     "CompactionResult",
     "compact_session_loops",
+    "compaction_policy",
     "maybe_compact",
 ]
 
@@ -163,6 +164,19 @@ def _is_summary_of_whole_loop(
         and section.range.end_turn == loop.turn_count - 1
         and block.strategy == strategy
         and block.config == snapshot
+    )
+
+
+def compaction_policy(
+    config: CompactionConfig, max_context_tokens: int, *, states_task: bool = False
+) -> CompactionConfig:
+    """Return `config` sized to the window a compaction stores its blocks for.
+
+    As `CompactionConfig.within`, with a summary of at least `STORED_SUMMARY_MIN_TOKENS`:
+    a build re-fits a stored summary larger than its room, but what it leaves out is lost.
+    """
+    return config.within(
+        max_context_tokens, states_task=states_task, min_summary_tokens=STORED_SUMMARY_MIN_TOKENS
     )
 
 
@@ -308,12 +322,9 @@ async def _compact_once(
 ) -> CompactionResult:
     max_context_tokens = context_budget(max_context_tokens, system_prompt_tokens)
     chosen_config = validated_config(config, CompactionConfig)
-    stored = STORED_SUMMARY_MIN_TOKENS
-    policy = chosen_config.within(max_context_tokens, min_summary_tokens=stored)
+    policy = compaction_policy(chosen_config, max_context_tokens)
     # The chain's first loop states the session's task: its digest holds the statement.
-    task_policy = chosen_config.within(
-        max_context_tokens, states_task=True, min_summary_tokens=stored
-    )
+    task_policy = compaction_policy(chosen_config, max_context_tokens, states_task=True)
     chosen = get_block_strategy(strategy if strategy is not None else policy.block_strategy)
     name = getattr(chosen, "name", type(chosen).__name__)
     in_scope: list[ChainEntry] = await store.chain_in_scope(

@@ -13,7 +13,12 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sessionstore._compaction import CompactionCallbacks, CompactionResult, compact_session_loops
+from sessionstore._compaction import (
+    CompactionCallbacks,
+    CompactionResult,
+    compact_session_loops,
+    compaction_policy,
+)
 from sessionstore._context import build_context
 from sessionstore._engine._contract import CompressionOutcome, EngineStatus
 from sessionstore._engine._gate import (
@@ -28,7 +33,7 @@ from sessionstore._engine._inputs import CheckedSummarizer, ForcedCut, clean_foc
 from sessionstore._redact import redact, redact_message
 from sessionstore._tokens import HeuristicTokenCounter, TokenCounter
 from sessionstore._tracker import ContextTracker
-from sessionstore.config import STORED_SUMMARY_MIN_TOKENS, CompactionConfig, validated_config
+from sessionstore.config import CompactionConfig, validated_config
 from sessionstore.errors import LoopNotFoundError, SessionNotFoundError
 from sessionstore.models import (
     BranchSummaryMessage,
@@ -441,9 +446,7 @@ class StoreContextEngine:
         compaction would fold (`force`: everything before the last user message; else the
         middle `split_history` finds) that its current block does not fold yet.
         """
-        policy = self.config.within(
-            self.context_length, min_summary_tokens=STORED_SUMMARY_MIN_TOKENS
-        )
+        policy = compaction_policy(self.config, self.context_length)
         try:
             in_scope = await self.store.chain_in_scope(
                 self.session_id,
