@@ -36,25 +36,22 @@ from sessionstore._tokens import estimate_tokens
 from sessionstore._tool_calls import SHELL_TOOLS
 from sessionstore.summarizers._actions import MUTATING_VERBS
 from sessionstore.summarizers._handoff import (
-    FOLLOW_UP,
     Action,
     Handoff,
     Item,
     render_handoff,
     tallies,
 )
-from sessionstore.summarizers._said import is_constraint
 from sessionstore.summarizers._scan import (
     code_identifiers,
     collapse,
     cut,
-    example_spans,
-    instructions_start,
     is_placeholder,
     record_values,
     statement_part,
     without_examples,
 )
+from sessionstore.summarizers._task_cut import cut_task
 
 __all__ = ["fit_handoff"]
 
@@ -132,7 +129,7 @@ class _Fitter:
     def render(self, plan: _Plan) -> str:
         doc = self.doc
         view = Handoff(
-            task=_cut_task(doc.task, plan.task_cut),
+            task=cut_task(doc.task, plan.task_cut),
             goal=_cut_goal(doc.goal, plan.goal_cut),
             actions=self.actions(plan),
             # A digest of turns that continue an earlier task keeps saying so.
@@ -503,158 +500,6 @@ def _collapse(run: list[Action]) -> Action:
         first.tool,
         brief=first.brief,
     )
-
-
-def _cut_middle(text: str, remove: int) -> str:
-    """Return `text` without `remove` characters from its middle (two thirds of the rest first)."""
-    if remove <= 0 or not text:
-        return text
-    keep = max(0, len(text) - remove)
-    marker = f"[… {min(remove, len(text))} characters cut …]"
-    if keep == 0:
-        return marker
-    head = (keep * 2 + 2) // 3
-    tail = keep - head
-    return (
-        f"{text[:head]}\n{marker}\n{text[len(text) - tail :]}"
-        if tail
-        else f"{text[:head]}\n{marker}"
-    )
-
-
-INSTRUCTIONS_TAIL_CHARS = 320
-"""The end of a harness's standing instructions (how to submit) kept with the statement."""
-_INSTRUCTIONS_MARKER = "[… {} characters of the harness's standing instructions cut …]"
-_GAP = "[…]"
-"""What stands for lines cut from standing instructions that keep their rules."""
-_HEADING = re.compile(r"^\s*(?:#|</?\w+>\s*$|\*\*[^*]+\*\*:?\s*$)")
-
-
-def _instruction_units(body: str) -> list[tuple[str, int]]:
-    """Split standing instructions into units of whole lines, each with how long it stays.
-
-    An example block or a fenced block is one unit and goes first (0), then a line of
-    prose and a heading over no rule (1), then a line with inline code (a command or a
-    name to use) and a heading over a rule (2), then a line that states a rule
-    (`is_constraint`: must, do not, only, never...; 3). The first line (what opens the
-    instructions) stays (4). A blank line goes with the unit before it.
-    """
-    spans = example_spans(body)
-    units: list[tuple[str, int]] = []
-    heading = -1  # the unit of the last heading
-    offset = 0
-    span = 0
-    block_end = -1
-    for line in body.splitlines(keepends=True):
-        start, offset = offset, offset + len(line)
-        while span < len(spans) and spans[span][1] <= start:
-            span += 1
-        in_block = span < len(spans) and spans[span][0] < offset
-        if units and (not line.strip() or (in_block and start < block_end)):
-            units[-1] = (units[-1][0] + line, units[-1][1])
-            continue
-        if in_block:
-            block_end = spans[span][1]
-            rank = 0
-        elif not units:
-            rank = 4
-        elif _HEADING.match(line):
-            heading, rank = len(units), 1
-        elif is_constraint(line.strip().lstrip("-*•0123456789. ")):
-            rank = 3
-            if heading >= 0:  # the heading over a rule stays with it
-                units[heading] = (units[heading][0], 2)
-        else:
-            rank = 2 if "`" in line else 1  # inline code: a command, a name to use
-        units.append((line, rank))
-    return units
-
-
-def _cut_lines(body: str, remove: int) -> str | None:
-    """Return standing instructions with at least `remove` characters of whole lines cut.
-
-    The units of `_instruction_units` go in their order (the later first within a kind),
-    each run of them cut replaced by `_GAP`: the examples, then the prose, the lines with
-    inline code and the headings over rules, and the rules last. None when cutting all
-    but the first line is not enough.
-    """
-    units = _instruction_units(body)
-    order = sorted(range(len(units)), key=lambda i: (units[i][1], -i))
-    order = [i for i in order if units[i][1] < 4]
-    gone: set[int] = set()
-    removed = 0
-    for index in order:
-        gone.add(index)
-        removed += len(units[index][0])
-        if removed - len(gone) * (len(_GAP) + 1) < remove:
-            continue  # at most one gap a unit: not enough yet
-        text = _render_units(units, gone)
-        if len(body) - len(text) >= remove:
-            return text
-    return None
-
-
-def _render_units(units: list[tuple[str, int]], gone: set[int]) -> str:
-    parts: list[str] = []
-    for index, (text, _) in enumerate(units):
-        if index not in gone:
-            parts.append(text)
-        elif index == 0 or index - 1 not in gone:
-            parts.append(f"{_GAP}\n")
-    return "".join(parts)
-
-
-def _cut_instructions(request: str, remove: int) -> tuple[str, int]:
-    """Return the request with up to `remove` characters of its standing instructions cut.
-
-    A harness's task statement is the issue, then instructions that every task repeats
-    (`<instructions>`, `INSTRUCTIONS:`): their examples go first, then their prose and
-    headings, keeping the lines that state rules (`_cut_lines`) and their tail (how to
-    submit, the last `INSTRUCTIONS_TAIL_CHARS` in whole lines); then all but that tail,
-    before the statement itself is cut (in its middle, so that tail goes last). Returns
-    the text and how many characters are left to cut.
-    """
-    start = instructions_start(request)
-    if start is None:
-        return request, remove
-    block = request[start:]
-    tail = min(INSTRUCTIONS_TAIL_CHARS, len(block))
-    body_end = block.rfind("\n", 0, len(block) - tail) + 1
-    for start_of, end_of in example_spans(block):  # the tail starts after a block, not in it
-        if start_of < body_end < end_of:
-            after = block.find("\n", end_of)
-            body_end = len(block) if after < 0 else after + 1
-    if body_end == 0:  # one line, or no more than the tail: cut with the statement
-        return request, remove
-    if remove < body_end:
-        body = _cut_lines(block[:body_end], remove)
-        if body is not None:
-            return request[:start] + body + block[body_end:], 0
-    # Their last lines (how to finish, how to submit) stay with the statement.
-    marker = _INSTRUCTIONS_MARKER.format(body_end)
-    kept = f"\n{block[body_end:].lstrip()}" if body_end < len(block) else ""
-    return f"{request[:start].rstrip()}\n{marker}{kept}", max(0, remove - body_end)
-
-
-def _cut_task(task: str, remove: int) -> str:
-    """Return the task with `remove` characters cut, from the request before the later replies.
-
-    A harness's standing instructions are cut first (`_cut_instructions`), then the
-    middle of the request. The user's later replies are their latest words, so they are
-    cut only once the request itself is gone.
-    """
-    if remove <= 0:
-        return task
-    lines = task.split("\n")
-    replies = [line for line in lines if line.startswith(FOLLOW_UP)]
-    request = "\n".join(line for line in lines if not line.startswith(FOLLOW_UP))
-    request, remove = _cut_instructions(request, remove)
-    if remove <= 0:
-        return "\n".join([request, *replies])
-    if not replies or remove < len(request):
-        return "\n".join([_cut_middle(request, remove), *replies])
-    rest = "\n".join(replies)
-    return "\n".join([_cut_middle(request, len(request)), _cut_middle(rest, remove - len(request))])
 
 
 def _cut_goal(goal: str, remove: int) -> str:

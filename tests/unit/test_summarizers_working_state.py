@@ -31,8 +31,9 @@ from sessionstore.models import (
     UserMessage,
 )
 from sessionstore.summarizers import ExtractiveSummarizer, SummaryRequest
-from sessionstore.summarizers._fit import _cut_lines, _cut_task, fit_handoff
+from sessionstore.summarizers._fit import fit_handoff
 from sessionstore.summarizers._handoff import CONTINUED, NO_TASK, parse_handoff
+from sessionstore.summarizers._task_cut import _cut_lines, cut_task
 
 BUDGET = 3_000
 
@@ -682,18 +683,18 @@ STATEMENT = "<pr_description>\nThe parser drops the `Content-Length` header.\n</
 
 def test_a_cut_task_keeps_the_rules_of_its_instructions_and_drops_their_examples_first() -> None:
     task = STATEMENT + STANDING
-    cut_task = _cut_task(task, 1_500)
-    assert len(task) - len(cut_task) >= 1_500
-    assert cut_task.startswith(STATEMENT)
+    shortened = cut_task(task, 1_500)
+    assert len(task) - len(shortened) >= 1_500
+    assert shortened.startswith(STATEMENT)
     rule = "- DO NOT MODIFY: Tests, configuration files (pyproject.toml, setup.cfg, etc.)"
-    assert rule in cut_task
-    assert "## Important Boundaries" in cut_task  # the heading over a rule stays with it
-    assert "old_string_" not in cut_task
-    assert "your_command_here" not in cut_task
-    assert "echo COMPLETE_TASK_AND_SUBMIT && git add -A && git diff --cached" in cut_task
-    assert "[…]" in cut_task
+    assert rule in shortened
+    assert "## Important Boundaries" in shortened  # the heading over a rule stays with it
+    assert "old_string_" not in shortened
+    assert "your_command_here" not in shortened
+    assert "echo COMPLETE_TASK_AND_SUBMIT && git add -A && git diff --cached" in shortened
+    assert "[…]" in shortened
     # Cut harder, the prose goes before the rules.
-    harder = _cut_task(task, len(STANDING) - 600)
+    harder = cut_task(task, len(STANDING) - 600)
     assert "Background sentence 5 " not in harder
     assert "- DO NOT MODIFY: Tests" in harder
 
@@ -732,11 +733,11 @@ def test_standing_instructions_lose_a_rule_only_once_their_prose_is_gone(
 @given(st.integers(min_value=0, max_value=len(STATEMENT) + len(STANDING) + 50))
 def test_a_cut_task_is_never_longer_for_more_cut(remove: int) -> None:
     task = STATEMENT + STANDING
-    shorter = _cut_task(task, remove + 40)
+    shorter = cut_task(task, remove + 40)
     # A unit cut may leave a gap marker in its place; the whole block, a longer one.
-    assert len(shorter) <= len(_cut_task(task, remove)) + 80
+    assert len(shorter) <= len(cut_task(task, remove)) + 80
     if remove and remove < len(STANDING) - 400:
-        assert len(task) - len(_cut_task(task, remove)) >= remove
+        assert len(task) - len(cut_task(task, remove)) >= remove
 
 
 def test_a_digest_cut_to_a_tight_budget_keeps_the_instructions_rules() -> None:
