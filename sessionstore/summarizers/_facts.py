@@ -45,6 +45,12 @@ from sessionstore.summarizers._handoff import (
     state_item,
     with_follow_ups,
 )
+from sessionstore.summarizers._harness import (
+    is_demonstration,
+    is_placeholder,
+    statement_part,
+    without_examples,
+)
 from sessionstore.summarizers._plan_calls import PlanEntry, merged_plan, plan_lines, plan_of
 from sessionstore.summarizers._said import (
     DECISION,
@@ -64,15 +70,11 @@ from sessionstore.summarizers._scan import (
     collapse,
     cut,
     find_paths,
-    is_demonstration,
     is_noise_path,
-    is_placeholder,
     parse_json,
     record_values,
     sentences,
-    statement_part,
     test_result_line,
-    without_examples,
     without_fences,
 )
 

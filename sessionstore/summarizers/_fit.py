@@ -42,14 +42,16 @@ from sessionstore.summarizers._handoff import (
     render_handoff,
     tallies,
 )
+from sessionstore.summarizers._harness import (
+    is_placeholder,
+    statement_part,
+    without_examples,
+)
 from sessionstore.summarizers._scan import (
     code_identifiers,
     collapse,
     cut,
-    is_placeholder,
     record_values,
-    statement_part,
-    without_examples,
 )
 from sessionstore.summarizers._task_cut import cut_task
 

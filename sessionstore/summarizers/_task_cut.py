@@ -11,8 +11,11 @@ from __future__ import annotations
 import re
 
 from sessionstore.summarizers._handoff import FOLLOW_UP
+from sessionstore.summarizers._harness import (
+    example_spans,
+    instructions_start,
+)
 from sessionstore.summarizers._said import is_constraint
-from sessionstore.summarizers._scan import example_spans, instructions_start
 
 __all__ = ["cut_task"]
 

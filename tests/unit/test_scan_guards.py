@@ -60,7 +60,7 @@ def _every_pattern(text: str, *, from_user: bool) -> list[str]:
     for pattern in _scan._VALUE_PATTERNS:
         hits.extend((m.start(), m.group().strip()) for m in pattern.finditer(window))
     if from_user:
-        prose = _scan._FENCE.sub(lambda m: " " * len(m.group()), window)
+        prose = _scan.FENCE.sub(lambda m: " " * len(m.group()), window)
         found = [
             (m.start(), m.group().strip())
             for pattern in _scan._USER_VALUE_PATTERNS
