@@ -36,7 +36,10 @@ exactly as ADK's `DatabaseSessionService` does.
 
 `get_session` reads only what it returns: with `GetSessionConfig(num_recent_events=...)`
 or `after_timestamp`, the tail of the history that holds those events (and the active
-loop, for the state); `list_sessions` reads each session's active loop.
+loop, for the state). The service keeps each session's folded state by its version
+(`_adk_state.SessionStates`), so `list_sessions` reads a session's active loop only the
+first time it sees the session at that version, and a user event does not read the run
+before it.
 
 Limits: a change of `app:` or `user:` state is written in its own transaction, after
 the event that carries it (the event, with its whole delta, is always written first).
@@ -91,6 +94,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         'SessionStoreSessionService needs google-adk: pip install "sessionstore[adk]"'
     ) from exc
 
+from sessionstore.integrations._adk_state import Folded, SessionStates, record, split
+
 __all__ = ["APP_STATE_USER", "STATE_TYPE", "SessionStoreSessionService"]
 
 STATE_TYPE = "adk_state"
@@ -122,6 +127,7 @@ class SessionStoreSessionService(BaseSessionService):
                 f"tenant in each call (got {type(store).__name__})"
             )
         self._store = store
+        self._states = SessionStates()
 
     @property
     def store(self) -> SessionStore:
@@ -149,7 +155,7 @@ class SessionStoreSessionService(BaseSessionService):
             AlreadyExistsError: the user already has a session with this id.
         """
         adk_id = (session_id.strip() if session_id else "") or str(uuid.uuid4())
-        scoped = _split(_json_state(state or {}))
+        scoped = split(_json_state(state or {}))
         tenant = self._store.for_tenant(app_name, user_id)
         try:
             created = await tenant.create_session(
@@ -168,7 +174,6 @@ class SessionStoreSessionService(BaseSessionService):
             adk_id=adk_id,
             state=_merged(app_state, user_state, scoped["session"]),
             events=[],
-            last_update_time=created.created_at.timestamp(),
         )
 
     async def get_session(
@@ -187,7 +192,7 @@ class SessionStoreSessionService(BaseSessionService):
         # session look stale to the next append, never the other way round.
         try:
             stored = await tenant.get_session(sid)
-            session_state, newest, active_count = await _current_state(tenant, sid, stored)
+            folded = await self._states.read(tenant, sid, stored)
             events = await _events(tenant, sid, config)
         except SessionNotFoundError:
             return None
@@ -196,10 +201,9 @@ class SessionStoreSessionService(BaseSessionService):
         return _adk_session(
             stored,
             adk_id=adk_id,
-            state=_merged(app_state, user_state, session_state),
+            state=_merged(app_state, user_state, folded.state),
             events=events,
-            last_update_time=stored.created_at.timestamp() if newest is None else newest,
-            active_count=active_count,
+            folded=folded,
         )
 
     async def list_sessions(
@@ -235,19 +239,16 @@ class SessionStoreSessionService(BaseSessionService):
                 )
             tenant = self._store.for_tenant(app_name, stored.user_id)
             try:
-                session_state, newest, active_count = await _current_state(
-                    tenant, stored.id, stored
-                )
+                folded = await self._states.read(tenant, stored.id, stored)
             except SessionNotFoundError:
                 continue  # deleted meanwhile
             sessions.append(
                 _adk_session(
                     stored,
                     adk_id=str(stored.metadata["adk"]["session_id"]),  # type: ignore[call-overload,index]  # checked by _kind
-                    state=_merged(app_state, user_states[stored.user_id], session_state),
+                    state=_merged(app_state, user_states[stored.user_id], folded.state),
                     events=[],
-                    last_update_time=stored.created_at.timestamp() if newest is None else newest,
-                    active_count=active_count,
+                    folded=folded,
                 )
             )
         sessions.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
@@ -296,7 +297,7 @@ class SessionStoreSessionService(BaseSessionService):
                     if expected is not None and stored.version != expected:
                         raise _VersionMoved  # noqa: TRY301  # handled with a stale write below
                     written = stored.version
-                    state, _, _ = await _current_state(tenant, sid, stored)
+                    state = (await self._states.read(tenant, sid, stored)).state
                     messages[0] = _with_state(messages[0], state)
                 stored_messages = await tenant.append_messages(
                     sid,
@@ -325,7 +326,15 @@ class SessionStoreSessionService(BaseSessionService):
         if written is not None and expected is not None and stored_messages:
             last = stored_messages[-1]
             session._storage_update_marker = _marker(written + 1, last.loop_id, last.position + 1)
-        delta = _split(_json_state(event.actions.state_delta))
+        if written is not None:
+            self._states.wrote(
+                (session.app_name, session.user_id, sid),
+                written,
+                messages,
+                stored_messages,
+                new_loop=is_new_loop,
+            )
+        delta = split(_json_state(event.actions.state_delta))
         for kind, scope in ((_KIND_APP, "app"), (_KIND_USER, "user")):
             if delta[scope]:
                 await self._shared_state(session.app_name, session.user_id, kind, delta[scope])
@@ -395,19 +404,6 @@ def _json_state(state: Mapping[str, Any]) -> dict[str, Any]:
     return cast(dict[str, Any], to_jsonable_python(dict(state), fallback=repr))
 
 
-def _split(state: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Split a state or delta into the app, user and session scopes (temp keys dropped)."""
-    scoped: dict[str, dict[str, Any]] = {"app": {}, "user": {}, "session": {}}
-    for key, value in state.items():
-        if key.startswith(State.APP_PREFIX):
-            scoped["app"][key.removeprefix(State.APP_PREFIX)] = value
-        elif key.startswith(State.USER_PREFIX):
-            scoped["user"][key.removeprefix(State.USER_PREFIX)] = value
-        elif not key.startswith(State.TEMP_PREFIX):
-            scoped["session"][key] = value
-    return scoped
-
-
 def _merged(
     app_state: Mapping[str, Any], user_state: Mapping[str, Any], session_state: Mapping[str, Any]
 ) -> dict[str, Any]:
@@ -417,54 +413,9 @@ def _merged(
     return merged
 
 
-async def _current_state(
-    tenant: TenantStore, sid: str, stored: Session
-) -> tuple[dict[str, Any], float | None, int]:
-    """Return the session-scoped state, the newest event's time and the active loop's size.
-
-    Reads the active loop. A loop opened by a user event records the state before it, so
-    only the active loop's deltas are folded onto that; a loop without the record (the
-    first one, opened by another event) starts from the state given at creation.
-    """
-    active = [m.message for m in await tenant.get_messages(sid)] if stored.active_loop_id else []
-    active_count = len(active)
-    base = _record(active[0]).get("session_state") if active else None
-    if isinstance(base, dict):
-        state: dict[str, Any] = dict(base)
-    elif not active or (await tenant.get_loop(sid, stored.active_loop_id or 0)).depth == 0:
-        state = _initial_state(stored)
-    else:  # not a loop this service opened: fold the whole chain
-        active = [m.message for m in await tenant.get_history(sid)]
-        state = _initial_state(stored)
-    newest: float | None = None
-    for message in active:
-        event = _record(message).get("event")
-        if not isinstance(event, dict):
-            continue
-        actions = event.get("actions")
-        delta = actions.get("state_delta") if isinstance(actions, dict) else None
-        if isinstance(delta, dict) and delta:
-            state.update(_split(delta)["session"])
-        stamp = event.get("timestamp")
-        if isinstance(stamp, int | float):
-            newest = float(stamp)
-    return state, newest, active_count
-
-
-def _initial_state(stored: Session) -> dict[str, Any]:
-    record = stored.metadata.get("adk")
-    initial = record.get("state") if isinstance(record, dict) else None
-    return dict(initial) if isinstance(initial, dict) else {}
-
-
-def _record(message: Message) -> dict[str, JsonValue]:
-    record = message.extra.get(ADK_FORMAT)
-    return record if isinstance(record, dict) else {}
-
-
 def _with_state(message: Message, state: dict[str, Any]) -> Message:
-    record = {**_record(message), "session_state": state}
-    return message.model_copy(update={"extra": {**message.extra, ADK_FORMAT: record}})
+    kept = {**record(message), "session_state": state}
+    return message.model_copy(update={"extra": {**message.extra, ADK_FORMAT: kept}})
 
 
 async def _events(tenant: TenantStore, sid: str, config: GetSessionConfig | None) -> list[Event]:
@@ -480,7 +431,7 @@ async def _events(tenant: TenantStore, sid: str, config: GetSessionConfig | None
         is_whole = len(tail) < last
         if not is_whole:
             # Cut at an event's first message: the older part of an event read in half goes.
-            while tail and "event" not in _record(tail[0]):
+            while tail and "event" not in record(tail[0]):
                 tail.pop(0)
         events = to_adk_events(tail)
         if is_whole or (
@@ -530,18 +481,20 @@ def _adk_session(
     adk_id: str,
     state: dict[str, Any],
     events: list[Event],
-    last_update_time: float,
-    active_count: int = 0,
+    folded: Folded | None = None,
 ) -> AdkSession:
+    """ADK's session of a stored one; `folded`: its state read at `stored`'s version."""
+    newest = None if folded is None else folded.newest
     session = AdkSession(
         id=adk_id,
         app_name=stored.app_name,
         user_id=stored.user_id,
         state=state,
         events=events,
-        last_update_time=last_update_time,
+        last_update_time=stored.created_at.timestamp() if newest is None else newest,
     )
-    session._storage_update_marker = _marker(stored.version, stored.active_loop_id, active_count)
+    count = 0 if folded is None else folded.count
+    session._storage_update_marker = _marker(stored.version, stored.active_loop_id, count)
     return session
 
 
