@@ -59,6 +59,7 @@ from sessionstore.summarizers._said import (
     LABEL,
     OUTPUT_LIKE,
     PLAN,
+    asks_the_user,
     gist_of,
     is_constraint,
     is_feedback,
@@ -263,7 +264,9 @@ class _Walker:
         """Read an assistant's text: its questions, decisions and plans.
 
         Questions count as asked of the user only in a text that ends the assistant's
-        turn (no tool call, no command run): an agent working on its own asks itself.
+        turn (no tool call, no command run): an agent working on its own asks itself. A
+        sentence that asks for something without a question mark ("Please provide your
+        user ID") asks too: the user's next message answers it, it is not a new request.
         """
         said = [s for s in sentences(text) if s]
         if not said:
@@ -275,7 +278,7 @@ class _Walker:
             self.handoff.resolved.extend(Item(f"{q} -> {answer}") for q in self.user_questions)
             self.user_questions = []
         self.assistant_questions = (
-            [] if acting else [cut(s, SENTENCE_CHARS) for s in said if s.endswith("?")]
+            [] if acting else [cut(s, SENTENCE_CHARS) for s in said if asks_the_user(s)]
         )
         for sentence in said:
             plain = LABEL.sub("", sentence)

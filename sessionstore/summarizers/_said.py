@@ -23,6 +23,7 @@ __all__ = [
     "LABEL",
     "OUTPUT_LIKE",
     "PLAN",
+    "asks_the_user",
     "gist_of",
     "is_constraint",
     "is_feedback",
@@ -86,6 +87,24 @@ INTERROGATIVE = re.compile(
     r"|will|shall|maybe|perhaps|wait|hmm)\b",
     re.IGNORECASE,
 )
+
+
+ASKS = re.compile(
+    r"^(?:please|kindly)\b(?! (?:note|be aware|wait|hold)\b)"
+    r"|\blet me know\b"
+    r"|\b(?:could|can|would|will) you(?: please| kindly)? (?:provide|share|confirm|tell|specify"
+    r"|send|give|enter|choose|select|clarify|describe|paste|upload|check)\b"
+    r"|\b(?:please|kindly) (?:provide|share|confirm|tell|specify|send|give|enter|choose"
+    r"|select|clarify|describe|paste|upload|check|reply|respond|answer|let me)\b",
+    re.IGNORECASE,
+)
+"""A sentence that asks the user for something without a question mark ("Please provide
+your user ID, and I'll look it up.")."""
+
+
+def asks_the_user(sentence: str) -> bool:
+    """Return True for a sentence of an assistant's reply that waits for the user's answer."""
+    return sentence.endswith("?") or ASKS.search(sentence) is not None
 
 
 def is_feedback(text: str) -> bool:

@@ -3,7 +3,7 @@
 A task is the user's request, then their later replies (`FOLLOW_UP` lines). A harness's
 standing instructions (`<instructions>`, `INSTRUCTIONS:`) go first, by whole lines, their
 rules last (`_cut_lines`); then the whole block but its tail (how to submit); then the
-middle of the request; the replies last.
+older replies, whole; then the middle of the request; the latest reply last.
 """
 
 from __future__ import annotations
@@ -151,12 +151,33 @@ def _cut_instructions(request: str, remove: int) -> tuple[str, int]:
     return f"{request[:start].rstrip()}\n{marker}{kept}", max(0, remove - body_end)
 
 
+def _reply_marker(count: int) -> str:
+    return f"[… {count} earlier {'reply' if count == 1 else 'replies'} of the user cut …]"
+
+
+def _cut_replies(replies: list[str], remove: int) -> tuple[list[str], int]:
+    """Drop the oldest replies, whole, for `remove` characters; the latest one stays.
+
+    Returns the replies left (a marker first, for those dropped) and what is left to cut.
+    """
+    for count in range(1, len(replies)):
+        saved = sum(len(reply) + 1 for reply in replies[:count]) - len(_reply_marker(count)) - 1
+        if saved >= remove or count == len(replies) - 1:
+            if saved <= 0:
+                return replies, remove
+            return [_reply_marker(count), *replies[count:]], remove - saved
+    return replies, remove
+
+
 def cut_task(task: str, remove: int) -> str:
-    """Return the task with `remove` characters cut, from the request before the later replies.
+    """Return the task with `remove` characters cut: instructions, older replies, request.
 
     A harness's standing instructions are cut first (`_cut_instructions`), then the
-    middle of the request. The user's later replies are their latest words, so they are
-    cut only once the request itself is gone.
+    user's older later replies, whole, oldest first (one marker says how many went),
+    then the middle of the request. The latest reply is the user's latest words: it is
+    cut only once the request itself is gone. A conversation whose user answers the
+    assistant's questions (a customer-service agent's) has long replies; a short request
+    cut by a few characters in its middle would read as nothing.
     """
     if remove <= 0:
         return task
@@ -164,9 +185,14 @@ def cut_task(task: str, remove: int) -> str:
     replies = [line for line in lines if line.startswith(FOLLOW_UP)]
     request = "\n".join(line for line in lines if not line.startswith(FOLLOW_UP))
     request, remove = _cut_instructions(request, remove)
+    if remove > 0 and len(replies) > 1:
+        replies, remove = _cut_replies(replies, remove)
     if remove <= 0:
         return "\n".join([request, *replies])
     if not replies or remove < len(request):
         return "\n".join([_cut_middle(request, remove), *replies])
+    remove -= len(request)
+    if len(replies) > 1 and not replies[0].startswith(FOLLOW_UP):  # the marker of those cut
+        remove -= len(replies.pop(0)) + 1
     rest = "\n".join(replies)
-    return "\n".join([_cut_middle(request, len(request)), _cut_middle(rest, remove - len(request))])
+    return "\n".join([_cut_middle(request, len(request)), _cut_middle(rest, remove)])

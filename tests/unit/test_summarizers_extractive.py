@@ -43,6 +43,7 @@ from sessionstore.summarizers._handoff import (
     parse_handoff,
     render_handoff,
 )
+from sessionstore.summarizers._said import asks_the_user
 
 BUDGET = 2_000
 
@@ -156,6 +157,44 @@ def test_short_replies_and_answers_follow_the_request() -> None:
     assert task.startswith("Book a flight to Seattle on May 20th.")
     assert 'Later the user said: "It is mia_li_3668."' in task
     assert task.endswith('Later the user said: "Yes, go ahead."')
+
+
+def test_an_answer_to_an_assistant_asking_without_a_question_mark_follows_the_request() -> None:
+    """ "Please provide your user ID" waits for the user as a question does (tau-bench)."""
+    request = (
+        "Could you help me change my most recent reservation to the cheapest business "
+        "round trip without changing the dates?"
+    )
+    messages: list[Message] = [
+        UserMessage(content="Hi, what are my gift card balances?"),
+        AssistantMessage(content="Your gift card holds $120."),
+        UserMessage(content=request),
+        AssistantMessage(content="Please provide your user ID, and I'll look up the booking."),
+        UserMessage(content="Sure, my user ID is mohamed_silva_9265. Can you assist with that?"),
+        AssistantMessage(content="Let me know which of the two reservations you mean."),
+        UserMessage(content="The one to Seattle. How much will it cost?"),
+    ]
+    task = section(digest(messages), "Active Task")
+    assert task.startswith(request)
+    assert 'Later the user said: "Sure, my user ID is mohamed_silva_9265.' in task
+    assert task.endswith('Later the user said: "The one to Seattle. How much will it cost?"')
+
+
+@pytest.mark.parametrize(
+    ("sentence", "asks"),
+    [
+        ("Please provide your user ID, and I'll retrieve your reservations.", True),
+        ("Let me know if you want the refund to the original card.", True),
+        ("Could you share the full traceback.", True),
+        ("Kindly confirm the passenger names.", True),
+        ("Would you like to proceed?", True),
+        ("Please note that basic economy cannot be changed.", False),
+        ("I have cancelled reservation K1NW8N.", False),
+        ("The payment will be split across your certificates.", False),
+    ],
+)
+def test_what_asks_the_user_for_an_answer(sentence: str, asks: bool) -> None:
+    assert asks_the_user(sentence) is asks
 
 
 def test_harness_format_feedback_is_not_a_request() -> None:

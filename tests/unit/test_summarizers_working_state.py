@@ -730,6 +730,31 @@ def test_standing_instructions_lose_a_rule_only_once_their_prose_is_gone(
         assert "THOUGHT: x" not in cut_body
 
 
+def test_a_cut_task_drops_older_replies_whole_before_cutting_a_short_request() -> None:
+    request = "I'd like to make some changes to my upcoming travel reservations."
+    replies = [
+        'Later the user said: "My user id is aarav_ahmed_6699 and the booking is IFOYYZ."',
+        'Later the user said: "Thank you! I would also like to cancel reservation NQNU5R."',
+        'Later the user said: "Yes, please cancel this reservation as well."',
+    ]
+    task = "\n".join([request, *replies])
+    cut = cut_task(task, 40)
+    assert cut.startswith(request + "\n")
+    assert replies[0] not in cut
+    assert "[… 1 earlier reply of the user cut …]" in cut
+    assert cut.endswith("\n".join(replies[1:]))
+    assert len(task) - len(cut) >= 40
+    harder = cut_task(task, 120)
+    assert harder.startswith(request + "\n[… 2 earlier replies of the user cut …]\n")
+    assert harder.endswith(replies[-1])
+    # Then the request's middle; the latest reply stays whole the longest.
+    hardest = cut_task(task, 200)
+    assert request not in hardest
+    assert "earlier replies" not in hardest
+    assert hardest.endswith(replies[-1])
+    assert len(task) - len(hardest) >= 200
+
+
 @given(st.integers(min_value=0, max_value=len(STATEMENT) + len(STANDING) + 50))
 def test_a_cut_task_is_never_longer_for_more_cut(remove: int) -> None:
     task = STATEMENT + STANDING
