@@ -18,7 +18,6 @@ that wrote nothing leaves the entry behind, and the next read folds again).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -26,6 +25,7 @@ from typing import Any
 
 from google.adk.sessions.state import State  # imported by the adapter, after its check
 from pydantic import JsonValue
+from pydantic_core import from_json, to_json
 
 from sessionstore.formats.adk import ADK_FORMAT
 from sessionstore.models import Message, Session, StoredMessage
@@ -52,14 +52,44 @@ class _Known:
     created_at: datetime
     version: int
     loop_id: int | None
-    folded: Folded
+    state: bytes
+    """The state as JSON: each read parses its own copy, which its caller may change."""
+    newest: float | None
+    count: int
+
+    def folded(self) -> Folded:
+        return Folded(from_json(self.state), self.newest, self.count)
+
+
+KEPT_SESSIONS = 1_024
+"""How many sessions' states a service keeps (the least recently kept go first)."""
+KEPT_STATE_BYTES = 64 * 1024
+"""A state larger than this as JSON is not kept (each read folds it again): at most
+`KEPT_SESSIONS` times this much is held, 64 MiB."""
 
 
 class SessionStates:
     """Each session's `Folded` state, by version, for one service (bounded, oldest out)."""
 
-    def __init__(self, size: int = 4096) -> None:
+    def __init__(self, size: int = KEPT_SESSIONS) -> None:
         self._known: StateCache[tuple[str, str, str], _Known] = StateCache(size)
+
+    def _keep(
+        self,
+        key: tuple[str, str, str],
+        created_at: datetime,
+        version: int,
+        loop_id: int | None,
+        folded: Folded,
+    ) -> None:
+        try:
+            state = to_json(folded.state)
+        except ValueError:  # not JSON (a state is JSON data; never kept otherwise)
+            return
+        if len(state) <= KEPT_STATE_BYTES:
+            self._known.put(
+                key, _Known(created_at, version, loop_id, state, folded.newest, folded.count)
+            )
 
     async def read(self, tenant: TenantStore, sid: str, stored: Session) -> Folded:
         """Return the session's state at `stored`'s version: kept, or folded from the store.
@@ -75,10 +105,9 @@ class SessionStates:
             and known.loop_id == stored.active_loop_id
             and known.created_at == stored.created_at
         ):
-            return _copy(known.folded)
+            return known.folded()
         folded = await current_state(tenant, sid, stored)
-        known = _Known(stored.created_at, stored.version, stored.active_loop_id, _copy(folded))
-        self._known.put(key, known)
+        self._keep(key, stored.created_at, stored.version, stored.active_loop_id, folded)
         return folded
 
     def wrote(
@@ -101,7 +130,7 @@ class SessionStates:
         if not got or known is None or known.version != version:
             return
         last = got[-1]
-        before = known.folded
+        before = known.folded()
         if new_loop:
             fresh = last.loop_id != known.loop_id and last.position + 1 == len(got)
             count = len(got)
@@ -110,14 +139,9 @@ class SessionStates:
             count = before.count + len(got)
         if not fresh or len(got) != len(written):
             return
-        state, newest = fold(_copy(before).state, written)
+        state, newest = fold(before.state, written)
         folded = Folded(state, before.newest if newest is None and not new_loop else newest, count)
-        self._known.put(key, _Known(known.created_at, version + 1, last.loop_id, _copy(folded)))
-
-
-def _copy(folded: Folded) -> Folded:
-    """A copy whose state shares nothing with `folded`'s: a caller may change what it got."""
-    return Folded(copy.deepcopy(folded.state), folded.newest, folded.count)
+        self._keep(key, known.created_at, version + 1, last.loop_id, folded)
 
 
 async def current_state(tenant: TenantStore, sid: str, stored: Session) -> Folded:

@@ -25,6 +25,7 @@ from google.genai import types
 from sqlalchemy import event
 
 from sessionstore import SessionStore
+from sessionstore.integrations._adk_state import KEPT_STATE_BYTES
 from sessionstore.integrations.adk import SessionStoreSessionService
 
 APP = "my_app"
@@ -226,3 +227,24 @@ async def test_listing_kept_sessions_reads_no_events(store: SessionStore) -> Non
     with statements(store) as sent:
         await SessionStoreSessionService(store).list_sessions(app_name=APP, user_id="user8")
     assert len(sent) >= counts[1] + 8
+
+
+async def test_a_state_too_large_to_keep_is_folded_from_the_store_each_time(
+    store: SessionStore,
+) -> None:
+    ours = SessionStoreSessionService(store)
+    big = "x" * (KEPT_STATE_BYTES + 10)
+    for user, state in (("u1", big), ("u2", "small")):
+        session = await ours.create_session(app_name=APP, user_id=user, session_id=user)
+        await ours.append_event(session, step("user", "hi", {"doc": state}))
+    counts = {}
+    for _ in range(2):
+        for user, state in (("u1", big), ("u2", "small")):
+            with statements(store) as sent:
+                (got,) = (await ours.list_sessions(app_name=APP, user_id=user)).sessions
+            assert got.state == {"doc": state}
+            counts[user] = len(sent)
+    if store.engine.dialect.name == "postgresql":
+        # The big one's loop is read on every listing, the small one's was kept.
+        assert counts["u1"] == counts["u2"] + 1
+    await same_as_a_new_service(store, ours)
