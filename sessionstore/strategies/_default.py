@@ -20,7 +20,8 @@ from sessionstore.models import (
     TurnRange,
 )
 from sessionstore.strategies._block import LoopView, SectionedBlockStrategy, section_layout
-from sessionstore.strategies._legacy import truncate_head_tail, truncate_tool_result
+from sessionstore.strategies._diff_cut import cut_output
+from sessionstore.strategies._legacy import truncate_tool_result
 from sessionstore.summarizers import OneLineSummarizer, TurnSummarizer
 
 __all__ = ["DefaultBlockCompaction", "truncated_copy"]
@@ -29,13 +30,15 @@ __all__ = ["DefaultBlockCompaction", "truncated_copy"]
 def truncated_copy(raw: StoredMessage, max_lines: int, counter: TokenCounter) -> ReplacementMessage:
     """Return a `keep_recent` replacement of `raw`: tool output cut to `max_lines` lines.
 
-    A message that needs no cut is the raw message itself, with its cached token count.
+    The output is cut by `cut_output`: head and tail as the seed's level 1, but a diff by
+    its unchanged lines, so what it changed stays. A message that needs no cut is the raw
+    message itself, with its cached token count.
     """
     message = raw.message
     if isinstance(message, ToolResultMessage):
-        message = truncate_tool_result(message, max_lines)
+        message = truncate_tool_result(message, max_lines, cut_output)
     elif isinstance(message, BashExecutionMessage):
-        output = truncate_head_tail(message.output, max_lines)
+        output = cut_output(message.output, max_lines)
         if output != message.output:
             message = message.model_copy(update={"output": output})
     token_count = raw.token_count if message is raw.message else counter.count_message(message)
@@ -48,7 +51,8 @@ class DefaultBlockCompaction(SectionedBlockStrategy):
     - `keep_first`: turns `0..keep_first_turns-1`, clamped to the loop.
     - `keep_recent`: the last `keep_recent_turns` turns after those, one replacement per
       raw message, with each tool result's text and each bash execution's output cut
-      to `tool_output_max_lines` lines (`truncate_head_tail`). A message that needs no
+      to `tool_output_max_lines` lines (`truncate_head_tail`; a unified diff loses its
+      unchanged lines first, `cut_output`). A message that needs no
       cut is the raw message itself, with its cached token count.
     - `keep_compacted`: the turns in between (an older loop: every turn), one
       `CompactionSummaryMessage` `"[Summary] turn {i}: {one-liner}"` per turn, oldest

@@ -29,7 +29,7 @@ The seed's choices that a caller should know:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from sessionstore._tokens import message_tokens
 from sessionstore.config import ContextConfig
@@ -104,13 +104,21 @@ def level1_truncate_tool_outputs(messages: Sequence[Message], max_lines: int) ->
     ]
 
 
-def truncate_tool_result(message: ToolResultMessage, max_lines: int) -> ToolResultMessage:
-    """Return the tool result with its text blocks cut by `truncate_head_tail` (itself if uncut)."""
+def truncate_tool_result(
+    message: ToolResultMessage,
+    max_lines: int,
+    cut: Callable[[str, int], str] | None = None,
+) -> ToolResultMessage:
+    """Return the tool result with its text blocks cut to `max_lines` lines (itself if uncut).
+
+    Each block is cut by `cut` (`truncate_head_tail` by default, the seed's level 1).
+    """
     content = list(message.content)
     changed = False
+    shorten = truncate_head_tail if cut is None else cut
     for index, block in enumerate(content):
         if isinstance(block, TextContent):
-            text = truncate_head_tail(block.text, max_lines)
+            text = shorten(block.text, max_lines)
             if text != block.text:
                 content[index] = TextContent(text=text)  # cheaper than a model_copy
                 changed = True

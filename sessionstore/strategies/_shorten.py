@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from sessionstore._tokens import TokenCounter, estimate_tokens, message_tokens
 from sessionstore.models import BashExecutionMessage, Message, TextContent, ToolResultMessage
+from sessionstore.strategies._diff_cut import cut_output
 from sessionstore.strategies._legacy import truncate_head_tail
 
 __all__ = ["shorten_output", "squeeze_output", "truncate_head_tail_tokens"]
@@ -63,15 +64,19 @@ def _largest(fits: Callable[[int], bool], high: int) -> int:
 
 
 def truncate_head_tail_tokens(
-    text: str, max_tokens: int, *, counter: TokenCounter | None = None
+    text: str,
+    max_tokens: int,
+    *,
+    counter: TokenCounter | None = None,
+    cut: Callable[[str, int], str] = truncate_head_tail,
 ) -> str:
     r"""Return `text` cut to its first and last lines so that it fits `max_tokens`.
 
-    The line cut is `truncate_head_tail` (the legacy level-1 cut, same marker) with the
-    most lines that fit. When fewer than two lines would fit (one huge line of minified
-    JSON), characters are cut instead, around
-    `"\n\n[... {omitted} characters truncated ...]\n\n"`. A text that fits is
-    returned as it is; when not even the marker fits, the result is empty.
+    The line cut is `cut` (by default `truncate_head_tail`, the legacy level-1 cut, same
+    marker; `cut_output` keeps a diff's changed lines) with the most lines that fit.
+    When fewer than two lines would fit (one huge line of minified JSON), characters are
+    cut instead, around `"\n\n[... {omitted} characters truncated ...]\n\n"`. A text
+    that fits is returned as it is; when not even the marker fits, the result is empty.
 
     Raises:
         ValueError: `max_tokens` is negative.
@@ -81,9 +86,9 @@ def truncate_head_tail_tokens(
     if count(text) <= max_tokens:
         return text
     lines = _line_count(text)
-    best = _largest(lambda k: count(truncate_head_tail(text, k)) <= max_tokens, lines - 1)
+    best = _largest(lambda k: count(cut(text, k)) <= max_tokens, lines - 1)
     if best >= 2:
-        return truncate_head_tail(text, best)
+        return cut(text, best)
 
     def by_chars(kept: int) -> str:
         head = kept // 2
@@ -172,7 +177,8 @@ def shorten_output(message: Message, max_tokens: int | None) -> Message:
     The output (the text of a tool result that holds text only, or a shell run's output)
     is squeezed (`squeeze_output`); with `max_tokens`, it is then cut to its first and
     last lines so that the message costs at most about that many tokens
-    (`truncate_head_tail_tokens`, which says how many lines it left out). Any other
+    (`truncate_head_tail_tokens`, which says how many lines it left out; a diff loses its
+    unchanged lines first, `cut_output`). Any other
     message, or one with nothing to take out, is returned as it is.
     """
     if isinstance(message, ToolResultMessage):
@@ -196,5 +202,5 @@ def _shortened_text(text: str, max_tokens: int | None, overhead: int) -> str:
     if max_tokens is None:
         return squeezed
     room = max(max_tokens - overhead, 0)
-    cut = truncate_head_tail_tokens(squeezed, room)
+    cut = truncate_head_tail_tokens(squeezed, room, cut=cut_output)
     return text if cut == text else cut

@@ -1,0 +1,146 @@
+"""`cut_output`: a tool's output cut to a number of lines, keeping what a diff changed."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sessionstore._tokens import HeuristicTokenCounter
+from sessionstore.models import StoredMessage, ToolResultMessage
+from sessionstore.strategies import truncate_head_tail
+from sessionstore.strategies._default import truncated_copy
+from sessionstore.strategies._diff_cut import cut_output
+from sessionstore.strategies._shorten import shorten_output
+
+
+def file_diff(name: str, changes: int, context: int = 4) -> list[str]:
+    lines = [
+        f"diff --git a/{name} b/{name}",
+        f"index 1111111..2222222 100644 {name}",
+        f"--- a/{name}",
+        f"+++ b/{name}",
+        f"@@ -10,{2 * context + changes} +10,{2 * context + changes} @@ def f_{name}():",
+    ]
+    lines += [f"     unchanged {name} before {i}" for i in range(context)]
+    for i in range(changes):
+        lines += [f"-    old {name} {i}", f"+    new {name} {i}"]
+    lines += [f"     unchanged {name} after {i}" for i in range(context)]
+    return lines
+
+
+def submission(files: int, changes: int = 1, context: int = 4) -> str:
+    lines = ["<returncode>0</returncode>", "<output>"]
+    for index in range(files):
+        lines += file_diff(f"pkg/module_{index}.py", changes, context)
+    return "\n".join([*lines, "</output>"])
+
+
+def changed(text: str) -> list[str]:
+    return [line for line in text.split("\n") if line.startswith(("-    ", "+    "))]
+
+
+def test_a_diff_keeps_every_change_and_loses_its_unchanged_lines_farthest_first() -> None:
+    text = submission(files=6)
+    assert len(text.split("\n")) == 6 * 15 + 3
+    cut = cut_output(text, 60)
+    lines = cut.split("\n")
+    assert len(lines) == 60
+    assert changed(cut) == changed(text)
+    assert [line for line in lines if line.startswith(("diff --git", "@@", "--- ", "+++ "))] == [
+        line for line in text.split("\n") if line.startswith(("diff --git", "@@", "--- ", "+++ "))
+    ]
+    assert lines[:2] == ["<returncode>0</returncode>", "<output>"]
+    assert lines[-2:] == ["</output>", "[... 34 unchanged lines of the diff cut ...]"]
+    # The context next to each change stays; the lines farthest from it go.
+    assert "     unchanged pkg/module_3.py before 3" in lines
+    assert "     unchanged pkg/module_3.py after 0" in lines
+    assert "     unchanged pkg/module_3.py before 0" not in lines
+    # The head-and-tail cut loses the middle files' changes.
+    assert len(changed(truncate_head_tail(text, 60))) < len(changed(text))
+
+
+def test_changes_over_the_limit_are_cut_in_their_middle() -> None:
+    text = submission(files=4, changes=10)
+    cut = cut_output(text, 30)
+    assert "unchanged" not in cut
+    head, marker, tail = cut.partition("\n\n[... ")
+    assert marker
+    total = len(text.split("\n"))
+    assert tail.startswith(f"{total - 30} lines truncated ...]\n\n")
+    assert len(head.split("\n")) + len(tail.split("\n")) - 2 == 30
+    assert head.split("\n")[:3] == [
+        "<returncode>0</returncode>",
+        "<output>",
+        "diff --git a/pkg/module_0.py b/pkg/module_0.py",
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\n".join(f"line {i}" for i in range(120)),
+        "\n".join(["@@ not a hunk header", *[f"+ not a diff {i}" for i in range(80)]]),
+        "",
+    ],
+)
+def test_any_other_output_is_cut_as_the_seed_cuts_it(text: str) -> None:
+    assert cut_output(text, 50) == truncate_head_tail(text, 50)
+
+
+def test_a_short_output_is_itself() -> None:
+    text = submission(files=1)
+    assert cut_output(text, 50) is text
+    with pytest.raises(ValueError, match="negative"):
+        cut_output(text, -1)
+
+
+def test_recent_turns_and_the_built_context_keep_the_changes_of_a_long_diff() -> None:
+    text = submission(files=5)
+    result = ToolResultMessage(tool_call_id="call_1", tool_name="bash", content=text)
+    counter = HeuristicTokenCounter()
+    raw = StoredMessage(
+        id=1,
+        session_id="s",
+        loop_id=1,
+        position=3,
+        turn_index=1,
+        token_count=counter.count_message(result),
+        content_hash="0" * 64,
+        created_at="2026-11-30T00:00:00Z",
+        message=result,
+    )
+    kept = truncated_copy(raw, 40, counter).message
+    assert isinstance(kept, ToolResultMessage)
+    assert changed(kept.text) == changed(text)
+    shortened = shorten_output(result, 400)
+    assert isinstance(shortened, ToolResultMessage)
+    assert counter.count_message(shortened) <= 400
+    assert changed(shortened.text) == changed(text)
+
+
+@given(
+    files=st.integers(min_value=1, max_value=8),
+    changes=st.integers(min_value=1, max_value=6),
+    context=st.integers(min_value=0, max_value=8),
+    max_lines=st.integers(min_value=0, max_value=150),
+)
+def test_what_a_cut_diff_keeps(files: int, changes: int, context: int, max_lines: int) -> None:
+    text = submission(files, changes, context)
+    lines = text.split("\n")
+    cut = cut_output(text, max_lines)
+    if len(lines) <= max_lines:
+        assert cut is text
+        return
+    kept = [line for line in lines if not line.startswith("     unchanged")]
+    if len(kept) + 1 <= max_lines:
+        shown = cut.split("\n")
+        assert len(shown) == max_lines
+        assert [line for line in shown if not line.startswith("     unchanged")][:-1] == kept
+        # What is kept is in its order in the diff.
+        order = {line: index for index, line in enumerate(lines)}
+        positions = [order[line] for line in shown[:-1]]
+        assert positions == sorted(positions)
+    else:
+        assert "unchanged" not in cut.replace("unchanged lines", "")
+        assert f"[... {len(lines) - max_lines} lines truncated ...]" in cut
