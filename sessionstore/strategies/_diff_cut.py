@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from sessionstore.strategies._legacy import truncate_head_tail
+from sessionstore.strategies._legacy import count_lines, truncate_head_tail
 
 __all__ = ["cut_output"]
 
@@ -70,11 +70,8 @@ def cut_output(text: str, max_lines: int) -> str:
     Raises:
         ValueError: `max_lines` is negative.
     """
-    if max_lines < 0:
-        raise ValueError(f"max_lines must not be negative, got {max_lines}")
-    line_count = text.count("\n") + (0 if text == "" or text.endswith("\n") else 1)
-    if line_count <= max_lines:
-        return text
+    if max_lines < 0 or count_lines(text) <= max_lines:
+        return truncate_head_tail(text, max_lines)  # refuses a negative count; else `text`
     lines = text.removesuffix("\n").split("\n")
     kinds = _kinds(lines)
     if kinds is None:

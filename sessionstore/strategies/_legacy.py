@@ -45,6 +45,7 @@ from sessionstore.models import (
 __all__ = [
     "DefaultCompaction",
     "compact_messages",
+    "count_lines",
     "keep_within_budget",
     "level1_truncate_tool_outputs",
     "level2_summarize_old_turns",
@@ -125,6 +126,11 @@ def truncate_tool_result(
     return message.model_copy(update={"content": content}) if changed else message
 
 
+def count_lines(text: str) -> int:
+    """The lines of `text` as `truncate_head_tail` counts them (a final newline ends one)."""
+    return text.count("\n") + (0 if text == "" or text.endswith("\n") else 1)
+
+
 def truncate_head_tail(text: str, max_lines: int) -> str:
     r"""Return `text` cut to its first and last lines when it has more than `max_lines` lines.
 
@@ -144,7 +150,7 @@ def truncate_head_tail(text: str, max_lines: int) -> str:
     """
     if max_lines < 0:
         raise ValueError(f"max_lines must not be negative, got {max_lines}")
-    line_count = text.count("\n") + (0 if text == "" or text.endswith("\n") else 1)
+    line_count = count_lines(text)
     if line_count <= max_lines:
         return text
     head_count = max_lines // 2

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from sessionstore._tokens import TokenCounter, estimate_tokens, message_tokens
 from sessionstore.models import BashExecutionMessage, Message, TextContent, ToolResultMessage
 from sessionstore.strategies._diff_cut import cut_output
-from sessionstore.strategies._legacy import truncate_head_tail
+from sessionstore.strategies._legacy import count_lines, truncate_head_tail
 
 __all__ = ["shorten_output", "squeeze_output", "truncate_head_tail_tokens"]
 
@@ -44,8 +44,7 @@ def _only_text(message: ToolResultMessage) -> str | None:
     return message.text
 
 
-def _line_count(text: str) -> int:
-    return text.count("\n") + (0 if text == "" or text.endswith("\n") else 1)
+_line_count = count_lines
 
 
 # ── truncation ─────────────────────────────────────────────────────────────────
