@@ -151,6 +151,26 @@ def _cut_instructions(request: str, remove: int) -> tuple[str, int]:
     return f"{request[:start].rstrip()}\n{marker}{kept}", max(0, remove - body_end)
 
 
+_CUT_INSTRUCTIONS = re.compile(
+    "^" + re.escape(_INSTRUCTIONS_MARKER).replace(re.escape("{}"), r"\d+"), re.MULTILINE
+)
+
+
+def _cut_statement(request: str, remove: int) -> str:
+    """Cut `remove` characters from the middle of the request's statement.
+
+    What is left of a harness's standing instructions after it (their marker and their
+    tail: how to submit) stays, unless the statement alone is not enough.
+    """
+    start = instructions_start(request)
+    if start is None:  # cut to their marker and tail already
+        found = _CUT_INSTRUCTIONS.search(request)
+        start = None if found is None else found.start()
+    if start is not None and 0 < remove < start:
+        return _cut_middle(request[:start], remove) + request[start:]
+    return _cut_middle(request, remove)
+
+
 def _reply_marker(count: int) -> str:
     return f"[… {count} earlier {'reply' if count == 1 else 'replies'} of the user cut …]"
 
@@ -190,7 +210,7 @@ def cut_task(task: str, remove: int) -> str:
     if remove <= 0:
         return "\n".join([request, *replies])
     if not replies or remove < len(request):
-        return "\n".join([_cut_middle(request, remove), *replies])
+        return "\n".join([_cut_statement(request, remove), *replies])
     remove -= len(request)
     if len(replies) > 1 and not replies[0].startswith(FOLLOW_UP):  # the marker of those cut
         remove -= len(replies.pop(0)) + 1

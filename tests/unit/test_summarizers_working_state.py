@@ -730,6 +730,27 @@ def test_standing_instructions_lose_a_rule_only_once_their_prose_is_gone(
         assert "THOUGHT: x" not in cut_body
 
 
+def test_a_statement_cut_after_its_instructions_leaves_their_marker_whole(
+    dataset_dir: Path,
+) -> None:
+    """Every task of the dataset, cut by any amount: no marker is cut through.
+
+    Once a SWE-bench task's instructions were down to their marker and tail, the rest was
+    cut from the middle of the whole request, which ran through the marker (`[…` on a
+    line of its own, then `[… 157 characters cut …]`); the statement's middle goes now.
+    """
+    path = dataset_dir / "mini_swe_agent_gemini3pro_swebench_verified.jsonl"
+    if not path.exists():
+        pytest.skip(f"{path.name} is not in the dataset")
+    for line in path.read_text(encoding="utf-8").splitlines()[:12]:
+        messages = json.loads(line)["messages"]
+        task = next(m["content"] for m in messages if m["role"] == "user")
+        for remove in range(0, len(task), 11):
+            for shown in cut_task(task, remove).split("\n"):
+                if shown.startswith("[…"):
+                    assert shown.endswith("…]"), (remove, shown)
+
+
 def test_a_cut_task_drops_older_replies_whole_before_cutting_a_short_request() -> None:
     request = "I'd like to make some changes to my upcoming travel reservations."
     replies = [
