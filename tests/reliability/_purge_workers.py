@@ -13,6 +13,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from sessionstore import AssistantMessage, SessionStore, Usage, UserMessage
+from tests.reliability._workers import named
 
 
 def application_name(pid: int) -> str:
@@ -21,16 +22,8 @@ def application_name(pid: int) -> str:
 
 
 def _named(url: str) -> dict[str, Any]:
-    """Engine options that name this worker's PostgreSQL connections (see `application_name`).
-
-    The test finds the worker's server processes by that name after the kill: a COMMIT the
-    worker sent just before it died still completes on the server, possibly later.
-    """
-    if not url.startswith("postgresql"):
-        return {}
-    return {
-        "connect_args": {"server_settings": {"application_name": application_name(os.getpid())}}
-    }
+    """Engine options that name this worker's PostgreSQL connections (see `application_name`)."""
+    return named(url, application_name(os.getpid()))
 
 
 def purge_until_killed(url: str, cutoff: str, pipe: Connection) -> None:

@@ -14,9 +14,11 @@ from typing import Any
 
 from sessionstore import SessionStore
 from sessionstore.integrations.openai_agents import SessionStoreSession
-from tests.reliability._workers import PRELOAD
+from tests.reliability._workers import PRELOAD, named
 
 APP, USER = "app", "crash"
+WORKER_NAME = "sessionstore-test-sdk-worker"
+"""The name each worker's PostgreSQL connections give the server (one worker at a time)."""
 
 
 def context() -> ForkServerContext | SpawnContext:
@@ -63,7 +65,7 @@ def add_until_killed(
     """
 
     async def run() -> None:
-        async with SessionStore.from_url(url) as store:
+        async with SessionStore.from_url(url, **named(url, WORKER_NAME)) as store:
             await store.check_schema()  # connected: opening a store is lazy
             session = SessionStoreSession(session_id, store.for_tenant(APP, USER))
             pipe.send(("ready", -1))

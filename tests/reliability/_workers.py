@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import time
 from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext, SpawnContext
+from typing import Any
+
+from sqlalchemy import text
 
 from sessionstore import (
     AssistantMessage,
@@ -30,6 +34,38 @@ PRELOAD = [
     "sessionstore._compaction",
     "tests.reliability._workers",
 ]
+
+
+def named(url: str, name: str) -> dict[str, Any]:
+    """Engine options that give a worker's PostgreSQL connections `name` (none on SQLite).
+
+    The test finds the worker's server processes by that name after the kill
+    (`until_server_processes_end`).
+    """
+    if not url.startswith("postgresql"):
+        return {}
+    return {"connect_args": {"server_settings": {"application_name": name}}}
+
+
+async def until_server_processes_end(store: SessionStore, name: str) -> None:
+    """Wait until the PostgreSQL server processes of a killed worker (by `name`) have ended.
+
+    The kill ends the worker, not its transaction: a COMMIT it sent just before it died is
+    still run by its server process, later when the machine is loaded (a pop the test's
+    next read does not see yet, then does). Once its server processes are gone, each of
+    its transactions is committed or rolled back, and the database is what it will stay.
+    SQLite has no server: a killed process's transaction is over when it dies.
+    """
+    if store.engine.dialect.name != "postgresql":
+        return
+    query = text("SELECT count(*) FROM pg_stat_activity WHERE application_name = :name")
+    deadline = time.monotonic() + 60
+    while True:
+        async with store.engine.connect() as conn:  # a new transaction: fresh statistics
+            if not (await conn.execute(query, {"name": name})).scalar_one():
+                return
+        assert time.monotonic() < deadline, "the killed worker's server process did not end"
+        await asyncio.sleep(0.05)
 
 
 def context() -> ForkServerContext | SpawnContext:

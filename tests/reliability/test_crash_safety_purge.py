@@ -11,7 +11,6 @@ are the sum of the rows.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import random
 import signal
@@ -63,25 +62,8 @@ def _kill_at_random(
 
 
 async def _until_its_transactions_ended(store: SessionStore, pid: int) -> None:
-    """Wait until the PostgreSQL server processes of a killed worker have ended.
-
-    The kill ends the worker, not its transaction: a COMMIT it sent just before it died is
-    still run by its server process, later when the machine is loaded (its rows then vanish
-    in the middle of a count table by table). Once its server processes are gone, each of
-    its transactions is committed or rolled back, and the database is what it will stay.
-    SQLite has no server: a killed process's transaction is over when it dies.
-    """
-    if store.engine.dialect.name != "postgresql":
-        return
-    query = text("SELECT count(*) FROM pg_stat_activity WHERE application_name = :name")
-    name = _purge_workers.application_name(pid)
-    deadline = time.monotonic() + 60
-    while True:
-        async with store.engine.connect() as conn:  # a new transaction: fresh statistics
-            if not (await conn.execute(query, {"name": name})).scalar_one():
-                return
-        assert time.monotonic() < deadline, "the killed worker's server process did not end"
-        await asyncio.sleep(0.05)
+    """Wait until the killed worker's server processes have ended (`until_server_processes_end`)."""
+    await _workers.until_server_processes_end(store, _purge_workers.application_name(pid))
 
 
 async def _expired(store: SessionStore, count: int, tag: str) -> list[str]:
