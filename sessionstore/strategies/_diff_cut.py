@@ -64,8 +64,9 @@ def cut_output(text: str, max_lines: int) -> str:
     diff keeps its headers, its changed lines and the lines around it, and as many of
     its context lines as fit, nearest a change first, in their order; one line at its
     end, `[... N unchanged lines of the diff cut ...]`, says how many went. When what it
-    keeps is still over `max_lines`, that is cut by `truncate_head_tail`, whose marker
-    then counts every line left out. Any other text: `truncate_head_tail(text, max_lines)`.
+    keeps is still over `max_lines`, its middle is cut as `truncate_head_tail` cuts, with
+    the same marker, which then counts every line left out. Any other text:
+    `truncate_head_tail(text, max_lines)`.
 
     Raises:
         ValueError: `max_lines` is negative.
