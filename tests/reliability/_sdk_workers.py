@@ -14,11 +14,9 @@ from typing import Any
 
 from sessionstore import SessionStore
 from sessionstore.integrations.openai_agents import SessionStoreSession
-from tests.reliability._workers import PRELOAD, named
+from tests.reliability._workers import PRELOAD, WORKER_NAME, named
 
 APP, USER = "app", "crash"
-WORKER_NAME = "sessionstore-test-sdk-worker"
-"""The name each worker's PostgreSQL connections give the server (one worker at a time)."""
 
 
 def context() -> ForkServerContext | SpawnContext:

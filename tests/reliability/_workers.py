@@ -28,6 +28,9 @@ from sessionstore import (
     compact_session_loops,
 )
 
+WORKER_NAME = "sessionstore-test-crash-worker"
+"""The name a crash test's worker gives its PostgreSQL connections (one worker at a time)."""
+
 PRELOAD = [
     "sessionstore",
     "sessionstore.store",
@@ -102,7 +105,7 @@ def append_until_killed(url: str, session_id: str, tag: str, size: int, pipe: Co
     """Append batches forever; send each batch's index once it is acknowledged."""
 
     async def run() -> None:
-        async with SessionStore.from_url(url) as store:
+        async with SessionStore.from_url(url, **named(url, WORKER_NAME)) as store:
             await store.check_schema()  # connected: opening a store is lazy
             pipe.send(("ready", -1))
             index = 0
@@ -121,7 +124,7 @@ def compact_until_killed(url: str, session_id: str, tag: str, pipe: Connection) 
     """Alternate appending a turn and compacting; send each turn and each block written."""
 
     async def run() -> None:
-        async with SessionStore.from_url(url) as store:
+        async with SessionStore.from_url(url, **named(url, WORKER_NAME)) as store:
             await store.check_schema()  # connected: opening a store is lazy
             pipe.send(("ready", -1))
             index = 0
@@ -141,7 +144,7 @@ def append_many(url: str, session_id: str, tag: str, count: int, pipe: Connectio
     """Append `count` messages one call at a time, then report done."""
 
     async def run() -> None:
-        async with SessionStore.from_url(url) as store:
+        async with SessionStore.from_url(url, **named(url, WORKER_NAME)) as store:
             for index in range(count):
                 await store.append_messages(session_id, batch(tag, index, 1))
         pipe.send(("done", count))
@@ -155,7 +158,7 @@ def append_turns_one_by_one(
     """Append whole agent turns one message per call, so a tool output joins an older turn."""
 
     async def run() -> None:
-        async with SessionStore.from_url(url) as store:
+        async with SessionStore.from_url(url, **named(url, WORKER_NAME)) as store:
             for index in range(turns):
                 for message in turn(tag, index):
                     await store.append_messages(session_id, [message])

@@ -67,6 +67,26 @@ def _kill_at_random(
     return reports
 
 
+async def _killed(
+    store: SessionStore,
+    target: Callable[..., None],
+    args: tuple[Any, ...],
+    rng: random.Random,
+    max_delay: float,
+    *,
+    context: Callable[[], ForkServerContext | SpawnContext] = _workers.context,
+) -> list[tuple[str, int]]:
+    """`_kill_at_random`, then wait until the worker's last transaction has ended.
+
+    A COMMIT the worker sent just before the kill still runs on its PostgreSQL server
+    process (`_workers.until_server_processes_end`): a read of the test's made before it
+    ends may miss a write that lands after it.
+    """
+    reports = _kill_at_random(target, args, rng, max_delay, context=context)
+    await _workers.until_server_processes_end(store, _workers.WORKER_NAME)
+    return reports
+
+
 def _drain(pipe: Connection) -> list[tuple[str, int]]:
     reports: list[tuple[str, int]] = []
     while True:
@@ -108,7 +128,7 @@ async def test_every_kill_comes_after_an_acknowledged_write(
             f"z{kill}",
             *((25,) if worker is _workers.append_until_killed else ()),
         )
-        reports = _kill_at_random(worker, args, rng, 0.0)
+        reports = await _killed(store, worker, args, rng, 0.0)
         assert reports[0] == ("ready", -1)
         assert [kind for kind, _ in reports[1:]], reports
         assert all(kind in ("ack", "turn", "block") for kind, _ in reports[1:]), reports
@@ -124,8 +144,8 @@ async def test_sigkill_during_batch_appends_loses_and_splits_nothing(
     acked: dict[str, set[int]] = {}
     for kill in range(KILLS):
         tag = f"k{kill}"
-        reports = _kill_at_random(
-            _workers.append_until_killed, (db_url, session.id, tag, size), rng, 0.25
+        reports = await _killed(
+            store, _workers.append_until_killed, (db_url, session.id, tag, size), rng, 0.25
         )
         acked[tag] = {index for kind, index in reports if kind == "ack"}
 
@@ -164,8 +184,8 @@ async def test_sigkill_during_compactions_leaves_whole_blocks_and_a_valid_contex
     rng = random.Random(7)
     acked_blocks: set[int] = set()
     for kill in range(KILLS):
-        reports = _kill_at_random(
-            _workers.compact_until_killed, (db_url, session.id, f"c{kill}"), rng, 0.4
+        reports = await _killed(
+            store, _workers.compact_until_killed, (db_url, session.id, f"c{kill}"), rng, 0.4
         )
         acked_blocks |= {block_id for kind, block_id in reports if kind == "block"}
 

@@ -23,8 +23,7 @@ from sessionstore import SessionStore
 from sessionstore.integrations.openai_agents import SessionStoreSession
 from tests.reliability import _sdk_workers
 from tests.reliability._soak import backend_of, record, scaled
-from tests.reliability._workers import until_server_processes_end
-from tests.reliability.test_crash_safety import _check_messages, _kill_at_random
+from tests.reliability.test_crash_safety import _check_messages, _killed
 
 KILLS = scaled(10)
 """Kills per backend and test in CI; bench/soak_reliability.py runs longer soaks."""
@@ -43,7 +42,8 @@ async def _kill_many(
     popped: dict[str, set[int]] = {}
     for kill in range(KILLS):
         tag = f"k{kill:02d}"
-        reports = _kill_at_random(
+        reports = await _killed(
+            store,
             _sdk_workers.add_until_killed,
             (db_url, session_id, tag, SIZE, pop),
             rng,
@@ -51,8 +51,6 @@ async def _kill_many(
             context=_sdk_workers.context,
         )
         assert reports[0] == ("ready", -1), reports
-        # A pop the worker sent just before the kill may still commit: wait for it.
-        await until_server_processes_end(store, _sdk_workers.WORKER_NAME)
         acked[tag] = {index for kind, index in reports if kind == "ack"}
         popped[tag] = {index for kind, index in reports if kind == "pop"}
     return acked, popped
