@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from sessionstore.strategies._legacy import count_lines, truncate_head_tail
+from sessionstore.strategies._legacy import count_lines, lines_cut_marker, truncate_head_tail
 
 __all__ = ["cut_output"]
 
@@ -85,7 +85,7 @@ def cut_output(text: str, max_lines: int) -> str:
         tail = (
             [lines[i] for i in kept[len(kept) - (max_lines - head) :]] if max_lines > head else []
         )
-        marker = f"\n\n[... {len(lines) - max_lines} lines truncated ...]\n\n"
+        marker = lines_cut_marker(len(lines) - max_lines)
         return "\n".join(lines[i] for i in kept[:head]) + marker + "\n".join(tail)
     changed = [i for i, kind in enumerate(kinds) if kind == _CHANGED]
     # Context lines nearest a changed line stay first (ties: the earlier line).

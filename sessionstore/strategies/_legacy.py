@@ -50,6 +50,7 @@ __all__ = [
     "level1_truncate_tool_outputs",
     "level2_summarize_old_turns",
     "level3_drop_middle",
+    "lines_cut_marker",
     "total_tokens",
     "truncate_head_tail",
     "truncate_tool_result",
@@ -126,6 +127,11 @@ def truncate_tool_result(
     return message.model_copy(update={"content": content}) if changed else message
 
 
+def lines_cut_marker(omitted: int) -> str:
+    """What stands for the lines a head-and-tail cut leaves out (`truncate_head_tail`)."""
+    return f"\n\n[... {omitted} lines truncated ...]\n\n"
+
+
 def count_lines(text: str) -> int:
     """The lines of `text` as `truncate_head_tail` counts them (a final newline ends one)."""
     return text.count("\n") + (0 if text == "" or text.endswith("\n") else 1)
@@ -168,8 +174,7 @@ def truncate_head_tail(text: str, max_lines: int) -> str:
         line if index == len(tail) - 1 and not ends_with_newline else line.removesuffix("\r")
         for index, line in enumerate(tail)
     ]
-    marker = f"\n\n[... {omitted} lines truncated ...]\n\n"
-    return "\n".join(head) + marker + "\n".join(tail)
+    return "\n".join(head) + lines_cut_marker(omitted) + "\n".join(tail)
 
 
 # ── level 2 ────────────────────────────────────────────────────────────────────

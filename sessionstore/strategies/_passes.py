@@ -52,9 +52,9 @@ from sessionstore.models import (
     ToolResultMessage,
     UserMessage,
 )
+from sessionstore.strategies._legacy import count_lines
 from sessionstore.strategies._shorten import (
     _check_count,
-    _line_count,
     _only_text,
     _text_counter,
     _with_text,
@@ -215,7 +215,7 @@ def _last_line(text: str) -> str:
 
 
 def _size(text: str) -> str:
-    lines = _line_count(text)
+    lines = count_lines(text)
     if lines > 1:
         return f"{lines} lines output"
     return f"{len(text):,} chars output"
@@ -281,7 +281,7 @@ def tool_result_stub(call: ToolCall | None, result: ToolResultMessage) -> str:
         arguments = call_arguments(call) if call is not None else {}
         offset = arguments.get("offset") or arguments.get("start_line")
         start = f" from line {offset}" if isinstance(offset, int) and offset > 1 else ""
-        lines = _line_count(text)
+        lines = count_lines(text)
         stub = f"[{name}] read {_one_line(read.path, 100)}{start} ({lines} lines)"
         if result.is_error:
             stub = f"[{name}] read {_one_line(read.path, 100)}{start} -> error"

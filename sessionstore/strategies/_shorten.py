@@ -44,9 +44,6 @@ def _only_text(message: ToolResultMessage) -> str | None:
     return message.text
 
 
-_line_count = count_lines
-
-
 # ── truncation ─────────────────────────────────────────────────────────────────
 
 
@@ -84,7 +81,7 @@ def truncate_head_tail_tokens(
     count = _text_counter(counter)
     if count(text) <= max_tokens:
         return text
-    lines = _line_count(text)
+    lines = count_lines(text)
     best = _largest(lambda k: count(cut(text, k)) <= max_tokens, lines - 1)
     if best >= 2:
         return cut(text, best)
