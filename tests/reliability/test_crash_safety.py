@@ -11,6 +11,7 @@ reads back whole, the context builds valid, and the store keeps working.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import signal
@@ -34,7 +35,8 @@ KILLS = scaled(50)
 pytestmark = pytest.mark.slow
 
 
-def _kill_at_random(
+async def _killed(
+    store: SessionStore,
     target: Callable[..., None],
     args: tuple[Any, ...],
     rng: random.Random,
@@ -44,7 +46,11 @@ def _kill_at_random(
 ) -> list[tuple[str, int]]:
     """Start a worker, wait for its first acknowledged write, let it run a while, SIGKILL it.
 
-    `context` makes the worker processes (`_workers.context` preloads the library).
+    Then wait until the worker's last transaction has ended: a COMMIT it sent just before
+    the kill still runs on its PostgreSQL server process
+    (`_workers.until_server_processes_end`), and a read of the test's made before it ends
+    may miss a write that lands after it. `context` makes the worker processes
+    (`_workers.context` preloads the library).
     """
     ctx = context()
     parent, child = ctx.Pipe(duplex=False)
@@ -58,31 +64,12 @@ def _kill_at_random(
             assert process.is_alive(), f"the worker died before its first write: {reports}"
             assert time.monotonic() < deadline, f"no write within 120 s: {reports}"
         reports.append(parent.recv())
-    time.sleep(rng.uniform(0, max_delay))
+    await asyncio.sleep(rng.uniform(0, max_delay))
     assert process.pid is not None
     os.kill(process.pid, signal.SIGKILL)
     process.join(30)
     assert process.exitcode == -signal.SIGKILL, "the worker died before it was killed"
     reports.extend(_drain(parent))
-    return reports
-
-
-async def _killed(
-    store: SessionStore,
-    target: Callable[..., None],
-    args: tuple[Any, ...],
-    rng: random.Random,
-    max_delay: float,
-    *,
-    context: Callable[[], ForkServerContext | SpawnContext] = _workers.context,
-) -> list[tuple[str, int]]:
-    """`_kill_at_random`, then wait until the worker's last transaction has ended.
-
-    A COMMIT the worker sent just before the kill still runs on its PostgreSQL server
-    process (`_workers.until_server_processes_end`): a read of the test's made before it
-    ends may miss a write that lands after it.
-    """
-    reports = _kill_at_random(target, args, rng, max_delay, context=context)
     await _workers.until_server_processes_end(store, _workers.WORKER_NAME)
     return reports
 
