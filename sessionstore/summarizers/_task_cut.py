@@ -163,7 +163,8 @@ def _cut_statement(request: str, remove: int) -> str:
     tail: how to submit) stays, unless the statement alone is not enough.
     """
     start = instructions_start(request)
-    if start is None:  # cut to their marker and tail already
+    if start is None:  # cut to their marker and tail: by this cut, or by an earlier one
+        # (a stored digest re-fitted by a build): found by the marker, not by the caller
         found = _CUT_INSTRUCTIONS.search(request)
         start = None if found is None else found.start()
     if start is not None and 0 < remove < start:
