@@ -287,23 +287,27 @@ def _heredoc_body(command: str) -> str:
 
 
 def _diff_lines(hunks: list[Hunk]) -> list[str]:
-    """Return the changed lines of a diff to keep: a few of every hunk, in turn, each once.
+    """Return the changed lines of a diff to keep: a few of every file, in turn, each once.
 
-    Hunk by hunk in rounds (the first changed line of each hunk, then the second, ...), so
-    that every change is represented before any one is shown in full.
+    File by file in rounds (the first changed line of each file, then the second, ...),
+    and within a file hunk by hunk in rounds, so that every file the diff changes is
+    represented before any one is shown in full: a diff that reorders a long list (a
+    sorted `AUTHORS`) does not fill the lines before the source change it comes with.
     """
-    per_hunk = [
-        [
-            f"{hunk.path}: {sign}{collapse(text)}"
-            for sign, texts in (("-", hunk.removed), ("+", hunk.added))
-            for text in texts
-            if text.strip()
-        ]
-        for hunk in hunks
-    ]
-    picked: dict[str, None] = {}
-    for round_ in range(DIFF_LINES_PER_HUNK):
-        for lines in per_hunk:
-            if round_ < len(lines):
-                picked.setdefault(lines[round_], None)
-    return list(picked)[:MAX_DIFF_LINES]
+    by_file: dict[str, list[list[str]]] = {}
+    for hunk in hunks:
+        by_file.setdefault(hunk.path, []).append(
+            [
+                f"{hunk.path}: {sign}{collapse(text)}"
+                for sign, texts in (("-", hunk.removed), ("+", hunk.added))
+                for text in texts
+                if text.strip()
+            ]
+        )
+    per_file = [_in_rounds(file_hunks, DIFF_LINES_PER_HUNK) for file_hunks in by_file.values()]
+    return list(dict.fromkeys(_in_rounds(per_file, MAX_DIFF_LINES)))[:MAX_DIFF_LINES]
+
+
+def _in_rounds(lists: list[list[str]], rounds: int) -> list[str]:
+    """Return the first item of each list, then the second of each, ... up to `rounds`."""
+    return [items[i] for i in range(rounds) for items in lists if i < len(items)]

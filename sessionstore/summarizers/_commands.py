@@ -128,6 +128,9 @@ class Call:
     """The text an editor command writes (the body of `edit N:M`, `str_replace`'s `new_str`)."""
     on_open_file: bool = False
     """The command acts on the file the harness has open (`edit N:M`, `goto N`, `scroll_down`)."""
+    tested: str = ""
+    """The parts of a TESTED command that run the tests, when its line says more first (a
+    script written by a heredoc, then run): `python3 test_x.py`, what can be run again."""
 
 
 # Editor commands of harnesses that give the agent its own interface (SWE-agent and the
@@ -230,6 +233,7 @@ def describe_command(command: str, *, tool: str) -> Call:
                 continue
             files[path] = files.get(path) or ("written" if path in written else note)
     verb = min(verbs, key=_COMMAND_VERBS.index) if verbs else "RAN"
+    tested = _tested_parts(command) if verb == "TESTED" and _HEREDOC.search(command) else ""
     lines = [line for line in command.strip().split("\n") if line.strip()]
     first = lines[0].strip() if lines else ""
     # The command as typed, on one line: a heredoc's first lines say what was written.
@@ -242,7 +246,23 @@ def describe_command(command: str, *, tool: str) -> Call:
         brief=", ".join(paths) if paths else cut(first, BRIEF_CHARS),
         files=list(files.items()),
         command=command,
+        tested=tested,
     )
+
+
+_TEST_PART_SPLIT = re.compile(r"&&|\|\||;|\n")
+"""Where a command's parts end, pipes aside (`pytest x | tail` is one test run)."""
+
+
+def _tested_parts(command: str) -> str:
+    """Return the parts of a command that run tests, heredoc bodies left out, joined."""
+    parts = [part.strip() for part in _TEST_PART_SPLIT.split(_strip_heredocs(command))]
+    tested = [
+        part
+        for part in parts
+        if part and _segment_verb(_QUOTED.sub(" ", part).split("|", 1)[0].strip()) == "TESTED"
+    ]
+    return cut(" && ".join(tested), TARGET_CHARS)
 
 
 def _segment_verb(segment: str) -> str | None:

@@ -385,7 +385,7 @@ class _Walker:
                 or (outcome.errors[-1] if outcome.errors else "")
                 or (cut(lines[-1], RESULT_LINE_CHARS) if lines else outcome.text)
             )
-            self.last_test = f"{_one_line(call.target)} -> {result}"
+            self.last_test = f"{_one_line(call.tested or call.target)} -> {result}"
         if not outcome.failed:
             touched = self.work.track_changes(call, verb, path, output, clock=self.clock)
             for file_path, note in touched:

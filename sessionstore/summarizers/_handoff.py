@@ -386,14 +386,17 @@ def _is_diff(item: Item) -> bool:
     return item.text.startswith("Diff ")
 
 
-def _merge_state(older: list[Item], newer: list[Item]) -> list[Item]:
+def _merge_state(older: list[Item], newer: list[Item], deleted: set[str]) -> list[Item]:
     """Return the older working state updated with the newer.
 
     One line per kind (`last test`, `changed PATH`, ...), the newer winning; the diff
-    lines are the newest diff's, whole.
+    lines are the newest diff's, whole. An older change of a file the newer turns
+    deleted (a scratch script removed) is no longer the work's state: it goes.
     """
     if any(_is_diff(item) for item in newer):
         older = [item for item in older if not _is_diff(item)]
+    gone = {f"changed {path}" for path in deleted}
+    older = [item for item in older if item.key not in gone]
     return _union(older, newer, keep_last=True)
 
 
@@ -541,7 +544,9 @@ def merge_handoffs(older: Handoff, newer: Handoff) -> Handoff:
         goal=older.goal or earlier_request or newer.goal,
         constraints=_union(older.constraints, newer.constraints),
         actions=[*older.actions, *newer.actions],
-        state=_merge_state(older.state, newer.state),
+        state=_merge_state(
+            older.state, newer.state, {f.text for f in newer.files if f.note == "deleted"}
+        ),
         in_progress=newer.in_progress or older.in_progress,
         blocked=newer.blocked or older.blocked,
         decisions=_union(older.decisions, newer.decisions),

@@ -1,9 +1,11 @@
 """Cutting a handoff's task snapshot to fit (pure): `cut_task`, for `_fit`'s stages.
 
-A task is the user's request, then their later replies (`FOLLOW_UP` lines). A harness's
-standing instructions (`<instructions>`, `INSTRUCTIONS:`) go first, by whole lines, their
-rules last (`_cut_lines`); then the whole block but its tail (how to submit); then the
-older replies, whole; then the middle of the request; the latest reply last.
+A task is the user's request, then their later replies (`FOLLOW_UP` lines). The
+statement's bulky fenced blocks (a pasted `pip list`, a log) lose their middle lines
+first (`_cut_blocks`); then a harness's standing instructions (`<instructions>`,
+`INSTRUCTIONS:`), by whole lines, their rules last (`_cut_lines`); then the whole block
+but its tail (how to submit); then the older replies, whole; then the middle of the
+request; the latest reply last.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from sessionstore.summarizers._harness import (
     instructions_start,
 )
 from sessionstore.summarizers._said import is_constraint
+from sessionstore.summarizers._scan import FENCE
 
 __all__ = ["cut_task"]
 
@@ -172,6 +175,67 @@ def _cut_statement(request: str, remove: int) -> str:
     return _cut_middle(request, remove)
 
 
+BLOCK_HEAD_LINES = 6
+BLOCK_TAIL_LINES = 3
+"""A bulky block of the statement keeps its first and last lines (a command and its
+first rows, the end of a log: where an error is)."""
+_BLOCK_MARKER = "[… {} lines cut …]"
+
+
+def _cut_blocks(request: str, remove: int) -> tuple[str, int]:
+    """Cut up to `remove` characters from the middle of the statement's bulky blocks.
+
+    A report pastes listings into its fenced blocks (`pip list`, a log, a long
+    traceback): many characters that say little, before the statement's prose and the
+    harness's rules. A block of more than `BLOCK_HEAD_LINES` + `BLOCK_TAIL_LINES` + 1
+    lines loses lines from its middle outwards, the longest block first, each run cut
+    one marker line. Returns the text and how many characters are left to cut.
+    """
+    end = instructions_start(request)
+    statement = request if end is None else request[:end]
+    cuts: list[tuple[int, int, str]] = []
+    for start, stop in sorted(
+        (m.span() for m in FENCE.finditer(statement)), key=lambda span: span[0] - span[1]
+    ):
+        if remove <= 0:
+            break
+        shortened = _cut_block_lines(statement[start:stop], remove)
+        if shortened is not None:
+            cuts.append((start, stop, shortened))
+            remove -= stop - start - len(shortened)
+    for start, stop, shortened in sorted(cuts, reverse=True):
+        statement = statement[:start] + shortened + statement[stop:]
+    return (statement if end is None else statement + request[end:]), max(0, remove)
+
+
+def _marker_cost(lines: int) -> int:
+    """The characters the marker line of `lines` lines cut adds (with its newline)."""
+    return len(_BLOCK_MARKER.format(lines)) + 1
+
+
+def _cut_block_lines(block: str, remove: int) -> str | None:
+    """Return a fenced block without the fewest middle lines that make `remove`, or None."""
+    lines = block.split("\n")
+    # The fence lines stay: the opening one with the first lines, the closing with the last.
+    low, high = 1 + BLOCK_HEAD_LINES, len(lines) - 1 - BLOCK_TAIL_LINES
+    if high - low < 2:
+        return None
+    middle = left = right = (low + high) // 2
+    saved = 0
+    while saved - _marker_cost(right - left) < remove:
+        if right < high and (right - middle <= middle - left or left <= low):
+            saved += len(lines[right]) + 1
+            right += 1
+        elif left > low:
+            left -= 1
+            saved += len(lines[left]) + 1
+        else:
+            break  # all of its middle: the rest is cut elsewhere
+    if saved <= _marker_cost(right - left):
+        return None  # its middle is shorter than the marker
+    return "\n".join([*lines[:left], _BLOCK_MARKER.format(right - left), *lines[right:]])
+
+
 def _reply_marker(count: int) -> str:
     return f"[… {count} earlier {'reply' if count == 1 else 'replies'} of the user cut …]"
 
@@ -205,7 +269,9 @@ def cut_task(task: str, remove: int) -> str:
     lines = task.split("\n")
     replies = [line for line in lines if line.startswith(FOLLOW_UP)]
     request = "\n".join(line for line in lines if not line.startswith(FOLLOW_UP))
-    request, remove = _cut_instructions(request, remove)
+    request, remove = _cut_blocks(request, remove)
+    if remove > 0:
+        request, remove = _cut_instructions(request, remove)
     if remove > 0 and len(replies) > 1:
         replies, remove = _cut_replies(replies, remove)
     if remove <= 0:

@@ -329,6 +329,36 @@ def test_the_final_diff_gives_changed_lines_and_symbols() -> None:
     assert "- Diff django/utils/numberformat.py: +number = Decimal('0')" in state
 
 
+def test_the_final_diff_shows_every_file_before_one_files_many_hunks() -> None:
+    # A sorted AUTHORS file reorders many lines: its hunks came first and filled the
+    # diff's lines before the source change the diff also holds.
+    authors = "".join(
+        f"@@ -{10 * i},2 +{10 * i},2 @@\n-Name {i}\n+Name {i + 1}\n" for i in range(1, 12)
+    )
+    diff = (
+        "diff --git a/AUTHORS b/AUTHORS\n--- a/AUTHORS\n+++ b/AUTHORS\n"
+        f"{authors}"
+        "diff --git a/src/marks.py b/src/marks.py\n--- a/src/marks.py\n+++ b/src/marks.py\n"
+        "@@ -358,3 +358,4 @@ def get_unpacked_marks(obj):\n"
+        "-    mark_list = getattr(obj, 'pytestmark', [])\n"
+        "+    mark_list = [m for cls in obj.__mro__ for m in getattr(cls, '_marks', [])]\n"
+    )
+    submit = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"
+    messages: list[Message] = [
+        UserMessage(content="Consider the MRO when obtaining marks"),
+        call("d1", "bash", command=submit),
+        result("d1", diff),
+    ]
+    state = section(digest(messages), "Active State")
+    diff_lines = [line for line in state.split("\n") if line.startswith("- Diff ")]
+    assert "- Diff src/marks.py: -mark_list = getattr(obj, 'pytestmark', [])" in diff_lines
+    assert any(
+        line.startswith("- Diff src/marks.py: +mark_list = [m for cls") for line in diff_lines
+    )
+    assert "- Diff AUTHORS: -Name 1" in diff_lines
+    assert len(diff_lines) == 16  # MAX_DIFF_LINES: the rest of AUTHORS fills what is left
+
+
 # ── runs: statuses, tests, errors ──────────────────────────────────────────────
 
 
@@ -521,6 +551,42 @@ def test_the_working_state_survives_an_iterative_update() -> None:
     assert f"Changed {RELATIVE_FIELDS} in TimeDelta._serialize" in state
     assert "- Last test run: python -m pytest tests/ -> 5 passed in 0.3s" in state
     assert state.count("Last test run") == 1
+
+
+def test_the_last_test_run_of_a_script_written_first_is_the_command_that_runs_it() -> None:
+    command = (
+        "cat <<'EOF' > test_decimal_pos_0.py\nfrom decimal import Decimal\n"
+        "print(Decimal('1e-200'))\nEOF\npython3 test_decimal_pos_0.py | tail -5"
+    )
+    messages: list[Message] = [
+        UserMessage(content="Fix small decimals in numberformat"),
+        call("t1", "bash", command=command),
+        result("t1", "<returncode>0</returncode>\n<output>\n1 passed in 0.1s\n</output>"),
+    ]
+    text = digest(messages)
+    assert "- Last test run: python3 test_decimal_pos_0.py | tail -5 -> 1 passed in 0.1s" in (
+        section(text, "Active State")
+    )
+    # The action keeps the command as typed: what the heredoc wrote is said there.
+    assert "cat <<'EOF' > test_decimal_pos_0.py" in section(text, "Completed Actions")
+
+
+def test_an_update_drops_the_changes_of_files_removed_since() -> None:
+    first = digest(
+        [
+            UserMessage(content="Fix the marks"),
+            call("w1", "bash", command="cat <<'EOF' > reproduce.py\nclass Base: pass\nEOF"),
+            result("w1", "<returncode>0</returncode>\n<output>\n</output>"),
+        ]
+    )
+    assert "Changed reproduce.py" in section(first, "Active State")
+    later: list[Message] = [
+        call("r1", "bash", command="rm reproduce.py"),
+        result("r1", "<returncode>0</returncode>\n<output>\n</output>"),
+    ]
+    text = digest(later, prior_digest=first)
+    assert "reproduce.py" not in section(text, "Active State")
+    assert "- reproduce.py (deleted)" in section(text, "Relevant Files")
 
 
 # ── the real transcripts ───────────────────────────────────────────────────────
@@ -774,6 +840,51 @@ def test_a_cut_task_drops_older_replies_whole_before_cutting_a_short_request() -
     assert "earlier replies" not in hardest
     assert hardest.endswith(replies[-1])
     assert len(task) - len(hardest) >= 200
+
+
+PIP_LIST = "".join(f"package-{i:03d}    1.{i}.0\n" for i in range(300))
+REPRO = "```python\nimport parser\nparser.parse('Content-Length: 3')\n```\n"
+LISTED_STATEMENT = (
+    "<pr_description>\nThe parser drops the `Content-Length` header.\n\n"
+    f"<details>\n\n```\n$ pip list\n{PIP_LIST}```\n</details>\n\n{REPRO}</pr_description>\n"
+)
+
+
+def test_a_cut_task_cuts_a_pasted_listing_before_the_instructions_rules() -> None:
+    task = LISTED_STATEMENT + STANDING
+    shortened = cut_task(task, 4_000)
+    assert len(task) - len(shortened) >= 4_000
+    # The listing keeps its first and last lines around one marker; the rest stays whole.
+    assert "$ pip list\npackage-000    1.0.0\n" in shortened
+    assert "package-299    1.299.0\n```\n</details>" in shortened
+    assert re.search(r"\n\[… \d+ lines cut …\]\n", shortened)
+    assert REPRO in shortened
+    assert STANDING in shortened
+    # Cut further, the listing keeps only its first and last lines, before the
+    # instructions lose anything.
+    harder = cut_task(task, 6_500)
+    assert len(task) - len(harder) >= 6_500
+    kept = re.findall(r"^package-(\d+) ", harder, re.M)
+    assert kept[0] == "000" and kept[-1] == "299"
+    assert len(kept) <= 12
+    assert STANDING in harder
+    assert REPRO in harder
+
+
+def test_a_short_block_of_the_statement_is_not_cut_as_a_listing() -> None:
+    task = STATEMENT + REPRO + STANDING
+    shortened = cut_task(task, 300)
+    assert REPRO in shortened
+    assert "lines cut" not in shortened
+
+
+@given(st.integers(min_value=0, max_value=len(LISTED_STATEMENT) + len(STANDING) + 50))
+def test_a_cut_task_with_a_listing_is_never_longer_for_more_cut(remove: int) -> None:
+    task = LISTED_STATEMENT + STANDING
+    shorter = cut_task(task, remove + 40)
+    assert len(shorter) <= len(cut_task(task, remove)) + 80
+    if remove and remove < len(PIP_LIST) - 1_000:
+        assert len(task) - len(cut_task(task, remove)) >= remove
 
 
 @given(st.integers(min_value=0, max_value=len(STATEMENT) + len(STANDING) + 50))
