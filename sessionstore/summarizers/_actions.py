@@ -22,6 +22,7 @@ from sessionstore.summarizers._commands import (
     Call,
     describe_command,
 )
+from sessionstore.summarizers._patch import BEGIN_PATCH, Patch, read_patch
 from sessionstore.summarizers._scan import (
     MAX_ERROR_LINE_CHARS,
     collapse,
@@ -182,6 +183,18 @@ def describe_call(name: str, arguments: str) -> Call:
     args = _decode(arguments)
     words = _words(name)
     shell = name.lower() in SHELL_TOOLS or any(w in ("bash", "shell", "terminal") for w in words)
+    patch = None if shell else _patch_of(args)
+    if patch is not None:
+        # `apply_patch` with the envelope as its whole input (Codex's tool).
+        paths = ", ".join(dict.fromkeys(path for path, _ in patch.files))
+        return Call(
+            verb=patch.verb,
+            target=cut(paths, TARGET_CHARS),
+            tool=name,
+            brief=cut(paths, BRIEF_CHARS),
+            files=patch.files,
+            patch=patch.diff,
+        )
     command = _command_of(args)
     if command is None and shell and not isinstance(args, dict):
         command = arguments
@@ -281,6 +294,21 @@ def _decode(arguments: str) -> Any:
         return arguments
 
 
+_SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
+_SCRIPT = frozenset({"-c", "-lc"})
+
+
+def _patch_of(args: Any) -> Patch | None:
+    """Return the `apply_patch` envelope a tool's input is (or holds as an argument)."""
+    texts = (
+        [args] if isinstance(args, str) else list(args.values()) if isinstance(args, dict) else []
+    )
+    for text in texts:
+        if isinstance(text, str) and BEGIN_PATCH in text[:200]:
+            return read_patch(text)
+    return None
+
+
 def _command_of(args: Any) -> str | None:
     if not isinstance(args, dict):
         return None
@@ -289,6 +317,9 @@ def _command_of(args: Any) -> str | None:
         if isinstance(value, str) and value.strip():
             return value
         if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            words: list[str] = value
+            if len(words) == 3 and words[0].rsplit("/", 1)[-1] in _SHELLS and words[1] in _SCRIPT:
+                return words[2]  # `["bash", "-lc", "pytest -q"]` (Codex): the script run
             return " ".join(value)
     return None
 

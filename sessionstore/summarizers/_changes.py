@@ -126,17 +126,23 @@ class WorkingState:
         file's own note stands (`edited` when it has none), for Relevant Files.
         """
         touched: list[tuple[str, str]] = []
-        for hunk_path, line, symbol, first in _diff_changes(output, call.command):
+        for hunk_path, line, symbol, first in _diff_changes(output, call.command, call.patch):
             self.change(hunk_path, line, symbol, first, clock=clock, touched=touched)
         hunks = diff_hunks(output) if "@@" in output else []
         if not hunks and "@@" in call.command and verb == "EDITED":
             hunks = diff_hunks(call.command)  # a patch the command applied
+        if not hunks and call.patch:
+            hunks = diff_hunks(call.patch)  # an `apply_patch` envelope
         if hunks:
             self.diff = _diff_lines(hunks)
         touched.extend((file_path, "written") for file_path in _written_by_script(call.command))
+        if verb == "DELETED" or call.patch:
+            for file_path, note in call.files:
+                if verb == "DELETED" or note == "deleted":
+                    self.changes.pop(file_path, None)
+            if call.patch:  # its changes are its hunks', recorded above
+                return touched
         if verb == "DELETED":
-            for file_path, _ in call.files:
-                self.changes.pop(file_path, None)
             return touched
         if verb not in ("EDITED", "WROTE", "CREATED"):
             return touched
@@ -215,11 +221,19 @@ def output_paths(output: str) -> list[tuple[str, int]]:
     return [*found.items(), *list(located.items())[:MAX_OUTPUT_PATHS]]
 
 
-def _diff_changes(output: str, command: str) -> list[tuple[str, int | None, str, str]]:
-    """Return the changes a diff shows (in an output, or applied by a command's heredoc)."""
+def _diff_changes(
+    output: str, command: str, patch: str = ""
+) -> list[tuple[str, int | None, str, str]]:
+    """Return the changes a diff shows.
+
+    In an output, applied by a command's heredoc (`git apply`), or by an `apply_patch`
+    envelope (`patch`, as a unified diff).
+    """
     changes: list[tuple[str, int | None, str, str]] = []
     texts = [output] if "@@" in output else []
-    if command and "@@" in command and re.search(r"\b(?:git\s+apply|patch)\b", command):
+    if patch:
+        texts.append(patch)
+    elif command and "@@" in command and re.search(r"\b(?:git\s+apply|patch)\b", command):
         texts.append(command)
     for text in texts:
         seen: set[str] = set()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from sessionstore.summarizers._patch import BEGIN_PATCH, read_patch
 from sessionstore.summarizers._scan import collapse, cut, find_paths
 
 __all__ = [
@@ -128,6 +129,8 @@ class Call:
     """The text an editor command writes (the body of `edit N:M`, `str_replace`'s `new_str`)."""
     on_open_file: bool = False
     """The command acts on the file the harness has open (`edit N:M`, `goto N`, `scroll_down`)."""
+    patch: str = ""
+    """The changes the call applies, as a unified diff (an `apply_patch` envelope's)."""
     tested: str = ""
     """The parts of a TESTED command that run the tests, when its line says more first (a
     script written by a heredoc, then run): `python3 test_x.py`, what can be run again."""
@@ -232,12 +235,21 @@ def describe_command(command: str, *, tool: str) -> Call:
             if path.startswith("-"):
                 continue
             files[path] = files.get(path) or ("written" if path in written else note)
+    patch = read_patch(command) if BEGIN_PATCH in command and "apply_patch" in command else None
+    if patch is not None:  # `apply_patch <<'EOF'`: the envelope is in a heredoc's body
+        verbs.append(patch.verb)
+        for path, note in patch.files:
+            files[path] = note
     verb = min(verbs, key=_COMMAND_VERBS.index) if verbs else "RAN"
     tested = _tested_parts(command) if verb == "TESTED" and _HEREDOC.search(command) else ""
     lines = [line for line in command.strip().split("\n") if line.strip()]
     first = lines[0].strip() if lines else ""
     # The command as typed, on one line: a heredoc's first lines say what was written.
     target = cut(collapse(command), TARGET_CHARS)
+    if patch is not None:  # the envelope's text says less than the files it changes
+        target = cut(
+            "apply_patch " + ", ".join(dict.fromkeys(p for p, _ in patch.files)), TARGET_CHARS
+        )
     paths = [p for p in files if not p.startswith("/") or p.count("/") > 1][:2]
     return Call(
         verb=verb,
@@ -246,6 +258,7 @@ def describe_command(command: str, *, tool: str) -> Call:
         brief=", ".join(paths) if paths else cut(first, BRIEF_CHARS),
         files=list(files.items()),
         command=command,
+        patch=patch.diff if patch is not None else "",
         tested=tested,
     )
 

@@ -175,6 +175,8 @@ def _cut_statement(request: str, remove: int) -> str:
     return _cut_middle(request, remove)
 
 
+KEPT_HEAD_CHARS = 300
+"""The statement's first characters (what the task is) are never in a block's cut."""
 BLOCK_HEAD_LINES = 6
 BLOCK_TAIL_LINES = 3
 """A bulky block of the statement keeps its first and last lines (a command and its
@@ -199,7 +201,7 @@ def _cut_blocks(request: str, remove: int) -> tuple[str, int]:
     ):
         if remove <= 0:
             break
-        shortened = _cut_block_lines(statement[start:stop], remove)
+        shortened = _cut_block_lines(statement[start:stop], remove, KEPT_HEAD_CHARS - start)
         if shortened is not None:
             cuts.append((start, stop, shortened))
             remove -= stop - start - len(shortened)
@@ -213,11 +215,20 @@ def _marker_cost(lines: int) -> int:
     return len(_BLOCK_MARKER.format(lines)) + 1
 
 
-def _cut_block_lines(block: str, remove: int) -> str | None:
-    """Return a fenced block without the fewest middle lines that make `remove`, or None."""
+def _cut_block_lines(block: str, remove: int, kept_chars: int = 0) -> str | None:
+    """Return a fenced block without the fewest middle lines that make `remove`, or None.
+
+    Its lines that begin in its first `kept_chars` characters stay.
+    """
     lines = block.split("\n")
     # The fence lines stay: the opening one with the first lines, the closing with the last.
     low, high = 1 + BLOCK_HEAD_LINES, len(lines) - 1 - BLOCK_TAIL_LINES
+    offset = 0
+    for index, line in enumerate(lines):
+        if offset >= kept_chars:
+            break
+        low = max(low, index + 1)
+        offset += len(line) + 1
     if high - low < 2:
         return None
     middle = left = right = (low + high) // 2

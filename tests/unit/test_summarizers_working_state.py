@@ -31,8 +31,10 @@ from sessionstore.models import (
     UserMessage,
 )
 from sessionstore.summarizers import ExtractiveSummarizer, SummaryRequest
+from sessionstore.summarizers._code import diff_hunks
 from sessionstore.summarizers._fit import fit_handoff
 from sessionstore.summarizers._handoff import CONTINUED, NO_TASK, parse_handoff
+from sessionstore.summarizers._patch import read_patch
 from sessionstore.summarizers._task_cut import _cut_lines, cut_task
 
 BUDGET = 3_000
@@ -357,6 +359,73 @@ def test_the_final_diff_shows_every_file_before_one_files_many_hunks() -> None:
     )
     assert "- Diff AUTHORS: -Name 1" in diff_lines
     assert len(diff_lines) == 16  # MAX_DIFF_LINES: the rest of AUTHORS fills what is left
+
+
+PATCH = (
+    "*** Begin Patch\n*** Update File: src/app/io.py\n@@ def read_config(path):\n"
+    "-    return json.load(open(path))\n+    with open(path) as handle:\n"
+    "+        return json.load(handle)\n*** Add File: tests/test_io.py\n"
+    "+def test_read_config(tmp_path):\n+    assert True\n*** Delete File: scratch.py\n"
+    "*** End Patch"
+)
+
+
+def test_read_patch_gives_the_files_and_a_diff_of_an_apply_patch_envelope() -> None:
+    moved = "*** Begin Patch\n*** Update File: a.py\n*** Move to: b.py\n x = 1\n-y = 2\n+y = 3\n"
+    patch = read_patch(moved)
+    assert patch is not None
+    assert patch.files == [("a.py", "edited"), ("b.py", "written")]
+    (hunk,) = diff_hunks(patch.diff)
+    assert (hunk.path, hunk.added, hunk.removed) == ("b.py", ["y = 3"], ["y = 2"])
+    patch = read_patch(PATCH)
+    assert patch is not None
+    assert patch.verb == "EDITED"
+    assert patch.files == [
+        ("src/app/io.py", "edited"),
+        ("tests/test_io.py", "created"),
+        ("scratch.py", "deleted"),
+    ]
+    hunks = diff_hunks(patch.diff)
+    assert [(h.path, h.context) for h in hunks] == [
+        ("src/app/io.py", "def read_config(path):"),
+        ("tests/test_io.py", ""),
+    ]
+    assert read_patch("no envelope here") is None
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [
+        ("apply_patch", {"input": PATCH}),  # the tool's whole input
+        ("shell", {"command": ["bash", "-lc", f"apply_patch <<'EOF'\n{PATCH}\nEOF"]}),
+    ],
+)
+def test_an_apply_patch_edit_names_its_files_symbols_and_changed_lines(
+    name: str, arguments: dict[str, Any]
+) -> None:
+    messages: list[Message] = [
+        UserMessage(content="Close the file read_config leaks"),
+        call("p1", name, **arguments),
+        result("p1", "Success. Updated the following files:\nM src/app/io.py", name=name),
+        call("t1", "shell", command=["bash", "-lc", "pytest -q tests/test_io.py"]),
+        result("t1", "1 passed in 0.01s", name="shell"),
+    ]
+    text = digest(messages)
+    state = section(text, "Active State")
+    assert "- Changed src/app/io.py in read_config: with open(path) as handle:" in state
+    assert "- Changed tests/test_io.py: def test_read_config(tmp_path):" in state
+    assert "- Diff src/app/io.py: -return json.load(open(path))" in state
+    # A shell's `bash -lc SCRIPT` is the script it runs.
+    assert "- Last test run: pytest -q tests/test_io.py -> 1 passed in 0.01s" in state
+    files = section(text, "Relevant Files")
+    assert "- src/app/io.py (edited)" in files
+    assert "- tests/test_io.py (created)" in files
+    assert "- scratch.py (deleted)" in files
+    assert "1. EDITED src/app/io.py, tests/test_io.py, scratch.py" in section(
+        text, "Completed Actions"
+    ) or "1. EDITED apply_patch src/app/io.py, tests/test_io.py, scratch.py" in section(
+        text, "Completed Actions"
+    )
 
 
 # ── runs: statuses, tests, errors ──────────────────────────────────────────────
@@ -860,13 +929,14 @@ def test_a_cut_task_cuts_a_pasted_listing_before_the_instructions_rules() -> Non
     assert re.search(r"\n\[… \d+ lines cut …\]\n", shortened)
     assert REPRO in shortened
     assert STANDING in shortened
-    # Cut further, the listing keeps only its first and last lines, before the
-    # instructions lose anything.
-    harder = cut_task(task, 6_500)
-    assert len(task) - len(harder) >= 6_500
+    # Cut further, the listing keeps only a few of its 300 lines (those in the statement's
+    # first 300 characters, its last ones) before the instructions lose anything.
+    harder = cut_task(task, 6_000)
+    assert len(task) - len(harder) >= 6_000
     kept = re.findall(r"^package-(\d+) ", harder, re.M)
-    assert kept[0] == "000" and kept[-1] == "299"
-    assert len(kept) <= 12
+    assert kept[0] == "000"
+    assert kept[-1] == "299"
+    assert len(kept) <= 40
     assert STANDING in harder
     assert REPRO in harder
 
