@@ -743,7 +743,8 @@ def test_real_transcripts_keep_request_changed_files_and_open_errors(
 
 
 @pytest.mark.parametrize(
-    "module", ["_extractive", "_facts", "_actions", "_commands", "_handoff", "_fit", "_scan"]
+    "module",
+    ["_extractive", "_facts", "_actions", "_commands", "_handoff", "_fit", "_scan", "_patch"],
 )
 def test_modules_are_pure(module: str) -> None:
     import ast
