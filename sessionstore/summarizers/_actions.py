@@ -243,6 +243,7 @@ def describe_call(name: str, arguments: str) -> Call:
         files=files,
         values=values,
         replacement=_replacement(args) if note else "",
+        original=_original(args) if note else "",
     )
 
 
@@ -285,6 +286,17 @@ def _replacement(args: Any) -> str:
                 return _replacement(edit)
     old_lines = {line.strip() for line in old.split("\n")}
     return "\n".join(line for line in new.split("\n") if line.strip() not in old_lines)
+
+
+def _original(args: Any) -> str:
+    """Return the text an editor call replaces (its first edit's, for a list of edits)."""
+    if not isinstance(args, dict):
+        return ""
+    old = next((v for k in _OLD_TEXT_KEYS if isinstance(v := args.get(k), str)), "")
+    if not old and isinstance(args.get("edits"), list):
+        first = next((edit for edit in args["edits"] if isinstance(edit, dict)), None)
+        return _original(first) if first is not None else ""
+    return old
 
 
 def _decode(arguments: str) -> Any:

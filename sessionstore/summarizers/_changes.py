@@ -262,6 +262,10 @@ def _located_change(call: Call, lines: dict[int, str], output: str) -> tuple[int
         else:
             old = sed.group(4).replace("\\", "")
             number = next((n for n, text in sorted(lines.items()) if old and old in text), None)
+    original = next((line.strip() for line in call.original.split("\n") if line.strip()), "")
+    if number is None and original:
+        # An editor tool's old text, in the lines read before: where the edit starts.
+        number = next((n for n, text in sorted(lines.items()) if text.strip() == original), None)
     if number is None and first.strip():
         shown = numbered_lines(output)
         wanted = first.strip()

@@ -22,7 +22,7 @@ __all__ = [
 
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@ ?(.*)$")
 _DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/(\S+)|^\+\+\+ (?:b/)?(\S+)")
-_NUMBERED = re.compile(r"^\s{0,8}(\d{1,6})(?::|\t| \| )(.*)$")
+_NUMBERED = re.compile(r"^\s{0,8}(\d{1,6})(?::|\t| \| |→)(.*)$")
 _SYMBOL = re.compile(
     r"^(\s*)(?:(?:async\s+)?def|(?:(?:public|private|protected|abstract|final|static|export"
     r"|default)\s+)*(?:class|interface|enum|record|struct|trait)|(?:export\s+)?(?:async\s+)?"
@@ -45,7 +45,10 @@ def defined_names(text: str) -> list[str]:
 
 
 def numbered_lines(output: str) -> dict[int, str]:
-    """Return the numbered lines a listing shows (`12:code`, `12<TAB>code`, `12 | code`)."""
+    """Return the numbered lines a listing shows.
+
+    `12:code`, `12<TAB>code`, `12 | code`, and `12→code` as Claude Code's `Read` shows them.
+    """
     found: dict[int, str] = {}
     for line in head_tail(output).split("\n"):
         match = _NUMBERED.match(line)

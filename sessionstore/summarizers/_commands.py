@@ -127,6 +127,8 @@ class Call:
     """The line range an editor command replaces (SWE-agent's `edit 124:144`)."""
     replacement: str = ""
     """The text an editor command writes (the body of `edit N:M`, `str_replace`'s `new_str`)."""
+    original: str = ""
+    """The text an editor tool replaces (`old_str`, `old_string`): where the edit is."""
     on_open_file: bool = False
     """The command acts on the file the harness has open (`edit N:M`, `goto N`, `scroll_down`)."""
     patch: str = ""

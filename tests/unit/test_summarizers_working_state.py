@@ -253,6 +253,25 @@ def test_editor_tool_edits_find_their_symbol_in_the_snippet() -> None:
     assert "- Changed /repo/app/io.py in Reader.parse_header at line 12: if not raw:" in state
 
 
+def test_an_editor_tools_old_text_locates_its_edit_in_the_lines_read_before() -> None:
+    # Claude Code's tools: `Read` numbers its lines with an arrow, `Edit` names the old
+    # text it replaces and answers with no snippet.
+    path = "/repo/src/exporter/csv_out.py"
+    listing = "    42→def export_csv(rows, path):\n    43→    with open(path, 'w') as f:\n"
+    old, new = "    with open(path, 'w') as f:", "    with open(path, 'w', newline='') as f:"
+    messages: list[Message] = [
+        UserMessage(content="The CSV exporter drops rows with unicode names"),
+        call("r1", "Read", file_path=path),
+        result("r1", listing, name="Read"),
+        call("e1", "Edit", file_path=path, old_string=old, new_string=new),
+        result("e1", f"The file {path} has been updated.", name="Edit"),
+    ]
+    assert (
+        f"- Changed {path} in export_csv at line 43: with open(path, 'w', newline='') as f:"
+        in section(digest(messages), "Active State")
+    )
+
+
 def test_sed_edits_locate_their_line_in_a_numbered_view() -> None:
     listing = (
         "<returncode>0</returncode>\n<output>\n"
