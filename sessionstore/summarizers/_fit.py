@@ -144,8 +144,9 @@ class _Fitter:
             kept[name].extend(item for i, item in enumerate(items) if i not in dropped)
         # What the task snapshot already shows verbatim is not repeated below it.
         task = collapse(view.task)
-        if collapse(view.goal) in task:
-            view.goal = ""
+        goal = collapse(view.goal)
+        if goal in task or goal in collapse(_TAG.sub(" ", view.task)):
+            view.goal = ""  # the task shows it (its tags aside: `<uploaded_files>`)
         view.constraints = [i for i in view.constraints if collapse(i.text.rstrip("…")) not in task]
         view.pending = [i for i in view.pending if collapse(i.text.rstrip("…")) not in task]
         critical, view.critical = view.critical, []
@@ -329,6 +330,7 @@ def fit_handoff(
     return text if estimate_tokens(text) <= budget else _hard_cut(text, budget)
 
 
+_TAG = re.compile(r"</?[A-Za-z][\w-]*>")
 _ACTION_VALUE = re.compile(r"(?<![\w.])([A-Za-z_]\w{0,40})=([\w.@#:+/$-]*\w)(?=[,) ]|$)")
 _RESULT_LIST = re.compile(r"\b\d+ results?: ([^\[]+?)(?= -| \[|$)")
 MAX_ACTION_VALUES = 40

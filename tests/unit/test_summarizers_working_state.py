@@ -169,6 +169,21 @@ def test_a_format_complaint_opening_the_turns_is_no_task() -> None:
     )
 
 
+def test_a_goal_the_task_shows_between_its_tags_is_not_repeated() -> None:
+    # OpenHands opens its task with the repository in `<uploaded_files>` tags.
+    request = (
+        "<uploaded_files>\n/workspace/astropy\n</uploaded_files>\nFix the separability matrix."
+    )
+    messages: list[Message] = [
+        UserMessage(content=request),
+        call("c1", "execute_bash", command="cd /workspace/astropy && python reproduce.py"),
+        result("c1", "ok\n[The command completed with exit code 0.]", name="execute_bash"),
+    ]
+    text = digest(messages)
+    assert "Fix the separability matrix." in section(text, "Active Task")
+    assert "## Goal" not in text
+
+
 def test_the_task_is_never_none_when_there_is_one() -> None:
     assert section(digest([UserMessage(content="Rename foo to bar")]), "Active Task") == (
         "Rename foo to bar"
