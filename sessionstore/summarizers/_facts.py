@@ -70,6 +70,7 @@ from sessionstore.summarizers._scan import (
     code_identifiers,
     collapse,
     cut,
+    exec_output,
     find_paths,
     is_noise_path,
     parse_json,
@@ -310,14 +311,14 @@ class _Walker:
             if candidate.call_id == message.tool_call_id:
                 opened = candidate
                 break
-        output = clean_text(message.text)
+        output, code = exec_output(clean_text(message.text))
         if opened is None:
             if message.tool_name.lower() in _THINK_TOOLS:
                 return
             name = clean_text(message.tool_name) or "tool"
             call = Call("RESULT", "of an earlier call", name, brief="earlier call")
             opened = self.open(call, call_id=message.tool_call_id)
-        self.close(opened, output, is_error=message.is_error)
+        self.close(opened, output, is_error=message.is_error, code=code)
 
     # ── actions ───────────────────────────────────────────────────────────────
 

@@ -396,12 +396,38 @@ def parse_json(text: str) -> Any:
 
 # ── outputs: exit codes, test results, error lines ─────────────────────────────
 
+
+def exec_output(text: str) -> tuple[str, int | None]:
+    """Return what a command printed and its exit code, from a JSON envelope or as is.
+
+    Codex's shell tool answers `{"output": "...", "metadata": {"exit_code": 1, ...}}`:
+    its text is escaped inside the JSON string, so no line of it (an error, a test
+    summary) is found until it is taken out. Any other text comes back unchanged.
+    """
+    if not text.startswith("{") or '"exit_code"' not in text:
+        return text, None
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return text, None
+    if not isinstance(data, dict) or not isinstance(data.get("output"), str):
+        return text, None
+    metadata = data.get("metadata")
+    code = metadata.get("exit_code") if isinstance(metadata, dict) else data.get("exit_code")
+    return data["output"], code if isinstance(code, int) and not isinstance(code, bool) else None
+
+
 _RETURN_CODE_TAG = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
 _EXIT_CODE_LINE = re.compile(
     r"^\W*(?:error:\s*)?(?:exit code|exit status|exited with code|return code|returncode|exit)"
     r"[:= ]+(-?\d+)\W*$",
     re.IGNORECASE | re.MULTILINE,
 )
+_EXIT_NOTE_LINE = re.compile(
+    r"^(?:Process|Command) (?:exited|finished|completed) with (?:exit )?code (-?\d+)\.?\s*$",
+    re.MULTILINE,
+)
+"""A header line of its own (`Process exited with code 1`, Codex's `exec_command`)."""
 _EXIT_CODE_NOTE = re.compile(
     r"\b(?:finished|completed|exited|failed) with (?:exit )?code (-?\d+)", re.IGNORECASE
 )
@@ -411,11 +437,12 @@ def exit_code(output: str) -> int | None:
     """Return the exit code an output reports.
 
     Read from a `<returncode>1</returncode>` tag (mini-swe-agent), a line of its own at
-    either end (`Exit code: 1`, `[exit 1]`, `Error: Exit code 1`), or a closing note
-    (`[Command finished with exit code 1]`).
+    either end (`Exit code: 1`, `[exit 1]`, `Error: Exit code 1`), a header line (`Process
+    exited with code 1`), or a closing note (`[Command finished with exit code 1]`).
     """
     head, tail = output[:2_000], output[-2_000:]
     match = _RETURN_CODE_TAG.search(head) or _EXIT_CODE_LINE.search(head)
+    match = match or _EXIT_NOTE_LINE.search(head)
     match = match or _EXIT_CODE_LINE.search(tail) or _EXIT_CODE_NOTE.search(output[-500:])
     return None if match is None else int(match.group(1))
 

@@ -493,6 +493,48 @@ def test_the_last_test_command_keeps_its_result_line() -> None:
     assert "test_y" not in state
 
 
+def test_a_shell_result_in_codexs_json_envelope_gives_its_exit_code_and_lines() -> None:
+    printed = (
+        "F\nE   AssertionError: assert 1 == 2\n"
+        "FAILED tests/test_x.py::test_a - AssertionError\n1 failed in 0.05s\n"
+    )
+    envelope = json.dumps(
+        {"output": printed, "metadata": {"exit_code": 1, "duration_seconds": 0.4}}
+    )
+    messages: list[Message] = [
+        UserMessage(content="Make tests/test_x.py pass"),
+        call("t1", "shell", command=["bash", "-lc", "pytest -q tests/test_x.py"], workdir="/repo"),
+        result("t1", envelope, name="shell"),
+    ]
+    text = digest(messages)
+    assert "1. TESTED pytest -q tests/test_x.py - exit 1, 1 failed [tool: shell]" in section(
+        text, "Completed Actions"
+    )
+    assert "- Last test run: pytest -q tests/test_x.py -> 1 failed in 0.05s" in section(
+        text, "Active State"
+    )
+    blocked = section(text, "Blocked")
+    assert "- E   AssertionError: assert 1 == 2" in blocked
+    assert "- FAILED tests/test_x.py::test_a - AssertionError" in blocked
+
+
+def test_an_exit_code_in_a_header_line_is_read_before_a_long_output() -> None:
+    # Codex's `exec_command` heads its result with the exit code, then the output.
+    printed = "".join(f"collecting item {i}\n" for i in range(300))
+    output = (
+        "Chunk ID: 3f2a\nWall time: 0.51 seconds\nProcess exited with code 2\n"
+        f"Output:\n{printed}ERROR: file or directory not found: tests/test_y.py\n"
+    )
+    messages: list[Message] = [
+        UserMessage(content="Make tests/test_y.py pass"),
+        call("t1", "exec_command", cmd="pytest -q tests/test_y.py"),
+        result("t1", output, name="exec_command"),
+    ]
+    text = digest(messages)
+    assert "1. TESTED pytest -q tests/test_y.py - exit 2" in section(text, "Completed Actions")
+    assert "ERROR: file or directory not found: tests/test_y.py" in section(text, "Blocked")
+
+
 def test_a_failure_a_later_clean_run_resolved_is_no_longer_open() -> None:
     failing = "<returncode>1</returncode>\n<output>\nTraceback (most recent call last):\n" + (
         "  File \"run.py\", line 3, in <module>\nNameError: name 'x' is not defined\n</output>"
