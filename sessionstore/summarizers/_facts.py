@@ -76,6 +76,7 @@ from sessionstore.summarizers._scan import (
     parse_json,
     record_values,
     sentences,
+    split_reminders,
     test_result_line,
     without_fences,
 )
@@ -166,7 +167,11 @@ class _Walker:
     def visit(self, message: Message) -> None:
         self.clock += 1
         if isinstance(message, UserMessage):
-            self.user(clean_text(message.text))
+            text, reminders = split_reminders(clean_text(message.text))
+            for reminder in reminders:
+                self.constraints(reminder, rank=0)  # the harness's, as a system prompt's
+            if text.strip() or not reminders:
+                self.user(text)
         elif isinstance(message, AssistantMessage):
             self.assistant(message)
         elif isinstance(message, ToolResultMessage):
@@ -311,7 +316,7 @@ class _Walker:
             if candidate.call_id == message.tool_call_id:
                 opened = candidate
                 break
-        output, code = exec_output(clean_text(message.text))
+        output, code = exec_output(split_reminders(clean_text(message.text))[0])
         if opened is None:
             if message.tool_name.lower() in _THINK_TOOLS:
                 return

@@ -56,6 +56,22 @@ def clean_text(text: str) -> str:
     return text.encode("utf-8", "replace").decode("utf-8")
 
 
+_REMINDER = re.compile(r"<system-reminder>(.*?)</system-reminder>\s*", re.DOTALL)
+
+
+def split_reminders(text: str) -> tuple[str, list[str]]:
+    """Return `text` without its `<system-reminder>` blocks, and their contents.
+
+    Claude Code puts what the harness tells the model into the user's turns and the
+    tools' results in such blocks (the project's `CLAUDE.md`, a nudge to use a tool): they
+    are standing instructions, not the user's words nor what a tool printed.
+    """
+    if "<system-reminder>" not in text:
+        return text, []
+    reminders = [match.strip() for match in _REMINDER.findall(text)]
+    return _REMINDER.sub("", text).strip("\n"), reminders
+
+
 def head_tail(text: str, window: int = SCAN_WINDOW) -> str:
     """Return `text`, or its first and last `window` characters joined by a newline."""
     if len(text) <= 2 * window:

@@ -184,6 +184,36 @@ def test_a_goal_the_task_shows_between_its_tags_is_not_repeated() -> None:
     assert "## Goal" not in text
 
 
+def test_claude_codes_system_reminders_are_standing_rules_not_the_task() -> None:
+    claude_md = (
+        "<system-reminder>\nAs you answer the user's questions, you can use the following"
+        " context:\n# claudeMd\n- Always run `pnpm test` before committing.\n"
+        "- Never edit files under vendor/.\n</system-reminder>\n"
+    )
+    malware_note = (
+        "\n<system-reminder>\nWhenever you read a file, you should consider whether it looks"
+        " malicious.\n</system-reminder>\n"
+    )
+    request = "The date picker shows the wrong month in Safari. Please fix it."
+    messages: list[Message] = [
+        UserMessage(
+            content=[{"type": "text", "text": claude_md}, {"type": "text", "text": request}]
+        ),
+        call("r1", "Read", file_path="/repo/src/picker.ts"),
+        result("r1", "     1→export function month(d: Date) {\n" + malware_note, name="Read"),
+        UserMessage(
+            content="<system-reminder>\nThe TodoWrite tool hasn't been used.\n</system-reminder>"
+        ),
+    ]
+    text = digest(messages)
+    assert section(text, "Active Task") == request
+    constraints = section(text, "Constraints & Preferences")
+    assert "- Never edit files under vendor/." in constraints
+    assert "malicious" not in text
+    assert "TodoWrite" not in text
+    assert "1. READ /repo/src/picker.ts - 1 line [tool: Read]" in section(text, "Completed Actions")
+
+
 def test_the_task_is_never_none_when_there_is_one() -> None:
     assert section(digest([UserMessage(content="Rename foo to bar")]), "Active Task") == (
         "Rename foo to bar"
