@@ -79,6 +79,7 @@ if _typing.TYPE_CHECKING:
     from sessionstore.errors import (
         AmbiguousSessionError,
         BlockNotFoundError,
+        ClientIdConflictError,
         ConfigurationError,
         ConflictError,
         ContextOverflowError,
@@ -253,6 +254,7 @@ _SOURCES: dict[str, tuple[str, ...]] = {
     "sessionstore.errors": (
         "AmbiguousSessionError",
         "BlockNotFoundError",
+        "ClientIdConflictError",
         "ConfigurationError",
         "ConflictError",
         "ContextOverflowError",
@@ -397,6 +399,7 @@ __all__ = [
     "BranchSummaryMessage",
     "BuiltContext",
     "CalibratedTokenCounter",
+    "ClientIdConflictError",
     "CompactedSection",
     "CompactionBlock",
     "CompactionCallbacks",

@@ -9,7 +9,8 @@ SessionStoreError
 │   ├── LoopNotFoundError        unknown loop, or one of another session
 │   ├── BlockNotFoundError       no block of that generation (time travel)
 │   └── OverlayNotFoundError     an overlay name no compaction of the session wrote
-├── ConflictError                a client id reused with different content
+├── ConflictError                a write that conflicts with what is stored
+│   ├── ClientIdConflictError    a client id stored already with other content
 │   ├── SessionExistsError       a session id its tenant already uses
 │   ├── AmbiguousSessionError    an unscoped call names an id that several tenants use
 │   ├── StaleWriteError          a concurrent writer won (version check failed)
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AmbiguousSessionError",
     "BlockNotFoundError",
+    "ClientIdConflictError",
     "ConfigurationError",
     "ConflictError",
     "ContextOverflowError",
@@ -132,6 +134,22 @@ class OverlayNotFoundError(NotFoundError):
 
 class ConflictError(SessionStoreError):
     """The write conflicts with what is stored (for example a reused client id)."""
+
+
+class ClientIdConflictError(ConflictError):
+    """A message's `client_id` is stored already with other content.
+
+    A retry must send the same message; a new message needs a new client id. Nothing of
+    the batch was written. `message_id` is the stored message that holds the id.
+    """
+
+    def __init__(self, client_id: str, message_id: int) -> None:
+        super().__init__(
+            f"client_id {client_id!r} is already stored with different content "
+            f"(message {message_id}); a retry must send the same message"
+        )
+        self.client_id = client_id
+        self.message_id = message_id
 
 
 class SessionExistsError(ConflictError):

@@ -17,7 +17,12 @@ from sqlalchemy import Connection, Table, insert, select
 
 from sessionstore._tokens import TokenCounter
 from sessionstore._turns import TurnAssigner, TurnMap
-from sessionstore.errors import ConflictError, InvalidBlockError, LoopNotFoundError
+from sessionstore.errors import (
+    ClientIdConflictError,
+    ConflictError,
+    InvalidBlockError,
+    LoopNotFoundError,
+)
 from sessionstore.models import (
     MESSAGE_ADAPTER,
     Message,
@@ -183,10 +188,7 @@ def known_client_ids(
     known = {row.client_id: stored_model(row, key.session_id) for row in rows}
     for client_id, stored in known.items():
         if stored.content_hash != wanted[client_id]:
-            raise ConflictError(
-                f"client_id {client_id!r} is already stored with different content "
-                f"(message {stored.id}); a retry must send the same message"
-            )
+            raise ClientIdConflictError(client_id, stored.id)
     return known
 
 

@@ -248,3 +248,31 @@ async def test_a_state_too_large_to_keep_is_folded_from_the_store_each_time(
         # The big one's loop is read on every listing, the small one's was kept.
         assert counts["u1"] == counts["u2"] + 1
     await same_as_a_new_service(store, ours)
+
+
+async def test_a_retried_user_event_with_a_delta_is_stored_once(store: SessionStore) -> None:
+    # The first append committed, but its caller never heard back (a timeout); a new
+    # service retries with the session as it had it: no event, no version marker. The
+    # user event's first message records the state before it, which the retry would
+    # compute after the event's own delta: the same event must still be taken as stored.
+    first = SessionStoreSessionService(store)
+    session = await first.create_session(app_name=APP, user_id="u1", session_id="s")
+    held = session.model_copy(deep=True)
+    held._storage_update_marker = None
+    question = step("user", "hi", {"n": 1})
+    await first.append_event(session, question)
+    sid = first.store_session_id(app_name=APP, user_id="u1", session_id="s")
+    before = [m.id for m in await store.get_history(sid)]
+    retry = SessionStoreSessionService(store)
+    await retry.append_event(held, question)
+    assert [m.id for m in await store.get_history(sid)] == before
+    assert held.events[-1].id == question.id
+    assert held.state == {"n": 1}
+    await retry.append_event(held, step("agent", "hello", {"n": 2}))
+    got = await SessionStoreSessionService(store).get_session(
+        app_name=APP, user_id="u1", session_id="s"
+    )
+    assert got is not None
+    assert [e.id for e in got.events][:1] == [question.id]
+    assert got.state == {"n": 2}
+    await same_as_a_new_service(store, retry)

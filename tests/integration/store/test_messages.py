@@ -34,6 +34,7 @@ from sessionstore import (
 )
 from sessionstore._tokens import message_tokens
 from sessionstore.errors import (
+    ClientIdConflictError,
     ConflictError,
     InvalidBlockError,
     StaleWriteError,
@@ -212,8 +213,10 @@ async def test_client_id_retry_returns_the_stored_message(store: SessionStore) -
     assert again == first
     assert again.message.client_id == "req-1"
     assert (await store.get_session(session_id)).version == version
-    with pytest.raises(ConflictError, match="different content"):
+    with pytest.raises(ClientIdConflictError, match="different content") as refused:
         await store.append_messages(session_id, [UserMessage(content="twice", client_id="req-1")])
+    assert (refused.value.client_id, refused.value.message_id) == ("req-1", first.id)
+    assert isinstance(refused.value, ConflictError)
     # A batch that mixes a retried message with new ones writes only the new ones.
     mixed = await store.append_messages(
         session_id, [message, UserMessage(content="new", client_id="req-2"), message]
