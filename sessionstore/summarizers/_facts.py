@@ -38,6 +38,7 @@ from sessionstore.summarizers._changes import MAX_DIFF_LINES, WorkingState, outp
 from sessionstore.summarizers._commands import Call, describe_command
 from sessionstore.summarizers._handoff import (
     MAX_FOLLOW_UPS,
+    WAITING_FOR_USER,
     Action,
     Handoff,
     Item,
@@ -504,7 +505,7 @@ class _Walker:
             handoff.in_progress.append(Item(waiting, rank=2))
         if not self.harness:
             handoff.in_progress.extend(
-                Item(f"Waiting for the user's answer: {q}") for q in self.assistant_questions
+                Item(f"{WAITING_FOR_USER}{q}") for q in self.assistant_questions
             )
         return handoff
 

@@ -53,6 +53,8 @@ CONTINUED = "Continue the task stated before these turns."
 of a run, or one a harness's format complaint opened): the task is in an earlier digest
 or in the raw turns before, so it is not repeated here."""
 FOLLOW_UP = 'Later the user said: "'
+WAITING_FOR_USER = "Waiting for the user's answer: "
+"""An In Progress line: a question the assistant asked that the user has not answered."""
 MAX_FOLLOW_UPS = 3
 
 # Section headings of the window_budget seed's template, read as their closest match.
@@ -547,7 +549,7 @@ def merge_handoffs(older: Handoff, newer: Handoff) -> Handoff:
         state=_merge_state(
             older.state, newer.state, {f.text for f in newer.files if f.note == "deleted"}
         ),
-        in_progress=newer.in_progress or older.in_progress,
+        in_progress=newer.in_progress or _still_open(older.in_progress, newer),
         blocked=newer.blocked or older.blocked,
         decisions=_union(older.decisions, newer.decisions),
         resolved=_union(resolved, newer.resolved),
@@ -559,6 +561,18 @@ def merge_handoffs(older: Handoff, newer: Handoff) -> Handoff:
         has_reply=older.has_reply or newer.has_reply,
         continued=older.continued or newer.continued,
     )
+
+
+def _still_open(in_progress: list[Item], newer: Handoff) -> list[Item]:
+    """Return the older work in progress that the newer turns leave open.
+
+    A question the assistant waited on is answered once the user spoke in the newer turns
+    (a request of theirs, or a reply).
+    """
+    spoke = newer.later or (newer.task and newer.task not in (CONTINUED, NO_TASK))
+    if not spoke:
+        return in_progress
+    return [item for item in in_progress if not item.text.startswith(WAITING_FOR_USER)]
 
 
 def with_follow_ups(task: str, replies: list[str]) -> str:

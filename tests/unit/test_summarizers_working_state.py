@@ -764,6 +764,30 @@ def test_an_update_drops_the_changes_of_files_removed_since() -> None:
     assert "- reproduce.py (deleted)" in section(text, "Relevant Files")
 
 
+def test_an_update_drops_the_questions_the_user_has_answered_since() -> None:
+    first = digest(
+        [
+            UserMessage(content="I want to book a flight to Chicago."),
+            AssistantMessage(content="Which card would you like to use for the remaining $60?"),
+        ]
+    )
+    assert "Waiting for the user's answer: Which card" in section(first, "In Progress")
+    answered = digest(
+        [
+            UserMessage(content="I'll use the Visa ending in 6437."),
+            AssistantMessage(content="Booked."),
+        ],
+        prior_digest=first,
+    )
+    assert "Which card" not in section(answered, "In Progress")
+    # Turns where the user said nothing leave the question open.
+    unanswered = digest(
+        [call("s1", "search_flights", origin="EWR"), result("s1", "HAT056", name="search_flights")],
+        prior_digest=first,
+    )
+    assert "Waiting for the user's answer: Which card" in section(unanswered, "In Progress")
+
+
 # ── the real transcripts ───────────────────────────────────────────────────────
 
 DATASETS = sorted(
