@@ -369,6 +369,17 @@ def test_scripts_that_write_files_and_applied_patches_are_changes() -> None:
     )
 
 
+def submitted(task: str, diff: str) -> str:
+    """The Active State of a run that submits with mini-swe-agent's command, which prints `diff`."""
+    submit = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"
+    messages: list[Message] = [
+        UserMessage(content=task),
+        call("d1", "bash", command=submit),
+        result("d1", diff),
+    ]
+    return section(digest(messages), "Active State")
+
+
 def test_the_final_diff_gives_changed_lines_and_symbols() -> None:
     diff = (
         "diff --git a/django/utils/numberformat.py b/django/utils/numberformat.py\n"
@@ -380,13 +391,7 @@ def test_the_final_diff_gives_changed_lines_and_symbols() -> None:
         "+        if decimal_pos is not None and abs(exponent) > 200:\n"
         "+            number = Decimal('0')\n"
     )
-    submit = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"
-    messages: list[Message] = [
-        UserMessage(content="Fix small decimals in numberformat"),
-        call("d1", "bash", command=submit),
-        result("d1", diff),
-    ]
-    state = section(digest(messages), "Active State")
+    state = submitted("Fix small decimals in numberformat", diff)
     assert (
         "- Changed django/utils/numberformat.py in format at line 30: "
         "if decimal_pos is not None and abs(exponent) > 200:"
@@ -409,13 +414,7 @@ def test_the_final_diff_shows_every_file_before_one_files_many_hunks() -> None:
         "-    mark_list = getattr(obj, 'pytestmark', [])\n"
         "+    mark_list = [m for cls in obj.__mro__ for m in getattr(cls, '_marks', [])]\n"
     )
-    submit = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"
-    messages: list[Message] = [
-        UserMessage(content="Consider the MRO when obtaining marks"),
-        call("d1", "bash", command=submit),
-        result("d1", diff),
-    ]
-    state = section(digest(messages), "Active State")
+    state = submitted("Consider the MRO when obtaining marks", diff)
     diff_lines = [line for line in state.split("\n") if line.startswith("- Diff ")]
     assert "- Diff src/marks.py: -mark_list = getattr(obj, 'pytestmark', [])" in diff_lines
     assert any(
