@@ -550,7 +550,7 @@ def merge_handoffs(older: Handoff, newer: Handoff) -> Handoff:
             older.state, newer.state, {f.text for f in newer.files if f.note == "deleted"}
         ),
         in_progress=newer.in_progress or _still_open(older.in_progress, newer),
-        blocked=newer.blocked or older.blocked,
+        blocked=newer.blocked or _still_blocked(older, newer.actions),
         decisions=_union(older.decisions, newer.decisions),
         resolved=_union(resolved, newer.resolved),
         pending=_union([], pending),
@@ -561,6 +561,44 @@ def merge_handoffs(older: Handoff, newer: Handoff) -> Handoff:
         has_reply=older.has_reply or newer.has_reply,
         continued=older.continued or newer.continued,
     )
+
+
+_OPEN_FAILURE = re.compile(r"^action (\d+) (?:failed|printed errors)\b")
+_FAILED_OUTCOME = re.compile(r"^(?:exit [1-9]\d*\b|Error\b|error\b|\d+ failed\b|FAILED\b)")
+
+
+def _still_blocked(older: Handoff, newer: list[Action]) -> list[Item]:
+    """Return the older Blocked lines, a failure that a newer action resolved marked so.
+
+    A newer action with the failed one's verb and target that did not fail (the same
+    command run clean, the same booking made) resolves it: as within one digest, its
+    header and last error line become one `resolved by action N:` line.
+    """
+    if not newer:
+        return older.blocked
+    clean: dict[tuple[str, str], int] = {}
+    for action in newer:
+        if action.verb and not _FAILED_OUTCOME.match(action.outcome):
+            clean.setdefault((action.verb, action.target), action.first)
+    by_number = {action.first: action for action in older.actions if action.verb}
+    groups: list[list[Item]] = []
+    for item in older.blocked:
+        if _OPEN_FAILURE.match(item.text) or not groups:
+            groups.append([item])
+        else:
+            groups[-1].append(item)
+    kept: list[Item] = []
+    for group in groups:
+        opened = _OPEN_FAILURE.match(group[0].text)
+        failed = by_number.get(int(opened.group(1))) if opened else None
+        fixed = clean.get((failed.verb, failed.target)) if failed is not None else None
+        if fixed is None:
+            kept.extend(group)
+            continue
+        header = group[0].text.split(";", 1)[0].rstrip(":")
+        last = f" {group[-1].text}" if len(group) > 1 else ""
+        kept.append(Item(f"resolved by action {fixed}: {header}:{last}", rank=1))
+    return kept
 
 
 def _still_open(in_progress: list[Item], newer: Handoff) -> list[Item]:

@@ -787,6 +787,38 @@ def test_an_update_drops_the_questions_the_user_has_answered_since() -> None:
     assert "Waiting for the user's answer: Which card" in section(unanswered, "In Progress")
 
 
+def test_an_update_marks_an_older_failure_a_newer_clean_run_resolved() -> None:
+    book = {"user_id": "omar_rossi_1241", "origin": "EWR", "destination": "ORD"}
+    failed = "Error: not enough balance in payment method gift_card_8190333"
+    first = digest(
+        [
+            UserMessage(content="Book me EWR to ORD on the 25th."),
+            call("b1", "book_reservation", **book),
+            result("b1", failed, name="book_reservation"),
+        ]
+    )
+    assert section(first, "Blocked") == f"- action 1 failed:\n- {failed}"
+    booked = json.dumps({"reservation_id": "HATHAT", "status": "confirmed"})
+    later = digest(
+        [
+            UserMessage(content="Use my Visa for the rest."),
+            call("b2", "book_reservation", **book),
+            result("b2", booked, name="book_reservation"),
+        ],
+        prior_digest=first,
+    )
+    assert section(later, "Blocked") == f"- resolved by action 2: action 1 failed: {failed}"
+    # Another call in the newer turns resolves nothing.
+    other = digest(
+        [
+            call("g1", "get_user_details", user_id="omar_rossi_1241"),
+            result("g1", json.dumps({"user_id": "omar_rossi_1241"}), name="get_user_details"),
+        ],
+        prior_digest=first,
+    )
+    assert section(other, "Blocked") == f"- action 1 failed:\n- {failed}"
+
+
 # ── the real transcripts ───────────────────────────────────────────────────────
 
 DATASETS = sorted(
