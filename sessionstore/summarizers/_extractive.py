@@ -45,10 +45,10 @@ from sessionstore.summarizers._handoff import (
     CONTINUED,
     Handoff,
     Item,
-    merge_handoffs,
     parse_handoff,
     with_follow_ups,
 )
+from sessionstore.summarizers._handoff_merge import merge_handoffs
 from sessionstore.summarizers._protocol import Summary, SummaryRequest
 from sessionstore.summarizers._scan import clean_text, code_identifiers, record_values
 

@@ -1,27 +1,26 @@
-"""The structured handoff document: its sections, rendering, parsing and iterative merge (pure).
+"""The structured handoff document: its sections, rendering and parsing (pure).
 
 A handoff is what one assistant leaves the next after a compaction, under the section
 headings of the seed's structured summary template (`HANDOFF_SECTIONS`, in order). The
 extractive summarizer fills it from messages; `parse_handoff` reads one back (its own, a
 model's written to the same template, or the seed's `# Objective` ... `# Carryover`
-variant), and `merge_handoffs` folds a newer one into an older one so that facts survive
-any number of compactions.
+variant); `_handoff_merge.merge_handoffs` folds a newer one into an older one.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 __all__ = [
     "BRANCH_HEADER",
     "CONTINUED",
+    "FAILURE_HEADER",
     "HANDOFF_SECTIONS",
     "Action",
     "Handoff",
     "Item",
-    "merge_handoffs",
     "parse_handoff",
     "render_handoff",
     "state_item",
@@ -384,24 +383,6 @@ def state_item(text: str) -> Item:
     return Item(text, rank=2)
 
 
-def _is_diff(item: Item) -> bool:
-    return item.text.startswith("Diff ")
-
-
-def _merge_state(older: list[Item], newer: list[Item], deleted: set[str]) -> list[Item]:
-    """Return the older working state updated with the newer.
-
-    One line per kind (`last test`, `changed PATH`, ...), the newer winning; the diff
-    lines are the newest diff's, whole. An older change of a file the newer turns
-    deleted (a scratch script removed) is no longer the work's state: it goes.
-    """
-    if any(_is_diff(item) for item in newer):
-        older = [item for item in older if not _is_diff(item)]
-    gone = {f"changed {path}" for path in deleted}
-    older = [item for item in older if item.key not in gone]
-    return _union(older, newer, keep_last=True)
-
-
 def _parse_item(heading: str, entry: str) -> Item:
     text = entry[2:].strip() if entry[:2] in ("- ", "* ", "• ") else entry
     if heading == "Active State":
@@ -417,13 +398,14 @@ def _parse_item(heading: str, entry: str) -> Item:
     return Item(text, rank=2)
 
 
-_FAILURE_HEADER = re.compile(r"^action \d+ (?:failed|printed errors)")
+FAILURE_HEADER = re.compile(r"^action (\d+) (?:failed|printed errors)")
+"""A Blocked line that opens a failure: `action 6 failed (exit 1); ...:` (its number)."""
 
 
 def _blocked_items(entries: list[str]) -> list[Item]:
     """Return Blocked lines as items: the latest failure's rank 3, the one before 2, older 0."""
     texts = [e[2:].strip() if e[:2] in ("- ", "* ", "• ") else e for e in entries]
-    headers = [i for i, text in enumerate(texts) if _FAILURE_HEADER.match(text)]
+    headers = [i for i, text in enumerate(texts) if FAILURE_HEADER.match(text)]
     last = headers[-1] if headers else 0
     items = []
     for index, text in enumerate(texts):
@@ -485,134 +467,6 @@ def tallies(actions: Iterable[Action]) -> dict[str, int]:
     return counts
 
 
-def numbered_after(doc: Handoff, offset: int) -> Handoff:
-    """Return `doc` with its completed actions numbered after `offset` (each loop starts at 1)."""
-    if not offset or not doc.actions:
-        return doc
-    actions = [
-        replace(
-            action,
-            first=action.first + offset if action.first else 0,
-            last=action.last + offset if action.last else 0,
-            line=_ACTION_NUMBER.sub(lambda m: _shifted(m, offset), action.line, count=1),
-        )
-        for action in doc.actions
-    ]
-    return replace(doc, actions=actions)
-
-
-_ACTION_NUMBER = re.compile(r"^(\d+)(?:-(\d+))?\.")
-
-
-def _shifted(match: re.Match[str], offset: int) -> str:
-    first, last = match.group(1), match.group(2)
-    shifted = str(int(first) + offset)
-    return f"{shifted}-{int(last) + offset}." if last else f"{shifted}."
-
-
-def merge_handoffs(older: Handoff, newer: Handoff) -> Handoff:
-    """Return `older` updated with `newer`, as the seed's iterative update asks.
-
-    Goal, constraints, decisions, files and critical values carry forward (newer items
-    added, duplicates dropped, files in order of last touch); completed actions append
-    (the newer ones numbered after the older); the task, active state, work in progress,
-    blockers and remaining work are replaced by newer ones when there are any. Pending
-    questions move to resolved once the assistant has replied since.
-    """
-    numbers = [action.first or action.last for action in newer.actions]
-    if older.actions and min((n for n in numbers if n), default=older.next_number) < (
-        older.next_number
-    ):
-        # The newer handoff numbers its actions from 1 (a loop's own digest): after the older.
-        newer = numbered_after(newer, older.next_number - 1)
-    pending = newer.pending
-    resolved = older.resolved
-    if older.pending and newer.has_reply:
-        resolved = [
-            *resolved,
-            *(replace(q, text=f"{q.text} (addressed later)") for q in older.pending),
-        ]
-    else:
-        pending = [*older.pending, *pending]
-    # A task the newer one replaces becomes the goal when there was none, so the
-    # original request survives any number of updates.
-    earlier_request = (
-        "\n".join(line for line in older.task.split("\n") if not line.startswith(FOLLOW_UP))
-        if newer.task and older.task and older.task != newer.task
-        else ""
-    )
-    return Handoff(
-        task=newer.task or with_follow_ups(older.task, newer.later),
-        goal=older.goal or earlier_request or newer.goal,
-        constraints=_union(older.constraints, newer.constraints),
-        actions=[*older.actions, *newer.actions],
-        state=_merge_state(
-            older.state, newer.state, {f.text for f in newer.files if f.note == "deleted"}
-        ),
-        in_progress=newer.in_progress or _still_open(older.in_progress, newer),
-        blocked=newer.blocked or _still_blocked(older, newer.actions),
-        decisions=_union(older.decisions, newer.decisions),
-        resolved=_union(resolved, newer.resolved),
-        pending=_union([], pending),
-        files=merge_files(older.files, newer.files),
-        remaining=newer.remaining or older.remaining,
-        critical=_union(older.critical, newer.critical, keep_last=True),
-        later=[] if newer.task or older.task else [*older.later, *newer.later][-MAX_FOLLOW_UPS:],
-        has_reply=older.has_reply or newer.has_reply,
-        continued=older.continued or newer.continued,
-    )
-
-
-_OPEN_FAILURE = re.compile(r"^action (\d+) (?:failed|printed errors)\b")
-_FAILED_OUTCOME = re.compile(r"^(?:exit [1-9]\d*\b|Error\b|error\b|\d+ failed\b|FAILED\b)")
-
-
-def _still_blocked(older: Handoff, newer: list[Action]) -> list[Item]:
-    """Return the older Blocked lines, a failure that a newer action resolved marked so.
-
-    A newer action with the failed one's verb and target that did not fail (the same
-    command run clean, the same booking made) resolves it: as within one digest, its
-    header and last error line become one `resolved by action N:` line.
-    """
-    if not newer:
-        return older.blocked
-    clean: dict[tuple[str, str], int] = {}
-    for action in newer:
-        if action.verb and not _FAILED_OUTCOME.match(action.outcome):
-            clean.setdefault((action.verb, action.target), action.first)
-    by_number = {action.first: action for action in older.actions if action.verb}
-    groups: list[list[Item]] = []
-    for item in older.blocked:
-        if _OPEN_FAILURE.match(item.text) or not groups:
-            groups.append([item])
-        else:
-            groups[-1].append(item)
-    kept: list[Item] = []
-    for group in groups:
-        opened = _OPEN_FAILURE.match(group[0].text)
-        failed = by_number.get(int(opened.group(1))) if opened else None
-        fixed = clean.get((failed.verb, failed.target)) if failed is not None else None
-        if fixed is None:
-            kept.extend(group)
-            continue
-        header = group[0].text.split(";", 1)[0].rstrip(":")
-        last = f" {group[-1].text}" if len(group) > 1 else ""
-        kept.append(Item(f"resolved by action {fixed}: {header}:{last}", rank=1))
-    return kept
-
-
-def _still_open(in_progress: list[Item], newer: Handoff) -> list[Item]:
-    """Return the older work in progress that the newer turns leave open.
-
-    A question the assistant waited on is answered once the user spoke in the newer turns
-    (a request of theirs, or a reply).
-    """
-    spoke = newer.later or (newer.task and newer.task not in (CONTINUED, NO_TASK))
-    if not spoke:
-        return in_progress
-    return [item for item in in_progress if not item.text.startswith(WAITING_FOR_USER)]
-
-
 def with_follow_ups(task: str, replies: list[str]) -> str:
     """Return the task with the user's later replies after it, the last three kept."""
     if not task or not replies:
@@ -624,54 +478,3 @@ def with_follow_ups(task: str, replies: list[str]) -> str:
     ]
     kept = [*earlier, *replies][-MAX_FOLLOW_UPS:]
     return "\n".join([*request, *(f'{FOLLOW_UP}{reply}"' for reply in kept)])
-
-
-def _union(first: list[Item], second: list[Item], *, keep_last: bool = False) -> list[Item]:
-    """Return the items of both, each identity once, at its first (or last) place."""
-    merged: dict[str, Item] = {}
-    for item in [*first, *second]:
-        previous = merged.get(item.identity)
-        if previous is not None:
-            item = replace(item, rank=max(item.rank, previous.rank))
-            if keep_last:
-                del merged[item.identity]
-            else:
-                merged[item.identity] = item
-                continue
-        merged[item.identity] = item
-    return list(merged.values())
-
-
-def merge_files(first: list[Item], second: list[Item]) -> list[Item]:
-    """Return file items in order of last touch, each path once.
-
-    A path that ends another one at a `/` (`io.py` and `src/io.py`, or a relative path and
-    its absolute form) is the same file: the longer spelling is kept, since it contains
-    the shorter, at the place of whichever spelling was touched last.
-    """
-    touched: dict[str, tuple[int, Item]] = {}
-    for position, item in enumerate([*first, *second]):
-        previous = touched.get(item.text)
-        if previous is not None:
-            item = _same_file(item, previous[1])
-        touched[item.text] = (position, item)
-    owners: dict[str, str] = {}
-    for path in sorted(touched, key=len, reverse=True):
-        parts = path.split("/")
-        for index in range(1, len(parts)):
-            suffix = "/".join(parts[index:])
-            if suffix:
-                owners.setdefault(suffix, path)
-    merged: dict[str, tuple[int, Item]] = {}
-    for path, (position, item) in touched.items():
-        owner = owners.get(path.removeprefix("./"), path)
-        if owner in merged:
-            other_position, other = merged[owner]
-            position = max(position, other_position)
-            item = _same_file(replace(item, text=owner), other)
-        merged[owner] = (position, replace(item, text=owner))
-    return [item for _, item in sorted(merged.values(), key=lambda pair: pair[0])]
-
-
-def _same_file(item: Item, other: Item) -> Item:
-    return replace(item, rank=max(item.rank, other.rank), note=item.note or other.note)

@@ -21,11 +21,11 @@ from sessionstore.summarizers._handoff import (
     FOLLOW_UP,
     Handoff,
     Item,
-    merge_handoffs,
     parse_handoff,
     render_handoff,
     state_item,
 )
+from sessionstore.summarizers._handoff_merge import merge_handoffs
 from sessionstore.summarizers._scan import cut, sentences
 
 __all__ = ["merge_digests"]

@@ -39,10 +39,10 @@ from sessionstore.summarizers import (
 from sessionstore.summarizers._extractive import EXTRACTIVE_PROMPT_VERSION
 from sessionstore.summarizers._handoff import (
     BRANCH_HEADER,
-    merge_handoffs,
     parse_handoff,
     render_handoff,
 )
+from sessionstore.summarizers._handoff_merge import merge_handoffs
 from sessionstore.summarizers._said import asks_the_user
 
 BUDGET = 2_000
@@ -744,7 +744,17 @@ def test_real_transcripts_keep_request_changed_files_and_open_errors(
 
 @pytest.mark.parametrize(
     "module",
-    ["_extractive", "_facts", "_actions", "_commands", "_handoff", "_fit", "_scan", "_patch"],
+    [
+        "_extractive",
+        "_facts",
+        "_actions",
+        "_commands",
+        "_handoff",
+        "_handoff_merge",
+        "_fit",
+        "_scan",
+        "_patch",
+    ],
 )
 def test_modules_are_pure(module: str) -> None:
     import ast
