@@ -186,12 +186,11 @@ def describe_call(name: str, arguments: str) -> Call:
     patch = None if shell else _patch_of(args)
     if patch is not None:
         # `apply_patch` with the envelope as its whole input (Codex's tool).
-        paths = ", ".join(dict.fromkeys(path for path, _ in patch.files))
         return Call(
             verb=patch.verb,
-            target=cut(paths, TARGET_CHARS),
+            target=cut(patch.paths, TARGET_CHARS),
             tool=name,
-            brief=cut(paths, BRIEF_CHARS),
+            brief=cut(patch.paths, BRIEF_CHARS),
             files=patch.files,
             patch=patch.diff,
         )

@@ -249,9 +249,7 @@ def describe_command(command: str, *, tool: str) -> Call:
     # The command as typed, on one line: a heredoc's first lines say what was written.
     target = cut(collapse(command), TARGET_CHARS)
     if patch is not None:  # the envelope's text says less than the files it changes
-        target = cut(
-            "apply_patch " + ", ".join(dict.fromkeys(p for p, _ in patch.files)), TARGET_CHARS
-        )
+        target = cut(f"apply_patch {patch.paths}", TARGET_CHARS)
     paths = [p for p in files if not p.startswith("/") or p.count("/") > 1][:2]
     return Call(
         verb=verb,

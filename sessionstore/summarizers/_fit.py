@@ -47,6 +47,7 @@ from sessionstore.summarizers._harness import (
     statement_part,
     without_examples,
 )
+from sessionstore.summarizers._said import without_markup
 from sessionstore.summarizers._scan import (
     code_identifiers,
     collapse,
@@ -145,8 +146,8 @@ class _Fitter:
         # What the task snapshot already shows verbatim is not repeated below it.
         task = collapse(view.task)
         goal = collapse(view.goal)
-        if goal in task or goal in collapse(_TAG.sub(" ", view.task)):
-            view.goal = ""  # the task shows it (its tags aside: `<uploaded_files>`)
+        if goal in task or goal in collapse(without_markup(view.task)):
+            view.goal = ""  # the task shows it (its tags aside, as `gist_of` made the goal)
         view.constraints = [i for i in view.constraints if collapse(i.text.rstrip("…")) not in task]
         view.pending = [i for i in view.pending if collapse(i.text.rstrip("…")) not in task]
         critical, view.critical = view.critical, []
@@ -330,7 +331,6 @@ def fit_handoff(
     return text if estimate_tokens(text) <= budget else _hard_cut(text, budget)
 
 
-_TAG = re.compile(r"</?[A-Za-z][\w-]*>")
 _ACTION_VALUE = re.compile(r"(?<![\w.])([A-Za-z_]\w{0,40})=([\w.@#:+/$-]*\w)(?=[,) ]|$)")
 _RESULT_LIST = re.compile(r"\b\d+ results?: ([^\[]+?)(?= -| \[|$)")
 MAX_ACTION_VALUES = 40

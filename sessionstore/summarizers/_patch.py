@@ -40,6 +40,11 @@ class Patch:
     diff: str = ""
 
     @property
+    def paths(self) -> str:
+        """The files it touches, each once, in order, as one line (`a.py, b.py`)."""
+        return ", ".join(dict.fromkeys(path for path, _ in self.files))
+
+    @property
     def verb(self) -> str:
         """The action's verb: CREATED or DELETED when every file is, else EDITED."""
         notes = {note for _, note in self.files}

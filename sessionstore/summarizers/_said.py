@@ -28,6 +28,7 @@ __all__ = [
     "is_constraint",
     "is_feedback",
     "is_short_reply",
+    "without_markup",
 ]
 
 GIST_CHARS = 400
@@ -124,9 +125,17 @@ def is_short_reply(text: str) -> bool:
     return len(words) <= 12 and "?" not in text and ACK.match(text) is not None
 
 
+_MARKUP = re.compile(r"</?[A-Za-z_][\w-]*>")
+
+
+def without_markup(text: str) -> str:
+    """Return `text` with its tags (`<pr_description>`, `</uploaded_files>`) made spaces."""
+    return _MARKUP.sub(" ", text)
+
+
 def gist_of(request: str) -> str:
     """Return the first sentences of a request, markup removed, at most ~400 characters."""
-    prose = collapse(re.sub(r"</?[A-Za-z_][\w-]*>", " ", head_tail(request, 4_000)))
+    prose = collapse(without_markup(head_tail(request, 4_000)))
     if len(prose) <= GIST_CHARS:
         return prose
     said = sentences(prose)
