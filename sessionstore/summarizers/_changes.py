@@ -137,12 +137,10 @@ class WorkingState:
             self.diff = _diff_lines(hunks)
         touched.extend((file_path, "written") for file_path in _written_by_script(call.command))
         if verb == "DELETED" or call.patch:
+            # A patch's changes are its hunks', recorded above; the files it deletes go.
             for file_path, note in call.files:
                 if verb == "DELETED" or note == "deleted":
                     self.changes.pop(file_path, None)
-            if call.patch:  # its changes are its hunks', recorded above
-                return touched
-        if verb == "DELETED":
             return touched
         if verb not in ("EDITED", "WROTE", "CREATED"):
             return touched
