@@ -6,8 +6,12 @@ way loses its middle: the changed lines of every file but the first and the last
 are what the agent did (a submission's `git diff`, a `diff -u` of a fix). `cut_output`
 cuts a diff by its unchanged context lines instead, those farthest from a change first;
 the file and hunk headers and every `+`/`-` line stay, with the lines around the diff
-(a harness's `<returncode>`). Only when those alone are over the limit does it cut their
-middle, as `truncate_head_tail` does. Any other output is `truncate_head_tail`'s.
+(a harness's `<returncode>`). When those alone are over the limit, every file's header
+line stays and the changed lines of each file are kept in turn (its hunks' first lines,
+then their second, ...): a submission that also adds thousands of generated lines
+(a `build/` tree) still shows each file it changed and how. Only when the file headers
+alone are over the limit is the middle cut, as `truncate_head_tail` cuts. Any other
+output is `truncate_head_tail`'s.
 """
 
 from __future__ import annotations
@@ -80,8 +84,14 @@ def cut_output(text: str, max_lines: int) -> str:
     kept = [i for i, kind in enumerate(kinds) if kind != _CONTEXT]
     context = [i for i, kind in enumerate(kinds) if kind == _CONTEXT]
     room = max_lines - len(kept) - 1  # the marker's line
-    if room < 0:  # the diff's own lines are over the limit: their middle goes
-        head = max_lines // 2
+    if room < 0:  # the diff's own lines are over the limit
+        chosen = _file_by_file(lines, kinds, max_lines - 1)
+        if chosen is not None:
+            shown = [lines[i] for i in sorted(chosen)]
+            return "\n".join(
+                [*shown, f"[... {len(lines) - len(chosen)} lines of the diff cut ...]"]
+            )
+        head = max_lines // 2  # not even a line a file: the middle goes
         tail = (
             [lines[i] for i in kept[len(kept) - (max_lines - head) :]] if max_lines > head else []
         )
@@ -94,6 +104,83 @@ def cut_output(text: str, max_lines: int) -> str:
     shown = [lines[i] for i in range(len(lines)) if kinds[i] != _CONTEXT or i in chosen]
     dropped = len(context) - len(chosen)
     return "\n".join([*shown, f"[... {dropped} unchanged lines of the diff cut ...]"])
+
+
+FRAME_LINES = 3
+"""The lines before a diff and after it kept first (a harness's `<returncode>`)."""
+
+
+def _file_by_file(lines: list[str], kinds: list[int], limit: int) -> set[int] | None:
+    """Choose at most `limit` of a diff's lines: each file's, then its changes in turn.
+
+    First every file's header line (`diff --git`, or `--- ` where a diff has none) and
+    the first and last `FRAME_LINES` lines around the diff; then, file by file in
+    rounds, a change of each (a hunk's first change comes with its `@@` line; a file's
+    hunks in rounds too; blank changed lines last); then the rest of the lines around
+    the diff, first and last in turn, and the other header lines. Each step is taken
+    whole while it fits, and the first that does not ends the choice, so a larger
+    `limit` keeps a superset. None when the file headers alone are over `limit`.
+    """
+    files: list[list[list[int]]] = []  # a file's hunks, each its `@@` line and changes
+    headers: list[int] = []
+    frame: list[int] = []
+    rest: list[int] = []
+    in_file = False
+    for i, (line, kind) in enumerate(zip(lines, kinds, strict=True)):
+        opens = line.startswith("diff --git ") or (
+            line.startswith("--- ")
+            and lines[i + 1 : i + 2] != []
+            and lines[i + 1].startswith("+++ ")
+            and not (in_file and not files[-1])
+        )
+        if opens:
+            files.append([])
+            headers.append(i)
+            in_file = True
+        elif _HUNK.match(line):
+            if not files:
+                files.append([])
+                headers.append(i)
+            files[-1].append([i])
+        elif kind == _CHANGED:
+            if files[-1]:
+                files[-1][-1].append(i)
+            else:  # after a hunk's line that looked like a `--- ` header: it heads its own
+                files[-1].append([i])
+        elif kind == _KEEP and line.startswith(_HEADERS) and in_file:
+            rest.append(i)
+        elif kind == _KEEP:
+            frame.append(i)
+            in_file = False
+    if len(headers) > limit:
+        return None
+    frame_order = [i for pair in zip(frame, reversed(frame), strict=True) for i in pair]
+    frame_order = list(dict.fromkeys(frame_order[: len(frame)]))
+    steps: list[list[int]] = [[i] for i in headers]
+    steps += [[i] for i in frame_order[: 2 * FRAME_LINES]]
+    per_file: list[list[list[int]]] = []
+    for hunks in files:
+        picks: list[list[list[int]]] = []
+        for header, *changes in hunks:
+            # A blank `+` or `-` line shows nothing of the change: it comes last.
+            changes.sort(key=lambda i: not lines[i][1:].strip())
+            picks.append([[header, *changes[:1]], *([i] for i in changes[1:])])
+        per_file.append(_in_rounds(picks))
+    steps += _in_rounds(per_file)
+    steps += [[i] for i in frame_order[2 * FRAME_LINES :]]
+    steps += [[i] for i in rest]
+    chosen: set[int] = set()
+    for step in steps:
+        if len(chosen) + len(step) > limit:
+            break
+        chosen.update(step)
+    return chosen
+
+
+def _in_rounds(lists: list[list[list[int]]]) -> list[list[int]]:
+    """The first item of each list, then the second of each, and so on."""
+    longest = max((len(items) for items in lists), default=0)
+    return [items[k] for k in range(longest) for items in lists if k < len(items)]
 
 
 def _distances(count: int, marks: list[int]) -> list[int]:

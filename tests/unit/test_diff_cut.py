@@ -60,20 +60,55 @@ def test_a_diff_keeps_every_change_and_loses_its_unchanged_lines_farthest_first(
     assert len(changed(truncate_head_tail(text, 60))) < len(changed(text))
 
 
-def test_changes_over_the_limit_are_cut_in_their_middle() -> None:
+def test_changes_over_the_limit_keep_every_file_and_a_few_changes_of_each() -> None:
     text = submission(files=4, changes=10)
     cut = cut_output(text, 30)
-    assert "unchanged" not in cut
+    lines = cut.split("\n")
+    assert "unchanged" not in cut.replace("lines of the diff cut", "")
+    total = len(text.split("\n"))
+    assert len(lines) <= 30
+    assert lines[-1] == f"[... {total - len(lines) + 1} lines of the diff cut ...]"
+    assert lines[:3] == [
+        "<returncode>0</returncode>",
+        "<output>",
+        "diff --git a/pkg/module_0.py b/pkg/module_0.py",
+    ]
+    assert "</output>" in lines
+    for index in range(4):  # every file, with its hunk's header and its first changes
+        name = f"pkg/module_{index}.py"
+        assert f"diff --git a/{name} b/{name}" in lines
+        assert any(line.startswith("@@") and line.endswith(f"f_{name}():") for line in lines)
+        assert f"-    old {name} 0" in lines
+        assert f"+    new {name} 1" in lines
+    # In the diff's order; the head-and-tail cut loses the middle files.
+    order = {line: index for index, line in enumerate(text.split("\n"))}
+    positions = [order[line] for line in lines[:-1]]
+    assert positions == sorted(positions)
+    assert "diff --git a/pkg/module_2.py" not in truncate_head_tail(text, 30)
+
+
+def test_a_plain_diff_u_is_cut_file_by_file_too() -> None:
+    lines = ["$ diff -u old new"]
+    for index in range(3):
+        lines += [f"--- a/f{index}.c", f"+++ b/f{index}.c", "@@ -1,20 +1,20 @@"]
+        lines += [f"--- removed comment {index} {i}" for i in range(20)]  # SQL-like `-- x` lines
+        lines += [f"+new {index} {i}" for i in range(20)]
+    cut = cut_output("\n".join(lines), 20)
+    shown = cut.split("\n")
+    assert len(shown) <= 20
+    for index in range(3):
+        assert f"--- a/f{index}.c" in shown
+        assert f"+new {index} 0" in shown
+
+
+def test_more_files_than_lines_are_cut_in_their_middle() -> None:
+    text = submission(files=40, changes=2)
+    cut = cut_output(text, 30)
     head, marker, tail = cut.partition("\n\n[... ")
     assert marker
     total = len(text.split("\n"))
     assert tail.startswith(f"{total - 30} lines truncated ...]\n\n")
     assert len(head.split("\n")) + len(tail.split("\n")) - 2 == 30
-    assert head.split("\n")[:3] == [
-        "<returncode>0</returncode>",
-        "<output>",
-        "diff --git a/pkg/module_0.py b/pkg/module_0.py",
-    ]
 
 
 @pytest.mark.parametrize(
@@ -141,6 +176,18 @@ def test_what_a_cut_diff_keeps(files: int, changes: int, context: int, max_lines
         order = {line: index for index, line in enumerate(lines)}
         positions = [order[line] for line in shown[:-1]]
         assert positions == sorted(positions)
+    elif files + 1 <= max_lines:  # every file's header, then changes of each in turn
+        shown = cut.split("\n")
+        assert len(shown) <= max_lines
+        assert shown[-1] == f"[... {len(lines) - len(shown) + 1} lines of the diff cut ...]"
+        assert [line for line in shown if line.startswith("diff --git")] == [
+            line for line in lines if line.startswith("diff --git")
+        ]
+        assert not any(line.startswith("     unchanged") for line in shown)
+        order = {line: index for index, line in enumerate(lines)}
+        positions = [order[line] for line in shown[:-1]]
+        assert positions == sorted(positions)
+        # A line more keeps what a line less kept.
+        assert set(shown[:-1]) <= set(cut_output(text, max_lines + 1).split("\n"))
     else:
-        assert "unchanged" not in cut.replace("unchanged lines", "")
         assert f"[... {len(lines) - max_lines} lines truncated ...]" in cut
