@@ -544,7 +544,9 @@ _ERROR_LINE = re.compile(
     r"|: (?:command not found|No such file or directory|Permission denied)$"
     r"|^Segmentation fault|^Killed$|^Exception in thread |^Caused by: "
     r"|^(?:[a-z_]\w*\.)+[A-Z]\w*(?:Exception|Error)\b|^BUILD FAILED|^BUILD FAILURE"
-    r"|^[-*]?\s*[EF]\d{3,4} \w",
+    r"|^[-*]?\s*[EF]\d{3,4} \w"
+    # pytest's location of a failure, under its traceback: `tests/test_x.py:131: AssertionError`
+    r"|^\S+:\d+: (?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Failure|Exit|Interrupt)$",
 )
 _TRACEBACK = "Traceback (most recent call last):"
 _FRAME = re.compile(r'^\s*File "[^"]+", line \d+')

@@ -81,7 +81,11 @@ ValueError: bad header
 </output>"""
 
 PYTEST_FAILED = """============ FAILURES ============
+>       assert read(path) == 4
 E       AssertionError: assert 3 == 4
+
+tests/test_io.py:17: AssertionError
+tests/test_io.py:17: in test_read
 FAILED tests/test_io.py::test_read - AssertionError: assert 3 == 4
 ======== 1 failed, 4 passed in 0.12s ========
 Exit code: 1"""
@@ -274,6 +278,7 @@ def test_blocked_keeps_the_exact_error_lines_of_the_latest_failures() -> None:
         "- ValueError: bad header",
         "- action 4 failed (exit 1):",
         "- E       AssertionError: assert 3 == 4",
+        "- tests/test_io.py:17: AssertionError",  # where it failed (pytest's location line)
         "- FAILED tests/test_io.py::test_read - AssertionError: assert 3 == 4",
     ]
 
