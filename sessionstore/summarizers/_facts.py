@@ -78,6 +78,7 @@ from sessionstore.summarizers._scan import (
     record_values,
     sentences,
     split_reminders,
+    telling_line,
     test_result_line,
     without_fences,
 )
@@ -474,8 +475,13 @@ class _Walker:
         ]
         handoff.critical = self.critical_values()
         for index, (number, (header, _, errors, _)) in enumerate(self.resolved):
-            # The newest resolved failure keeps its last lines, the others their last one.
-            kept = errors[-RESOLVED_LINES:] if index == len(self.resolved) - 1 else errors[-1:]
+            # The newest resolved failure keeps its last lines, the others their telling one
+            # (the assertion, not unittest's `FAILED (failures=1)`).
+            if index == len(self.resolved) - 1:
+                kept = errors[-RESOLVED_LINES:]
+            else:
+                telling = telling_line(errors)
+                kept = [telling] if telling else []
             shown = f" {' | '.join(kept)}" if kept else ""
             handoff.blocked.append(Item(f"resolved by action {number}: {header}:{shown}", rank=1))
         handoff.blocked.extend(self.blocked_items(handoff))
@@ -522,7 +528,8 @@ class _Walker:
         for header, _, errors, _ in earlier:
             if errors and errors[-1] in shown:
                 continue
-            last = f" {errors[-1]}" if errors else ""
+            telling = telling_line(errors)
+            last = f" {telling}" if telling else ""
             items.append(Item(f"earlier: {header}:{last}", rank=0))
         groups: list[tuple[str, int, list[str], list[int]]] = []
         for header, number, errors, _ in latest:

@@ -23,6 +23,7 @@ from sessionstore.summarizers._handoff import (
     Item,
     with_follow_ups,
 )
+from sessionstore.summarizers._scan import telling_line
 
 __all__ = ["merge_files", "merge_handoffs", "numbered_after"]
 
@@ -113,7 +114,8 @@ def _still_blocked(older: Handoff, newer: list[Action]) -> list[Item]:
 
     A newer action with the failed one's verb and target that did not fail (the same
     command run clean, the same booking made) resolves it: as within one digest, its
-    header and last error line become one `resolved by action N:` line.
+    header and its telling error line (`telling_line`) become one `resolved by action N:`
+    line.
     """
     if not newer:
         return older.blocked
@@ -137,7 +139,8 @@ def _still_blocked(older: Handoff, newer: list[Action]) -> list[Item]:
             kept.extend(group)
             continue
         header = group[0].text.split(";", 1)[0].rstrip(":")
-        last = f" {group[-1].text}" if len(group) > 1 else ""
+        telling = telling_line([item.text for item in group[1:]])
+        last = f" {telling}" if telling else ""
         kept.append(Item(f"resolved by action {fixed}: {header}:{last}", rank=1))
     return kept
 

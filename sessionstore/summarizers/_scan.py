@@ -29,6 +29,7 @@ __all__ = [
     "parse_json",
     "record_values",
     "sentences",
+    "telling_line",
     "test_result_line",
     "test_summary",
     "without_fences",
@@ -589,6 +590,21 @@ def error_lines(output: str) -> list[str]:
     if len(errors) > MAX_ERROR_LINES:
         errors = errors[:2] + errors[-(MAX_ERROR_LINES - 2) :]
     return errors
+
+
+_TALLY = re.compile(r"^FAILED \((?:failures|errors)=\d+(?:, (?:failures|errors)=\d+)*\)$")
+"""unittest's closing tally, which says how many failed but not what."""
+
+
+def telling_line(errors: list[str]) -> str | None:
+    """Return the one error line that says most of a failure (None when there is none).
+
+    The last line that is not a bare tally (`FAILED (failures=1)`): the assertion or the
+    exception, else the tally itself.
+    """
+    return next((line for line in reversed(errors) if not _TALLY.match(line)), None) or (
+        errors[-1] if errors else None
+    )
 
 
 # ── prose ──────────────────────────────────────────────────────────────────────

@@ -283,6 +283,32 @@ def test_blocked_keeps_the_exact_error_lines_of_the_latest_failures() -> None:
     ]
 
 
+def unittest_failure(test: str, assertion: str) -> str:
+    return (
+        f"<returncode>1</returncode>\n<output>\nFAIL: {test} (app.tests.Case)\n"
+        f'Traceback (most recent call last):\n  File "/repo/app/tests.py", line 9, in {test}\n'
+        f"{assertion}\n\nRan 12 tests in 0.1s\n\nFAILED (failures=1)\n</output>"
+    )
+
+
+def test_an_older_resolved_failure_keeps_its_assertion_not_the_tally() -> None:
+    run = "python tests/runtests.py app"
+    messages = [
+        UserMessage(content="Fix the totals in app/report.py."),
+        call("c1", "bash", command=run),
+        result("c1", unittest_failure("test_sum", "AssertionError: 4003 != 300")),
+        call("c2", "bash", command=run),
+        result("c2", unittest_failure("test_avg", "AssertionError: 1.5 != 2.0")),
+        call("c3", "bash", command=run),
+        result("c3", "<returncode>0</returncode>\n<output>\nRan 12 tests in 0.1s\n\nOK\n</output>"),
+    ]
+    blocked = section(digest(messages), "Blocked").splitlines()
+    assert blocked[0].startswith("- resolved by action 3: action 1 failed (exit 1):")
+    assert blocked[0].endswith(": AssertionError: 4003 != 300")
+    assert "FAILED (failures=1)" in blocked[1]  # the newest keeps its last lines, tally too
+    assert "AssertionError: 1.5 != 2.0" in blocked[1]
+
+
 def test_relevant_files_are_every_path_touched_once_in_order_of_last_touch() -> None:
     files = section(digest(coding_session()), "Relevant Files").splitlines()
     # src/io.py is also /repo/src/io.py (a traceback); the longer spelling stands for both.

@@ -787,6 +787,32 @@ def test_an_update_drops_the_questions_the_user_has_answered_since() -> None:
     assert "Waiting for the user's answer: Which card" in section(unanswered, "In Progress")
 
 
+def test_an_update_resolving_a_failed_test_run_keeps_its_assertion() -> None:
+    run = "python tests/runtests.py app"
+    failed = (
+        "<returncode>1</returncode>\n<output>\nFAIL: test_sum (app.tests.Case)\n"
+        "AssertionError: 4003 != 300\n\nRan 12 tests in 0.1s\n\nFAILED (failures=1)\n</output>"
+    )
+    first = digest(
+        [
+            UserMessage(content="Fix the totals in app/report.py."),
+            call("t1", "bash", command=run),
+            result("t1", failed),
+        ]
+    )
+    assert "FAILED (failures=1)" in section(first, "Blocked")
+    later = digest(
+        [
+            call("t2", "bash", command=run),
+            result("t2", "<returncode>0</returncode>\n<output>\nRan 12 tests\n\nOK\n</output>"),
+        ],
+        prior_digest=first,
+    )
+    assert section(later, "Blocked") == (
+        "- resolved by action 2: action 1 failed (exit 1): AssertionError: 4003 != 300"
+    )
+
+
 def test_an_update_marks_an_older_failure_a_newer_clean_run_resolved() -> None:
     book = {"user_id": "omar_rossi_1241", "origin": "EWR", "destination": "ORD"}
     failed = "Error: not enough balance in payment method gift_card_8190333"
