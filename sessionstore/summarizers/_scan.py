@@ -549,6 +549,16 @@ _ERROR_LINE = re.compile(
     # pytest's location of a failure, under its traceback: `tests/test_x.py:131: AssertionError`
     r"|^\S+:\d+: (?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Failure|Exit|Interrupt)$",
 )
+_EXPECTED = re.compile(
+    r"\bexpected (?:an? )?[\w.]*(?:error|exception)\b"
+    r"|\b[\w.]*(?:error|exception)\b.{0,60}\bas expected\b",
+    re.IGNORECASE,
+)
+"""A script's report of an error it meant to provoke (`Caught expected error: ...`)."""
+_REPORTED = re.compile(
+    r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Failure)(?::|$)|^E\s|^(?:FAILED|ERROR|FAIL)\b"
+)
+"""A line that is an error report itself, whatever it says (`AssertionError: expected ...`)."""
 _TRACEBACK = "Traceback (most recent call last):"
 _FRAME = re.compile(r'^\s*File "[^"]+", line \d+')
 MAX_ERROR_LINES = 10
@@ -560,7 +570,8 @@ def error_lines(output: str) -> list[str]:
 
     Error lines are exception lines (the last line of a traceback, with the frame just
     before it), pytest's `E` and `FAILED` lines, `Error:`/`error:` lines, `fatal:` and
-    shell errors. Past ten, the first two and the last eight are kept.
+    shell errors; not a script's report of an error it expected (`Caught expected error:
+    ...`). Past ten, the first two and the last eight are kept.
     """
     lines = [line.rstrip() for line in head_tail(output, SCAN_WINDOW // 2).split("\n")]
     found: dict[str, None] = {}
@@ -584,7 +595,11 @@ def error_lines(output: str) -> list[str]:
                 found.setdefault(cut(last_frame, MAX_ERROR_LINE_CHARS), None)
             found.setdefault(cut(stripped, MAX_ERROR_LINE_CHARS), None)
             continue
-        if _ERROR_LINE.search(stripped) and not stripped.startswith(("#", "//", "raise ")):
+        if (
+            _ERROR_LINE.search(stripped)
+            and not stripped.startswith(("#", "//", "raise "))
+            and (_REPORTED.match(stripped) or not _EXPECTED.search(stripped))
+        ):
             found.setdefault(cut(stripped, MAX_ERROR_LINE_CHARS), None)
     errors = list(found)
     if len(errors) > MAX_ERROR_LINES:

@@ -309,6 +309,32 @@ def test_an_older_resolved_failure_keeps_its_assertion_not_the_tally() -> None:
     assert "AssertionError: 1.5 != 2.0" in blocked[1]
 
 
+def test_a_script_reporting_the_error_it_expected_printed_no_error() -> None:
+    run = "python test_fix.py"
+    output = (
+        "<returncode>0</returncode>\n<output>\nTest 1 passed\n"
+        "Test 2 passed: Caught expected error: Dimension of t1 is Dimension(time)\n"
+        "ValueError raised as expected\n</output>"
+    )
+    messages = [
+        UserMessage(content="Make the dimension check accept equivalent dimensions."),
+        call("c1", "bash", command=run),
+        result("c1", "<returncode>1</returncode>\n<output>\nAttributeError: no 'dim'\n</output>"),
+        call("c2", "bash", command=run),
+        result("c2", output),
+    ]
+    blocked = section(digest(messages), "Blocked")
+    assert "printed errors" not in blocked
+    # The clean run resolves the crash before it.
+    assert blocked == "- resolved by action 2: action 1 failed (exit 1): AttributeError: no 'dim'"
+    # An error report that mentions what was expected is still one.
+    failing = "<returncode>1</returncode>\n<output>\nAssertionError: expected error not raised\n"
+    blocked = section(
+        digest([*messages, call("c3", "bash", command=run), result("c3", failing)]), "Blocked"
+    )
+    assert "- AssertionError: expected error not raised" in blocked.splitlines()
+
+
 def test_relevant_files_are_every_path_touched_once_in_order_of_last_touch() -> None:
     files = section(digest(coding_session()), "Relevant Files").splitlines()
     # src/io.py is also /repo/src/io.py (a traceback); the longer spelling stands for both.
