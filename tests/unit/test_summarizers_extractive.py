@@ -293,7 +293,7 @@ def unittest_failure(test: str, assertion: str) -> str:
 
 def test_an_older_resolved_failure_keeps_its_assertion_not_the_tally() -> None:
     run = "python tests/runtests.py app"
-    messages = [
+    messages: list[Message] = [
         UserMessage(content="Fix the totals in app/report.py."),
         call("c1", "bash", command=run),
         result("c1", unittest_failure("test_sum", "AssertionError: 4003 != 300")),
@@ -316,7 +316,7 @@ def test_a_script_reporting_the_error_it_expected_printed_no_error() -> None:
         "Test 2 passed: Caught expected error: Dimension of t1 is Dimension(time)\n"
         "ValueError raised as expected\n</output>"
     )
-    messages = [
+    messages: list[Message] = [
         UserMessage(content="Make the dimension check accept equivalent dimensions."),
         call("c1", "bash", command=run),
         result("c1", "<returncode>1</returncode>\n<output>\nAttributeError: no 'dim'\n</output>"),
