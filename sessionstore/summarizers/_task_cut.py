@@ -3,9 +3,10 @@
 A task is the user's request, then their later replies (`FOLLOW_UP` lines). The
 statement's bulky fenced blocks (a pasted `pip list`, a log) lose their middle lines
 first (`_cut_blocks`); then a harness's standing instructions (`<instructions>`,
-`INSTRUCTIONS:`), by whole lines, their rules last (`_cut_lines`); then the whole block
-but its tail (how to submit); then the older replies, whole; then the middle of the
-request; the latest reply last.
+`INSTRUCTIONS:`), by whole lines, their rules last and their first prohibitions (`DO NOT
+MODIFY: Tests`) not at all (`_cut_lines`); then the whole block but its tail (how to
+submit) and those prohibitions, which go too rather than the statement's opening; then
+the older replies, whole; then the middle of the request; the latest reply last.
 """
 
 from __future__ import annotations
@@ -94,11 +95,12 @@ def _cut_lines(body: str, remove: int) -> str | None:
     The units of `_instruction_units` go in their order (the later first within a kind),
     each run of them cut replaced by `_GAP`: the examples, then the prose, the lines with
     inline code and the headings over rules, and the rules last. None when cutting all
-    but the first line is not enough.
+    but the first line and the prohibitions (`_kept_prohibitions`) is not enough.
     """
     units = _instruction_units(body)
+    kept = _kept_prohibitions(units)
     order = sorted(range(len(units)), key=lambda i: (units[i][1], -i))
-    order = [i for i in order if units[i][1] < 4]
+    order = [i for i in order if units[i][1] < 4 and i not in kept]
     gone: set[int] = set()
     removed = 0
     for index in order:
@@ -148,10 +150,56 @@ def _cut_instructions(request: str, remove: int) -> tuple[str, int]:
         body = _cut_lines(block[:body_end], remove)
         if body is not None:
             return request[:start] + body + block[body_end:], 0
-    # Their last lines (how to finish, how to submit) stay with the statement.
-    marker = _INSTRUCTIONS_MARKER.format(body_end)
+    # Their last lines (how to finish, how to submit) stay with the statement, and so do
+    # their first prohibitions (`DO NOT MODIFY: Tests`), what the agent must not do, unless
+    # the statement would be cut into its opening for them (its middle goes first: two
+    # thirds of what is left of it are its head).
     kept = f"\n{block[body_end:].lstrip()}" if body_end < len(block) else ""
-    return f"{request[:start].rstrip()}\n{marker}{kept}", max(0, remove - body_end)
+
+    def cut_to_end(rules: str) -> tuple[str, int]:
+        marker = _INSTRUCTIONS_MARKER.format(body_end - len(rules))
+        cut = f"{request[:start].rstrip()}\n{marker}\n{rules}".rstrip("\n") + kept
+        return cut, max(0, remove - (len(request) - len(cut)))
+
+    cut, left = cut_to_end(_prohibitions(block[:body_end]))
+    if left and 2 * (start - left) < 3 * KEPT_HEAD_CHARS:
+        cut, left = cut_to_end("")
+    return cut, left
+
+
+PROHIBITION_CHARS = 200
+"""The standing instructions' prohibitions kept when all the rest of them but their end is cut."""
+_PROHIBITION = re.compile(
+    r"\b(?:do not|don'?t|never|must not|mustn'?t|shall not|may not)\b", re.IGNORECASE
+)
+_SHOUTED = re.compile(r"\b(?:DO NOT|DON'?T|NEVER|MUST NOT)\b")
+
+
+def _kept_prohibitions(units: list[tuple[str, int]]) -> set[int]:
+    """Return the units that forbid something, up to `PROHIBITION_CHARS` of them.
+
+    A rule's line (`is_constraint`) that says what not to do; a shouted one (`DO NOT`,
+    `NEVER`) first, then in their order. They stay when every other line but the first
+    has gone.
+    """
+    found = [
+        index for index, (line, rank) in enumerate(units) if rank == 3 and _PROHIBITION.search(line)
+    ]
+    found.sort(key=lambda index: (_SHOUTED.search(units[index][0]) is None, index))
+    chosen: set[int] = set()
+    room = PROHIBITION_CHARS
+    for index in found:
+        size = len(units[index][0].strip()) + 1
+        if size <= room:
+            chosen.add(index)
+            room -= size
+    return chosen
+
+
+def _prohibitions(body: str) -> str:
+    """Return the kept prohibitions of `body`, one line each, in their order ("" if none)."""
+    units = _instruction_units(body)
+    return "".join(units[index][0].strip() + "\n" for index in sorted(_kept_prohibitions(units)))
 
 
 _CUT_INSTRUCTIONS = re.compile(

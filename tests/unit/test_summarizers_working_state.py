@@ -1021,6 +1021,31 @@ def test_a_cut_task_keeps_the_rules_of_its_instructions_and_drops_their_examples
     assert "- DO NOT MODIFY: Tests" in harder
 
 
+def test_instructions_cut_to_their_end_keep_their_prohibitions_but_not_over_the_task() -> None:
+    rule = "- DO NOT MODIFY: Tests, configuration files (pyproject.toml, setup.cfg, etc.)"
+    long_statement = STATEMENT.replace(
+        "</pr_description>",
+        "Steps to reproduce: " + "send a request; " * 80 + "\n</pr_description>",
+    )
+    task = long_statement + STANDING
+    submit = "echo COMPLETE_TASK_AND_SUBMIT && git add -A && git diff --cached"
+    # More than cutting every line but the first would give: only the end stays, and the
+    # prohibition, while the statement's opening is not cut for it.
+    for remove in (len(STANDING) - 250, len(STANDING) + 100):
+        cut = cut_task(task, remove)
+        # As much as asked, but for the marker of a cut statement's middle.
+        assert len(task) - len(cut) >= remove - len("\n[… 9999 characters cut …]\n")
+        assert "characters of the harness's standing instructions cut" in cut
+        assert rule in cut
+        assert submit in cut
+        assert cut.startswith(long_statement[:300])
+        assert "Background sentence" not in cut
+    # A short statement is not cut into for the rule: the rule goes.
+    short = cut_task(STATEMENT + STANDING, len(STANDING) + 20)
+    assert rule not in short
+    assert "The parser drops" in short
+
+
 _RULES = [f"- You must never touch file_{i}.cfg." for i in range(8)]
 _PROSE = [f"Some background about step {i} of the workflow." for i in range(8)]
 _LINES = st.sampled_from(
