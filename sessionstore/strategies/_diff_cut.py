@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 
 from sessionstore.strategies._legacy import count_lines, lines_cut_marker, truncate_head_tail
+from sessionstore.summarizers._rounds import in_rounds
 
 __all__ = ["cut_output"]
 
@@ -165,8 +166,8 @@ def _file_by_file(lines: list[str], kinds: list[int], limit: int) -> set[int] | 
             # A blank `+` or `-` line shows nothing of the change: it comes last.
             changes.sort(key=lambda i: not lines[i][1:].strip())
             picks.append([[header, *changes[:1]], *([i] for i in changes[1:])])
-        per_file.append(_in_rounds(picks))
-    steps += _in_rounds(per_file)
+        per_file.append(in_rounds(picks))
+    steps += in_rounds(per_file)
     steps += [[i] for i in frame_order[2 * FRAME_LINES :]]
     steps += [[i] for i in rest]
     chosen: set[int] = set()
@@ -175,12 +176,6 @@ def _file_by_file(lines: list[str], kinds: list[int], limit: int) -> set[int] | 
             break
         chosen.update(step)
     return chosen
-
-
-def _in_rounds(lists: list[list[list[int]]]) -> list[list[int]]:
-    """The first item of each list, then the second of each, and so on."""
-    longest = max((len(items) for items in lists), default=0)
-    return [items[k] for k in range(longest) for items in lists if k < len(items)]
 
 
 def _distances(count: int, marks: list[int]) -> list[int]:

@@ -22,6 +22,7 @@ from sessionstore.summarizers._code import (
     symbol_at,
 )
 from sessionstore.summarizers._commands import Call
+from sessionstore.summarizers._rounds import in_rounds
 from sessionstore.summarizers._scan import collapse, cut, find_paths, head_tail, is_noise_path
 
 __all__ = ["MAX_DIFF_LINES", "WorkingState", "output_paths"]
@@ -320,10 +321,5 @@ def _diff_lines(hunks: list[Hunk]) -> list[str]:
                 if text.strip()
             ]
         )
-    per_file = [_in_rounds(file_hunks, DIFF_LINES_PER_HUNK) for file_hunks in by_file.values()]
-    return list(dict.fromkeys(_in_rounds(per_file, MAX_DIFF_LINES)))[:MAX_DIFF_LINES]
-
-
-def _in_rounds(lists: list[list[str]], rounds: int) -> list[str]:
-    """Return the first item of each list, then the second of each, ... up to `rounds`."""
-    return [items[i] for i in range(rounds) for items in lists if i < len(items)]
+    per_file = [in_rounds(file_hunks, DIFF_LINES_PER_HUNK) for file_hunks in by_file.values()]
+    return list(dict.fromkeys(in_rounds(per_file, MAX_DIFF_LINES)))[:MAX_DIFF_LINES]
