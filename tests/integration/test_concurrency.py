@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
-from sessionstore import SessionStore, StoredMessage, UserMessage
+from sessionstore import SessionStore, StoredMessage, UserMessage, migrate
 from sessionstore.errors import StaleWriteError
 
 
@@ -88,11 +89,12 @@ def _process_writer(url: str, session_id: str, worker: int, batches: int) -> Non
 
 
 @pytest.mark.slow
-async def test_several_processes_append_to_one_sqlite_file(sqlite_url: str) -> None:
+async def test_several_processes_append_to_one_sqlite_file(tmp_path: Path) -> None:
     """Four processes share one SQLite file; every batch lands whole and in order."""
-    from tests.conftest import _truncate  # the file is shared with other tests
-
-    await _truncate(sqlite_url)
+    # A file of its own, migrated here: the run's shared file is migrated only by the
+    # tests before this one in the same worker, and under xdist there may be none.
+    sqlite_url = f"sqlite+aiosqlite:///{tmp_path / 'shared.db'}"
+    await migrate.upgrade(sqlite_url)
     async with SessionStore.from_url(sqlite_url) as store:
         session = await store.create_session(app_name="app", user_id="ada")
         await store.start_loop(session.id)
