@@ -30,8 +30,8 @@ __all__ = ["DefaultBlockCompaction", "truncated_copy"]
 def truncated_copy(raw: StoredMessage, max_lines: int, counter: TokenCounter) -> ReplacementMessage:
     """Return a `keep_recent` replacement of `raw`: tool output cut to `max_lines` lines.
 
-    The output is cut by `cut_output`: head and tail as the seed's level 1, but a diff by
-    its unchanged lines, so what it changed stays. A message that needs no cut is the raw
+    The output is cut by `cut_output`: head and tail as the seed's level 1, keeping the
+    error lines of the middle, and a diff by its unchanged lines, so what it changed stays. A message that needs no cut is the raw
     message itself, with its cached token count.
     """
     message = raw.message

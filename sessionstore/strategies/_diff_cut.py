@@ -11,7 +11,8 @@ line stays and the changed lines of each file are kept in turn (its hunks' first
 then their second, ...): a submission that also adds thousands of generated lines
 (a `build/` tree) still shows each file it changed and how. Only when the file headers
 alone are over the limit is the middle cut, as `truncate_head_tail` cuts. Any other
-output is `truncate_head_tail`'s.
+output is cut head and tail too, but keeps the error lines of its middle in their place
+(a chained traceback's cause, a long test run's `E` lines), up to a fifth of the lines.
 """
 
 from __future__ import annotations
@@ -71,7 +72,8 @@ def cut_output(text: str, max_lines: int) -> str:
     end, `[... N unchanged lines of the diff cut ...]`, says how many went. When what it
     keeps is still over `max_lines`, its middle is cut as `truncate_head_tail` cuts, with
     the same marker, which then counts every line left out. Any other text:
-    `truncate_head_tail(text, max_lines)`.
+    `truncate_head_tail(text, max_lines)`, but with the error lines of the middle it
+    would leave out kept in their place (`_head_tail_errors`).
 
     Raises:
         ValueError: `max_lines` is negative.
@@ -81,7 +83,7 @@ def cut_output(text: str, max_lines: int) -> str:
     lines = text.removesuffix("\n").split("\n")
     kinds = _kinds(lines)
     if kinds is None:
-        return truncate_head_tail(text, max_lines)
+        return _head_tail_errors(text, lines, max_lines)
     kept = [i for i, kind in enumerate(kinds) if kind != _CONTEXT]
     context = [i for i, kind in enumerate(kinds) if kind == _CONTEXT]
     room = max_lines - len(kept) - 1  # the marker's line
@@ -105,6 +107,55 @@ def cut_output(text: str, max_lines: int) -> str:
     shown = [lines[i] for i in range(len(lines)) if kinds[i] != _CONTEXT or i in chosen]
     dropped = len(context) - len(chosen)
     return "\n".join([*shown, f"[... {dropped} unchanged lines of the diff cut ...]"])
+
+
+ERROR_SHARE = 5
+"""At most one line in this many of a cut output is an error line kept from its middle."""
+
+
+def _head_tail_errors(text: str, lines: list[str], max_lines: int) -> str:
+    """Cut a text (not a diff) to its first and last lines and the errors in between.
+
+    `truncate_head_tail`'s cut, but the error lines of the middle it would leave out
+    (`is_error_line`: the exception a chained traceback was caused by, pytest's `E`
+    lines of a failure above its summary) stay in their place, up to one line in
+    `ERROR_SHARE`, the first and the last of them in turn, each line's text once; the
+    head and the tail give up their innermost lines for them. Each gap is said with
+    `truncate_head_tail`'s marker. Without such lines: `truncate_head_tail`'s cut.
+    """
+    share = max_lines // ERROR_SHARE
+    if share == 0:
+        return truncate_head_tail(text, max_lines)
+    # Imported here: only a cut reads error lines (`sessionstore context` starts without).
+    from sessionstore.summarizers._scan import is_error_line
+
+    lines = [line.removesuffix("\r") for line in lines]
+    head = (max_lines - share) // 2
+    tail = max_lines - share - head
+    errors: dict[str, int] = {}
+    for index in range(head, len(lines) - tail):
+        if is_error_line(lines[index]):
+            errors.setdefault(lines[index].strip(), index)
+    if not errors:
+        return truncate_head_tail(text, max_lines)
+    found = list(errors.values())
+    # The first and the last in turn: the cause of a chained traceback and its end.
+    alternating = [i for pair in zip(found, reversed(found), strict=True) for i in pair]
+    middle = list(dict.fromkeys(alternating))[:share]
+    # Fewer errors than the share: the head and the tail take the lines left over.
+    head = (max_lines - len(middle)) // 2
+    tail = max_lines - len(middle) - head
+    kept = sorted({*range(head), *middle, *range(len(lines) - tail, len(lines))})
+    pieces: list[str] = []
+    previous = -1
+    for index in kept:
+        if index > previous + 1:
+            pieces.append(lines_cut_marker(index - previous - 1))
+        elif pieces:
+            pieces.append("\n")
+        pieces.append(lines[index])
+        previous = index
+    return "".join(pieces)
 
 
 FRAME_LINES = 3

@@ -23,6 +23,7 @@ __all__ = [
     "exit_code",
     "find_paths",
     "head_tail",
+    "is_error_line",
     "is_id_key",
     "is_noise_path",
     "json_values",
@@ -560,9 +561,30 @@ _REPORTED = re.compile(
 )
 """A line that is an error report itself, whatever it says (`AssertionError: expected ...`)."""
 _TRACEBACK = "Traceback (most recent call last):"
+_CUT_MARKER = re.compile(
+    r"^\[(?:\.\.\.|…) .+ (?:\.\.\.|…)\]$|^\[the line above repeated \d+ more times\]$"
+)
+"""What a cut or a squeeze of the output put where lines were (`[... 3 lines truncated ...]`):
+it says nothing of the error, and a traceback goes on after it."""
 _FRAME = re.compile(r'^\s*File "[^"]+", line \d+')
 MAX_ERROR_LINES = 10
 MAX_ERROR_LINE_CHARS = 300
+
+
+def is_error_line(line: str) -> bool:
+    """Whether one line of output reports an error (`error_lines` keeps such lines).
+
+    An exception line (`ValueError: ...`, `pkg.module.Error`), pytest's `E` and `FAILED`
+    lines, `Error:`/`error:` lines, `fatal:` and shell errors; not a comment, a `raise`
+    statement or a script's report of an error it expected (`Caught expected error:`).
+    """
+    stripped = line.strip()
+    return bool(
+        stripped
+        and _ERROR_LINE.search(stripped)
+        and not stripped.startswith(("#", "//", "raise "))
+        and (_REPORTED.match(stripped) or not _EXPECTED.search(stripped))
+    )
 
 
 def error_lines(output: str) -> list[str]:
@@ -579,7 +601,7 @@ def error_lines(output: str) -> list[str]:
     last_frame = ""
     for line in lines:
         stripped = line.strip()
-        if not stripped:
+        if not stripped or _CUT_MARKER.match(stripped):
             continue
         if stripped.startswith(_TRACEBACK):
             in_traceback, last_frame = True, ""
@@ -595,11 +617,7 @@ def error_lines(output: str) -> list[str]:
                 found.setdefault(cut(last_frame, MAX_ERROR_LINE_CHARS), None)
             found.setdefault(cut(stripped, MAX_ERROR_LINE_CHARS), None)
             continue
-        if (
-            _ERROR_LINE.search(stripped)
-            and not stripped.startswith(("#", "//", "raise "))
-            and (_REPORTED.match(stripped) or not _EXPECTED.search(stripped))
-        ):
+        if is_error_line(stripped):
             found.setdefault(cut(stripped, MAX_ERROR_LINE_CHARS), None)
     errors = list(found)
     if len(errors) > MAX_ERROR_LINES:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -121,6 +123,76 @@ def test_more_files_than_lines_are_cut_in_their_middle() -> None:
 )
 def test_any_other_output_is_cut_as_the_seed_cuts_it(text: str) -> None:
     assert cut_output(text, 50) == truncate_head_tail(text, 50)
+
+
+def is_subsequence(part: list[str], whole: list[str]) -> bool:
+    rest = iter(whole)
+    return all(line in rest for line in part)
+
+
+def chained_traceback(frames: int) -> str:
+    """A run whose first exception (the cause) is in the middle of a long traceback."""
+    lines = ["<returncode>1</returncode>", "<output>", "Traceback (most recent call last):"]
+    for i in range(frames):
+        lines += [f'  File "/app/db/utils_{i}.py", line {i + 10}, in run', "    execute()"]
+    lines += ["sqlite3.OperationalError: no such table: product", ""]
+    lines += ["The above exception was the direct cause of the following exception:", ""]
+    lines += ["Traceback (most recent call last):"]
+    for i in range(frames):
+        lines += [f'  File "/app/models/base_{i}.py", line {i + 20}, in save', "    insert()"]
+    return "\n".join([*lines, "django.db.utils.OperationalError: no such table: product"])
+
+
+def test_an_error_in_the_middle_of_a_long_output_stays_in_its_place() -> None:
+    text = chained_traceback(frames=40)
+    cut = cut_output(text, 50)
+    assert "sqlite3.OperationalError: no such table: product" not in truncate_head_tail(text, 50)
+    shown = [line for line in cut.split("\n") if line and not line.startswith("[... ")]
+    assert len(shown) <= 50
+    assert "sqlite3.OperationalError: no such table: product" in shown
+    assert shown[:3] == text.split("\n")[:3]
+    assert shown[-1] == "django.db.utils.OperationalError: no such table: product"
+    # In their order, and every gap said with the seed's marker, counting what went.
+    assert is_subsequence(shown, [line for line in text.split("\n") if line])
+    omitted = [int(n) for n in re.findall(r"\[\.\.\. (\d+) lines truncated \.\.\.\]", cut)]
+    assert len(omitted) == 2
+    assert sum(omitted) == len(text.split("\n")) - len(shown)
+
+
+def test_errors_of_the_middle_take_at_most_a_fifth_of_the_lines() -> None:
+    lines = ["$ pytest", *[f"E   AssertionError: case {i} differs" for i in range(60)], "4 failed"]
+    around = [f"setup {i}" for i in range(30)], [f"tail {i}" for i in range(30)]
+    text = "\n".join([*around[0], *lines, *around[1]])
+    shown = [line for line in cut_output(text, 50).split("\n") if line and line[0] != "["]
+    errors = [line for line in shown if line.startswith("E ")]
+    assert len(shown) == 50
+    assert len(errors) == 10
+    # The first and the last of them.
+    assert "E   AssertionError: case 0 differs" in errors
+    assert "E   AssertionError: case 59 differs" in errors
+    # Too few lines to spare one: the seed's cut.
+    assert cut_output(text, 4) == truncate_head_tail(text, 4)
+
+
+@given(
+    st.lists(
+        st.sampled_from(["ok", "ValueError: bad", "E   assert 1 == 2", "", "  File x", "x" * 30]),
+        max_size=120,
+    ),
+    st.integers(min_value=0, max_value=60),
+)
+def test_a_cut_output_keeps_its_lines_in_order_within_the_limit(
+    lines: list[str], max_lines: int
+) -> None:
+    text = "\n".join(f"{i}: {line}" for i, line in enumerate(lines))
+    cut = cut_output(text, max_lines)
+    if len(lines) <= max_lines:
+        assert cut is text
+        return
+    shown = [line for line in cut.split("\n") if line and not line.startswith("[... ")]
+    assert len(shown) <= max_lines
+    numbers = [int(line.split(":", 1)[0]) for line in shown]
+    assert numbers == sorted(set(numbers))
 
 
 def test_a_short_output_is_itself() -> None:

@@ -30,6 +30,7 @@ from sessionstore.models import (
     ToolResultMessage,
     UserMessage,
 )
+from sessionstore.strategies import truncate_head_tail
 from sessionstore.summarizers import ExtractiveSummarizer, SummaryRequest
 from sessionstore.summarizers._code import diff_hunks
 from sessionstore.summarizers._fit import fit_handoff
@@ -599,6 +600,23 @@ def test_errors_still_open_keep_their_exact_lines_and_types() -> None:
     blocked = section(digest(messages), "Blocked")
     assert "KeyError: 'name'" in blocked
     assert 'File "/repo/m.py", line 9, in load' in blocked
+
+
+def test_a_traceback_cut_in_its_middle_still_ends_at_its_exception() -> None:
+    frames = "".join(f'  File "/repo/f{i}.py", line {i}, in f\n    g()\n' for i in range(30))
+    output = f"Traceback (most recent call last):\n{frames}ZeroDivisionError: division by zero"
+    cut = truncate_head_tail(f"<returncode>1</returncode>\n<output>\n{output}\n</output>", 20)
+    assert "lines truncated ...]" in cut
+    messages: list[Message] = [
+        UserMessage(content="Fix f.py"),
+        call("z1", "bash", command="python f.py"),
+        result("z1", cut),
+    ]
+    blocked = section(digest(messages), "Blocked")
+    # The marker a cut left in the traceback is not its exception line.
+    assert "truncated" not in blocked
+    assert 'File "/repo/f29.py", line 29, in f' in blocked
+    assert "ZeroDivisionError: division by zero" in blocked
 
 
 # ── values, mutating actions ───────────────────────────────────────────────────
