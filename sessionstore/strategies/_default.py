@@ -31,8 +31,9 @@ def truncated_copy(raw: StoredMessage, max_lines: int, counter: TokenCounter) ->
     """Return a `keep_recent` replacement of `raw`: tool output cut to `max_lines` lines.
 
     The output is cut by `cut_output`: head and tail as the seed's level 1, keeping the
-    error lines of the middle, and a diff by its unchanged lines, so what it changed stays. A message that needs no cut is the raw
-    message itself, with its cached token count.
+    error lines of the middle, and a diff by its unchanged lines, so what it changed
+    stays. A message that needs no cut is the raw message itself, with its cached token
+    count.
     """
     message = raw.message
     if isinstance(message, ToolResultMessage):

@@ -5,8 +5,9 @@ statement's bulky fenced blocks (a pasted `pip list`, a log) lose their middle l
 first (`_cut_blocks`); then a harness's standing instructions (`<instructions>`,
 `INSTRUCTIONS:`), by whole lines, their rules last and their first prohibitions (`DO NOT
 MODIFY: Tests`) not at all (`_cut_lines`); then the whole block but its tail (how to
-submit) and those prohibitions, which go too rather than the statement's opening; then
-the older replies, whole; then the middle of the request; the latest reply last.
+submit) and those prohibitions, which go too rather than the statement's opening, and
+then that tail, rather than the opening; then the older replies, whole; then the middle
+of the request; the latest reply last.
 """
 
 from __future__ import annotations
@@ -131,8 +132,10 @@ def _cut_instructions(request: str, remove: int) -> tuple[str, int]:
     (`<instructions>`, `INSTRUCTIONS:`): their examples go first, then their prose and
     headings, keeping the lines that state rules (`_cut_lines`) and their tail (how to
     submit, the last `INSTRUCTIONS_TAIL_CHARS` in whole lines); then all but that tail,
-    before the statement itself is cut (in its middle, so that tail goes last). Returns
-    the text and how many characters are left to cut.
+    before the statement itself is cut (in its middle). That tail goes too, and the
+    prohibitions before it, when the statement would otherwise be cut into its opening
+    (the first `KEPT_HEAD_CHARS` characters: what the task is). Returns the text and how
+    many characters are left to cut.
     """
     start = instructions_start(request)
     if start is None:
@@ -153,17 +156,22 @@ def _cut_instructions(request: str, remove: int) -> tuple[str, int]:
     # Their last lines (how to finish, how to submit) stay with the statement, and so do
     # their first prohibitions (`DO NOT MODIFY: Tests`), what the agent must not do, unless
     # the statement would be cut into its opening for them (its middle goes first: two
-    # thirds of what is left of it are its head).
-    kept = f"\n{block[body_end:].lstrip()}" if body_end < len(block) else ""
+    # thirds of what is left of it are its head): the prohibitions go first, then the end.
+    end = f"\n{block[body_end:].lstrip()}" if body_end < len(block) else ""
 
-    def cut_to_end(rules: str) -> tuple[str, int]:
-        marker = _INSTRUCTIONS_MARKER.format(body_end - len(rules))
+    def cut_to_end(rules: str, kept: str) -> tuple[str, int]:
+        marker = _INSTRUCTIONS_MARKER.format((body_end if kept else len(block)) - len(rules))
         cut = f"{request[:start].rstrip()}\n{marker}\n{rules}".rstrip("\n") + kept
         return cut, max(0, remove - (len(request) - len(cut)))
 
-    cut, left = cut_to_end(_prohibitions(block[:body_end]))
-    if left and 2 * (start - left) < 3 * KEPT_HEAD_CHARS:
-        cut, left = cut_to_end("")
+    def into_opening(left: int) -> bool:
+        return left > 0 and 2 * (start - left) < 3 * KEPT_HEAD_CHARS
+
+    cut, left = cut_to_end(_prohibitions(block[:body_end]), end)
+    if into_opening(left):
+        cut, left = cut_to_end("", end)
+    if into_opening(left) and end:
+        cut, left = cut_to_end("", "")
     return cut, left
 
 

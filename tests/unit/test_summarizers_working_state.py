@@ -1064,6 +1064,29 @@ def test_instructions_cut_to_their_end_keep_their_prohibitions_but_not_over_the_
     assert "The parser drops" in short
 
 
+def test_how_to_submit_goes_before_the_statement_is_cut_into_its_opening() -> None:
+    opening = "<pr_description>\nThe parser drops the `Content-Length` header " + "x" * 300
+    statement = opening + " when a request is chunked.\n</pr_description>\n"
+    task = statement + STANDING
+    submit = "echo COMPLETE_TASK_AND_SUBMIT && git add -A && git diff --cached"
+    # Cut to the instructions' end, the statement keeps its opening and its end too.
+    gentle = cut_task(task, len(STANDING) - 250)
+    assert submit in gentle
+    assert gentle.startswith(statement.rstrip("\n"))
+    # Cut harder, the end of the instructions goes before the statement is cut: it is
+    # not long enough to lose its middle and keep its opening.
+    hard = cut_task(task, len(STANDING) - 100)
+    assert submit not in hard
+    assert "- DO NOT MODIFY: Tests" not in hard
+    assert hard.startswith(statement.rstrip("\n"))
+    assert f"[… {len(STANDING)} characters of the harness's standing instructions cut …]" in hard
+    assert len(task) - len(hard) >= len(STANDING) - 100
+    # Harder still, the statement loses its middle.
+    hardest = cut_task(task, len(STANDING) + 20)
+    assert hardest.startswith(opening[:200])
+    assert "characters cut …]\nxxx" in hardest
+
+
 _RULES = [f"- You must never touch file_{i}.cfg." for i in range(8)]
 _PROSE = [f"Some background about step {i} of the workflow." for i in range(8)]
 _LINES = st.sampled_from(
