@@ -18,6 +18,7 @@ from sessionstore._tokens import TokenCounter, estimate_tokens, message_tokens
 from sessionstore.models import BashExecutionMessage, Message, TextContent, ToolResultMessage
 from sessionstore.strategies._diff_cut import cut_output
 from sessionstore.strategies._legacy import count_lines, truncate_head_tail
+from sessionstore.summarizers._rule_cut import shorten_rules
 
 __all__ = ["shorten_output", "squeeze_output", "truncate_head_tail_tokens"]
 
@@ -103,7 +104,6 @@ _PROGRESS_LINE = re.compile(r"^[.sFEx]{24,}$")
 """A line of test-runner progress marks (pytest, unittest: `....F..s`)."""
 _PROGRESS_BAR = re.compile(r"(\d{1,3}(?:\.\d+)?\s?%|\d+/\d+)")
 _BAR_CHARS = re.compile(r"[#=█▉▊▋▌▍▎▏━─>|\[\] ]{10,}")
-_RULE = re.compile(r"([^\w\s])\1{23,}")
 _REPEAT_MIN = 3
 
 
@@ -151,7 +151,7 @@ def squeeze_output(text: str) -> str:
                 line = f"[{end - index} progress lines]\n{lines[end]}"
                 changed = True
                 index = end
-        shortened = _RULE.sub(lambda match: match.group(1) * 8, line)
+        shortened = shorten_rules(line)
         if shortened != line:
             line, changed = shortened, True
         repeats = 1

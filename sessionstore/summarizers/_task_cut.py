@@ -19,6 +19,7 @@ from sessionstore.summarizers._harness import (
     example_spans,
     instructions_start,
 )
+from sessionstore.summarizers._rule_cut import shorten_rules
 from sessionstore.summarizers._said import is_constraint
 from sessionstore.summarizers._scan import FENCE
 
@@ -324,7 +325,9 @@ def _cut_replies(replies: list[str], remove: int) -> tuple[list[str], int]:
 def cut_task(task: str, remove: int) -> str:
     """Return the task with `remove` characters cut: instructions, older replies, request.
 
-    A harness's standing instructions are cut first (`_cut_instructions`), then the
+    Long rules (`=====`) are cut to eight characters first (`shorten_rules`), then the
+    statement's bulky fenced blocks lose their middle lines (`_cut_blocks`), a harness's
+    standing instructions are cut (`_cut_instructions`), then the
     user's older later replies, whole, oldest first (one marker says how many went),
     then the middle of the request. The latest reply is the user's latest words: it is
     cut only once the request itself is gone. A conversation whose user answers the
@@ -333,7 +336,12 @@ def cut_task(task: str, remove: int) -> str:
     """
     if remove <= 0:
         return task
-    lines = task.split("\n")
+    # A long rule (`=====` around a pasted test run) says as much with eight characters.
+    short = shorten_rules(task)
+    remove -= len(task) - len(short)
+    if remove <= 0:
+        return short
+    lines = short.split("\n")
     replies = [line for line in lines if line.startswith(FOLLOW_UP)]
     request = "\n".join(line for line in lines if not line.startswith(FOLLOW_UP))
     request, remove = _cut_blocks(request, remove)

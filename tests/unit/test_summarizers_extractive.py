@@ -924,8 +924,10 @@ def test_a_digest_refitted_smaller_lists_the_names_its_cut_task_no_longer_shows(
     """
     request = (
         "Fix `SequentialFeatureSelector` when cv is an iterable of splits. "
-        + "Some words of background here. " * 40
-        + "It fails in `_aggregate_score_dicts` called from `cross_validate`.\n"
+        + "Some words of background here. " * 20
+        + "It fails in `_aggregate_score_dicts` called from `cross_validate`. "
+        + "Some more words of background. " * 20
+        + "\n"
         + "<instructions>\nRun `MY_ENV_VAR=MY_VALUE your_command_here` to set a value. "
         + "Always run the tests. " * 30
         + "\n</instructions>"

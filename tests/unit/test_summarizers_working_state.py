@@ -1064,6 +1064,16 @@ def test_instructions_cut_to_their_end_keep_their_prohibitions_but_not_over_the_
     assert "The parser drops" in short
 
 
+def test_a_cut_task_shortens_its_long_rules_before_it_cuts_any_words() -> None:
+    rule = "=" * 80
+    run = f"{rule} test session starts {rule}\ncollected 1 item\n{rule} 1 xfailed in 0.07s {rule}"
+    task = f"Skipping is broken:\n```\n{run}\n```\nExpected the test to fail.\n"
+    cut = cut_task(task, 100)
+    assert len(task) - len(cut) >= 100
+    assert cut == task.replace(rule, "=" * 8)
+    assert cut_task(task, 0) is task
+
+
 def test_how_to_submit_goes_before_the_statement_is_cut_into_its_opening() -> None:
     opening = "<pr_description>\nThe parser drops the `Content-Length` header " + "x" * 300
     statement = opening + " when a request is chunked.\n</pr_description>\n"
