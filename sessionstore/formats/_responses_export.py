@@ -61,7 +61,7 @@ def to_openai_responses(messages: Sequence[Message]) -> list[dict[str, Any]]:
 
 @paused_gc()  # every item survives the call (see paused_gc)
 def export_each(
-    messages: Sequence[Message], verbatim: Sequence[bool] | None = None
+    messages: Sequence[Message], verbatim: Sequence[bool] | None = None, *, first: int = 0
 ) -> list[list[dict[str, Any]]]:
     """Export each message as its own list of items: `to_openai_responses([m])` for each.
 
@@ -78,11 +78,14 @@ def export_each(
     compacted, shortened or redacted copy, which keeps the `extra` of the message it
     copies, from the message itself; a stored message is never such a copy.
 
+    `first` is the index of `messages[0]` in the list it was taken from: an error names
+    the message by its index there.
+
     Raises:
         FormatError: as `to_openai_responses`.
     """
     kept: list[tuple[str, list[Any], list[Any]] | None] = []
-    for index, message in enumerate(messages):
+    for index, message in enumerate(messages, start=first):
         check_is_message(index, message)
         kept.append(None if _is_item_message(message) else _kept_parts(message))
     texts = [parts[0] for parts in kept if parts is not None]
@@ -91,7 +94,7 @@ def export_each(
     except ValueError:  # a kept text is not JSON: each is decoded on its own
         parsed = None
     result: list[list[dict[str, Any]]] = []
-    for index, (message, parts) in enumerate(zip(messages, kept, strict=True)):
+    for index, (message, parts) in enumerate(zip(messages, kept, strict=True), start=first):
         try:
             if parts is None or parsed is None:
                 result.append(_export_message(message))
@@ -99,7 +102,7 @@ def export_each(
             items = next(parsed)
             restored = (
                 items
-                if verbatim is not None and verbatim[index] and _whole(items, parts[1])
+                if verbatim is not None and verbatim[index - first] and _whole(items, parts[1])
                 else _matched(message, items, parts[1], parts[2])
             )
             result.append(_unkept(message) if restored is None else restored)

@@ -11,9 +11,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sessionstore.formats._responses import CALL_OUTPUT_TYPES, RESPONSES_FORMAT, item_type
+from sessionstore.formats._responses_export import export_each
 from sessionstore.models import CustomMessage, Message, ToolResultMessage
 
-__all__ = ["OUTPUT_TYPES", "dump_is_output", "is_output", "window"]
+__all__ = ["OUTPUT_TYPES", "context_window", "dump_is_output", "is_output", "window"]
 
 OUTPUT_TYPES = frozenset(CALL_OUTPUT_TYPES.values()) | {"mcp_approval_response"}
 """The item types that answer a call."""
@@ -65,6 +66,31 @@ def window(
             start += 1
         flat = flat[start:]
     return _paired([item for _, item in flat])
+
+
+def context_window(
+    messages: Sequence[Message], verbatim: Sequence[bool], limit: int | None
+) -> list[dict[str, Any]]:
+    """Return `window` of a built context's messages exported as items (`export_each`).
+
+    With `limit`, only the newest messages that give at least `limit` items are exported
+    (a run of `limit` messages, then twice as many before it, ...): the window of them is
+    the window of all, since a window only moves forward from the `limit`-th newest item.
+    A context of thousands of messages read for its newest fifty exports about fifty.
+    """
+    if limit is None or limit <= 0:
+        return window([not is_output(m) for m in messages], export_each(messages, verbatim), limit)
+    begin = len(messages)
+    units: list[list[dict[str, Any]]] = []
+    count = 0
+    run = limit
+    while begin > 0 and count < limit:
+        first = max(0, begin - run)
+        part = export_each(messages[first:begin], verbatim[first:begin], first=first)
+        units[:0] = part
+        count += sum(map(len, part))
+        begin, run = first, run * 2
+    return window([not is_output(m) for m in messages[begin:]], units, limit)
 
 
 def _paired(items: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -67,6 +67,7 @@ from sessionstore.formats._responses_export import export_each
 from sessionstore.integrations._item_json import decoded, item_lists, json_items
 from sessionstore.integrations._responses_window import (
     OUTPUT_TYPES,
+    context_window,
     dump_is_output,
     is_output,
     window,
@@ -294,9 +295,7 @@ class SessionStoreSession:
         # A raw item not redacted is the stored message itself, whose kept text the export
         # takes as raw mode does.
         verbatim = [item.source == "raw" and not item.redacted for item in context.items]
-        units = export_each(messages, verbatim)
-        starts = [not is_output(message) for message in messages]
-        return cast(list[TResponseInputItem], window(starts, units, limit))
+        return cast(list[TResponseInputItem], context_window(messages, verbatim, limit))
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append items; a batch that opens with a user message starts a new loop.

@@ -73,3 +73,16 @@ def test_a_window_is_a_paired_suffix_within_the_limit(
     made = {i["call_id"] for i in everything if i.get("type") == "function_call"}
     if limit >= len(everything) and made == answered:
         assert window == everything  # nothing is left out without a reason
+
+
+@given(histories(), st.one_of(st.none(), st.integers(-1, 30)), st.data())
+def test_the_window_of_a_context_exports_only_the_newest_messages_it_needs(
+    batches: list[list[Item]], limit: int | None, data: st.DataObject
+) -> None:
+    messages = [m for batch in batches for m in from_openai_responses(batch)]
+    verbatim = data.draw(st.lists(st.booleans(), min_size=len(messages), max_size=len(messages)))
+    units = [to_openai_responses([m]) for m in messages]
+    whole = _responses_window.window(
+        [not _responses_window.is_output(m) for m in messages], units, limit
+    )
+    assert _responses_window.context_window(messages, verbatim, limit) == whole
