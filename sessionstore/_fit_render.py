@@ -41,6 +41,7 @@ from sessionstore.models import (
     UserMessage,
 )
 from sessionstore.strategies._passes import shorten_output, truncate_head_tail_tokens
+from sessionstore.summarizers._handoff import CONTINUED, NO_TASK, TASK_HEADING
 
 __all__ = ["MIN_SUMMARY_TEXT", "TAIL_SHARE", "FitState", "Rendered", "Renderer", "is_output"]
 
@@ -88,6 +89,18 @@ def is_output(item: ContextItem) -> bool:
     return isinstance(item.message, ToolResultMessage | BashExecutionMessage)
 
 
+def _states_task(unit: Unit) -> bool:
+    """Whether a summary's handoff states a task (not `CONTINUED`, not `NO_TASK`)."""
+    if unit.summary is None:
+        return False
+    text = "\n".join(unit.summary.texts)
+    start = text.find(TASK_HEADING)
+    if start < 0:
+        return False
+    body = text[start + len(TASK_HEADING) :].split("\n## ", 1)[0].strip()
+    return body not in ("", CONTINUED, NO_TASK)
+
+
 class Renderer:
     """The units of a loaded context and what each state of the fit shows of them."""
 
@@ -99,7 +112,11 @@ class Renderer:
         self.droppable = [i for i, unit in enumerate(units) if unit.kind == "raw"]
         summaries = [i for i, unit in enumerate(units) if unit.kind == "summary"]
         digests = [i for i in summaries if units[i].items == []]
-        self.summary_order = [i for i in summaries if i not in digests] + digests
+        loops = [i for i in summaries if i not in digests]
+        # A loop's summary that states the task (the chain's first loops hold it) is
+        # shortened after those that only continue it: the task is kept longest.
+        tasks = [i for i in loops if _states_task(units[i])]
+        self.summary_order = [i for i in loops if i not in tasks] + tasks + digests
         self._summaries: dict[
             tuple[int, int | None, str | None, bool, int, bool], ContextItem | None
         ] = {}

@@ -19,7 +19,8 @@ that fits:
    merged into the handoff right before them (else in a digest of its own there), up to
    `BUILD_DIGEST_SHARE` of the budget, and takes whatever room the cuts leave at the end;
 3. summaries (the session digest and each loop's summary) are shortened one by one,
-   older loops' first and the session digest last, down to `SUMMARY_FLOOR_SHARE` of the
+   older loops' first (those that state the task after those that continue it) and the
+   session digest last, down to `SUMMARY_FLOOR_SHARE` of the
    budget (a structured handoff is re-fitted by `fit_handoff`, other text keeps its
    first and last lines; restored file reads go first);
 4. the newest raw turns are dropped, oldest first;
@@ -239,8 +240,9 @@ class _Fitter(Renderer):
     def shorten_summaries(self, state: FitState, floor: int) -> tuple[FitState, bool]:
         """Shorten summaries one by one, in `summary_order`, each as far as `floor` at most.
 
-        Older loops' summaries are shortened first and the session digest last: the
-        newest working state and the session's task are kept longest.
+        Older loops' summaries are shortened first (those that state the task after
+        those that continue it) and the session digest last: the newest working state
+        and the session's task are kept longest.
         """
         for index in self.summary_order:
             caps = dict(state.summary_caps)

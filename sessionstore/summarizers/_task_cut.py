@@ -20,7 +20,7 @@ from sessionstore.summarizers._harness import (
     instructions_start,
 )
 from sessionstore.summarizers._rule_cut import shorten_rules
-from sessionstore.summarizers._said import is_constraint
+from sessionstore.summarizers._said import HARNESS_COMPLAINT, is_constraint
 from sessionstore.summarizers._scan import FENCE
 
 __all__ = ["cut_task"]
@@ -322,10 +322,28 @@ def _cut_replies(replies: list[str], remove: int) -> tuple[list[str], int]:
     return replies, remove
 
 
+def _without_complaints(replies: list[str], remove: int) -> tuple[list[str], int]:
+    """Leave out a harness's complaints about a reply's format, oldest first, as needed.
+
+    `Please always provide EXACTLY ONE action in triple backticks` is kept among the
+    user's later replies in case it is the last thing said, but it is not the user's word:
+    it goes before anything of the task. Returns the replies and what is left to cut.
+    """
+    kept = list(replies)
+    for reply in replies:
+        if remove <= 0:
+            break
+        if HARNESS_COMPLAINT.search(reply.removeprefix(FOLLOW_UP)):
+            kept.remove(reply)
+            remove -= len(reply) + 1
+    return kept, remove
+
+
 def cut_task(task: str, remove: int) -> str:
     """Return the task with `remove` characters cut: instructions, older replies, request.
 
-    Long rules (`=====`) are cut to eight characters first (`shorten_rules`), then the
+    Long rules (`=====`) are cut to eight characters first (`shorten_rules`), a
+    harness's complaints about a reply's format among the later replies go, then the
     statement's bulky fenced blocks lose their middle lines (`_cut_blocks`), a harness's
     standing instructions are cut (`_cut_instructions`), then the
     user's older later replies, whole, oldest first (one marker says how many went),
@@ -344,6 +362,9 @@ def cut_task(task: str, remove: int) -> str:
     lines = short.split("\n")
     replies = [line for line in lines if line.startswith(FOLLOW_UP)]
     request = "\n".join(line for line in lines if not line.startswith(FOLLOW_UP))
+    replies, remove = _without_complaints(replies, remove)
+    if remove <= 0:
+        return "\n".join([request, *replies])
     request, remove = _cut_blocks(request, remove)
     if remove > 0:
         request, remove = _cut_instructions(request, remove)

@@ -739,11 +739,20 @@ def collapsed(text: str) -> str:
 def probes(folded: list[dict[str, Any]]) -> dict[str, list[str]]:
     """The facts a handoff must keep, found with plain regexes (not the summarizer's own).
 
-    The latest request; the files a command changed (`sed -i`, a `>` redirect) and did
+    The latest request (not a harness's complaint about a reply's format); the files a
+    command changed (`sed -i`, a `>` redirect) and did
     not remove later; the error line of the last failure, unless a later run of the same
     command succeeded.
     """
-    users = [m for m in folded if m["role"] == "user" and m["content"]]
+    # A harness's complaint about the format of a reply is not a request: a cut task
+    # drops it first.
+    users = [
+        m
+        for m in folded
+        if m["role"] == "user"
+        and m["content"]
+        and not re.search(r"EXACTLY ONE action|triple backticks", m["content"])
+    ]
     changed: list[str] = []
     errors: list[str] = []
     failed_command = ""

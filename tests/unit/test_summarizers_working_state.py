@@ -1074,6 +1074,23 @@ def test_a_cut_task_shortens_its_long_rules_before_it_cuts_any_words() -> None:
     assert cut_task(task, 0) is task
 
 
+def test_a_harness_complaint_goes_before_any_of_the_task() -> None:
+    statement = "<pr_description>\nThe parser drops the `Content-Length` header.\n</pr_description>"
+    complaint = (
+        'Later the user said: "Please always provide EXACTLY ONE action in triple backticks, '
+        'found 2 actions. Please format your action in triple backticks."'
+    )
+    reply = 'Later the user said: "Use the staging database."'
+    task = f"{statement}\n{reply}\n{complaint}"
+    cut = cut_task(task, 40)
+    assert cut == f"{statement}\n{reply}"
+    # Cut harder, the statement is cut before the user's own reply, never for the complaint.
+    harder = cut_task(task, len(complaint) + 30)
+    assert "EXACTLY ONE" not in harder
+    assert harder.endswith(reply)
+    assert harder.startswith("<pr_description>\nThe parser")
+
+
 def test_how_to_submit_goes_before_the_statement_is_cut_into_its_opening() -> None:
     opening = "<pr_description>\nThe parser drops the `Content-Length` header " + "x" * 300
     statement = opening + " when a request is chunked.\n</pr_description>\n"

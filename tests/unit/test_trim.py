@@ -282,3 +282,42 @@ def test_the_digest_of_dropped_turns_never_carries_a_secret() -> None:
     assert "OPENAI_API_KEY" in text
     assert key not in text
     assert "[REDACTED]" in text
+
+
+def test_the_loop_summary_that_states_the_task_is_shortened_after_those_that_continue_it() -> None:
+    """A harness's reply opened the second loop: its summary follows that request."""
+    statement = (
+        "The parser drops the Content-Length header when a request is chunked; "
+        "it must keep it and count the body's bytes."
+    )
+    first = CompactionSummaryMessage(
+        summary=f"## Active Task\n{statement}\n\n## Completed Actions\n"
+        "1. READ src/parser.py - ok [tool: bash]",
+        tokens_before=2_000,
+    )
+    latest = UserMessage(content="Please always provide EXACTLY ONE action, found 2.")
+    second = CompactionSummaryMessage(
+        summary="## Active Task\nContinue the task stated before these turns.\n\n"
+        "## Completed Actions\n"
+        + "".join(f"{i}. EDITED src/parser_{i}.py - exit 0 [tool: bash]\n" for i in range(1, 30))
+        + "\n## Relevant Files\n"
+        + "".join(f"- src/parser_{i}.py (edited)\n" for i in range(1, 30)),
+        tokens_before=2_000,
+    )
+    items = [
+        ContextItem(first, message_tokens(first), "compacted", 2, None, covers=(2,)),
+        ContextItem(latest, message_tokens(latest), "raw", 3, 50, covers=(50,), pinned=True),
+        ContextItem(second, message_tokens(second), "compacted", 3, None, covers=(3,)),
+    ]
+    whole = sum(item.tokens for item in items)
+    for budget in (whole // 2, whole // 4, whole // 5):
+        fitted = fit_context(items, budget)
+        assert sum(item.tokens for item in fitted.items) <= budget
+        summaries = [
+            item.message.text  # type: ignore[union-attr]
+            for item in fitted.items
+            if item.source != "raw"
+        ]
+        # The newer loop's long lists gave way; the statement of the task is whole.
+        assert statement in summaries[0]
+        assert "src/parser_1.py" not in "\n".join(summaries)
