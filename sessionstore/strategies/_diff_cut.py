@@ -18,6 +18,9 @@ output is cut head and tail too, but keeps the error lines of its middle in thei
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from itertools import zip_longest
 
 from sessionstore.strategies._legacy import count_lines, lines_cut_marker, truncate_head_tail
 from sessionstore.summarizers._rounds import in_rounds
@@ -80,10 +83,10 @@ def cut_output(text: str, max_lines: int) -> str:
     """
     if max_lines < 0 or count_lines(text) <= max_lines:
         return truncate_head_tail(text, max_lines)  # refuses a negative count; else `text`
-    lines = text.removesuffix("\n").split("\n")
-    kinds = _kinds(lines)
+    read = _read(text)
+    lines, kinds = read.lines, read.kinds
     if kinds is None:
-        return _head_tail_errors(text, lines, max_lines)
+        return _head_tail_errors(text, read, max_lines)
     kept = [i for i, kind in enumerate(kinds) if kind != _CONTEXT]
     context = [i for i, kind in enumerate(kinds) if kind == _CONTEXT]
     room = max_lines - len(kept) - 1  # the marker's line
@@ -111,9 +114,63 @@ def cut_output(text: str, max_lines: int) -> str:
 
 ERROR_SHARE = 5
 """At most one line in this many of a cut output is an error line kept from its middle."""
+ERROR_SCAN_LINES = 400
+"""The lines at each end of the middle looked at for errors: a cut of a huge log stays
+bounded (a token budget's cut tries a dozen line counts on the same text)."""
 
 
-def _head_tail_errors(text: str, lines: list[str], max_lines: int) -> str:
+@dataclass(slots=True)
+class _Read:
+    """A text's lines, their kinds (None: not a diff) and which are error lines (as asked)."""
+
+    lines: list[str]
+    kinds: list[int] | None
+    errors: dict[int, bool] = field(default_factory=dict)
+
+    def is_error(self, index: int) -> bool:
+        found = self.errors.get(index)
+        if found is None:
+            # Imported here: only a cut reads error lines (`sessionstore context` starts
+            # without the scanner).
+            from sessionstore.summarizers._scan import is_error_line
+
+            found = self.errors[index] = is_error_line(self.lines[index])
+        return found
+
+
+@lru_cache(maxsize=4)
+def _read(text: str) -> _Read:
+    """`text` read once for the several cuts a token budget tries on it (not changed)."""
+    lines = text.removesuffix("\n").split("\n")
+    return _Read(lines, _kinds(lines))
+
+
+def _middle_errors(read: _Read, start: int, stop: int, share: int) -> list[int]:
+    """Up to `share` error lines of `lines[start:stop]`, the first and the last in turn.
+
+    Each line's text once; only the first and the last `ERROR_SCAN_LINES` lines are read.
+    """
+    ends: list[list[int]] = []
+    for indexes in (
+        range(start, min(stop, start + ERROR_SCAN_LINES)),
+        range(stop - 1, max(start, stop - ERROR_SCAN_LINES) - 1, -1),
+    ):
+        found: dict[str, int] = {}
+        for index in indexes:
+            if len(found) == share:
+                break
+            if read.is_error(index):
+                found.setdefault(read.lines[index].strip(), index)
+        ends.append(list(found.values()))
+    first, last = ends
+    alternating = [i for pair in zip_longest(first, last) for i in pair if i is not None]
+    texts: dict[str, int] = {}
+    for index in alternating:
+        texts.setdefault(read.lines[index].strip(), index)
+    return list(texts.values())[:share]
+
+
+def _head_tail_errors(text: str, read: _Read, max_lines: int) -> str:
     """Cut a text (not a diff) to its first and last lines and the errors in between.
 
     `truncate_head_tail`'s cut, but the error lines of the middle it would leave out
@@ -126,26 +183,15 @@ def _head_tail_errors(text: str, lines: list[str], max_lines: int) -> str:
     share = max_lines // ERROR_SHARE
     if share == 0:
         return truncate_head_tail(text, max_lines)
-    # Imported here: only a cut reads error lines (`sessionstore context` starts without).
-    from sessionstore.summarizers._scan import is_error_line
-
-    lines = [line.removesuffix("\r") for line in lines]
+    count = len(read.lines)
     head = (max_lines - share) // 2
-    tail = max_lines - share - head
-    errors: dict[str, int] = {}
-    for index in range(head, len(lines) - tail):
-        if is_error_line(lines[index]):
-            errors.setdefault(lines[index].strip(), index)
-    if not errors:
+    middle = _middle_errors(read, head, count - (max_lines - share - head), share)
+    if not middle:
         return truncate_head_tail(text, max_lines)
-    found = list(errors.values())
-    # The first and the last in turn: the cause of a chained traceback and its end.
-    alternating = [i for pair in zip(found, reversed(found), strict=True) for i in pair]
-    middle = list(dict.fromkeys(alternating))[:share]
     # Fewer errors than the share: the head and the tail take the lines left over.
     head = (max_lines - len(middle)) // 2
     tail = max_lines - len(middle) - head
-    kept = sorted({*range(head), *middle, *range(len(lines) - tail, len(lines))})
+    kept = sorted({*range(head), *middle, *range(count - tail, count)})
     pieces: list[str] = []
     previous = -1
     for index in kept:
@@ -153,7 +199,7 @@ def _head_tail_errors(text: str, lines: list[str], max_lines: int) -> str:
             pieces.append(lines_cut_marker(index - previous - 1))
         elif pieces:
             pieces.append("\n")
-        pieces.append(lines[index])
+        pieces.append(read.lines[index].removesuffix("\r"))
         previous = index
     return "".join(pieces)
 

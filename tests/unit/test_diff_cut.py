@@ -12,7 +12,7 @@ from sessionstore._tokens import HeuristicTokenCounter
 from sessionstore.models import StoredMessage, ToolResultMessage
 from sessionstore.strategies import truncate_head_tail
 from sessionstore.strategies._default import truncated_copy
-from sessionstore.strategies._diff_cut import cut_output
+from sessionstore.strategies._diff_cut import ERROR_SCAN_LINES, _read, cut_output
 from sessionstore.strategies._shorten import shorten_output
 
 
@@ -172,6 +172,19 @@ def test_errors_of_the_middle_take_at_most_a_fifth_of_the_lines() -> None:
     assert "E   AssertionError: case 59 differs" in errors
     # Too few lines to spare one: the seed's cut.
     assert cut_output(text, 4) == truncate_head_tail(text, 4)
+
+
+def test_a_huge_output_is_read_for_errors_only_near_the_ends_of_its_middle() -> None:
+    lines = [f"INFO worker {i} done" for i in range(20_000)]
+    lines[30] = "KeyError: 'early'"
+    lines[10_000] = "KeyError: 'deep in the middle'"
+    lines[19_960] = "KeyError: 'late'"
+    text = "\n".join(lines)
+    cut = cut_output(text, 50)
+    assert "KeyError: 'early'" in cut
+    assert "KeyError: 'late'" in cut
+    assert "deep in the middle" not in cut  # a bounded read: a log's middle is not scanned
+    assert len(_read(text).errors) <= 2 * ERROR_SCAN_LINES
 
 
 @given(
