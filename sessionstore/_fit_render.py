@@ -218,7 +218,13 @@ class Renderer:
         key = (id(item), squeeze, cap)
         cached = self._outputs.get(key)
         if cached is None:
-            message = shorten_output(item.message, cap)
+            # Squeezed once, whatever the caps tried: the cut of each is made from that.
+            squeezed = item if cap is None else self.output(item, squeeze, None)
+            message = (
+                shorten_output(item.message, None)
+                if cap is None
+                else shorten_output(squeezed.message, cap, squeezed=True)
+            )
             cached = (
                 item
                 if message is item.message

@@ -12,13 +12,15 @@ then their second, ...): a submission that also adds thousands of generated line
 (a `build/` tree) still shows each file it changed and how. Only when the file headers
 alone are over the limit is the middle cut, as `truncate_head_tail` cuts. Any other
 output is cut head and tail too, but keeps the error lines of its middle in their place
-(a chained traceback's cause, a long test run's `E` lines), up to a fifth of the lines.
+(a chained traceback's cause, a long test run's `E` lines), up to a fifth of the lines;
+a build's cut of bulky output, which tries many sizes, leaves them out (`errors=False`).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from bisect import bisect_left
+from dataclasses import dataclass
 from functools import lru_cache
 from itertools import zip_longest
 
@@ -66,7 +68,7 @@ def _kinds(lines: list[str]) -> list[int] | None:
     return kinds if _CHANGED in kinds else None
 
 
-def cut_output(text: str, max_lines: int) -> str:
+def cut_output(text: str, max_lines: int, *, errors: bool = True) -> str:
     r"""Return `text` cut to about `max_lines` lines, a diff by its unchanged lines first.
 
     A text of at most `max_lines` lines is returned as it is (the same object). A unified
@@ -76,7 +78,8 @@ def cut_output(text: str, max_lines: int) -> str:
     keeps is still over `max_lines`, its middle is cut as `truncate_head_tail` cuts, with
     the same marker, which then counts every line left out. Any other text:
     `truncate_head_tail(text, max_lines)`, but with the error lines of the middle it
-    would leave out kept in their place (`_head_tail_errors`).
+    would leave out kept in their place (`_head_tail_errors`) unless `errors` is False
+    (a build's cut of bulky output, which tries many sizes on many outputs).
 
     Raises:
         ValueError: `max_lines` is negative.
@@ -86,7 +89,11 @@ def cut_output(text: str, max_lines: int) -> str:
     read = _read(text)
     lines, kinds = read.lines, read.kinds
     if kinds is None:
-        return _head_tail_errors(text, read, max_lines)
+        return (
+            _head_tail_errors(text, read, max_lines)
+            if errors
+            else truncate_head_tail(text, max_lines)
+        )
     kept = [i for i, kind in enumerate(kinds) if kind != _CONTEXT]
     context = [i for i, kind in enumerate(kinds) if kind == _CONTEXT]
     room = max_lines - len(kept) - 1  # the marker's line
@@ -114,33 +121,39 @@ def cut_output(text: str, max_lines: int) -> str:
 
 ERROR_SHARE = 5
 """At most one line in this many of a cut output is an error line kept from its middle."""
-ERROR_SCAN_LINES = 400
-"""The lines at each end of the middle looked at for errors: a cut of a huge log stays
-bounded (a token budget's cut tries a dozen line counts on the same text)."""
+ERROR_SCAN_LINES = 1_000
+"""Error lines are looked for among the first and the last this many lines of an output
+only: a cut of a huge log stays bounded."""
 
 
 @dataclass(slots=True)
 class _Read:
-    """A text's lines, their kinds (None: not a diff) and which are error lines (as asked)."""
+    """A text's lines, their kinds (None: not a diff) and, once asked, its error lines."""
 
     lines: list[str]
     kinds: list[int] | None
-    errors: dict[int, bool] = field(default_factory=dict)
+    found: tuple[int, ...] | None = None
 
-    def is_error(self, index: int) -> bool:
-        found = self.errors.get(index)
-        if found is None:
-            # Imported here: only a cut reads error lines (`sessionstore context` starts
-            # without the scanner).
+    @property
+    def errors(self) -> tuple[int, ...]:
+        """The indexes of the error lines among the first and last `ERROR_SCAN_LINES`."""
+        if self.found is None:
+            # Imported here: only a cut that keeps errors reads them (`sessionstore context`
+            # starts without the scanner).
             from sessionstore.summarizers._scan import is_error_line
 
-            found = self.errors[index] = is_error_line(self.lines[index])
-        return found
+            count = len(self.lines)
+            ends = {
+                *range(min(count, ERROR_SCAN_LINES)),
+                *range(max(0, count - ERROR_SCAN_LINES), count),
+            }
+            self.found = tuple(i for i in sorted(ends) if is_error_line(self.lines[i]))
+        return self.found
 
 
-@lru_cache(maxsize=4)
+@lru_cache(maxsize=32)
 def _read(text: str) -> _Read:
-    """`text` read once for the several cuts a token budget tries on it (not changed)."""
+    """`text` read once for the cuts tried on it (a token budget's tries, a build's caps)."""
     lines = text.removesuffix("\n").split("\n")
     return _Read(lines, _kinds(lines))
 
@@ -148,19 +161,16 @@ def _read(text: str) -> _Read:
 def _middle_errors(read: _Read, start: int, stop: int, share: int) -> list[int]:
     """Up to `share` error lines of `lines[start:stop]`, the first and the last in turn.
 
-    Each line's text once; only the first and the last `ERROR_SCAN_LINES` lines are read.
+    Each line's text once.
     """
+    inside = read.errors[bisect_left(read.errors, start) : bisect_left(read.errors, stop)]
     ends: list[list[int]] = []
-    for indexes in (
-        range(start, min(stop, start + ERROR_SCAN_LINES)),
-        range(stop - 1, max(start, stop - ERROR_SCAN_LINES) - 1, -1),
-    ):
+    for indexes in (inside, inside[::-1]):
         found: dict[str, int] = {}
         for index in indexes:
             if len(found) == share:
                 break
-            if read.is_error(index):
-                found.setdefault(read.lines[index].strip(), index)
+            found.setdefault(read.lines[index].strip(), index)
         ends.append(list(found.values()))
     first, last = ends
     alternating = [i for pair in zip_longest(first, last) for i in pair if i is not None]

@@ -167,7 +167,7 @@ def squeeze_output(text: str) -> str:
     return "\n".join(result) if changed else text
 
 
-def shorten_output(message: Message, max_tokens: int | None) -> Message:
+def shorten_output(message: Message, max_tokens: int | None, *, squeezed: bool = False) -> Message:
     """Return a tool result or shell run with its output squeezed, then cut to `max_tokens`.
 
     The output (the text of a tool result that holds text only, or a shell run's output)
@@ -175,28 +175,39 @@ def shorten_output(message: Message, max_tokens: int | None) -> Message:
     last lines so that the message costs at most about that many tokens
     (`truncate_head_tail_tokens`, which says how many lines it left out; a diff loses its
     unchanged lines first, `cut_output`). Any other
-    message, or one with nothing to take out, is returned as it is.
+    message, or one with nothing to take out, is returned as it is. `squeezed`: the
+    output is already squeezed (what `shorten_output(message, None)` returned), so only
+    the cut is made.
     """
     if isinstance(message, ToolResultMessage):
         text = _only_text(message)
         if text is None:
             return message
         overhead = message_tokens(message) - estimate_tokens(text)
-        output = _shortened_text(text, max_tokens, overhead)
+        output = _shortened_text(text, max_tokens, overhead, squeezed)
         return message if output is text else _with_text(message, output)
     if isinstance(message, BashExecutionMessage):
         overhead = message_tokens(message) - estimate_tokens(message.output)
-        output = _shortened_text(message.output, max_tokens, overhead)
+        output = _shortened_text(message.output, max_tokens, overhead, squeezed)
         return (
             message if output is message.output else message.model_copy(update={"output": output})
         )
     return message
 
 
-def _shortened_text(text: str, max_tokens: int | None, overhead: int) -> str:
-    squeezed = squeeze_output(text)
+def _cut_by_lines(text: str, max_lines: int) -> str:
+    """`cut_output` without looking for the middle's errors.
+
+    A build tries many sizes on each of many outputs; reading each for its errors made
+    a cut of a hundred long outputs several times slower.
+    """
+    return cut_output(text, max_lines, errors=False)
+
+
+def _shortened_text(text: str, max_tokens: int | None, overhead: int, squeezed: bool) -> str:
+    squeezed_text = text if squeezed else squeeze_output(text)
     if max_tokens is None:
-        return squeezed
+        return squeezed_text
     room = max(max_tokens - overhead, 0)
-    cut = truncate_head_tail_tokens(squeezed, room, cut=cut_output)
+    cut = truncate_head_tail_tokens(squeezed_text, room, cut=_cut_by_lines)
     return text if cut == text else cut

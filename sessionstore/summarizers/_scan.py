@@ -541,7 +541,7 @@ _ERROR_LINE = re.compile(
     r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Failure|Fault|Exit|Interrupt)\b"
     r"|^E\s+\S"
     r"|^(?:FAILED|ERROR|FAIL)\b[: ]"
-    r"|^(?:fatal|panic|npm ERR!|Error|ERROR)\b"
+    r"|^(?:fatal|panic|Error|ERROR)\b|^npm ERR!"
     r"|\b(?:error|Error|ERROR)(?:\[[\w-]+\])?: *\S"
     r"|: (?:command not found|No such file or directory|Permission denied)$"
     r"|^Segmentation fault|^Killed$|^Exception in thread |^Caused by: "
@@ -550,6 +550,11 @@ _ERROR_LINE = re.compile(
     # pytest's location of a failure, under its traceback: `tests/test_x.py:131: AssertionError`
     r"|^\S+:\d+: (?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Failure|Exit|Interrupt)$",
 )
+_MAYBE_ERROR = re.compile(
+    r"rror|ERR|xception|ail|FAIL|ault|xit|nterrupt|atal|anic|not found|No such|denied"
+    r"|Killed|Caused|[EF]\d{3}|^E\s"
+)
+"""What every line `_ERROR_LINE` finds holds: a quick look that passes over most lines."""
 _EXPECTED = re.compile(
     r"\bexpected (?:an? )?[\w.]*(?:error|exception)\b"
     r"|\b[\w.]*(?:error|exception)\b.{0,60}\bas expected\b",
@@ -581,6 +586,7 @@ def is_error_line(line: str) -> bool:
     stripped = line.strip()
     return bool(
         stripped
+        and _MAYBE_ERROR.search(stripped)
         and _ERROR_LINE.search(stripped)
         and not stripped.startswith(("#", "//", "raise "))
         and (_REPORTED.match(stripped) or not _EXPECTED.search(stripped))

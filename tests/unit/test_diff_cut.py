@@ -183,8 +183,10 @@ def test_a_huge_output_is_read_for_errors_only_near_the_ends_of_its_middle() -> 
     cut = cut_output(text, 50)
     assert "KeyError: 'early'" in cut
     assert "KeyError: 'late'" in cut
-    assert "deep in the middle" not in cut  # a bounded read: a log's middle is not scanned
-    assert len(_read(text).errors) <= 2 * ERROR_SCAN_LINES
+    # A bounded read: only the first and last lines of a long output are looked at.
+    assert "deep in the middle" not in cut
+    assert _read(text).errors == (30, 19_960)
+    assert ERROR_SCAN_LINES < 10_000
 
 
 @given(
@@ -276,3 +278,22 @@ def test_what_a_cut_diff_keeps(files: int, changes: int, context: int, max_lines
         assert set(shown[:-1]) <= set(cut_output(text, max_lines + 1).split("\n"))
     else:
         assert f"[... {len(lines) - max_lines} lines truncated ...]" in cut
+
+
+@given(
+    st.lists(
+        st.sampled_from(["....F....", "." * 40, "=" * 60, "same line", "E   boom", "ok", ""]),
+        max_size=80,
+    ),
+    st.integers(min_value=0, max_value=300),
+)
+def test_a_cut_of_a_squeezed_output_is_the_cut_of_the_output(lines: list[str], cap: int) -> None:
+    """A build squeezes an output once and cuts that for each size it tries."""
+    result = ToolResultMessage(tool_call_id="c", tool_name="bash", content="\n".join(lines))
+    squeezed = shorten_output(result, None)
+    assert isinstance(squeezed, ToolResultMessage)
+    once = shorten_output(squeezed, cap, squeezed=True)
+    assert isinstance(once, ToolResultMessage)
+    whole = shorten_output(result, cap)
+    assert isinstance(whole, ToolResultMessage)
+    assert once.text == whole.text

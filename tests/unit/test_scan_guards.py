@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from hypothesis import given
+import pytest
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sessionstore.summarizers import _actions, _scan
@@ -134,3 +135,60 @@ def test_broken_outputs_by_example() -> None:
     fine = ["ok", "a ValueError: not at a line start", "status: command found", ""]
     for text in broken + fine:
         assert _actions.looks_broken(text) == (text in broken) == bool(BROKEN_BEFORE.search(text))
+
+
+ERROR_PIECES = st.sampled_from(
+    [
+        "Error", "ERROR", "error", "Exception", "Failure", "Fault", "Exit", "Interrupt",
+        "E", "F", "FAILED", "FAIL", "fatal", "panic", "npm ERR!", ": command not found",
+        ": No such file or directory", ": Permission denied", "Segmentation fault", "Killed",
+        "Caused by: ", "BUILD FAILED", "BUILD FAILURE", "E123", "F4012", "tests/x.py",
+        ":12: ", "[rule-x]", "pkg.", "Value", "Key", " ", "\t", ":", "-", "*", "a", "Z", "_",
+    ]
+)  # fmt: skip
+
+
+@settings(max_examples=500)
+@given(st.lists(ERROR_PIECES, max_size=12).map("".join))
+def test_every_error_line_passes_the_quick_look_first(line: str) -> None:
+    stripped = line.strip()
+    if _scan._ERROR_LINE.search(stripped):
+        assert _scan._MAYBE_ERROR.search(stripped), stripped
+
+
+@pytest.mark.parametrize(
+    "line",
+    [  # one line for each alternative of `_ERROR_LINE`, and each name it ends with
+        "ValueError: bad",
+        "pkg.mod.CustomException",
+        "AssertionFailure",
+        "SegFault at 0x0",
+        "SystemExit",
+        "KeyboardInterrupt",
+        "E   assert 1 == 2",
+        "FAILED tests/x.py::test_a",
+        "FAIL: test_b (x.Tests)",
+        "fatal: not a git repository",
+        "panic: runtime error",
+        "npm ERR! code E404",
+        "Error occurred while reading",
+        "src/a.c:3: error: expected ';'",
+        "sh: foo: command not found",
+        "cat: x: No such file or directory",
+        "rm: x: Permission denied",
+        "Segmentation fault (core dumped)",
+        "Killed",
+        "Exception in thread main",
+        "Caused by: java.io.IOException",
+        "java.lang.NullPointerException",
+        "BUILD FAILED",
+        "BUILD FAILURE",
+        "E501 line too long",
+        "- F401 unused import of os",
+        "tests/test_x.py:12: AssertionError",
+    ],
+)
+def test_each_kind_of_error_line_passes_the_quick_look(line: str) -> None:
+    assert _scan._ERROR_LINE.search(line)
+    assert _scan._MAYBE_ERROR.search(line)
+    assert _scan.is_error_line(line)
