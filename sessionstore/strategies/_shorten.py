@@ -48,9 +48,30 @@ def _only_text(message: ToolResultMessage) -> str | None:
 # ── truncation ─────────────────────────────────────────────────────────────────
 
 
-def _largest(fits: Callable[[int], bool], high: int) -> int:
-    """Return the largest k in [0, high] with fits(k), assuming fits is monotone; -1 if none."""
+def _largest(fits: Callable[[int], bool], high: int, guess: int | None = None) -> int:
+    """Return the largest k in [0, high] with fits(k), assuming fits is monotone; -1 if none.
+
+    With a `guess` near the answer, the search gallops from it (1, 2, 4, ... away) before
+    it halves: a few tries near the guess rather than tries of half the range and more,
+    which for a long output's cut are as long as the output.
+    """
     low, best = 0, -1
+    if guess is not None and 0 <= guess <= high:
+        step = 1
+        if fits(guess):
+            best = guess
+            while best + step <= high and fits(best + step):
+                best += step
+                step *= 2
+            low, high = best + 1, min(high, best + step - 1)
+        else:
+            high = guess - 1
+            while guess - step >= 0 and not fits(guess - step):
+                high = guess - step - 1
+                step *= 2
+            if guess - step >= 0:
+                best = low = guess - step
+                low += 1
     while low <= high:
         middle = (low + high) // 2
         if fits(middle):
@@ -58,6 +79,10 @@ def _largest(fits: Callable[[int], bool], high: int) -> int:
         else:
             high = middle - 1
     return best
+
+
+_MARKER_TOKENS = 12
+"""About what a cut's marker line costs (`[... 1234 lines truncated ...]`)."""
 
 
 def truncate_head_tail_tokens(
@@ -83,7 +108,9 @@ def truncate_head_tail_tokens(
     if count(text) <= max_tokens:
         return text
     lines = count_lines(text)
-    best = _largest(lambda k: count(cut(text, k)) <= max_tokens, lines - 1)
+    # As many lines as the budget holds at the text's own tokens a line, less a marker.
+    guess = (max_tokens - _MARKER_TOKENS) * lines // max(count(text), 1)
+    best = _largest(lambda k: count(cut(text, k)) <= max_tokens, lines - 1, guess)
     if best >= 2:
         return cut(text, best)
 

@@ -13,7 +13,7 @@ from sessionstore.models import StoredMessage, ToolResultMessage
 from sessionstore.strategies import truncate_head_tail
 from sessionstore.strategies._default import truncated_copy
 from sessionstore.strategies._diff_cut import ERROR_SCAN_LINES, _read, cut_output
-from sessionstore.strategies._shorten import shorten_output
+from sessionstore.strategies._shorten import _largest, shorten_output
 
 
 def file_diff(name: str, changes: int, context: int = 4) -> list[str]:
@@ -297,3 +297,26 @@ def test_a_cut_of_a_squeezed_output_is_the_cut_of_the_output(lines: list[str], c
     whole = shorten_output(result, cap)
     assert isinstance(whole, ToolResultMessage)
     assert once.text == whole.text
+
+
+@given(
+    st.integers(min_value=0, max_value=200),
+    st.integers(min_value=-1, max_value=200),
+    st.one_of(st.none(), st.integers(min_value=-5, max_value=205)),
+)
+def test_a_search_from_a_guess_finds_what_halving_finds(
+    high: int, answer: int, guess: int | None
+) -> None:
+    """A token cut gallops from its guess of the line count; the answer is the same."""
+    answer = min(answer, high)
+    tried: list[int] = []
+
+    def fits(k: int) -> bool:
+        tried.append(k)
+        return k <= answer
+
+    assert _largest(fits, high, guess) == answer
+    assert all(0 <= k <= high for k in tried)
+    if guess is not None and 0 <= guess <= high and answer >= 0:
+        # Near the guess, near the answer: tries grow with the distance's logarithm.
+        assert len(tried) <= 2 * max(1, abs(answer - guess)).bit_length() + 3
