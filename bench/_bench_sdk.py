@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _common import timed_turn
+from _common import comma_list, timed_turn
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from sessionstore import SessionStore, migrate
@@ -501,21 +501,14 @@ def _table(rows: list[list[str]]) -> list[str]:
 # ── options ─────────────────────────────────────────────────────────────────────
 
 
-def _list(kind: Callable[[str], Any]) -> Callable[[str], list[Any]]:
-    def parse(text: str) -> list[Any]:
-        return [kind(part.strip().replace("_", "")) for part in text.split(",") if part.strip()]
-
-    return parse
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The SDK section's options (`--sdk-...`), on `bench_peers.py`'s parser."""
     group = parser.add_argument_group("SDK sessions (--only sdk)")
     group.add_argument(
-        "--sdk-sizes", type=_list(int), help="history sizes N, comma-separated (5000,10000)"
+        "--sdk-sizes", type=comma_list(int), help="history sizes N, comma-separated (5000,10000)"
     )
     group.add_argument(
-        "--sdk-item-sizes", type=_list(str), default=["small", "large"], help="small,large"
+        "--sdk-item-sizes", type=comma_list(str), default=["small", "large"], help="small,large"
     )
     group.add_argument("--sdk-single", type=int, help="one-item add_items calls a run (500)")
     group.add_argument("--sdk-reads", type=int, help="warm get_items() calls a run (5)")

@@ -141,6 +141,20 @@ def child_json(script: str, tree: Path, arguments: list[str]) -> Any:
     return json.loads(done.stdout)
 
 
+def comma_list(kind: Callable[[str], Any], what: str = "values") -> Callable[[str], list[Any]]:
+    """An argparse `type` for a comma-separated list of `kind` (`1,000` digits may hold `_`)."""
+
+    def parse(text: str) -> list[Any]:
+        try:
+            return [kind(part.strip().replace("_", "")) for part in text.split(",") if part.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"not a comma-separated list of {what}: {text!r}"
+            ) from None
+
+    return parse
+
+
 def parse_sizes(text: str) -> list[int]:
     try:
         sizes = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]

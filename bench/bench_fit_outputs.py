@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import child_json, log, machine_info, source_tree
+from _common import child_json, comma_list, log, machine_info, source_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -76,28 +76,20 @@ def _fit_times(outputs: int, lines: int, shares: list[float]) -> dict[str, float
     return times
 
 
-def _floats(text: str) -> list[float]:
-    try:
-        return [float(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list: {text!r}") from None
-
-
-def _ints(text: str) -> list[int]:
-    try:
-        return [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list: {text!r}") from None
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--outputs", type=int, default=100, help="tool outputs (default: 100)")
     parser.add_argument(
-        "--lines", type=_ints, default=[500, 2000], help="lines an output (default: 500,2000)"
+        "--lines",
+        type=comma_list(int, "line counts"),
+        default=[500, 2000],
+        help="lines an output (default: 500,2000)",
     )
     parser.add_argument(
-        "--shares", type=_floats, default=[0.5, 0.2], help="budgets, shares of the context"
+        "--shares",
+        type=comma_list(float, "shares"),
+        default=[0.5, 0.2],
+        help="budgets, shares of the context",
     )
     parser.add_argument("--repeat", type=int, default=3, help="runs a tree (median)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")

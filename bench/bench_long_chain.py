@@ -37,7 +37,15 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from _common import child_json, fmt, log, machine_info, postgres_database, source_tree
+from _common import (
+    child_json,
+    comma_list,
+    fmt,
+    log,
+    machine_info,
+    postgres_database,
+    source_tree,
+)
 from bench_audit_page import _loop_messages
 from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -111,20 +119,13 @@ async def _child(args: argparse.Namespace) -> list[dict[str, Any]]:
         return await _run(url, args.loops, args.every, checkpoints)
 
 
-def _checkpoints(text: str) -> list[int]:
-    try:
-        return [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of loops: {text!r}") from None
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--loops", type=int, default=3000, help="loops in the session")
     parser.add_argument("--every", type=int, default=10, help="compact every this many loops")
     parser.add_argument(
         "--checkpoints",
-        type=_checkpoints,
+        type=comma_list(int, "loops"),
         default=[1000, 2000, 3000],
         help="loop counts to report at (default: 1000,2000,3000)",
     )
