@@ -41,7 +41,7 @@ from sessionstore.models import (
     UserMessage,
 )
 from sessionstore.strategies._passes import shorten_output, truncate_head_tail_tokens
-from sessionstore.summarizers._handoff import CONTINUED, NO_TASK, TASK_HEADING
+from sessionstore.summarizers._handoff import looks_like_handoff, parse_handoff
 
 __all__ = ["MIN_SUMMARY_TEXT", "TAIL_SHARE", "FitState", "Rendered", "Renderer", "is_output"]
 
@@ -90,15 +90,11 @@ def is_output(item: ContextItem) -> bool:
 
 
 def _states_task(unit: Unit) -> bool:
-    """Whether a summary's handoff states a task (not `CONTINUED`, not `NO_TASK`)."""
+    """Whether a summary's handoff states a task (not one that only continues it)."""
     if unit.summary is None:
         return False
     text = "\n".join(unit.summary.texts)
-    start = text.find(TASK_HEADING)
-    if start < 0:
-        return False
-    body = text[start + len(TASK_HEADING) :].split("\n## ", 1)[0].strip()
-    return body not in ("", CONTINUED, NO_TASK)
+    return looks_like_handoff(text) and bool(parse_handoff(text).task)
 
 
 class Renderer:
@@ -218,13 +214,11 @@ class Renderer:
         key = (id(item), squeeze, cap)
         cached = self._outputs.get(key)
         if cached is None:
-            # Squeezed once, whatever the caps tried: the cut of each is made from that.
-            squeezed = item if cap is None else self.output(item, squeeze, None)
-            message = (
-                shorten_output(item.message, None)
-                if cap is None
-                else shorten_output(squeezed.message, cap, squeezed=True)
-            )
+            if cap is None:
+                message = shorten_output(item.message, None)
+            else:  # squeezed once, whatever the caps tried: each cut is made from that
+                squeezed = self.output(item, squeeze, None).message
+                message = shorten_output(squeezed, cap, squeezed=True)
             cached = (
                 item
                 if message is item.message

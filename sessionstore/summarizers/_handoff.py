@@ -18,8 +18,6 @@ __all__ = [
     "CONTINUED",
     "FAILURE_HEADER",
     "HANDOFF_SECTIONS",
-    "NO_TASK",
-    "TASK_HEADING",
     "Action",
     "Handoff",
     "Item",
@@ -50,8 +48,6 @@ BRANCH_HEADER = "[branch digest: summary of an abandoned branch, kept for refere
 
 NO_TASK = "None."
 CONTINUED = "Continue the task stated before these turns."
-TASK_HEADING = "## Active Task\n"
-"""What a rendered handoff's task follows."""
 """The task line of a digest of turns that hold no request of their own (a later part
 of a run, or one a harness's format complaint opened): the task is in an earlier digest
 or in the raw turns before, so it is not repeated here."""
@@ -197,7 +193,7 @@ def render_handoff(handoff: Handoff, *, branch: bool = False) -> str:
     if not task and handoff.continued:
         # Turns that continue a task stated before them say so, and parse back as such.
         task = with_follow_ups(CONTINUED, handoff.later)
-    parts.append(f"{TASK_HEADING}{_escape(task) or NO_TASK}")
+    parts.append(f"## Active Task\n{_escape(task) or NO_TASK}")
     if handoff.goal:
         parts.append(f"## Goal\n{handoff.goal}")
     lists = handoff.lists()

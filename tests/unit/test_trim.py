@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gc
 
+import pytest
+
 from sessionstore._fit_render import FitState, Renderer
 from sessionstore._fit_units import group_units
 from sessionstore._items import ContextItem, LoopSource
@@ -284,7 +286,17 @@ def test_the_digest_of_dropped_turns_never_carries_a_secret() -> None:
     assert "[REDACTED]" in text
 
 
-def test_the_loop_summary_that_states_the_task_is_shortened_after_those_that_continue_it() -> None:
+@pytest.mark.parametrize(
+    "continued",
+    [
+        "Continue the task stated before these turns.",
+        # A continuing handoff that carries the user's later reply still only continues.
+        'Continue the task stated before these turns.\nLater the user said: "Use staging."',
+    ],
+)
+def test_the_loop_summary_that_states_the_task_is_shortened_after_those_that_continue_it(
+    continued: str,
+) -> None:
     """A harness's reply opened the second loop: its summary follows that request."""
     statement = (
         "The parser drops the Content-Length header when a request is chunked; "
@@ -297,7 +309,7 @@ def test_the_loop_summary_that_states_the_task_is_shortened_after_those_that_con
     )
     latest = UserMessage(content="Please always provide EXACTLY ONE action, found 2.")
     second = CompactionSummaryMessage(
-        summary="## Active Task\nContinue the task stated before these turns.\n\n"
+        summary=f"## Active Task\n{continued}\n\n"
         "## Completed Actions\n"
         + "".join(f"{i}. EDITED src/parser_{i}.py - exit 0 [tool: bash]\n" for i in range(1, 30))
         + "\n## Relevant Files\n"
