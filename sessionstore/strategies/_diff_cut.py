@@ -22,7 +22,6 @@ import re
 from bisect import bisect_left
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import zip_longest
 
 from sessionstore.strategies._legacy import count_lines, lines_cut_marker, truncate_head_tail
 from sessionstore.summarizers._rounds import in_rounds
@@ -172,10 +171,8 @@ def _middle_errors(read: _Read, start: int, stop: int, share: int) -> list[int]:
                 break
             found.setdefault(read.lines[index].strip(), index)
         ends.append(list(found.values()))
-    first, last = ends
-    alternating = [i for pair in zip_longest(first, last) for i in pair if i is not None]
     texts: dict[str, int] = {}
-    for index in alternating:
+    for index in in_rounds(ends):  # the first and the last in turn
         texts.setdefault(read.lines[index].strip(), index)
     return list(texts.values())[:share]
 

@@ -105,11 +105,12 @@ def truncate_head_tail_tokens(
     """
     _check_count("max_tokens", max_tokens)
     count = _text_counter(counter)
-    if count(text) <= max_tokens:
+    total = count(text)
+    if total <= max_tokens:
         return text
     lines = count_lines(text)
     # As many lines as the budget holds at the text's own tokens a line, less a marker.
-    guess = (max_tokens - _MARKER_TOKENS) * lines // max(count(text), 1)
+    guess = (max_tokens - _MARKER_TOKENS) * lines // max(total, 1)
     best = _largest(lambda k: count(cut(text, k)) <= max_tokens, lines - 1, guess)
     if best >= 2:
         return cut(text, best)
