@@ -139,7 +139,7 @@ class _Read:
         if self.found is None:
             # Imported here: only a cut that keeps errors reads them (`sessionstore context`
             # starts without the scanner).
-            from sessionstore.summarizers._scan import is_error_line
+            from sessionstore.summarizers._run_output import is_error_line
 
             count = len(self.lines)
             ends = {

@@ -23,17 +23,19 @@ from sessionstore.summarizers._commands import (
     describe_command,
 )
 from sessionstore.summarizers._patch import BEGIN_PATCH, Patch, read_patch
-from sessionstore.summarizers._scan import (
+from sessionstore.summarizers._run_output import (
     MAX_ERROR_LINE_CHARS,
-    collapse,
-    cut,
     error_lines,
     exit_code,
+    test_summary,
+)
+from sessionstore.summarizers._scan import (
+    collapse,
+    cut,
     find_paths,
     is_id_key,
     json_values,
     parse_json,
-    test_summary,
 )
 
 __all__ = [

@@ -53,6 +53,7 @@ from sessionstore.summarizers._harness import (
     without_examples,
 )
 from sessionstore.summarizers._plan_calls import PlanEntry, merged_plan, plan_lines, plan_of
+from sessionstore.summarizers._run_output import exec_output, telling_line, test_result_line
 from sessionstore.summarizers._said import (
     DECISION,
     HARNESS_COMPLAINT,
@@ -71,15 +72,12 @@ from sessionstore.summarizers._scan import (
     code_identifiers,
     collapse,
     cut,
-    exec_output,
     find_paths,
     is_noise_path,
     parse_json,
     record_values,
     sentences,
     split_reminders,
-    telling_line,
-    test_result_line,
     without_fences,
 )
 

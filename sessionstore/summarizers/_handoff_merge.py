@@ -23,7 +23,7 @@ from sessionstore.summarizers._handoff import (
     Item,
     with_follow_ups,
 )
-from sessionstore.summarizers._scan import telling_line
+from sessionstore.summarizers._run_output import telling_line
 
 __all__ = ["merge_files", "merge_handoffs", "numbered_after"]
 

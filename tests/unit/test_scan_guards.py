@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sessionstore.summarizers import _actions, _scan
+from sessionstore.summarizers import _actions, _run_output, _scan
 
 # Texts made of the characters the patterns and their guards turn on.
 PIECES = st.sampled_from(
@@ -152,8 +152,8 @@ ERROR_PIECES = st.sampled_from(
 @given(st.lists(ERROR_PIECES, max_size=12).map("".join))
 def test_every_error_line_passes_the_quick_look_first(line: str) -> None:
     stripped = line.strip()
-    if _scan._ERROR_LINE.search(stripped):
-        assert _scan._MAYBE_ERROR.search(stripped), stripped
+    if _run_output._ERROR_LINE.search(stripped):
+        assert _run_output._MAYBE_ERROR.search(stripped), stripped
 
 
 @pytest.mark.parametrize(
@@ -189,6 +189,6 @@ def test_every_error_line_passes_the_quick_look_first(line: str) -> None:
     ],
 )
 def test_each_kind_of_error_line_passes_the_quick_look(line: str) -> None:
-    assert _scan._ERROR_LINE.search(line)
-    assert _scan._MAYBE_ERROR.search(line)
-    assert _scan.is_error_line(line)
+    assert _run_output._ERROR_LINE.search(line)
+    assert _run_output._MAYBE_ERROR.search(line)
+    assert _run_output.is_error_line(line)

@@ -819,6 +819,7 @@ def test_real_transcripts_keep_request_changed_files_and_open_errors(
         "_handoff_merge",
         "_fit",
         "_scan",
+        "_run_output",
         "_patch",
     ],
 )
