@@ -345,6 +345,9 @@ class TransactionRunner:
         self.appends_alone = url.get_backend_name() == "postgresql"
         """Whether an append may be one statement outside a transaction block (`run_alone`):
         PostgreSQL until a connection finds Citus."""
+        self.appends_take_turns = url.get_backend_name() == "postgresql"
+        """Whether this store's appends to one session take turns (`append_turn`):
+        PostgreSQL, Citus included."""
         self._append_turns: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary()
         )
@@ -486,7 +489,9 @@ class TransactionRunner:
         append a dozen times in a row. Appends to one session queue on its row lock
         anyway; taking turns here first (asyncio's lock wakes its waiters in order) costs
         no throughput and spends no attempt on a state another task is about to change.
-        Kept while some call holds or awaits it.
+        On Citus, whose appends are transactions, the turns keep two writers of a session
+        alternating as on PostgreSQL, where the row lock alone would let the one whose
+        connection is ready append again first. Kept while some call holds or awaits it.
         """
         turn = self._append_turns.get(session_id)
         if turn is None:

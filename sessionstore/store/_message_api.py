@@ -82,9 +82,9 @@ class MessageMethods(_Handle):
             batch = _messages.prepare_all(messages, self._counter)
         if not batch:
             return []
-        if not self._runner.appends_alone:
+        if not self._runner.appends_take_turns:
             return await self._append(session_id, batch, loop_id, expected_version)
-        # PostgreSQL: this store's appends to one session take turns (see `append_turn`).
+        # PostgreSQL and Citus: this store's appends to one session take turns (`append_turn`).
         async with self._runner.append_turn(session_id):
             return await self._append(session_id, batch, loop_id, expected_version)
 

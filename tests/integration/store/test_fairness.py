@@ -103,8 +103,8 @@ async def test_two_tasks_appending_to_one_session_interleave(store: SessionStore
     for previous, current in pairwise(both_writing):
         run = run + 1 if current == previous else 1
         longest = max(longest, run)
-    # On PostgreSQL one store's appends to one session take turns (`append_turn`): the
-    # writers alternate, whatever the server's and the machine's pace.
+    # On PostgreSQL (Citus too, whose appends are transactions) one store's appends to one
+    # session take turns (`append_turn`): the writers alternate, whatever the pace.
     bound = TAKING_TURNS if store.engine.dialect.name == "postgresql" else _bound(store)
     assert longest <= bound, both_writing
     stored = await store.get_messages(session_id)
