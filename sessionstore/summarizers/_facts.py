@@ -53,7 +53,12 @@ from sessionstore.summarizers._harness import (
     without_examples,
 )
 from sessionstore.summarizers._plan_calls import PlanEntry, merged_plan, plan_lines, plan_of
-from sessionstore.summarizers._run_output import exec_output, telling_line, test_result_line
+from sessionstore.summarizers._run_output import (
+    exec_output,
+    resolved_note,
+    telling_line,
+    test_result_line,
+)
 from sessionstore.summarizers._said import (
     DECISION,
     HARNESS_COMPLAINT,
@@ -88,7 +93,6 @@ FOLLOW_UP_CHARS = 400
 MAX_SYSTEM_CONSTRAINTS = 8
 MAX_TASK_IDENTIFIERS = 40
 LEADING_IDENTIFIERS = 15
-RESOLVED_LINES = 3
 """Error lines kept of the newest failure a later run resolved."""
 MAX_SEEN_PATHS = 8
 """Paths seen only in tool output (not read, run or changed) kept, the newest."""
@@ -473,15 +477,9 @@ class _Walker:
         ]
         handoff.critical = self.critical_values()
         for index, (number, (header, _, errors, _)) in enumerate(self.resolved):
-            # The newest resolved failure keeps its last lines, the others their telling one
-            # (the assertion, not unittest's `FAILED (failures=1)`).
-            if index == len(self.resolved) - 1:
-                kept = errors[-RESOLVED_LINES:]
-            else:
-                telling = telling_line(errors)
-                kept = [telling] if telling else []
-            shown = f" {' | '.join(kept)}" if kept else ""
-            handoff.blocked.append(Item(f"resolved by action {number}: {header}:{shown}", rank=1))
+            newest = index == len(self.resolved) - 1
+            note = resolved_note(number, header, errors, newest=newest)
+            handoff.blocked.append(Item(note, rank=1))
         handoff.blocked.extend(self.blocked_items(handoff))
         if self.last_test:
             handoff.state.append(Item(f"Last test run: {self.last_test}", rank=4, key="last test"))

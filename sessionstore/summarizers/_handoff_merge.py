@@ -23,7 +23,7 @@ from sessionstore.summarizers._handoff import (
     Item,
     with_follow_ups,
 )
-from sessionstore.summarizers._run_output import telling_line
+from sessionstore.summarizers._run_output import resolved_note
 
 __all__ = ["merge_files", "merge_handoffs", "numbered_after"]
 
@@ -114,8 +114,8 @@ def _still_blocked(older: Handoff, newer: list[Action]) -> list[Item]:
 
     A newer action with the failed one's verb and target that did not fail (the same
     command run clean, the same booking made) resolves it: as within one digest, its
-    header and its telling error line (`telling_line`) become one `resolved by action N:`
-    line.
+    header and its error lines become one `resolved by action N:` line (`resolved_note`:
+    the newest resolved failure's last lines, the others' telling one).
     """
     if not newer:
         return older.blocked
@@ -130,18 +130,20 @@ def _still_blocked(older: Handoff, newer: list[Action]) -> list[Item]:
             groups.append([item])
         else:
             groups[-1].append(item)
-    kept: list[Item] = []
+    fixes: list[int | None] = []
     for group in groups:
         opened = FAILURE_HEADER.match(group[0].text)
         failed = by_number.get(int(opened.group(1))) if opened else None
-        fixed = clean.get((failed.verb, failed.target)) if failed is not None else None
+        fixes.append(clean.get((failed.verb, failed.target)) if failed is not None else None)
+    newest = max((i for i, fixed in enumerate(fixes) if fixed is not None), default=-1)
+    kept: list[Item] = []
+    for index, (group, fixed) in enumerate(zip(groups, fixes, strict=True)):
         if fixed is None:
             kept.extend(group)
             continue
         header = group[0].text.split(";", 1)[0].rstrip(":")
-        telling = telling_line([item.text for item in group[1:]])
-        last = f" {telling}" if telling else ""
-        kept.append(Item(f"resolved by action {fixed}: {header}:{last}", rank=1))
+        errors = [item.text for item in group[1:]]
+        kept.append(Item(resolved_note(fixed, header, errors, newest=index == newest), rank=1))
     return kept
 
 

@@ -254,3 +254,21 @@ def telling_line(errors: list[str]) -> str | None:
     return next((line for line in reversed(errors) if not _TALLY.match(line)), None) or (
         errors[-1] if errors else None
     )
+
+
+RESOLVED_LINES = 3
+"""The error lines the newest resolved failure of a digest keeps."""
+
+
+def resolved_note(fixed: int, header: str, errors: list[str], *, newest: bool) -> str:
+    """Return the Blocked line of a failure a later action resolved.
+
+    `resolved by action 9: action 4 failed (exit 1): ...`: the newest resolved failure
+    keeps its last `RESOLVED_LINES` error lines (the failing test's name, its assertion,
+    the tally: what the fix was for), the others their telling one (the assertion, not
+    unittest's `FAILED (failures=1)`).
+    """
+    telling = telling_line(errors)
+    kept = errors[-RESOLVED_LINES:] if newest else [telling] if telling else []
+    shown = f" {' | '.join(kept)}" if kept else ""
+    return f"resolved by action {fixed}: {header}:{shown}"

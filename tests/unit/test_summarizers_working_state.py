@@ -805,30 +805,42 @@ def test_an_update_drops_the_questions_the_user_has_answered_since() -> None:
     assert "Waiting for the user's answer: Which card" in section(unanswered, "In Progress")
 
 
-def test_an_update_resolving_a_failed_test_run_keeps_its_assertion() -> None:
-    run = "python tests/runtests.py app"
+def test_an_update_resolving_failed_test_runs_keeps_what_one_digest_would() -> None:
+    """The newest resolved failure keeps its last error lines, an older one its assertion."""
+    lint, run = "python tests/lint.py", "python tests/runtests.py app"
+    lint_failed = (
+        "<returncode>1</returncode>\n<output>\nFAIL: test_style (lint.Case)\n"
+        "AssertionError: line too long\n\nFAILED (failures=1)\n</output>"
+    )
     failed = (
         "<returncode>1</returncode>\n<output>\nFAIL: test_sum (app.tests.Case)\n"
         "AssertionError: 4003 != 300\n\nRan 12 tests in 0.1s\n\nFAILED (failures=1)\n</output>"
     )
-    first = digest(
-        [
-            UserMessage(content="Fix the totals in app/report.py."),
-            call("t1", "bash", command=run),
-            result("t1", failed),
-        ]
-    )
+    clean = "<returncode>0</returncode>\n<output>\nRan 12 tests\n\nOK\n</output>"
+    failing: list[Message] = [
+        UserMessage(content="Fix the totals in app/report.py."),
+        call("t0", "bash", command=lint),
+        result("t0", lint_failed),
+        call("t1", "bash", command=run),
+        result("t1", failed),
+    ]
+    first = digest(failing)
     assert "FAILED (failures=1)" in section(first, "Blocked")
-    later = digest(
-        [
-            call("t2", "bash", command=run),
-            result("t2", "<returncode>0</returncode>\n<output>\nRan 12 tests\n\nOK\n</output>"),
-        ],
-        prior_digest=first,
+    fixing: list[Message] = [
+        call("t2", "bash", command=lint),
+        result("t2", clean),
+        call("t3", "bash", command=run),
+        result("t3", clean),
+    ]
+    later = digest(fixing, prior_digest=first)
+    expected = (
+        "- resolved by action 3: action 1 failed (exit 1): AssertionError: line too long\n"
+        "- resolved by action 4: action 2 failed (exit 1): FAIL: test_sum (app.tests.Case) | "
+        "AssertionError: 4003 != 300 | FAILED (failures=1)"
     )
-    assert section(later, "Blocked") == (
-        "- resolved by action 2: action 1 failed (exit 1): AssertionError: 4003 != 300"
-    )
+    assert section(later, "Blocked") == expected
+    # One digest of all the turns says the same.
+    assert section(digest([*failing, *fixing]), "Blocked") == expected
 
 
 def test_an_update_marks_an_older_failure_a_newer_clean_run_resolved() -> None:
