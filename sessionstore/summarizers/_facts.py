@@ -147,7 +147,8 @@ class _Walker:
     user_questions: list[str] = field(default_factory=list)
     assistant_questions: list[str] = field(default_factory=list)
     last_text: str = ""
-    last_test: str = ""
+    tests: dict[str, str] = field(default_factory=dict)
+    """By test command: its last run's result line, the command run last at the end."""
     cwd: str = ""
     clock: int = 0
     system_constraints: int = 0
@@ -395,7 +396,9 @@ class _Walker:
                 or (outcome.errors[-1] if outcome.errors else "")
                 or (cut(lines[-1], RESULT_LINE_CHARS) if lines else outcome.text)
             )
-            self.last_test = f"{_one_line(call.tested or call.target)} -> {result}"
+            command = _one_line(call.tested or call.target)
+            self.tests.pop(command, None)
+            self.tests[command] = result
         if not outcome.failed:
             touched = self.work.track_changes(call, verb, path, output, clock=self.clock)
             for file_path, note in touched:
@@ -481,8 +484,12 @@ class _Walker:
             note = resolved_note(number, header, errors, newest=newest)
             handoff.blocked.append(Item(note, rank=1))
         handoff.blocked.extend(self.blocked_items(handoff))
-        if self.last_test:
-            handoff.state.append(Item(f"Last test run: {self.last_test}", rank=4, key="last test"))
+        # The last test run, and the last run of another test command before it (the
+        # suite after a reproduction script, or the other way round): what each showed.
+        for label, (command, result) in zip(
+            ("Last test run", "Earlier test run"), reversed(self.tests.items()), strict=False
+        ):
+            handoff.state.append(state_item(f"{label}: {command} -> {result}"))
         changes = sorted(self.work.changes.items(), key=lambda kv: kv[1][0])[-MAX_CHANGES:]
         handoff.state.extend(state_item(text) for _, (_, text) in changes)
         for index, line in enumerate(self.work.diff[:MAX_DIFF_LINES]):

@@ -356,6 +356,7 @@ def _entries(lines: list[str] | None) -> list[str]:
 
 _STATE_KEYS = (
     (re.compile(r"^Last test run:"), "last test", 4),
+    (re.compile(r"^Earlier test run:"), "earlier test", 1),
     (re.compile(r"^Changed (\S+)"), "changed", 3),
     (re.compile(r"^Diff "), "", 2),
     (re.compile(r"^Last assistant note:"), "note", 1),
@@ -367,7 +368,8 @@ _STATE_KEYS = (
 def state_item(text: str) -> Item:
     """Return an Active State line as an item, with the key and rank its kind has.
 
-    `Last test run:` (rank 4, one), `Changed PATH ...` (one per file: rank 3 with a line
+    `Last test run:` (rank 4, one), `Earlier test run:` (the last run of another test
+    command before it: rank 2, one), `Changed PATH ...` (one per file: rank 3 with a line
     or symbol, 2 for a whole file written), `Diff ...`
     lines of the latest diff (rank 2), the last assistant note and working directory
     (rank 1, one each), the note before it (rank 0, one); other lines rank 2.

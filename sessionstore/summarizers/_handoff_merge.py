@@ -21,6 +21,7 @@ from sessionstore.summarizers._handoff import (
     Action,
     Handoff,
     Item,
+    state_item,
     with_follow_ups,
 )
 from sessionstore.summarizers._run_output import resolved_note
@@ -174,7 +175,41 @@ def _merge_state(older: list[Item], newer: list[Item], deleted: set[str]) -> lis
         older = [item for item in older if not _is_diff(item)]
     gone = {f"changed {path}" for path in deleted}
     older = [item for item in older if item.key not in gone]
-    return _union(older, newer, keep_last=True)
+    return _union(_earlier_test(older, newer), newer, keep_last=True)
+
+
+_TEST_LINE = re.compile(r"^(?:Last|Earlier) test run: (.*?) -> ")
+
+
+def _earlier_test(older: list[Item], newer: list[Item]) -> list[Item]:
+    """Return the older state, its last test run the earlier one when the newer ran another.
+
+    As within one digest: the newer turns' last test run is the last, and the last run of
+    another command before it is the earlier one (the newer turns' own, else the older
+    last run if its command differs, else the older earlier one if its command does).
+    """
+    keys = {item.key: item for item in newer}
+    last = keys.get("last test")
+    ran = _tested(last) if last is not None else None
+    if ran is None:
+        return older
+    newer_earlier = "earlier test" in keys
+    older_last = next((item for item in older if item.key == "last test"), None)
+    moved = older_last is not None and not newer_earlier and _tested(older_last) != ran
+    kept: list[Item] = []
+    for item in older:
+        if item.key == "earlier test" and (newer_earlier or moved or _tested(item) == ran):
+            continue
+        if moved and item is older_last:
+            item = state_item(item.text.replace("Last test run:", "Earlier test run:", 1))
+        kept.append(item)
+    return kept
+
+
+def _tested(item: Item) -> str | None:
+    """The command of a `Last test run:` or `Earlier test run:` line (None if not one)."""
+    match = _TEST_LINE.match(item.text)
+    return match.group(1) if match else None
 
 
 def _union(first: list[Item], second: list[Item], *, keep_last: bool = False) -> list[Item]:

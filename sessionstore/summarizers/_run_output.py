@@ -78,8 +78,8 @@ def exit_code(output: str) -> int | None:
 _TEST_SUMMARIES = [
     # pytest: "==== 2 failed, 3 passed in 0.12s ====" (also without the rules)
     re.compile(
-        r"^=*\s*((?:\d+ (?:failed|passed|errors?|skipped|xfailed|xpassed|deselected|warnings?)"
-        r"(?:, )?)+)(?: in [\d.]+s)?",
+        r"^=*\s*((?:tests finished: )?(?:\d+ (?:failed|passed|errors?|skipped|xfailed|xpassed"
+        r"|deselected|warnings?)(?:, )?)+)(?:,? in [\d.]+ ?(?:s|seconds?)\b)?",
         re.MULTILINE,
     ),
     # unittest / django: "Ran 5 tests in 0.1s" ... "FAILED (failures=2)" or "OK"
@@ -103,8 +103,8 @@ def test_summary(output: str) -> str | None:
 
 _RESULT_LINES = [
     re.compile(
-        r"^[=\s]*((?:\d+ (?:failed|passed|errors?|skipped|xfailed|xpassed|deselected|warnings?)"
-        r"(?:, )?)+(?: in [\d.]+s)?(?: \([^)]*\))?)[=\s]*$",
+        r"^[=\s]*((?:tests finished: )?(?:\d+ (?:failed|passed|errors?|skipped|xfailed|xpassed"
+        r"|deselected|warnings?)(?:, )?)+(?:,? in [\d.]+ ?(?:s|seconds?))?(?: \([^)]*\))?)[=\s]*$",
         re.MULTILINE,
     ),
     re.compile(r"^\s*((?:FAILED|OK)\b.*?)\s*$", re.MULTILINE),

@@ -31,7 +31,7 @@ from sessionstore.models import (
     UserMessage,
 )
 from sessionstore.strategies import truncate_head_tail
-from sessionstore.summarizers import ExtractiveSummarizer, SummaryRequest
+from sessionstore.summarizers import ExtractiveSummarizer, SummaryRequest, _run_output
 from sessionstore.summarizers._code import diff_hunks
 from sessionstore.summarizers._fit import fit_handoff
 from sessionstore.summarizers._handoff import CONTINUED, NO_TASK, parse_handoff
@@ -520,7 +520,45 @@ def test_the_last_test_command_keeps_its_result_line() -> None:
     assert "- Last test run: python -m pytest tests/test_x.py -> 1 failed, 3 passed in 0.42s" in (
         state
     )
-    assert "test_y" not in state
+    # The run of another test command before it stays, below it, as the earlier one.
+    assert "- Earlier test run: python -m pytest tests/test_y.py -> 2 passed in 0.1s" in state
+    # Running the first command again makes it the last, the other one the earlier.
+    again = [*messages, call("t3", "bash", command="python -m pytest tests/test_y.py")]
+    again.append(result("t3", "<returncode>0</returncode>\n<output>\n2 passed in 0.2s\n</output>"))
+    state = section(digest(again), "Active State")
+    assert "- Last test run: python -m pytest tests/test_y.py -> 2 passed in 0.2s" in state
+    assert "- Earlier test run: python -m pytest tests/test_x.py -> 1 failed, 3 passed" in state
+    assert state.count("test run:") == 2
+
+
+def test_an_update_keeps_the_older_last_test_run_of_another_command_as_the_earlier() -> None:
+    def run(call_id: str, command: str, printed: str) -> list[Message]:
+        output = f"<returncode>0</returncode>\n<output>\n{printed}\n</output>"
+        return [call(call_id, "bash", command=command), result(call_id, output)]
+
+    first = digest(
+        [UserMessage(content="Fix the cycles"), *run("r1", "python test_repro.py", "list: [1, 0]")]
+    )
+    assert section(first, "Active State") == "- Last test run: python test_repro.py -> list: [1, 0]"
+    suite = "python bin/test sympy/combinatorics"
+    later = digest(
+        run("r2", suite, "== tests finished: 9 passed, in 0.17 seconds =="), prior_digest=first
+    )
+    state = section(later, "Active State")
+    assert f"- Last test run: {suite} -> tests finished: 9 passed, in 0.17 seconds" in state
+    assert "- Earlier test run: python test_repro.py -> list: [1, 0]" in state
+    # The same command again replaces the last run and keeps the earlier one.
+    again = digest(run("r3", suite, "tests finished: 8 passed, 1 failed"), prior_digest=later)
+    state = section(again, "Active State")
+    assert f"- Last test run: {suite} -> tests finished: 8 passed, 1 failed" in state
+    assert "- Earlier test run: python test_repro.py -> list: [1, 0]" in state
+    assert state.count("test run:") == 2
+    # The earlier command run again is the last, and the other one the earlier.
+    back = digest(run("r4", "python test_repro.py", "list: [0, 1]"), prior_digest=again)
+    state = section(back, "Active State")
+    assert "- Last test run: python test_repro.py -> list: [0, 1]" in state
+    assert f"- Earlier test run: {suite} -> tests finished: 8 passed, 1 failed" in state
+    assert state.count("test run:") == 2
 
 
 def test_a_shell_result_in_codexs_json_envelope_gives_its_exit_code_and_lines() -> None:
@@ -1299,3 +1337,33 @@ def test_real_digests_updated_with_nothing_new_are_unchanged(dataset_dir: Path, 
             if digest([], prior_digest=text, budget_tokens=800) != text:
                 changed.append(f"{conversation.session_id} loop {number}")
     assert changed == []
+
+
+@pytest.mark.parametrize(
+    ("printed", "line"),
+    [
+        ("===== 2 failed, 80 passed in 0.08s =====", "2 failed, 80 passed in 0.08s"),
+        # pytest before 5.1 wrote the duration in words; its FAILED lines come before.
+        (
+            "FAILED t.py::test_a - Assert...\n=== 1 failed, 3 passed in 1.83 seconds ===",
+            "1 failed, 3 passed in 1.83 seconds",
+        ),
+        # sympy's bin/test
+        (
+            "==== tests finished: 8 passed, 1 failed, in 0.09 seconds ====",
+            "tests finished: 8 passed, 1 failed, in 0.09 seconds",
+        ),
+        ("=== 1 passed in 0.12s (0:00:01) ===", "1 passed in 0.12s (0:00:01)"),
+    ],
+)
+def test_a_test_runs_result_is_its_summary_line(printed: str, line: str) -> None:
+    assert _run_output.test_result_line(printed) == line
+    messages: list[Message] = [
+        UserMessage(content="Fix it"),
+        call("t1", "bash", command="python bin/test sympy/core"),
+        result("t1", f"<returncode>0</returncode>\n<output>\n{printed}\n</output>"),
+    ]
+    # A run that printed a summary is a test run, whatever its command's name.
+    assert f"- Last test run: python bin/test sympy/core -> {line}" in section(
+        digest(messages), "Active State"
+    )
