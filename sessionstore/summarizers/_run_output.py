@@ -75,13 +75,17 @@ def exit_code(output: str) -> int | None:
     return None if match is None else int(match.group(1))
 
 
+_COUNTS = (
+    r"(?:tests finished: )?(?:\d+ (?:failed|passed|errors?|skipped|xfailed|xpassed"
+    r"|deselected|warnings?)(?:, )?)+"
+)
+"""pytest's counts (`2 failed, 3 passed`), and sympy's `bin/test` (`tests finished: ...`)."""
+_DURATION = r",? in [\d.]+ ?(?:s|seconds?)\b"
+"""A run's duration after its counts: `in 0.12s`, and before pytest 5.1 `in 1.83 seconds`."""
+
 _TEST_SUMMARIES = [
     # pytest: "==== 2 failed, 3 passed in 0.12s ====" (also without the rules)
-    re.compile(
-        r"^=*\s*((?:tests finished: )?(?:\d+ (?:failed|passed|errors?|skipped|xfailed|xpassed"
-        r"|deselected|warnings?)(?:, )?)+)(?:,? in [\d.]+ ?(?:s|seconds?)\b)?",
-        re.MULTILINE,
-    ),
+    re.compile(rf"^=*\s*({_COUNTS})(?:{_DURATION})?", re.MULTILINE),
     # unittest / django: "Ran 5 tests in 0.1s" ... "FAILED (failures=2)" or "OK"
     re.compile(r"^(Ran \d+ tests?) in [\d.]+s\s*\n\s*\n?((?:FAILED|OK)\b.*)$", re.MULTILINE),
     # jest, cargo, go
@@ -102,11 +106,7 @@ def test_summary(output: str) -> str | None:
 
 
 _RESULT_LINES = [
-    re.compile(
-        r"^[=\s]*((?:tests finished: )?(?:\d+ (?:failed|passed|errors?|skipped|xfailed|xpassed"
-        r"|deselected|warnings?)(?:, )?)+(?:,? in [\d.]+ ?(?:s|seconds?))?(?: \([^)]*\))?)[=\s]*$",
-        re.MULTILINE,
-    ),
+    re.compile(rf"^[=\s]*({_COUNTS}(?:{_DURATION})?(?: \([^)]*\))?)[=\s]*$", re.MULTILINE),
     re.compile(r"^\s*((?:FAILED|OK)\b.*?)\s*$", re.MULTILINE),
     re.compile(r"^\s*(Tests?:\s+.*(?:failed|passed).*?)\s*$", re.MULTILINE),
     re.compile(r"^\s*(test result: \w+\. \d+ passed; \d+ failed.*?)\s*$", re.MULTILINE),
