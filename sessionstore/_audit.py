@@ -25,8 +25,15 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from sessionstore._framing import digest_tokens, shown_section
 from sessionstore._overlay import segments
-from sessionstore._scope import ChainEntry, loops_shown, recorded_scope, resolve_scope
-from sessionstore.config import CompactionConfig, CompactionScope, validated_config
+from sessionstore._scope import (
+    ChainEntry,
+    compacted_left_out,
+    loops_shown,
+    recorded_scope,
+    resolve_scope,
+    token_budget_window,
+)
+from sessionstore.config import CompactionConfig, CompactionScope, TokenBudget, validated_config
 from sessionstore.models import (
     CompactionBlock,
     LoopRecord,
@@ -460,11 +467,18 @@ async def _audit_session(
     earlier = resolve_scope(chain, scope, max_context_tokens)
     first_in_scope = len(chain) - earlier - 1
     digest = await store.get_digest(session_id, loop_id=loop_id, overlay=overlay, as_of=as_of)
+    also: set[int] = set()
+    """Loops before `first_in_scope` that the context shows all the same."""
     if digest is not None:
         # As the loader does (`loops_shown`): the loops after the digest's, or the scope's.
         through = [loop.id for loop, _ in chain].index(digest.through_loop_id)
         shown = loops_shown(scope, chain[first_in_scope:], chain[through + 1 :])
         first_in_scope = len(chain) - len(shown)
+    elif isinstance(scope, TokenBudget) and first_in_scope > 0:
+        # As the loader does with no digest: the chain's first loop (the task) and the
+        # compacted loops the budget left out of the window it read stay in.
+        window = chain[-token_budget_window(earlier) :]
+        also = {chain[0][0].id, *(loop.id for loop in compacted_left_out(window, earlier))}
     loaded = []
     for index, (loop, block) in enumerate(chain):
         if only_loop and index != len(chain) - 1:
@@ -484,7 +498,7 @@ async def _audit_session(
     )
     audits = []
     for index, loop, block, messages in loaded:
-        in_scope = index >= first_in_scope
+        in_scope = index >= first_in_scope or loop.id in also
         key = None if reused is None else _loop_key(loop, block, messages, in_scope, pinned_id)
         audit = None if key is None or reused is None else reused.audits.get(key)
         if audit is None:

@@ -28,6 +28,7 @@ from sessionstore._items import ContextSources, LoopSource
 from sessionstore._row_models import block_model, stored_model
 from sessionstore._scope import (
     ChainEntry,
+    compacted_left_out,
     grow_window,
     loop_context_tokens,
     loops_shown,
@@ -207,8 +208,16 @@ def read_context(
             root = whole_chain()[0]
         if isinstance(used, TokenBudget) and digest is None:
             # No digest stands for the loops the budget left out: the chain's first loop,
-            # which holds the session's task, stays in (the trimmer shortens it, last).
-            in_scope = [root, *in_scope]
+            # which holds the session's task, stays in (the trimmer shortens it, last),
+            # and so do the left-out loops of the window read that were compacted: their
+            # summaries are what stands for them (the trimmer folds their raw turns and
+            # shortens the summaries as it must), where they vanished between the task
+            # and the newest loops. A loop never compacted still leaves.
+            compacted = compacted_left_out(entries, earlier)
+            compacted = [loop for loop in compacted if loop.id != root.id]
+            if compacted and compacted[-1] is entries[len(entries) - earlier - 2][0]:
+                left_out = 0  # the newest loop left out is in after all: loaded, counted
+            in_scope = [root, *compacted, *in_scope]
             root = None
     blocks = blocks_of(src, key, in_scope, rows, overlay, moment, messages=True)
     reading = None if records is None else records.reading()

@@ -22,8 +22,10 @@ from sessionstore.models import CompactionBlock, LoopRecord
 
 __all__ = [
     "CONTEXT_SCOPE",
+    "LEFT_OUT_SUMMARIES",
     "TOKEN_BUDGET_WINDOW",
     "ChainEntry",
+    "compacted_left_out",
     "context_scope",
     "grow_window",
     "loop_context_tokens",
@@ -31,6 +33,7 @@ __all__ = [
     "recorded_scope",
     "resolve_scope",
     "scope_window",
+    "token_budget_window",
 ]
 
 _T = TypeVar("_T")
@@ -46,6 +49,11 @@ TOKEN_BUDGET_WINDOW = 16
 
 WINDOW_GROWTH = 4
 """How much larger each further read of the chain is."""
+
+LEFT_OUT_SUMMARIES = 8
+"""The most compacted loops a `TokenBudget` context shows though its budget left them out
+(with no digest standing for them: `compacted_left_out`), the newest: their summaries
+are merged and shortened at every build, which costs with their number."""
 
 
 def loop_context_tokens(loop: LoopRecord, block: CompactionBlock | None) -> int:
@@ -114,6 +122,38 @@ def scope_window(scope: CompactionScope) -> int:
     """Return how many loops of the chain to read first to resolve `scope`."""
     # One loop more than the scope can take, so a full window proves the scope ends there.
     return scope.count + 2 if isinstance(scope, FixedCount) else TOKEN_BUDGET_WINDOW
+
+
+def token_budget_window(earlier: int) -> int:
+    """Return how many loops, ending at the current one, a `TokenBudget` read holds.
+
+    The window `grow_window` ends with when `earlier` loops before the current one take
+    part: the first `TOKEN_BUDGET_WINDOW`, times `WINDOW_GROWTH`, that holds more than
+    the scope (a full window proves nothing), or the whole chain when it is shorter.
+    """
+    size = TOKEN_BUDGET_WINDOW
+    while size <= earlier + 1:
+        size *= WINDOW_GROWTH
+    return size
+
+
+def compacted_left_out(window: Sequence[ChainEntry], earlier: int) -> list[LoopRecord]:
+    """Return the loops of `window` a `TokenBudget` scope left out that have a block.
+
+    When the current loop alone is over the budget (`earlier` is 0) and no session
+    digest stands for the loops it leaves out, a context shows the newest
+    `LEFT_OUT_SUMMARIES` of these too, oldest first: their summaries stand for them,
+    where the task alone did; the trimmer folds the current loop's older raw turns and
+    shortens the summaries as the budget needs. When earlier loops fit, they are what
+    the context shows (more summaries would have it merge and shorten them all), and
+    none of these is. `window` is the
+    chain read (`token_budget_window` loops, root first, the current one last) and
+    `earlier` how many loops before the current one the scope took.
+    """
+    if earlier:
+        return []
+    compacted = [loop for loop, block in window[:-1] if block is not None]
+    return compacted[-LEFT_OUT_SUMMARIES:]
 
 
 def grow_window(start: int, attempt: Callable[[int], _T | None]) -> _T:

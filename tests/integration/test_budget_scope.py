@@ -101,3 +101,47 @@ async def test_the_digest_stands_for_the_loops_it_folds_and_is_never_shown_besid
     # The audit agrees with the loader.
     audit = await audit_session(store, sid, max_context_tokens=100_000)
     assert [a.loop.id for a in audit.loops if a.in_scope] == context.loop_ids
+
+
+async def test_compacted_loops_the_budget_leaves_out_stand_in_their_summaries(
+    store: SessionStore,
+) -> None:
+    """With no digest, a loop left out that was compacted is shown by its summary.
+
+    Compacted with a large window (no digest: every loop was in scope), then read at a
+    budget the newest loop alone is over: the loops between the task and the newest
+    one were left out with nothing standing for them. Those with a block now stay (the
+    trimmer merges and shortens their summaries); one never compacted still leaves.
+    """
+    sid, ids = await chain_of(store, 4)
+    config = CompactionConfig(compaction_scope=FixedCount(count=3))
+    await compact_session_loops(store, sid, config=config, max_context_tokens=100_000)
+    assert await store.get_digest(sid) is None
+    middle = [(loop.id, block) for loop, block in await store.chain_blocks(sid)][1:]
+    with_block = [loop_id for loop_id, block in middle if block is not None]
+    without = [loop_id for loop_id, block in middle if block is None]
+    assert with_block  # the test needs both kinds
+    assert without
+    newest = await store.start_loop(sid)
+    await store.append_messages(
+        sid,
+        [
+            UserMessage(content="request last: " + "word " * 2000),
+            AssistantMessage(content="ok " * 500),
+        ],
+    )
+
+    context = await build_context(store, sid, max_context_tokens=3_000)
+
+    assert context.loop_ids == [ids[0], *with_block, newest.id]
+    assert context.tokens <= 3_000
+    text = "\n".join(getattr(item.message, "text", "") for item in context.items)
+    # Their summaries, merged into one handoff: the newest one's request is its task.
+    assert f"request {ids.index(with_block[-1])}:" in text
+    # The newest loop still left out (never compacted) is what the gate counts.
+    assert context.left_out_tokens == sum(
+        loop.token_total for loop in await store.active_chain(sid) if loop.id == without[-1]
+    )
+    # The audit agrees with the loader: what the model sees is in scope, the rest not.
+    audit = await audit_session(store, sid, max_context_tokens=3_000)
+    assert [a.loop.id for a in audit.loops if a.in_scope] == context.loop_ids

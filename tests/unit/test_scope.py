@@ -21,13 +21,17 @@ from sessionstore import (
 )
 from sessionstore._scope import (
     CONTEXT_SCOPE,
+    LEFT_OUT_SUMMARIES,
     TOKEN_BUDGET_WINDOW,
+    WINDOW_GROWTH,
     ChainEntry,
+    compacted_left_out,
     context_scope,
     grow_window,
     loops_shown,
     recorded_scope,
     scope_window,
+    token_budget_window,
 )
 
 CREATED = datetime(2026, 1, 1, tzinfo=UTC)
@@ -266,3 +270,23 @@ def test_a_budget_scope_shows_the_loops_after_the_digest_and_none_it_folds() -> 
 def test_a_fixed_count_shows_its_loops_and_every_loop_after_the_digest() -> None:
     assert loops_shown(FixedCount(count=3), [1, 2, 3, 4], [3, 4]) == [1, 2, 3, 4]
     assert loops_shown(FixedCount(count=0), [4], [2, 3, 4]) == [2, 3, 4]
+
+
+def test_compacted_left_out_are_the_newest_compacted_loops_when_the_current_one_fills_it() -> None:
+    pair: list[int | tuple[int, CompactionBlock]] = [(50, block(500, 50)), 40]
+    chain = chain_of(*(pair * 10), 10_000)
+    # The current loop alone is over the budget: every loop before it left out.
+    assert resolve_scope(chain, TokenBudget(), 1_000) == 0
+    shown = compacted_left_out(chain, 0)
+    ids = [entry[0].id for entry in chain if entry[1] is not None]
+    assert [loop.id for loop in shown] == ids[-LEFT_OUT_SUMMARIES:]
+    assert len(shown) == LEFT_OUT_SUMMARIES < 10  # the newest of the ten
+    # Earlier loops that fit are what a context shows: no summary of the others.
+    assert compacted_left_out(chain, 2) == []
+
+
+def test_the_token_budget_window_holds_more_than_the_scope() -> None:
+    assert token_budget_window(0) == TOKEN_BUDGET_WINDOW
+    assert token_budget_window(TOKEN_BUDGET_WINDOW - 2) == TOKEN_BUDGET_WINDOW
+    # A scope that fills the window makes it grow, as `grow_window` does.
+    assert token_budget_window(TOKEN_BUDGET_WINDOW - 1) == TOKEN_BUDGET_WINDOW * WINDOW_GROWTH
