@@ -77,9 +77,10 @@ def exit_code(output: str) -> int | None:
 
 _COUNTS = (
     r"(?:tests finished: )?(?:\d+ (?:failed|passed|errors?|skipped|xfailed|xpassed"
-    r"|deselected|warnings?)(?:, )?)+"
+    r"|deselected|warnings?|exceptions?|expected to fail(?: but passed)?)(?:, )?)+"
 )
-"""pytest's counts (`2 failed, 3 passed`), and sympy's `bin/test` (`tests finished: ...`)."""
+"""pytest's counts (`2 failed, 3 passed`), and sympy's `bin/test` (`tests finished: 2
+passed, 1 expected to fail, 1 exceptions`)."""
 _DURATION = r",? in [\d.]+ ?(?:s|seconds?)\b"
 """A run's duration after its counts: `in 0.12s`, and before pytest 5.1 `in 1.83 seconds`."""
 

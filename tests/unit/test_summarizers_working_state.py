@@ -1354,6 +1354,11 @@ def test_real_digests_updated_with_nothing_new_are_unchanged(dataset_dir: Path, 
             "tests finished: 8 passed, 1 failed, in 0.09 seconds",
         ),
         ("=== 1 passed in 0.12s (0:00:01) ===", "1 passed in 0.12s (0:00:01)"),
+        # An exception in a sympy test is no pass.
+        (
+            "= tests finished: 2 passed, 1 expected to fail, 1 exceptions, in 0.57 seconds =",
+            "tests finished: 2 passed, 1 expected to fail, 1 exceptions, in 0.57 seconds",
+        ),
     ],
 )
 def test_a_test_runs_result_is_its_summary_line(printed: str, line: str) -> None:
