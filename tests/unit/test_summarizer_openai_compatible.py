@@ -425,15 +425,18 @@ async def test_a_hanging_server_times_out(server: ChatServer) -> None:
 
 
 async def test_a_refused_connection_is_unavailable() -> None:
-    with socket.socket() as probe:  # a port that nothing listens on once it is closed
+    # A port bound and never listened on refuses connections, and while it stays bound
+    # no other process of the run can take it: a port closed before the call could be
+    # another worker's test server by then (it answered, and took that test's reply).
+    with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    s = OpenAICompatibleSummarizer(
-        f"http://127.0.0.1:{port}/v1", "m", max_retries=1, backoff=0.01, api_key_env=None
-    )
-    async with s:
-        with pytest.raises(SummarizerUnavailableError) as caught:
-            await s.summarize(request())
+        s = OpenAICompatibleSummarizer(
+            f"http://127.0.0.1:{port}/v1", "m", max_retries=1, backoff=0.01, api_key_env=None
+        )
+        async with s:
+            with pytest.raises(SummarizerUnavailableError) as caught:
+                await s.summarize(request())
     assert caught.value.attempts == 2
     assert caught.value.status_code is None
     assert "could not reach" in str(caught.value)

@@ -28,23 +28,20 @@ from tests.integration.cli.runner import SMALL, fails, ok, write_jsonl
 READS = (["sessions", "list"], ["db", "current"], ["db", "check"], ["export", "small-1"])
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port  # nothing listens on it once the probe is closed
-
-
 @pytest.mark.parametrize(
     "url",
     [
-        pytest.param(f"postgresql+asyncpg://postgres@127.0.0.1:{_free_port()}/x", id="refused"),
+        pytest.param("postgresql+asyncpg://postgres@127.0.0.1:{port}/x", id="refused"),
         pytest.param("postgresql+asyncpg://postgres@no-such-host.invalid/x", id="unknown-host"),
     ],
 )
 @pytest.mark.parametrize("args", [["sessions", "list"], ["db", "upgrade"], ["db", "check"]])
 def test_an_unreachable_server_is_a_clear_error(url: str, args: list[str]) -> None:
-    result = fails(url, *args)
+    # A port bound and never listened on refuses connections; held for the call, no
+    # other process of the run (a test server, a Citus node) can listen on it meanwhile.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        result = fails(url.format(port=probe.getsockname()[1]), *args)
     assert result.exit_code == 1
     assert "cannot connect to the database" in result.stderr
     assert "check the host, port" in result.stderr
@@ -72,12 +69,14 @@ def test_an_ssl_upgrade_the_server_refuses_is_a_clear_error() -> None:
 
 
 async def test_the_library_raises_storage_error_when_it_cannot_connect() -> None:
-    url = f"postgresql+asyncpg://postgres@127.0.0.1:{_free_port()}/x"
-    async with SessionStore.from_url(url) as store:
+    with socket.socket() as probe:  # bound, never listened on: refused (see above)
+        probe.bind(("127.0.0.1", 0))
+        url = f"postgresql+asyncpg://postgres@127.0.0.1:{probe.getsockname()[1]}/x"
+        async with SessionStore.from_url(url) as store:
+            with pytest.raises(StorageError, match="cannot connect"):
+                await store.list_sessions()
         with pytest.raises(StorageError, match="cannot connect"):
-            await store.list_sessions()
-    with pytest.raises(StorageError, match="cannot connect"):
-        await migrate.current(url)
+            await migrate.current(url)
 
 
 def test_a_database_newer_than_the_package_is_refused_clearly(empty_db_url: str) -> None:
