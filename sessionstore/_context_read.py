@@ -208,11 +208,10 @@ def read_context(
             root = whole_chain()[0]
         if isinstance(used, TokenBudget) and digest is None:
             # No digest stands for the loops the budget left out: the chain's first loop,
-            # which holds the session's task, stays in (the trimmer shortens it, last),
-            # and so do the left-out loops of the window read that were compacted: their
-            # summaries are what stands for them (the trimmer folds their raw turns and
-            # shortens the summaries as it must), where they vanished between the task
-            # and the newest loops. A loop never compacted still leaves.
+            # which holds the session's task, stays in (the trimmer shortens it, last).
+            # When the current loop alone fills the budget, so do the newest compacted
+            # loops of the window read (`compacted_left_out`): their summaries stand for
+            # them, where they vanished between the task and the current loop.
             compacted = compacted_left_out(entries, earlier)
             compacted = [loop for loop in compacted if loop.id != root.id]
             if compacted and compacted[-1] is entries[len(entries) - earlier - 2][0]:

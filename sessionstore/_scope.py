@@ -146,9 +146,10 @@ def compacted_left_out(window: Sequence[ChainEntry], earlier: int) -> list[LoopR
     where the task alone did; the trimmer folds the current loop's older raw turns and
     shortens the summaries as the budget needs. When earlier loops fit, they are what
     the context shows (more summaries would have it merge and shorten them all), and
-    none of these is. `window` is the
-    chain read (`token_budget_window` loops, root first, the current one last) and
-    `earlier` how many loops before the current one the scope took.
+    none of these is.
+
+    `window` is the chain read (`token_budget_window` loops, root first, the current
+    one last) and `earlier` how many loops before the current one the scope took.
     """
     if earlier:
         return []

@@ -148,7 +148,8 @@ class _Walker:
     assistant_questions: list[str] = field(default_factory=list)
     last_text: str = ""
     tests: dict[str, str] = field(default_factory=dict)
-    """By test command: its last run's result line, the command run last at the end."""
+    """By test command: its last run's result line, the command run last at the end (the
+    last two commands)."""
     cwd: str = ""
     clock: int = 0
     system_constraints: int = 0
@@ -399,6 +400,8 @@ class _Walker:
             command = _one_line(call.tested or call.target)
             self.tests.pop(command, None)
             self.tests[command] = result
+            if len(self.tests) > 2:  # the last run and the earlier one are all shown
+                del self.tests[next(iter(self.tests))]
         if not outcome.failed:
             touched = self.work.track_changes(call, verb, path, output, clock=self.clock)
             for file_path, note in touched:

@@ -369,7 +369,7 @@ def state_item(text: str) -> Item:
     """Return an Active State line as an item, with the key and rank its kind has.
 
     `Last test run:` (rank 4, one), `Earlier test run:` (the last run of another test
-    command before it: rank 2, one), `Changed PATH ...` (one per file: rank 3 with a line
+    command before it: rank 1, one), `Changed PATH ...` (one per file: rank 3 with a line
     or symbol, 2 for a whole file written), `Diff ...`
     lines of the latest diff (rank 2), the last assistant note and working directory
     (rank 1, one each), the note before it (rank 0, one); other lines rank 2.
