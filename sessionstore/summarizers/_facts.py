@@ -93,7 +93,6 @@ FOLLOW_UP_CHARS = 400
 MAX_SYSTEM_CONSTRAINTS = 8
 MAX_TASK_IDENTIFIERS = 40
 LEADING_IDENTIFIERS = 15
-"""Error lines kept of the newest failure a later run resolved."""
 MAX_SEEN_PATHS = 8
 """Paths seen only in tool output (not read, run or changed) kept, the newest."""
 MAX_VALUES_PER_RESULT = 12

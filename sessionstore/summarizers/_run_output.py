@@ -19,6 +19,7 @@ __all__ = [
     "exec_output",
     "exit_code",
     "is_error_line",
+    "resolved_note",
     "telling_line",
     "test_result_line",
     "test_summary",
