@@ -37,6 +37,7 @@ from sessionstore.summarizers._actions import (
 from sessionstore.summarizers._changes import MAX_DIFF_LINES, WorkingState, output_paths
 from sessionstore.summarizers._commands import Call, describe_command
 from sessionstore.summarizers._handoff import (
+    FOLLOW_UP_CHARS,
     MAX_FOLLOW_UPS,
     WAITING_FOR_USER,
     Action,
@@ -89,7 +90,6 @@ from sessionstore.summarizers._scan import (
 __all__ = ["extract_facts", "is_constraint"]
 
 SENTENCE_CHARS = 240
-FOLLOW_UP_CHARS = 400
 MAX_SYSTEM_CONSTRAINTS = 8
 MAX_TASK_IDENTIFIERS = 40
 LEADING_IDENTIFIERS = 15
@@ -516,7 +516,7 @@ class _Walker:
             handoff.in_progress.append(Item(waiting, rank=2))
         if not self.harness:
             handoff.in_progress.extend(
-                Item(f"{WAITING_FOR_USER}{q}") for q in self.assistant_questions
+                Item(f"{WAITING_FOR_USER}{q}", rank=2) for q in self.assistant_questions
             )
         return handoff
 

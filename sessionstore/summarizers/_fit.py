@@ -14,9 +14,10 @@ many items it drops or shortens), and stops at the first that fits:
    actions collapse too;
 4. first-priority facts, least valuable first: files seen only in output, older
    failures; older actions fold (a folded change stays named by its tool and key), the
-   goal shortens; the fold line's tallies go, then the values of records read and the
-   constraints, the newest actions but the last, then values, blockers, the last action
-   (its changes stay named), files, the fold line and the goal;
+   goal shortens; the fold line's tallies go, then the values of records read, the
+   user's older replies in the task (the latest kept; the constraints they state show
+   instead) and the constraints, the newest actions but the last, then values,
+   blockers, the last action (its changes stay named), files, the fold line and the goal;
 5. the task snapshot is cut to what is left, and a hard cut guarantees the budget.
 
 The values action lines show are listed with the critical values (`with_action_values`)
@@ -54,7 +55,7 @@ from sessionstore.summarizers._scan import (
     cut,
     record_values,
 )
-from sessionstore.summarizers._task_cut import cut_task
+from sessionstore.summarizers._task_cut import cut_task, older_replies_saving
 
 __all__ = ["fit_handoff"]
 
@@ -270,6 +271,9 @@ class _Fitter:
             # Values of the records read (a user's reservations, payment methods) are the
             # ids the next calls need: they outlive the constraints and the action lines.
             drop("Critical Context", max_rank=1),
+            # The user's older replies (the latest stays) go before their constraints,
+            # which show once the reply that states them no longer does.
+            knob("task_cut", share_cut + older_replies_saving(doc.task)),
             drop("Constraints & Preferences"),
             # The newest actions go oldest first (an action line costs the tokens of
             # several values); the last command stays until the values have gone.

@@ -55,6 +55,9 @@ FOLLOW_UP = 'Later the user said: "'
 WAITING_FOR_USER = "Waiting for the user's answer: "
 """An In Progress line: a question the assistant asked that the user has not answered."""
 MAX_FOLLOW_UPS = 3
+FOLLOW_UP_CHARS = 400
+"""A later reply of the user's is kept this long (its gist: a reply is short, a request
+made as a reply is cut)."""
 
 # Section headings of the window_budget seed's template, read as their closest match.
 _ALIASES = {

@@ -11,10 +11,12 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from sessionstore.summarizers._facts import SENTENCE_CHARS
 from sessionstore.summarizers._handoff import (
     CONTINUED,
     FAILURE_HEADER,
     FOLLOW_UP,
+    FOLLOW_UP_CHARS,
     MAX_FOLLOW_UPS,
     NO_TASK,
     WAITING_FOR_USER,
@@ -25,6 +27,8 @@ from sessionstore.summarizers._handoff import (
     with_follow_ups,
 )
 from sessionstore.summarizers._run_output import resolved_note
+from sessionstore.summarizers._said import is_constraint, is_short_reply
+from sessionstore.summarizers._scan import collapse, cut, sentences
 
 __all__ = ["merge_files", "merge_handoffs", "numbered_after"]
 
@@ -62,6 +66,10 @@ def merge_handoffs(older: Handoff, newer: Handoff) -> Handoff:
     (the newer ones numbered after the older); the task, active state, work in progress,
     blockers and remaining work are replaced by newer ones when there are any. Pending
     questions move to resolved once the assistant has replied since.
+
+    A newer request that answers the older turns (the assistant was waiting for the
+    user's answer, or it is a short reply such as `yes, go ahead`) does not replace the
+    task: it follows it, as a reply within one digest does (`Later the user said`).
     """
     numbers = [action.first or action.last for action in newer.actions]
     if older.actions and min((n for n in numbers if n), default=older.next_number) < (
@@ -69,6 +77,8 @@ def merge_handoffs(older: Handoff, newer: Handoff) -> Handoff:
     ):
         # The newer handoff numbers its actions from 1 (a loop's own digest): after the older.
         newer = numbered_after(newer, older.next_number - 1)
+    if _answers(older, newer):
+        newer = replace(newer, task="", later=[*_as_replies(newer.task), *newer.later])
     pending = newer.pending
     resolved = older.resolved
     if older.pending and newer.has_reply:
@@ -85,7 +95,7 @@ def merge_handoffs(older: Handoff, newer: Handoff) -> Handoff:
         if newer.task and older.task and older.task != newer.task
         else ""
     )
-    return Handoff(
+    merged = Handoff(
         task=newer.task or with_follow_ups(older.task, newer.later),
         goal=older.goal or earlier_request or newer.goal,
         constraints=_union(older.constraints, newer.constraints),
@@ -105,6 +115,55 @@ def merge_handoffs(older: Handoff, newer: Handoff) -> Handoff:
         has_reply=older.has_reply or newer.has_reply,
         continued=older.continued or newer.continued,
     )
+    said = [*_as_replies(older.task), *_as_replies(newer.task), *older.later, *newer.later]
+    return _with_request_constraints(merged, said)
+
+
+REQUEST_CONSTRAINT_RANK = 2
+"""The rank of a constraint stated in a request or reply the merged task no longer shows."""
+
+
+def _with_request_constraints(doc: Handoff, said: list[str]) -> Handoff:
+    """Return `doc` with the constraints of what the user said besides its request and goal.
+
+    A request the newer one replaced, and replies beyond the last `MAX_FOLLOW_UPS`, would
+    vanish with their loops; the constraints they state (`the cheapest`, `I don't need
+    insurance`, `without changing the dates`) stay as the user's constraints, each once,
+    as within one digest. Those of the replies the task still shows are not rendered
+    while it shows them (the fitter may cut older replies; their constraints then show).
+    """
+    request = "\n".join(line for line in doc.task.split("\n") if not line.startswith(FOLLOW_UP))
+    kept = collapse(request + "\n" + doc.goal)
+    known = {item.identity for item in doc.constraints}
+    added: list[Item] = []
+    for text in said:
+        if collapse(text) in kept:
+            continue
+        for sentence in sentences(text):
+            clean = cut(sentence.lstrip("-*• "), SENTENCE_CHARS)
+            if not is_constraint(clean) or clean in known or collapse(clean) in kept:
+                continue
+            known.add(clean)
+            added.append(Item(clean, REQUEST_CONSTRAINT_RANK))
+    return replace(doc, constraints=[*doc.constraints, *added]) if added else doc
+
+
+def _answers(older: Handoff, newer: Handoff) -> bool:
+    """Return True when the newer turns' request answers the older turns (not a new task)."""
+    if not newer.task or not older.task or newer.task == older.task:
+        return False
+    waiting = any(item.text.startswith(WAITING_FOR_USER) for item in older.in_progress)
+    return waiting or is_short_reply(newer.task.split("\n", 1)[0])
+
+
+def _as_replies(task: str) -> list[str]:
+    """Return a task's request and its follow-ups as the user's replies, each cut as one."""
+    lines = task.split("\n")
+    request = collapse("\n".join(line for line in lines if not line.startswith(FOLLOW_UP)))
+    later = [
+        line[len(FOLLOW_UP) :].removesuffix('"') for line in lines if line.startswith(FOLLOW_UP)
+    ]
+    return [cut(request, FOLLOW_UP_CHARS), *later] if request else later
 
 
 _FAILED_OUTCOME = re.compile(r"^(?:exit [1-9]\d*\b|Error\b|error\b|\d+ failed\b|FAILED\b)")

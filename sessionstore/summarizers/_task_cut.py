@@ -23,7 +23,7 @@ from sessionstore.summarizers._rule_cut import shorten_rules
 from sessionstore.summarizers._said import HARNESS_COMPLAINT, is_constraint
 from sessionstore.summarizers._scan import FENCE
 
-__all__ = ["cut_task"]
+__all__ = ["cut_task", "older_replies_saving"]
 
 
 def _cut_middle(text: str, remove: int) -> str:
@@ -43,6 +43,8 @@ def _cut_middle(text: str, remove: int) -> str:
     )
 
 
+SHORT_REQUEST_CHARS = 160
+"""A request this short is kept whole over the middle of the user's replies after it."""
 INSTRUCTIONS_TAIL_CHARS = 320
 """The end of a harness's standing instructions (how to submit) kept with the statement."""
 _INSTRUCTIONS_MARKER = "[… {} characters of the harness's standing instructions cut …]"
@@ -308,6 +310,20 @@ def _reply_marker(count: int) -> str:
     return f"[… {count} earlier {'reply' if count == 1 else 'replies'} of the user cut …]"
 
 
+def older_replies_saving(task: str) -> int:
+    """Return the characters `cut_task` saves by dropping every later reply but the latest.
+
+    0 when the task shows fewer than two replies: a cut of at most this much never
+    reaches the request's own words (what goes before the replies only saves more).
+    """
+    replies = [line for line in task.split("\n") if line.startswith(FOLLOW_UP)]
+    older = len(replies) - 1
+    if older < 1:
+        return 0
+    saved = sum(len(reply) + 1 for reply in replies[:older]) - len(_reply_marker(older)) - 1
+    return max(0, saved)
+
+
 def _cut_replies(replies: list[str], remove: int) -> tuple[list[str], int]:
     """Drop the oldest replies, whole, for `remove` characters; the latest one stays.
 
@@ -348,9 +364,11 @@ def cut_task(task: str, remove: int) -> str:
     standing instructions are cut (`_cut_instructions`), then the
     user's older later replies, whole, oldest first (one marker says how many went),
     then the middle of the request. The latest reply is the user's latest words: it is
-    cut only once the request itself is gone. A conversation whose user answers the
-    assistant's questions (a customer-service agent's) has long replies; a short request
-    cut by a few characters in its middle would read as nothing.
+    cut only once the request itself is gone, or when the request is shorter than
+    `SHORT_REQUEST_CHARS` (its marker would cost as much) and half the replies cover the
+    cut. A conversation whose user answers the assistant's questions (a customer-service
+    agent's) has long replies; a short request cut by a few characters in its middle
+    would read as nothing.
     """
     if remove <= 0:
         return task
@@ -374,6 +392,11 @@ def cut_task(task: str, remove: int) -> str:
         return "\n".join([request, *replies])
     if not replies or remove < len(request):
         return "\n".join([_cut_statement(request, remove), *replies])
+    rest = "\n".join(replies)
+    if len(request) <= SHORT_REQUEST_CHARS and remove < len(rest) // 2:
+        # A request this short would leave only a marker as long as itself: it stays
+        # whole, and the middle of the replies goes instead (their head and tail kept).
+        return "\n".join([request, _cut_middle(rest, remove)])
     remove -= len(request)
     if len(replies) > 1 and not replies[0].startswith(FOLLOW_UP):  # the marker of those cut
         remove -= len(replies.pop(0)) + 1

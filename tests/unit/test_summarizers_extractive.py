@@ -37,8 +37,10 @@ from sessionstore.summarizers import (
     _scan,
 )
 from sessionstore.summarizers._extractive import EXTRACTIVE_PROMPT_VERSION
+from sessionstore.summarizers._fit import fit_handoff
 from sessionstore.summarizers._handoff import (
     BRANCH_HEADER,
+    Item,
     parse_handoff,
     render_handoff,
 )
@@ -968,3 +970,98 @@ def test_a_merged_handoff_numbers_the_newer_actions_after_the_older() -> None:
     # A newer handoff numbered after the older already keeps its numbers.
     continued = parse_handoff("## Completed Actions\n3. RAN make - ok\n")
     assert "3. RAN make - ok" in render_handoff(merge_handoffs(older, continued))
+
+
+def _loop_digest(messages: list[Message]) -> str:
+    """One loop's own digest, as a compaction of that loop alone writes it."""
+    return digest(messages)
+
+
+def test_a_loop_that_answers_the_one_before_follows_its_task_when_merged() -> None:
+    """tau-bench opens a loop at every user message: an answer is not a new task."""
+    request = (
+        "Could you help me change my most recent reservation to the cheapest business "
+        "round trip without changing the dates?"
+    )
+    asked = parse_handoff(
+        _loop_digest(
+            [
+                UserMessage(content=request),
+                AssistantMessage(content="Could you please provide your user ID?"),
+            ]
+        )
+    )
+    answer = parse_handoff(
+        _loop_digest(
+            [
+                UserMessage(content="Sure, my user ID is mohamed_silva_9265."),
+                AssistantMessage(content="I found reservation K1NW8N."),
+            ]
+        )
+    )
+    merged = merge_handoffs(asked, answer)
+    assert merged.task.startswith(request)
+    assert merged.task.endswith('Later the user said: "Sure, my user ID is mohamed_silva_9265."')
+    # A request made when the assistant asked nothing replaces the task, as before.
+    new = parse_handoff(_loop_digest([UserMessage(content="Now cancel my flight to Boston.")]))
+    replaced = merge_handoffs(answer, new)
+    assert replaced.task == "Now cancel my flight to Boston."
+    assert replaced.goal == "Sure, my user ID is mohamed_silva_9265."
+
+
+def test_a_short_reply_follows_the_task_when_merged_even_without_a_question() -> None:
+    older = parse_handoff("## Active Task\nBook HAT136 to Seattle.\n\n## Goal\nFly to Seattle.")
+    newer = parse_handoff("## Active Task\nYes, go ahead.")
+    merged = merge_handoffs(older, newer)
+    assert merged.task == 'Book HAT136 to Seattle.\nLater the user said: "Yes, go ahead."'
+
+
+def test_constraints_of_replies_beyond_the_kept_ones_stay_as_constraints() -> None:
+    doc = parse_handoff(
+        "## Active Task\nBook a flight to New York for three passengers.\n\n"
+        "## In Progress\n- Waiting for the user's answer: Which cabin?"
+    )
+    replies = [
+        "I'd like economy class, and I don't need travel insurance.",
+        "Use the Visa ending in 2076.",
+        "Everything looks correct.",
+        "Yes, please proceed with the booking.",
+    ]
+    for reply in replies:
+        newer = parse_handoff(
+            f"## Active Task\n{reply}\n\n## In Progress\n- Waiting for the user's answer: OK?"
+        )
+        doc = merge_handoffs(doc, newer)
+    assert doc.task.startswith("Book a flight to New York for three passengers.")
+    assert replies[0] not in doc.task  # beyond the last three replies
+    texts = [item.text for item in doc.constraints]
+    assert "I'd like economy class, and I don't need travel insurance." in texts
+    # Shown once: a constraint of a reply the task still shows is not rendered twice.
+    rendered = render_handoff(doc)
+    assert rendered.count("Yes, please proceed with the booking.") == 1
+
+
+def test_the_fitter_cuts_older_replies_before_the_constraints_they_state() -> None:
+    replies = [
+        "I'd like economy class, and I don't need travel insurance, thanks a lot for asking.",
+        "Use the Visa ending in 2076 for this booking, the one on my profile please.",
+        "Yes, I'm fine with that. Please go ahead with the updated total.",
+    ]
+    task = "Book a flight from San Francisco to New York for three passengers.\n" + "\n".join(
+        f'Later the user said: "{reply}"' for reply in replies
+    )
+    doc = parse_handoff(f"## Active Task\n{task}")
+    doc.constraints = [Item("I don't need travel insurance", rank=2)]
+    # Values enough that the task is under half the budget (no early cut of its own).
+    doc.critical = [
+        Item(f"flight_number=HAT{n:03d}", rank=3, key=f"HAT{n:03d}") for n in range(60)
+    ]
+    whole = fit_handoff(doc, 1_000)
+    assert replies[0] in whole
+    assert "Constraints" not in whole  # the task shows it
+    small = fit_handoff(doc, estimate_tokens(whole) - 25)
+    assert "Book a flight from San Francisco to New York for three passengers." in small
+    assert replies[-1] in small
+    assert replies[0] not in small
+    assert "- I don't need travel insurance" in small
+    assert "HAT059" in small

@@ -1372,3 +1372,22 @@ def test_a_test_runs_result_is_its_summary_line(printed: str, line: str) -> None
     assert f"- Last test run: python bin/test sympy/core -> {line}" in section(
         digest(messages), "Active State"
     )
+
+
+def test_a_short_request_stays_whole_over_the_middle_of_a_long_reply() -> None:
+    request = "Hi! I need to make a change to my reservation, please."
+    reply = (
+        "It's just for me, and the details should be in my profile. I'd like to use my "
+        "smaller gift card first, then the larger one for payment. No extra baggage needed "
+        "since I'll use my free allowance, and no travel insurance, thanks."
+    )
+    task = f'{request}\nLater the user said: "{reply}"'
+    cut = cut_task(task, 60)
+    assert cut.startswith(request + "\n")
+    assert "characters cut" in cut
+    assert cut.endswith('no travel insurance, thanks."')
+    assert len(cut) < len(task)
+    # Past half the replies, the request goes first, as before: the latest words stay.
+    harder = cut_task(task, len(request) + 80)
+    assert request not in harder
+    assert "no travel insurance, thanks." in harder
