@@ -1053,9 +1053,7 @@ def test_the_fitter_cuts_older_replies_before_the_constraints_they_state() -> No
     doc = parse_handoff(f"## Active Task\n{task}")
     doc.constraints = [Item("I don't need travel insurance", rank=2)]
     # Values enough that the task is under half the budget (no early cut of its own).
-    doc.critical = [
-        Item(f"flight_number=HAT{n:03d}", rank=3, key=f"HAT{n:03d}") for n in range(60)
-    ]
+    doc.critical = [Item(f"flight_number=HAT{n:03d}", rank=3, key=f"HAT{n:03d}") for n in range(60)]
     whole = fit_handoff(doc, 1_000)
     assert replies[0] in whole
     assert "Constraints" not in whole  # the task shows it
