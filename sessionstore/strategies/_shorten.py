@@ -146,6 +146,10 @@ def _progress_summary(line: str) -> str:
     return f"[progress marks: {told}]"
 
 
+_LONG_OUTPUT_WARNING = re.compile(r"(<warning>\n?[^\n]*)\n.*?(</warning>)", re.DOTALL)
+"""mini-swe-agent's warning before a long output's head and tail: its first line stays."""
+
+
 def squeeze_output(text: str) -> str:
     """Return a tool output without its noise, saying in brackets what was taken out.
 
@@ -153,15 +157,20 @@ def squeeze_output(text: str) -> str:
     - a line of test progress marks (`....F..s`, 24 or more) becomes their tally;
     - a run of progress-bar lines (a percentage or `n/m` with a bar) keeps its last line;
     - a line repeated three or more times in a row is kept once, with the count;
-    - a rule of one punctuation character (`-----`, `=====`) is cut to 8 characters.
+    - a rule of one punctuation character (`-----`, `=====`) is cut to 8 characters;
+    - a harness's warning that the output was too long (mini-swe-agent's `<warning>`
+      before the output's head and tail) keeps its first line.
 
     A text without noise is returned as it is (the same object).
     """
     if len(text) < 200:
         return text
+    original = text
+    if "<output_head>" in text:
+        text = _LONG_OUTPUT_WARNING.sub(r"\1\2", text, count=1)
     lines = text.split("\n")
     result: list[str] = []
-    changed = False
+    changed = text is not original
     index = 0
     while index < len(lines):
         line = lines[index]

@@ -445,7 +445,11 @@ _NO_OUTPUT = re.compile(r"^Your command ran successfully and did not produce any
 _FAILED_TESTS = re.compile(r"\b[1-9]\d* (?:failed|errors?)\b|FAILED")
 _STARTS_WITH_ERROR = re.compile(r"\s*(?:error|Error|ERROR)\b")
 _EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\b")
-_OUTPUT_TAGS = re.compile(r"</?(?:output|stdout|stderr)>")
+_OUTPUT_TAGS = re.compile(r"</?(?:output|output_head|output_tail|stdout|stderr)>")
+# mini-swe-agent's form of a long output: its warning to the agent (not the command's
+# words) first, then the output's head and tail around a count of what it left out.
+_LONG_OUTPUT_WARNING = re.compile(r"\A\s*<warning>.*?</warning>", re.DOTALL)
+_ELIDED = re.compile(r"<elided_chars>\s*(\d+) characters elided\s*</elided_chars>")
 _RETURN_CODE = re.compile(r"<returncode>\s*-?\d+\s*</returncode>")
 
 
@@ -499,10 +503,16 @@ _STATUS_KEY = re.compile(r"(?:^|_)(?:status|state)$", re.IGNORECASE)
 def _body(output: str) -> str:
     """Return the output without harness framing.
 
-    The tags of `<returncode>`/`<output>`, and the status lines an editor harness appends
-    (`(Open file: ...)`, `(Current directory: ...)`, the prompt, a no-output notice).
+    The tags of `<returncode>`/`<output>` (and of a long output's head and tail, its
+    warning to the agent left out and its count of what was elided made a marker), and
+    the status lines an editor harness appends (`(Open file: ...)`, `(Current directory:
+    ...)`, the prompt, a no-output notice).
     """
-    body = _OUTPUT_TAGS.sub("", _RETURN_CODE.sub("", output, count=1))
+    body = _RETURN_CODE.sub("", output, count=1)
+    if "<output_head>" in body:
+        body = _LONG_OUTPUT_WARNING.sub("", body, count=1)
+        body = _ELIDED.sub(r"[… \1 characters elided …]", body, count=1)
+    body = _OUTPUT_TAGS.sub("", body)
     # The trailer's last line ends with `)` or the prompt: only then is it looked for (the
     # pattern, anchored at the end, is tried at every line of the output).
     if body.rstrip().endswith((")", "bash-$")):

@@ -614,6 +614,33 @@ def test_squeeze_output_tallies_progress_marks_and_folds_repeats() -> None:
     assert squeeze_output(plain) is plain
 
 
+LONG_OUTPUT_WARNING = (
+    "<warning>\nThe output of your last command was too long.\n"
+    "Please try a different command that produces less output.\n"
+    "If you're looking at a file you can try use head, tail or sed to view a smaller "
+    "number of lines selectively.\n</warning>"
+)
+
+
+def test_squeeze_output_keeps_the_first_line_of_a_long_outputs_warning() -> None:
+    from sessionstore.strategies._passes import squeeze_output
+
+    head = "\n".join(f"collected line {i}" for i in range(20))
+    text = (
+        f"<returncode>1</returncode>\n{LONG_OUTPUT_WARNING}<output_head>\n{head}\n"
+        "</output_head>\n<elided_chars>\n5400 characters elided\n</elided_chars>\n"
+        "<output_tail>\nValueError: bad\n</output_tail>"
+    )
+    squeezed = squeeze_output(text)
+    assert "<warning>\nThe output of your last command was too long.</warning>" in squeezed
+    assert "Please try a different command" not in squeezed
+    assert head in squeezed
+    assert squeezed.endswith("ValueError: bad\n</output_tail>")
+    # A warning tag in an ordinary output is the command's own words.
+    own = "<warning>\nkeep\nthese lines\n</warning>\n" + "\n".join(f"l{i}" for i in range(60))
+    assert squeeze_output(own) is own
+
+
 def test_shorten_output_keeps_head_and_tail_within_the_budget() -> None:
     from sessionstore.strategies._passes import shorten_output
 

@@ -1391,3 +1391,30 @@ def test_a_short_request_stays_whole_over_the_middle_of_a_long_reply() -> None:
     harder = cut_task(task, len(request) + 80)
     assert request not in harder
     assert "no travel insurance, thanks." in harder
+
+
+def test_a_long_outputs_tags_are_not_its_error_line() -> None:
+    """mini-swe-agent wraps a long output's head and tail in tags: `</output_tail>` is no error."""
+    tail = "\n".join(
+        [
+            "________ sympy/matrices/tests/test_matrices.py:test_getattr ________",
+            "DeprecationWarning: Using or importing the ABCs from 'collections'",
+            " tests finished: 216 passed, 3 skipped, 14 exceptions, in 7.55 seconds ",
+            "DO *NOT* COMMIT!",
+        ]
+    )
+    output = (
+        "<returncode>1</returncode>\n<warning>\nThe output of your last command was too "
+        "long.\nPlease try a different command that produces less output.\n</warning>"
+        "<output_head>\ntest process starts\n</output_head>\n<elided_chars>\n5400 "
+        f"characters elided\n</elided_chars>\n<output_tail>\n{tail}\n\n</output_tail>"
+    )
+    messages: list[Message] = [
+        UserMessage(content="Fix the matrix column insert."),
+        call("c1", "bash", command="bin/test sympy/matrices/tests/test_matrices.py"),
+        ToolResultMessage(tool_call_id="c1", tool_name="bash", content=output),
+    ]
+    text = digest(messages)
+    assert "output_tail" not in text
+    assert "DO *NOT* COMMIT!" in section(text, "Blocked")
+    assert "Please try a different command" not in text
