@@ -377,6 +377,11 @@ def describe_outcome(
     """
     if code is None:
         code = exit_code(output)
+    timed_out = _TIMED_OUT.match(output)
+    if timed_out is not None:
+        # mini-swe-agent's notice of a command it killed: a failure, whatever it printed.
+        output = output[timed_out.end() :]
+        is_error = True
     body = _body(output)
     tests = test_summary(body)
     reading = verb in READ_VERBS
@@ -398,7 +403,9 @@ def describe_outcome(
         parts.append(tests)
     if failed:
         lines = [line.strip() for line in body.split("\n") if line.strip()]
-        if not errors and lines:
+        if timed_out is not None:
+            errors = [*errors, TIMED_OUT]
+        elif not errors and lines:
             # No known error line: the last line a failing command printed is the likeliest.
             errors = [cut(lines[-1], MAX_ERROR_LINE_CHARS)]
         if not tests and errors:
@@ -445,6 +452,12 @@ _NO_OUTPUT = re.compile(r"^Your command ran successfully and did not produce any
 _FAILED_TESTS = re.compile(r"\b[1-9]\d* (?:failed|errors?)\b|FAILED")
 _STARTS_WITH_ERROR = re.compile(r"\s*(?:error|Error|ERROR)\b")
 _EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\b")
+TIMED_OUT = "timed out (killed)"
+_TIMED_OUT = re.compile(
+    r"\AThe last command <command>.*?</command> timed out and has been killed\.\s*"
+    r"(?:The output of the command was:\s*)?",
+    re.DOTALL,
+)
 _OUTPUT_TAGS = re.compile(r"</?(?:output|output_head|output_tail|stdout|stderr)>")
 # mini-swe-agent's form of a long output: its warning to the agent (not the command's
 # words) first, then the output's head and tail around a count of what it left out.

@@ -1418,3 +1418,23 @@ def test_a_long_outputs_tags_are_not_its_error_line() -> None:
     assert "output_tail" not in text
     assert "DO *NOT* COMMIT!" in section(text, "Blocked")
     assert "Please try a different command" not in text
+
+
+def test_a_command_the_harness_killed_failed_and_says_it_timed_out() -> None:
+    notice = (
+        "The last command <command>python reproduce_issue.py</command> timed out and has "
+        "been killed.\nThe output of the command was:\n<output>\nstarting the loop\n"
+        "</output>\nPlease try another command and make sure to avoid those requiring "
+        "interactive input."
+    )
+    messages: list[Message] = [
+        UserMessage(content="Fix the hang in the poly solver."),
+        call("c1", "bash", command="python reproduce_issue.py"),
+        ToolResultMessage(tool_call_id="c1", tool_name="bash", content=notice),
+    ]
+    text = digest(messages)
+    assert "RAN python reproduce_issue.py - timed out (killed)" in text
+    blocked = section(text, "Blocked")
+    assert "failed" in blocked
+    assert "timed out (killed)" in blocked
+    assert "<command>" not in text
