@@ -221,6 +221,14 @@ class _Walker:
         self.resolve_assistant_questions(text)
         if self.first_request:
             self.human = True
+        # An acknowledgement that opens the turns (`Yes, please proceed`) answers turns
+        # before them (a chat agent's loop opens at every user message): they continue a
+        # task stated earlier, and it is a reply to it, not a task.
+        opening_reply = not (self.request or self.continuing or self.first_request) and (
+            is_short_reply(text)
+        )
+        if opening_reply:
+            self.continuing = True
         if (self.request or self.continuing) and (answering or is_short_reply(text)):
             self.follow_ups.append(cut(collapse(text), FOLLOW_UP_CHARS))
         else:
@@ -228,7 +236,7 @@ class _Walker:
         # Facts come from the statement, not from the examples of the harness's standing
         # instructions (`MY_ENV_VAR`, `/path/to/working/dir`).
         facts = without_examples(statement_part(text))
-        if not self.first_request:
+        if not self.first_request and not opening_reply:
             self.first_request = text.strip()
             identifiers = [i for i in code_identifiers(facts) if not is_placeholder(i)][
                 :MAX_TASK_IDENTIFIERS

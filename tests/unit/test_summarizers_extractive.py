@@ -1063,3 +1063,27 @@ def test_the_fitter_cuts_older_replies_before_the_constraints_they_state() -> No
     assert replies[0] not in small
     assert "- I don't need travel insurance" in small
     assert "HAT059" in small
+
+
+def test_turns_that_open_with_an_acknowledgement_continue_an_earlier_task() -> None:
+    """A chat agent's loop that opens with `Yes, please proceed` is no new task."""
+    text = digest(
+        [
+            UserMessage(content="Yes, please proceed with the cancellation."),
+            AssistantMessage(content="Reservation HSR97W is cancelled."),
+        ]
+    )
+    task = section(text, "Active Task")
+    assert task.startswith("Continue the task stated before these turns.")
+    assert task.endswith('Later the user said: "Yes, please proceed with the cancellation."')
+    assert "## Goal" not in text
+    # Merged after the loop it answers, the reply follows that loop's task.
+    older = parse_handoff(digest([UserMessage(content="Cancel my trip to Boston, HSR97W.")]))
+    merged = merge_handoffs(older, parse_handoff(text))
+    assert merged.task == (
+        "Cancel my trip to Boston, HSR97W.\n"
+        'Later the user said: "Yes, please proceed with the cancellation."'
+    )
+    # A request that opens the turns is their task, as before.
+    request = digest([UserMessage(content="Please cancel reservation HSR97W.")])
+    assert section(request, "Active Task") == "Please cancel reservation HSR97W."
