@@ -1003,10 +1003,18 @@ def test_a_loop_that_answers_the_one_before_follows_its_task_when_merged() -> No
     assert merged.task.startswith(request)
     assert merged.task.endswith('Later the user said: "Sure, my user ID is mohamed_silva_9265."')
     # A request made when the assistant asked nothing replaces the task, as before.
+    told = parse_handoff(
+        _loop_digest(
+            [
+                UserMessage(content="My user ID is mohamed_silva_9265."),
+                AssistantMessage(content="I found reservation K1NW8N."),
+            ]
+        )
+    )
     new = parse_handoff(_loop_digest([UserMessage(content="Now cancel my flight to Boston.")]))
-    replaced = merge_handoffs(answer, new)
+    replaced = merge_handoffs(told, new)
     assert replaced.task == "Now cancel my flight to Boston."
-    assert replaced.goal == "Sure, my user ID is mohamed_silva_9265."
+    assert replaced.goal == "My user ID is mohamed_silva_9265."
 
 
 def test_a_short_reply_follows_the_task_when_merged_even_without_a_question() -> None:
