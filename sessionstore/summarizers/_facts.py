@@ -72,6 +72,7 @@ from sessionstore.summarizers._said import (
     is_constraint,
     is_feedback,
     is_short_reply,
+    opens_as_reply,
 )
 from sessionstore.summarizers._scan import (
     clean_text,
@@ -225,11 +226,13 @@ class _Walker:
         # before them (a chat agent's loop opens at every user message): they continue a
         # task stated earlier, and it is a reply to it, not a task.
         opening_reply = not (self.request or self.continuing or self.first_request) and (
-            is_short_reply(text)
+            opens_as_reply(text)
         )
         if opening_reply:
             self.continuing = True
-        if (self.request or self.continuing) and (answering or is_short_reply(text)):
+        if opening_reply or (
+            (self.request or self.continuing) and (answering or is_short_reply(text))
+        ):
             self.follow_ups.append(cut(collapse(text), FOLLOW_UP_CHARS))
         else:
             self.request, self.follow_ups = text.strip(), []

@@ -119,6 +119,22 @@ def is_feedback(text: str) -> bool:
     return len(text) <= FEEDBACK_CHARS and FEEDBACK.search(text) is not None
 
 
+OPENING_REPLY_WORDS = 40
+"""An acknowledgement that opens a loop's turns may say this much and still be a reply."""
+
+
+def opens_as_reply(text: str) -> bool:
+    """Return True for turns' first user message that answers what came before them.
+
+    `Yes, please try to use the larger certificate, then my 7447 card.`: it opens with
+    an acknowledgement, asks nothing and stays short (`OPENING_REPLY_WORDS`); a chat
+    agent's loop opens at every user message, and such a loop continues a task.
+    """
+    return (
+        "?" not in text and ACK.match(text) is not None and len(text.split()) <= OPENING_REPLY_WORDS
+    )
+
+
 def is_short_reply(text: str) -> bool:
     """Return True for a confirmation or thanks (`yes`, `ok, go ahead`), not a new request."""
     words = text.split()

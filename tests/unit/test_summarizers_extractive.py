@@ -1092,6 +1092,16 @@ def test_turns_that_open_with_an_acknowledgement_continue_an_earlier_task() -> N
         "Cancel my trip to Boston, HSR97W.\n"
         'Later the user said: "Yes, please proceed with the cancellation."'
     )
-    # A request that opens the turns is their task, as before.
-    request = digest([UserMessage(content="Please cancel reservation HSR97W.")])
-    assert section(request, "Active Task") == "Please cancel reservation HSR97W."
+    # A longer reply that opens with an acknowledgement and asks nothing is one too.
+    reply = (
+        "Yes, please try to use the larger certificate to cover as much as possible, "
+        "then I'll cover any remaining amount with my 7447 card. Thank you."
+    )
+    longer = section(digest([UserMessage(content=reply)]), "Active Task")
+    assert longer == f'Continue the task stated before these turns.\nLater the user said: "{reply}"'
+    # A request that opens the turns is their task, as before, even after a `Great`.
+    for request in (
+        "Please cancel reservation HSR97W.",
+        "Great, thank you! Could you also check my other flights around May 22?",
+    ):
+        assert section(digest([UserMessage(content=request)]), "Active Task") == request
