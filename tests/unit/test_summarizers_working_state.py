@@ -1393,6 +1393,17 @@ def test_a_short_request_stays_whole_over_the_middle_of_a_long_reply() -> None:
     assert "no travel insurance, thanks." in harder
 
 
+def _one_run(request: str, command: str, output: str) -> str:
+    """The digest of a request and one bash call that printed `output`."""
+    return digest(
+        [
+            UserMessage(content=request),
+            call("c1", "bash", command=command),
+            ToolResultMessage(tool_call_id="c1", tool_name="bash", content=output),
+        ]
+    )
+
+
 def test_a_long_outputs_tags_are_not_its_error_line() -> None:
     """mini-swe-agent wraps a long output's head and tail in tags: `</output_tail>` is no error."""
     tail = "\n".join(
@@ -1409,12 +1420,9 @@ def test_a_long_outputs_tags_are_not_its_error_line() -> None:
         "<output_head>\ntest process starts\n</output_head>\n<elided_chars>\n5400 "
         f"characters elided\n</elided_chars>\n<output_tail>\n{tail}\n\n</output_tail>"
     )
-    messages: list[Message] = [
-        UserMessage(content="Fix the matrix column insert."),
-        call("c1", "bash", command="bin/test sympy/matrices/tests/test_matrices.py"),
-        ToolResultMessage(tool_call_id="c1", tool_name="bash", content=output),
-    ]
-    text = digest(messages)
+    text = _one_run(
+        "Fix the matrix column insert.", "bin/test sympy/matrices/tests/test_matrices.py", output
+    )
     assert "output_tail" not in text
     assert "DO *NOT* COMMIT!" in section(text, "Blocked")
     assert "Please try a different command" not in text
@@ -1427,12 +1435,7 @@ def test_a_command_the_harness_killed_failed_and_says_it_timed_out() -> None:
         "</output>\nPlease try another command and make sure to avoid those requiring "
         "interactive input."
     )
-    messages: list[Message] = [
-        UserMessage(content="Fix the hang in the poly solver."),
-        call("c1", "bash", command="python reproduce_issue.py"),
-        ToolResultMessage(tool_call_id="c1", tool_name="bash", content=notice),
-    ]
-    text = digest(messages)
+    text = _one_run("Fix the hang in the poly solver.", "python reproduce_issue.py", notice)
     assert "RAN python reproduce_issue.py - timed out (killed)" in text
     blocked = section(text, "Blocked")
     assert "failed" in blocked
