@@ -45,6 +45,8 @@ def _cut_middle(text: str, remove: int) -> str:
 
 SHORT_REQUEST_CHARS = 160
 """A request this short is kept whole over the middle of the user's replies after it."""
+KEPT_REPLY_CHARS = 80
+"""What a cut keeps of the replies after a short request (their head and tail)."""
 INSTRUCTIONS_TAIL_CHARS = 320
 """The end of a harness's standing instructions (how to submit) kept with the statement."""
 _INSTRUCTIONS_MARKER = "[… {} characters of the harness's standing instructions cut …]"
@@ -365,10 +367,10 @@ def cut_task(task: str, remove: int) -> str:
     user's older later replies, whole, oldest first (one marker says how many went),
     then the middle of the request. The latest reply is the user's latest words: it is
     cut only once the request itself is gone, or when the request is shorter than
-    `SHORT_REQUEST_CHARS` (its marker would cost as much) and half the replies cover the
-    cut. A conversation whose user answers the assistant's questions (a customer-service
-    agent's) has long replies; a short request cut by a few characters in its middle
-    would read as nothing.
+    `SHORT_REQUEST_CHARS` (its marker would cost as much) and the replies cover the cut
+    with `KEPT_REPLY_CHARS` of them left. A conversation whose user answers the
+    assistant's questions (a customer-service agent's) has long replies; a short request
+    cut by a few characters in its middle would read as nothing.
     """
     if remove <= 0:
         return task
@@ -393,7 +395,7 @@ def cut_task(task: str, remove: int) -> str:
     if not replies or remove < len(request):
         return "\n".join([_cut_statement(request, remove), *replies])
     rest = "\n".join(replies)
-    if len(request) <= SHORT_REQUEST_CHARS and remove < len(rest) // 2:
+    if len(request) <= SHORT_REQUEST_CHARS and remove < len(rest) - KEPT_REPLY_CHARS:
         # A request this short would leave only a marker as long as itself: it stays
         # whole, and the middle of the replies goes instead (their head and tail kept).
         return "\n".join([request, _cut_middle(rest, remove)])

@@ -1387,8 +1387,9 @@ def test_a_short_request_stays_whole_over_the_middle_of_a_long_reply() -> None:
     assert "characters cut" in cut
     assert cut.endswith('no travel insurance, thanks."')
     assert len(cut) < len(task)
-    # Past half the replies, the request goes first, as before: the latest words stay.
-    harder = cut_task(task, len(request) + 80)
+    # A cut that would leave less than 80 characters of the replies takes the request
+    # first, as before: the latest words stay.
+    harder = cut_task(task, len(reply) - 40)
     assert request not in harder
     assert "no travel insurance, thanks." in harder
 
