@@ -318,11 +318,7 @@ def parse_handoff(text: str) -> Handoff:
     handoff = Handoff()
     task = _unescape("\n".join(bodies.get("Active Task", [])).strip())
     if task.startswith(CONTINUED):
-        handoff.later = [
-            line[len(FOLLOW_UP) :].removesuffix('"')
-            for line in task.split("\n")
-            if line.startswith(FOLLOW_UP)
-        ]
+        handoff.later = task_parts(task)[1]
         handoff.continued = True
         task = ""
     handoff.task = "" if task == NO_TASK else task
@@ -472,14 +468,25 @@ def tallies(actions: Iterable[Action]) -> dict[str, int]:
     return counts
 
 
+def task_parts(task: str) -> tuple[str, list[str]]:
+    """Return a task's request (its lines but the follow-ups) and the user's later replies.
+
+    A task of the lines `Book HAT136.` and `Later the user said: "Yes, go ahead."` is
+    `("Book HAT136.", ["Yes, go ahead."])`.
+    """
+    lines = task.split("\n")
+    request = "\n".join(line for line in lines if not line.startswith(FOLLOW_UP))
+    replies = [
+        line[len(FOLLOW_UP) :].removesuffix('"') for line in lines if line.startswith(FOLLOW_UP)
+    ]
+    return request, replies
+
+
 def with_follow_ups(task: str, replies: list[str]) -> str:
     """Return the task with the user's later replies after it, the last three kept."""
     if not task or not replies:
         return task
-    lines = task.split("\n")
-    request = [line for line in lines if not line.startswith(FOLLOW_UP)]
-    earlier = [
-        line[len(FOLLOW_UP) :].removesuffix('"') for line in lines if line.startswith(FOLLOW_UP)
-    ]
+    request, earlier = task_parts(task)
     kept = [*earlier, *replies][-MAX_FOLLOW_UPS:]
-    return "\n".join([*request, *(f'{FOLLOW_UP}{reply}"' for reply in kept)])
+    head = [request] if request else []
+    return "\n".join([*head, *(f'{FOLLOW_UP}{reply}"' for reply in kept)])

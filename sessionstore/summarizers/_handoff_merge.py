@@ -15,7 +15,6 @@ from sessionstore.summarizers._facts import SENTENCE_CHARS
 from sessionstore.summarizers._handoff import (
     CONTINUED,
     FAILURE_HEADER,
-    FOLLOW_UP,
     FOLLOW_UP_CHARS,
     MAX_FOLLOW_UPS,
     NO_TASK,
@@ -24,6 +23,7 @@ from sessionstore.summarizers._handoff import (
     Handoff,
     Item,
     state_item,
+    task_parts,
     with_follow_ups,
 )
 from sessionstore.summarizers._run_output import resolved_note
@@ -91,9 +91,7 @@ def merge_handoffs(older: Handoff, newer: Handoff) -> Handoff:
     # A task the newer one replaces becomes the goal when there was none, so the
     # original request survives any number of updates.
     earlier_request = (
-        "\n".join(line for line in older.task.split("\n") if not line.startswith(FOLLOW_UP))
-        if newer.task and older.task and older.task != newer.task
-        else ""
+        task_parts(older.task)[0] if newer.task and older.task and older.task != newer.task else ""
     )
     merged = Handoff(
         task=newer.task or with_follow_ups(older.task, newer.later),
@@ -132,8 +130,7 @@ def _with_request_constraints(doc: Handoff, said: list[str]) -> Handoff:
     as within one digest. Those of the replies the task still shows are not rendered
     while it shows them (the fitter may cut older replies; their constraints then show).
     """
-    request = "\n".join(line for line in doc.task.split("\n") if not line.startswith(FOLLOW_UP))
-    kept = collapse(request + "\n" + doc.goal)
+    kept = collapse(task_parts(doc.task)[0] + "\n" + doc.goal)
     known = {item.identity for item in doc.constraints}
     added: list[Item] = []
     for text in said:
@@ -158,11 +155,8 @@ def _answers(older: Handoff, newer: Handoff) -> bool:
 
 def _as_replies(task: str) -> list[str]:
     """Return a task's request and its follow-ups as the user's replies, each cut as one."""
-    lines = task.split("\n")
-    request = collapse("\n".join(line for line in lines if not line.startswith(FOLLOW_UP)))
-    later = [
-        line[len(FOLLOW_UP) :].removesuffix('"') for line in lines if line.startswith(FOLLOW_UP)
-    ]
+    request, later = task_parts(task)
+    request = collapse(request)
     return [cut(request, FOLLOW_UP_CHARS), *later] if request else later
 
 
