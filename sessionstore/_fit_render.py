@@ -128,6 +128,8 @@ class Renderer:
             for item in unit.items
             if isinstance(item.message, SystemMessage)
         ]
+        self.system_texts = shared
+        """The system prompts' texts (what a summary's constraints may repeat)."""
         self.request = None if pinned is None else request_parts(pinned, shared)
         self._requests: dict[int, ContextItem] = {}
         self._rendered: dict[FitState, Rendered] = {}
@@ -275,7 +277,8 @@ class Renderer:
         room = cap - overhead
         text = "\n".join(summary.texts)
         while room >= MIN_SUMMARY_TEXT:
-            item = summary_item(summary, [shorten_summary(text, room)], [], note, more)
+            shortened = shorten_summary(text, room, self.system_texts)
+            item = summary_item(summary, [shortened], [], note, more)
             if item.tokens <= cap:
                 return item
             room -= max(1, item.tokens - cap)

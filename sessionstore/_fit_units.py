@@ -46,6 +46,7 @@ __all__ = [
     "UnitSummary",
     "digest_unit",
     "first_sentence_cost",
+    "fold_between_summaries",
     "group_units",
     "make_fold_host",
     "merge_summary_runs",
@@ -208,6 +209,103 @@ def merge_summary_runs(units: Sequence[Unit]) -> list[Unit] | None:
     return merged if changed else None
 
 
+def fold_between_summaries(units: Sequence[Unit], dropped: set[int]) -> list[Unit] | None:
+    """Return `units` with dropped raw turns between handoffs folded, the run merged; or None.
+
+    A fit that drops every raw turn between two loops' handoffs still sends each handoff
+    in a framing of its own (the dropped turns fold into the one before them). Here the
+    summaries from the first to the last one with only dropped turns before it become
+    one handoff, oldest first, each run of those turns folded into the handoff before it
+    as the fit folds them (`FoldedTurns`): one framing instead of one per loop, and the
+    handoff fitter's priorities across the loops. None when no such run holds two
+    summaries, or when anything else (a kept turn, the session's task, a summary that is
+    not a structured handoff) lies between them.
+    """
+    # Imported here: only a context whose summaries must shorten folds them.
+    from sessionstore._build_digest import FoldedTurns
+
+    first = next((i for i, unit in enumerate(units) if unit.kind == "summary"), None)
+    if first is None:
+        return None
+    last = None
+    for index in range(first + 1, len(units)):
+        unit = units[index]
+        if unit.kind == "summary" and _mergeable(unit):
+            last = index
+        elif not (unit.kind == "raw" and index in dropped) and not (
+            unit.kind == "summary" and unit.summary is not None and unit.summary.is_placeholder
+        ):
+            break
+    if last is None or not _mergeable(units[first]):
+        return None
+    stretch = units[first : last + 1]
+    if not any(unit.kind == "raw" for unit in stretch):
+        return None  # adjacent summaries: `merge_summary_runs` merges them
+    texts: list[str] = []
+    covers: list[int] = []
+    raw: list[Unit] = []
+
+    def fold() -> None:
+        if not raw:
+            return
+        turns = [[item.message for item in unit.items] for unit in raw]
+        ids = [tuple(i for item in unit.items for i in item.covers) for unit in raw]
+        digest = FoldedTurns(turns, ids, texts[-1] if texts else None)
+        text = digest.text(len(raw))
+        covers.extend(digest.covers(len(raw)))
+        if texts:
+            texts[-1] = text
+        else:
+            texts.append(text)
+        raw.clear()
+
+    for unit in stretch:
+        if unit.kind == "raw":
+            raw.append(unit)
+            continue
+        fold()
+        if unit.summary is not None and unit.summary.texts:
+            texts.append("\n".join(unit.summary.texts))
+            covers.extend(unit.summary.covers)
+    fold()
+    head = units[first].summary
+    assert head is not None
+    summary = UnitSummary(
+        DIGEST_HEADER if head.source == "digest" else head.header,
+        [merge_digests_lazily(texts)],
+        [],
+        head.first if units[first].items else _first_item(stretch),
+        "built",
+        tuple(covers),
+        any(unit.summary.pinned for unit in stretch if unit.summary),
+    )
+    merged = Unit("summary", [item for unit in stretch for item in unit.items], summary)
+    merged.size = summary_item(summary, summary.texts, [], None).tokens
+    return [*units[:first], merged, *units[last + 1 :]]
+
+
+def _mergeable(unit: Unit) -> bool:
+    summary = unit.summary
+    return (
+        unit.kind == "summary"
+        and summary is not None
+        and bool(summary.texts)
+        and not summary.restored
+        and looks_like_handoff("\n".join(summary.texts))
+    )
+
+
+def _first_item(units: Sequence[Unit]) -> ContextItem:
+    return next(item for unit in units for item in unit.items)
+
+
+def merge_digests_lazily(texts: Sequence[str]) -> str:
+    """`merge_digests`, imported on first use (a context that fits never merges)."""
+    from sessionstore.summarizers._merge import merge_digests
+
+    return merge_digests(texts) if len(texts) > 1 else texts[0]
+
+
 def _merged_unit(run: Sequence[Unit]) -> Unit:
     # Imported here: only a context whose summaries must shorten merges them.
     from sessionstore.summarizers._merge import merge_digests
@@ -268,11 +366,12 @@ def summary_item(
     )
 
 
-def shorten_summary(text: str, max_tokens: int) -> str:
+def shorten_summary(text: str, max_tokens: int, system: Sequence[str] = ()) -> str:
     """Return a summary's text within `max_tokens` (as `estimate_tokens` counts).
 
     A structured handoff is re-fitted by priority (`fit_handoff`: the least valuable
-    items go first, the task last); any other text keeps its first and last lines.
+    items go first, the task last; what the `system` prompts sent with it state, first
+    of its constraints); any other text keeps its first and last lines.
     """
     if max_tokens <= 0:
         return ""
@@ -281,7 +380,7 @@ def shorten_summary(text: str, max_tokens: int) -> str:
         # patterns), so opening a store or a context that fits does not load it.
         from sessionstore.summarizers._fit import fit_handoff
 
-        return fit_handoff(parse_handoff(text), max_tokens)
+        return fit_handoff(parse_handoff(text), max_tokens, system=system)
     return truncate_head_tail_tokens(text, max_tokens)
 
 

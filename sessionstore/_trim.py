@@ -56,6 +56,7 @@ from sessionstore._fit_render import MIN_SUMMARY_TEXT, TAIL_SHARE, FitState, Ren
 from sessionstore._fit_units import (
     digest_unit,
     first_sentence_cost,
+    fold_between_summaries,
     group_units,
     make_fold_host,
     merge_summary_runs,
@@ -354,6 +355,16 @@ def fit_context(
         # framing for all and the handoff fitter's priorities across the loops.
         make_fold_host(merged)
         other = _Fitter(merged, budget, token_scale)
+        other_state, other_fits = other.fit()
+        if other_fits or not fits:
+            fitter, state, fits = other, other_state, other_fits
+    if (not fits or fitter.shortens_summaries(state)) and (
+        across := fold_between_summaries(fitter.units, set(fitter.drop_order[: state.dropped]))
+    ) is not None:
+        # The turns between two loops' handoffs are dropped anyway: one handoff stands
+        # for all of them, the turns folded in where they were.
+        make_fold_host(across)
+        other = _Fitter(across, budget, token_scale)
         other_state, other_fits = other.fit()
         if other_fits or not fits:
             fitter, state, fits = other, other_state, other_fits

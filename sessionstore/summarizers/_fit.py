@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from sessionstore._tokens import estimate_tokens
@@ -65,6 +65,8 @@ KEEP_FULL_ACTIONS = 5
 """Newest completed actions kept in full while older ones are collapsed."""
 KEEP_ACTIONS = 3
 """Newest completed actions kept while older ones are folded into one line."""
+MIN_SHARE_CUT = 80
+"""A task snapshot less than this over its share is not cut for the share (stage 2)."""
 SHORT_GOAL_CHARS = 160
 RUN_TARGET_CHARS = 120
 SHORT_TARGET_CHARS = 48
@@ -245,6 +247,8 @@ class _Fitter:
         share_cut = 0
         if task_bytes > share_bytes:
             share_cut = int(len(doc.task) * (task_bytes - share_bytes) / task_bytes) + 1
+            if share_cut < MIN_SHARE_CUT:
+                share_cut = 0  # the marker would cost about what the cut saves
         return [
             knob("collapse", self.plain_actions - (KEEP_FULL_ACTIONS - KEEP_ACTIONS)),
             drop("Resolved Questions"),
@@ -321,7 +325,12 @@ class _Fitter:
 
 
 def fit_handoff(
-    doc: Handoff, budget: int, *, focus: str | None = None, branch: bool = False
+    doc: Handoff,
+    budget: int,
+    *,
+    focus: str | None = None,
+    branch: bool = False,
+    system: Sequence[str] = (),
 ) -> str:
     """Return the handoff rendered within `budget` tokens (as `estimate_tokens` counts them).
 
@@ -330,9 +339,23 @@ def fit_handoff(
         budget: The most tokens the text may take.
         focus: A topic; items mentioning it are dropped last.
         branch: Frame the text as the digest of an abandoned branch.
+        system: The system prompts sent with it: a constraint one of them states goes
+            first, as a system prompt's constraint does in a fresh digest (a digest read
+            back from its text no longer says where each constraint came from).
     """
+    if system and doc.constraints:
+        doc = replace(doc, constraints=_system_ranked(doc.constraints, system))
     text = _Fitter(doc, budget, focus, branch).fit()
     return text if estimate_tokens(text) <= budget else _hard_cut(text, budget)
+
+
+def _system_ranked(constraints: list[Item], system: Sequence[str]) -> list[Item]:
+    """Return the constraints, those a system prompt states at a system prompt's rank (0)."""
+    stated = collapse(" ".join(system))
+    return [
+        replace(item, rank=0) if collapse(item.text.rstrip("…")) in stated else item
+        for item in constraints
+    ]
 
 
 _ACTION_VALUE = re.compile(r"(?<![\w.])([A-Za-z_]\w{0,40})=([\w.@#:+/$-]*\w)(?=[,) ]|$)")

@@ -30,8 +30,13 @@ def _cut_middle(text: str, remove: int) -> str:
     """Return `text` without `remove` characters from its middle (two thirds of the rest first)."""
     if remove <= 0 or not text:
         return text
-    keep = max(0, len(text) - remove)
-    marker = f"[… {min(remove, len(text))} characters cut …]"
+    # A cut shorter than its marker and line breaks would lengthen the text: it cuts more.
+    least = len(f"[… {len(text)} characters cut …]") + 3
+    if least >= len(text):
+        return text  # nothing it could cut would make it shorter
+    remove = min(len(text), max(remove, least))
+    marker = f"[… {remove} characters cut …]"
+    keep = len(text) - remove
     if keep == 0:
         return marker
     head = (keep * 2 + 2) // 3

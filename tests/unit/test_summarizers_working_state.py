@@ -1141,6 +1141,17 @@ def test_a_harness_complaint_goes_before_any_of_the_task() -> None:
     assert harder.startswith("<pr_description>\nThe parser")
 
 
+def test_a_cut_task_is_never_longer_than_the_task() -> None:
+    """A cut of a few characters would add a marker longer than what it saves."""
+    request = "Could you help me change my most recent reservation to the cheapest business fare?"
+    task = f'{request}\nLater the user said: "My user id is mia_li_3668."'
+    for remove in range(1, len(task) + 40):
+        assert len(cut_task(task, remove)) <= len(task), remove
+    cut = cut_task(task, 4)
+    assert len(cut) < len(task)
+    assert "characters cut" in cut
+
+
 def test_how_to_submit_goes_before_the_statement_is_cut_into_its_opening() -> None:
     opening = "<pr_description>\nThe parser drops the `Content-Length` header " + "x" * 300
     statement = opening + " when a request is chunked.\n</pr_description>\n"

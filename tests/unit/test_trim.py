@@ -202,6 +202,55 @@ def test_summaries_that_must_shorten_are_sent_as_one_handoff() -> None:
     assert "\n3. UPDATED reservation flights" in text
 
 
+def test_summaries_with_dropped_turns_between_them_are_sent_as_one_handoff() -> None:
+    """A short loop left raw between two compacted loops: dropped, it folds into one handoff."""
+    first, second, third, latest = _loop_summaries()
+    question = UserMessage(content="Can I also add a checked bag to NO6JO3?")
+    answer = AssistantMessage(content="Yes: one checked bag is $35, paid with gift_card_7219486.")
+    between = [
+        ContextItem(message, message_tokens(message), "raw", 3, raw_id, covers=(raw_id,))
+        for raw_id, message in ((50, question), (51, answer))
+    ]
+    items = [first, *between, second, third, latest]
+    roomy = fit_context(items, 2_000)
+    assert [item.source for item in roomy.items].count("raw") == 3  # nothing dropped
+    whole = sum(item.tokens for item in roomy.items)
+    for budget in (whole * 2 // 3, whole // 2):
+        fitted = fit_context(items, budget)
+        assert sum(item.tokens for item in fitted.items) <= budget
+        (merged,) = [item for item in fitted.items if not item.pinned]
+        text = merged.message.text  # type: ignore[union-attr]
+        assert text.count("REFERENCE ONLY") == 1
+        assert text.count("## Active Task") == 1
+        # It stands for every loop and for the turns folded into it, and only for them.
+        assert set(merged.covers) == {2, 3, 4, 50, 51}
+        assert "Yes, go ahead." in text
+        for value in ("mia_li_3668", "NO6JO3"):
+            assert value in text
+        assert fitted.items[-1] is latest
+
+
+def test_a_constraint_the_system_prompt_states_goes_before_the_users() -> None:
+    """A digest read back from its text ranks every constraint alike; the system's go first."""
+    rule = "Never book without the user's confirmation."
+    preference = "I only fly nonstop and never before 9 am, my back cannot take early flights."
+    handoff = (
+        "## Active Task\nBook me the cheapest flight to Boston.\n\n"
+        f"## Constraints & Preferences\n- {preference}\n- {rule}\n\n"
+        "## Critical Context\n- user_id: mia_li_3668"
+    )
+    whole = estimate_tokens(handoff)
+    assert shorten_summary(handoff, whole, [POLICY]) == shorten_summary(handoff, whole)
+    budgets = range(whole - 1, 0, -1)
+    cut = next(b for b in budgets if rule not in shorten_summary(handoff, b, [POLICY]))
+    # The rule the system prompt states goes while the user's preference stays; without
+    # the prompt, the older constraint (the preference) would have gone first.
+    assert preference in shorten_summary(handoff, cut, [POLICY])
+    plain = shorten_summary(handoff, cut)
+    assert rule in plain
+    assert preference not in plain
+
+
 def test_restored_file_reads_go_before_any_raw_turn() -> None:
     """A file read restored after a summary is a copy of tool output: cut before turns."""
     summary = CompactionSummaryMessage(
