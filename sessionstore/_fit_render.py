@@ -57,6 +57,8 @@ class FitState:
 
     brief: bool = False
     """Summaries after the first get the shorter framing (`SUMMARY_MORE`)."""
+    terse: bool = False
+    """The first summary gets the shorter framing too (`SUMMARY_OPEN_TERSE`)."""
     squeeze: bool = False
     tool_cap: int | None = None
     """The most tokens a tool output of an older turn keeps."""
@@ -114,7 +116,7 @@ class Renderer:
         tasks = [i for i in loops if _states_task(units[i])]
         self.summary_order = [i for i in loops if i not in tasks] + tasks + digests
         self._summaries: dict[
-            tuple[int, int | None, str | None, bool, int, bool], ContextItem | None
+            tuple[int, int | None, str | None, bool, int, bool, bool], ContextItem | None
         ] = {}
         self.host = self._fold_host()
         """The summary the dropped raw turns fold into (see `folded`), or None."""
@@ -241,8 +243,9 @@ class Renderer:
         more: bool = False,
         folded: int = 0,
         restored: bool = True,
+        terse: bool = False,
     ) -> ContextItem | None:
-        key = (index, cap, note, more, folded, restored)
+        key = (index, cap, note, more, folded, restored, terse)
         if key in self._summaries:
             return self._summaries[key]
         summary = self.units[index].summary
@@ -257,28 +260,28 @@ class Renderer:
             )
         if not restored and summary.restored:
             summary = replace(summary, restored=[])
-        result = self._fit_summary(summary, cap, note, more)
+        result = self._fit_summary(summary, cap, note, more, terse)
         self._summaries[key] = result
         return result
 
     def _fit_summary(
-        self, summary: UnitSummary, cap: int | None, note: str | None, more: bool
+        self, summary: UnitSummary, cap: int | None, note: str | None, more: bool, terse: bool
     ) -> ContextItem | None:
         restored = list(summary.restored)
-        item = summary_item(summary, summary.texts, restored, note, more)
+        item = summary_item(summary, summary.texts, restored, note, more, terse)
         if cap is None or item.tokens <= cap:
             return item
         while restored:
             restored.pop(0)  # the oldest restored read goes first
-            item = summary_item(summary, summary.texts, restored, note, more)
+            item = summary_item(summary, summary.texts, restored, note, more, terse)
             if item.tokens <= cap:
                 return item
-        overhead = summary_item(summary, [""], [], note, more).tokens
+        overhead = summary_item(summary, [""], [], note, more, terse).tokens
         room = cap - overhead
         text = "\n".join(summary.texts)
         while room >= MIN_SUMMARY_TEXT:
             shortened = shorten_summary(text, room, self.system_texts)
-            item = summary_item(summary, [shortened], [], note, more)
+            item = summary_item(summary, [shortened], [], note, more, terse)
             if item.tokens <= cap:
                 return item
             room -= max(1, item.tokens - cap)
@@ -397,6 +400,7 @@ class Renderer:
                 more=state.brief and index != summaries[0],
                 folded=self.folded_count(index, state),
                 restored=state.restored,
+                terse=state.terse and index == summaries[0],
             )
             for index in summaries
         }
@@ -408,6 +412,7 @@ class Renderer:
                 more=state.brief and host_summary != summaries[0],
                 folded=self.folded_count(host_summary, state),
                 restored=state.restored,
+                terse=state.terse and host_summary == summaries[0],
             )
             host_summary = None
         lost = [index for index, item in rendered_summaries.items() if item is None]
@@ -442,7 +447,10 @@ class Renderer:
         return self.render(replace(state, dropped_summaries=count))
 
     def shortens_summaries(self, state: FitState) -> bool:
-        """True when `state` shows a summary shorter than it was loaded, or drops one."""
+        """True when `state` shows a summary shorter than it was loaded, or drops one.
+
+        A terse framing does not count: the summaries still say all they said.
+        """
         return state.dropped_summaries > 0 or any(
             cap < self.units[index].size for index, cap in state.summary_caps
         )

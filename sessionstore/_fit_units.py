@@ -348,11 +348,12 @@ def summary_item(
     restored: Sequence[str],
     note: str | None,
     more: bool = False,
+    terse: bool = False,
 ) -> ContextItem:
     body = summary_body(texts, restored)
     if summary.header:
         body = f"{summary.header}\n{body}"
-    message = text_message(framed(body, note, more=more))
+    message = text_message(framed(body, note, more=more, terse=terse))
     first = summary.first
     return ContextItem(
         message=message,

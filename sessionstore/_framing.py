@@ -33,6 +33,7 @@ __all__ = [
     "SUMMARY_CLOSE",
     "SUMMARY_MORE",
     "SUMMARY_OPEN",
+    "SUMMARY_OPEN_TERSE",
     "TRIM_MARKER",
     "digest_item",
     "digest_tokens",
@@ -71,6 +72,10 @@ SUMMARY_OPEN = (
 )
 """The framing that opens every summary the model is shown."""
 
+SUMMARY_OPEN_TERSE = "[CONTEXT SUMMARY — REFERENCE ONLY: earlier turns, already handled]"
+"""The framing that opens the first summary when summaries must shorten to fit: what the
+full one says, in a third of its tokens."""
+
 SUMMARY_CLOSE = "[END OF CONTEXT SUMMARY]"
 """The marker that closes it."""
 
@@ -85,12 +90,13 @@ def is_summary_item(item: ContextItem) -> bool:
     )
 
 
-def framed(text: str, note: str | None = None, *, more: bool = False) -> str:
+def framed(text: str, note: str | None = None, *, more: bool = False, terse: bool = False) -> str:
     """Return `text` inside the reference-only framing (with `note` after its first line).
 
-    With `more`, the shorter framing of a summary that follows another (`SUMMARY_MORE`).
+    With `more`, the shorter framing of a summary that follows another (`SUMMARY_MORE`);
+    with `terse`, the shorter one of a first summary (`SUMMARY_OPEN_TERSE`).
     """
-    opening = SUMMARY_MORE if more else SUMMARY_OPEN
+    opening = SUMMARY_MORE if more else SUMMARY_OPEN_TERSE if terse else SUMMARY_OPEN
     if note is not None:
         opening = f"{opening}\n{note}"
     return f"{opening}\n\n{text}\n\n{SUMMARY_CLOSE}"

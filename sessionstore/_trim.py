@@ -18,7 +18,8 @@ that fits:
    digest of exactly the dropped units (`sessionstore._build_digest`) stands for them,
    merged into the handoff right before them (else in a digest of its own there), up to
    `BUILD_DIGEST_SHARE` of the budget, and takes whatever room the cuts leave at the end;
-3. summaries (the session digest and each loop's summary) are shortened one by one,
+3. the first summary's framing takes its terse form (`SUMMARY_OPEN_TERSE`); then
+   summaries (the session digest and each loop's summary) are shortened one by one,
    older loops' first (those that state the task after those that continue it) and the
    session digest last, down to `SUMMARY_FLOOR_SHARE` of the
    budget (a structured handoff is re-fitted by `fit_handoff`, other text keeps its
@@ -176,6 +177,7 @@ class _Fitter(Renderer):
             self.drop_restored,
             lambda s: self.drop(s, self.older),
             self.system_to_share,
+            self.terse_framing,
             lambda s: self.shorten_summaries(s, self.summary_floor()),
             lambda s: self.cap_outputs(s, "tail_cap", tail=True),
             lambda s: self.drop(s, len(self.drop_order)),
@@ -236,7 +238,7 @@ class _Fitter(Renderer):
         return max(self.least_summary(), int(self.budget * SUMMARY_FLOOR_SHARE / self.scale))
 
     def least_summary(self) -> int:
-        return MIN_SUMMARY_TEXT + message_tokens(text_message(framed(DIGEST_HEADER)))
+        return MIN_SUMMARY_TEXT + message_tokens(text_message(framed(DIGEST_HEADER, terse=True)))
 
     def shorten_summaries(self, state: FitState, floor: int) -> tuple[FitState, bool]:
         """Shorten summaries one by one, in `summary_order`, each as far as `floor` at most.
@@ -260,6 +262,13 @@ class _Fitter(Renderer):
             if cap is not None:
                 return capped(cap), True
             state = capped(floor)
+        return state, self.fits(state)
+
+    def terse_framing(self, state: FitState) -> tuple[FitState, bool]:
+        """Frame the first summary tersely: its tokens go to what it says, not how."""
+        if not any(unit.kind == "summary" for unit in self.units):
+            return state, False
+        state = replace(state, terse=True)
         return state, self.fits(state)
 
     def drop_summaries(self, state: FitState) -> tuple[FitState, bool]:

@@ -18,7 +18,8 @@ many items it drops or shortens), and stops at the first that fits:
    user's older replies in the task (the latest kept; the constraints they state show
    instead) and the constraints, the newest actions but the last, then values,
    blockers, the last action (its changes stay named), files, the fold line and the goal;
-5. the task snapshot is cut to what is left, and a hard cut guarantees the budget.
+5. the task snapshot is cut to what is left (`cut_task`: with little left, the request's
+   opening alone), and a hard cut guarantees the budget.
 
 The values action lines show are listed with the critical values (`with_action_values`)
 and shown only once an action line no longer shows them.

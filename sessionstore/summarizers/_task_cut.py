@@ -39,6 +39,10 @@ def _cut_middle(text: str, remove: int) -> str:
     keep = len(text) - remove
     if keep == 0:
         return marker
+    if keep < HEAD_ONLY_MARKERS * len(marker):
+        # So little is left that a head, a marker and a tail would say nothing: the
+        # opening says what the text is about.
+        return text[:keep].rstrip() + "…"
     head = (keep * 2 + 2) // 3
     tail = keep - head
     return (
@@ -50,6 +54,8 @@ def _cut_middle(text: str, remove: int) -> str:
 
 SHORT_REQUEST_CHARS = 160
 """A request this short is kept whole over the middle of the user's replies after it."""
+HEAD_ONLY_MARKERS = 3
+"""A text cut to less than this many of its marker's length keeps its opening alone."""
 KEPT_REPLY_CHARS = 80
 """What a cut keeps of the replies after a short request (their head and tail)."""
 INSTRUCTIONS_TAIL_CHARS = 320
@@ -408,4 +414,8 @@ def cut_task(task: str, remove: int) -> str:
     if len(replies) > 1 and not replies[0].startswith(FOLLOW_UP):  # the marker of those cut
         remove -= len(replies.pop(0)) + 1
     rest = "\n".join(replies)
-    return "\n".join([_cut_middle(request, len(request)), _cut_middle(rest, remove)])
+    if remove <= 0:
+        return "\n".join([_cut_middle(request, len(request)), rest])
+    # The replies are cut too: the request's place is marked, no more (a count of the
+    # characters cut would cost what is left of the replies).
+    return "\n".join([_GAP, _cut_middle(rest, remove - len(_GAP) - 1)])

@@ -1147,9 +1147,27 @@ def test_a_cut_task_is_never_longer_than_the_task() -> None:
     task = f'{request}\nLater the user said: "My user id is mia_li_3668."'
     for remove in range(1, len(task) + 40):
         assert len(cut_task(task, remove)) <= len(task), remove
-    cut = cut_task(task, 4)
-    assert len(cut) < len(task)
-    assert "characters cut" in cut
+    assert len(cut_task(task, 4)) < len(task)
+
+
+def test_a_task_cut_to_little_keeps_the_opening_of_the_latest_reply() -> None:
+    request = "I wanted to use the larger certificate to cover part of the cost of my flight."
+    replies = [
+        'Later the user said: "Could you confirm the amount charged to my card, please?"',
+        'Later the user said: "In that case, please go ahead and book it with my credit card."',
+    ]
+    task = "\n".join([request, *replies])
+    for left in (40, 60):
+        cut = cut_task(task, len(task) - left)
+        assert len(cut) <= left + 8  # the count is close; the fitter measures what it sends
+        # No count of what was cut, and no few words of each part around markers.
+        assert "characters cut" not in cut
+        assert cut.startswith("[…]\n")
+        assert cut.endswith("…")
+        assert replies[-1].startswith(cut.removeprefix("[…]\n").removesuffix("…"))
+    # With more left, the user's latest words stay whole.
+    roomy = cut_task(task, len(request) + 10)
+    assert replies[-1] in roomy
 
 
 def test_how_to_submit_goes_before_the_statement_is_cut_into_its_opening() -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from sessionstore._fit_render import FitState, Renderer
 from sessionstore._fit_units import group_units
+from sessionstore._framing import SUMMARY_OPEN, SUMMARY_OPEN_TERSE, text_message
 from sessionstore._items import ContextItem, LoopSource
 from sessionstore._overlay import build
 from sessionstore._tokens import estimate_tokens, message_tokens
@@ -179,7 +180,16 @@ def test_summaries_that_must_shorten_are_sent_as_one_handoff() -> None:
     roomy = fit_context(items, 2_000, digest=digest)
     assert [item.source for item in roomy.items].count("compacted") == 3  # one per loop
     whole = sum(item.tokens for item in roomy.items)
-    for budget in (whole * 3 // 4, whole // 2):
+    # Where the first summary's terse framing is cut enough, every summary stays whole.
+    terse = fit_context(items, whole * 3 // 4, digest=digest)
+    assert [item.source for item in terse.items].count("compacted") == 3
+    shown = "\n".join(getattr(item.message, "text", "") for item in terse.items)
+    assert shown.startswith(SUMMARY_OPEN_TERSE)
+    for item in items:
+        message = item.message
+        text = message.summary if isinstance(message, CompactionSummaryMessage) else message.text  # type: ignore[union-attr]
+        assert text in shown
+    for budget in (whole * 2 // 3, whole // 2):
         fitted = fit_context(items, budget, digest=digest)
         assert sum(item.tokens for item in fitted.items) <= budget
         (merged,) = [item for item in fitted.items if item.source != "raw"]
@@ -192,7 +202,7 @@ def test_summaries_that_must_shorten_are_sent_as_one_handoff() -> None:
         assert "change my flight to Boston" in text
         for value in ("mia_li_3668", "NO6JO3", "gift_card_7219486"):
             assert value in text
-    fitted = fit_context(items, whole * 3 // 4, digest=digest)
+    fitted = fit_context(items, whole * 2 // 3, digest=digest)
     text = fitted.items[0].message.text  # type: ignore[union-attr]
     # A replaced request's constraint and the older loop's note stay while there is room.
     assert "I prefer only nonstop flights." in text
@@ -215,7 +225,7 @@ def test_summaries_with_dropped_turns_between_them_are_sent_as_one_handoff() -> 
     roomy = fit_context(items, 2_000)
     assert [item.source for item in roomy.items].count("raw") == 3  # nothing dropped
     whole = sum(item.tokens for item in roomy.items)
-    for budget in (whole * 2 // 3, whole // 2):
+    for budget in (whole // 2, whole * 2 // 5):
         fitted = fit_context(items, budget)
         assert sum(item.tokens for item in fitted.items) <= budget
         (merged,) = [item for item in fitted.items if not item.pinned]
@@ -249,6 +259,37 @@ def test_a_constraint_the_system_prompt_states_goes_before_the_users() -> None:
     plain = shorten_summary(handoff, cut)
     assert rule in plain
     assert preference not in plain
+
+
+def test_a_tight_budget_frames_the_summary_tersely_before_it_shortens_it() -> None:
+    digest = _digest(
+        "## Active Task\nChange my flight to Boston and pay with gift_card_7219486.\n\n"
+        "## Critical Context\n- user_id: mia_li_3668\n- reservation_id: NO6JO3"
+    )
+    latest = UserMessage(content="Thanks, that is all.")
+    items = [ContextItem(latest, message_tokens(latest), "raw", 5, 99, covers=(99,), pinned=True)]
+    roomy = fit_context(items, 2_000, digest=digest)
+    assert SUMMARY_OPEN in roomy.items[0].message.text  # type: ignore[union-attr]
+    whole = sum(item.tokens for item in roomy.items)
+    saved = message_tokens(text_message(SUMMARY_OPEN)) - message_tokens(
+        text_message(SUMMARY_OPEN_TERSE)
+    )
+    assert saved > 10
+    fitted = fit_context(items, whole - saved, digest=digest)
+    text = fitted.items[0].message.text  # type: ignore[union-attr]
+    assert text.startswith(SUMMARY_OPEN_TERSE)
+    # The framing gave way, not the facts.
+    for value in ("Change my flight to Boston", "mia_li_3668", "NO6JO3"):
+        assert value in text
+    # At a budget the full framing alone would nearly fill, a summary is still sent.
+    tiny = message_tokens(text_message(SUMMARY_OPEN)) + latest_tokens(items) + 30
+    small = fit_context(items, tiny, digest=digest)
+    assert sum(item.tokens for item in small.items) <= tiny
+    assert any("Change my flight" in getattr(i.message, "text", "") for i in small.items)
+
+
+def latest_tokens(items: list[ContextItem]) -> int:
+    return sum(item.tokens for item in items if item.pinned)
 
 
 def test_restored_file_reads_go_before_any_raw_turn() -> None:
@@ -381,4 +422,4 @@ def test_the_loop_summary_that_states_the_task_is_shortened_after_those_that_con
         ]
         # The newer loop's long lists gave way; the statement of the task is whole.
         assert statement in summaries[0]
-        assert "src/parser_1.py" not in "\n".join(summaries)
+        assert "EDITED src/parser_1.py" not in "\n".join(summaries)
