@@ -15,7 +15,8 @@ The key facts (`KEY_KINDS`), what the work is about:
   `MAX_PATHS` most recently touched);
 - `error`: the error lines of the last tool outputs that had any (a traceback's last
   line, `Error: ...`, `FAILED ...`, `N failed`, or the last line of an output whose
-  command exited non-zero);
+  command exited non-zero), without the rules a test runner draws around a line
+  (`==== 1 failed in 0.1s ====` is `1 failed in 0.1s`);
 - `command`: the last `MAX_COMMANDS` distinct shell commands run;
 - `identifier`: code identifiers of the task statement: CamelCase, snake_case, dotted
   names, names called with `(`, issue numbers;
@@ -474,6 +475,9 @@ _EXIT_CODE = re.compile(
     re.I,
 )
 _TAG_LINE = re.compile(r"^\s*</?[\w-]+>\s*$|^\s*<returncode>")
+_RULE_ENDS = re.compile(r"^[=!_*~#-]{3,} *| *[=!_*~#-]{3,}$")
+"""The rules a test runner draws around a summary line (`==== 1 failed in 0.1s ====`):
+decoration, not the error; a context that keeps the line without them keeps it."""
 
 
 def exit_code(output: str) -> int | None:
@@ -516,7 +520,7 @@ def error_lines(output: str) -> list[str]:
                 found.append(rest[-1])
     result: list[str] = []
     for line in found:
-        text = normalize(line)
+        text = _RULE_ENDS.sub("", normalize(line))
         if len(text) >= MIN_ERROR_CHARS and text not in result:
             result.append(text)
     return result

@@ -180,7 +180,10 @@ def test_error_lines_of_a_traceback_and_of_a_test_run() -> None:
         "E assert 1 == 2",
         "tests/test_x.py:4: AssertionError",
         "FAILED tests/test_x.py::test_y - assert 1 == 2",
-        "========== 1 failed, 4 passed in 0.12s ==========",
+        "1 failed, 4 passed in 0.12s",  # the runner's rules are decoration
+    ]
+    assert _probes.error_lines("!!!!! Interrupted: 1 error during collection !!!!!") == [
+        "Interrupted: 1 error during collection"
     ]
     listing = "   12\t        raise KeyError(key)\nclass Error(Exception):\n"
     assert _probes.error_lines(listing) == []
@@ -207,7 +210,7 @@ def test_final_errors_come_from_the_newest_two_outputs_that_have_any() -> None:
     assert facts_of(messages, "error") == [
         "tests/test_x.py:4: AssertionError",
         "FAILED tests/test_x.py::test_y - assert 1 == 2",
-        "========== 1 failed, 4 passed in 0.12s ==========",
+        "1 failed, 4 passed in 0.12s",
         "ValueError: bad value 3",
     ]
 
