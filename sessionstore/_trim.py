@@ -55,6 +55,7 @@ from typing import Literal
 
 from sessionstore._fit_render import MIN_SUMMARY_TEXT, TAIL_SHARE, FitState, Renderer, is_output
 from sessionstore._fit_units import (
+    Unit,
     digest_unit,
     first_sentence_cost,
     fold_between_summaries,
@@ -357,26 +358,21 @@ def fit_context(
     fitter = _Fitter(units, budget, token_scale)
     loaded = sum(item.tokens for item in fitter.render(FitState()).items)
     state, fits = fitter.fit()
-    if (not fits or fitter.shortens_summaries(state)) and (
-        merged := merge_summary_runs(loaded_units)
-    ) is not None:
-        # Summaries must be shortened: adjacent ones are sent as one handoff instead, one
-        # framing for all and the handoff fitter's priorities across the loops.
-        make_fold_host(merged)
-        other = _Fitter(merged, budget, token_scale)
-        other_state, other_fits = other.fit()
-        if other_fits or not fits:
-            fitter, state, fits = other, other_state, other_fits
-    if (not fits or fitter.shortens_summaries(state)) and (
-        across := fold_between_summaries(fitter.units, set(fitter.drop_order[: state.dropped]))
-    ) is not None:
-        # The turns between two loops' handoffs are dropped anyway: one handoff stands
-        # for all of them, the turns folded in where they were.
-        make_fold_host(across)
-        other = _Fitter(across, budget, token_scale)
-        other_state, other_fits = other.fit()
-        if other_fits or not fits:
-            fitter, state, fits = other, other_state, other_fits
+    # Summaries must be shortened: adjacent ones are sent as one handoff instead, one
+    # framing for all and the handoff fitter's priorities across the loops.
+    fitter, state, fits = _try_units(
+        fitter, state, fits, lambda: merge_summary_runs(loaded_units), budget, token_scale
+    )
+    # The turns between two loops' handoffs that are dropped anyway: one handoff stands
+    # for all of them, the turns folded in where they were.
+    fitter, state, fits = _try_units(
+        fitter,
+        state,
+        fits,
+        lambda: fold_between_summaries(fitter.units, set(fitter.drop_order[: state.dropped])),
+        budget,
+        token_scale,
+    )
     rendered = fitter.render(state)
     if not fits:
         needed = fitter.cost(rendered)
@@ -388,3 +384,28 @@ def fit_context(
             available=budget,
         )
     return FitResult(rendered.items, rendered.trimmed, loaded)
+
+
+def _try_units(
+    fitter: _Fitter,
+    state: FitState,
+    fits: bool,
+    other_units: Callable[[], list[Unit] | None],
+    budget: int,
+    token_scale: float,
+) -> tuple[_Fitter, FitState, bool]:
+    """Fit `other_units` when the fit so far must shorten summaries; keep it if it fits.
+
+    `other_units` is called only then, and may say None (nothing to regroup).
+    """
+    if fits and not fitter.shortens_summaries(state):
+        return fitter, state, fits
+    units = other_units()
+    if units is None:
+        return fitter, state, fits
+    make_fold_host(units)
+    other = _Fitter(units, budget, token_scale)
+    other_state, other_fits = other.fit()
+    if other_fits or not fits:
+        return other, other_state, other_fits
+    return fitter, state, fits
