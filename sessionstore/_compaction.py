@@ -94,11 +94,23 @@ class CompactionResult:
     the block it would replace: not written (the feedback says which)."""
     feedback: CompactionFeedback | None = None
     """What to tell the user (`feedback.lines()`)."""
+    digest_loops: int = 0
+    """Loops before the scope the session digest folded in (0: no digest written)."""
 
     @property
     def noop(self) -> bool:
-        """True when the compaction wrote nothing."""
-        return not self.blocks
+        """True when the compaction wrote nothing: no block, no session digest."""
+        return not self.blocks and not self.digest_loops
+
+    @property
+    def digest_only(self) -> bool:
+        """True when it wrote the session digest and no block.
+
+        Such a compaction folds loops the budget leaves out into the digest; it is not
+        meant to make the context smaller, so the engine's anti-thrashing does not
+        count it as a compaction that saved too little.
+        """
+        return not self.blocks and self.digest_loops > 0
 
     def __repr__(self) -> str:
         # Short: the blocks hold whole summaries (kilobytes); read them from `blocks`.
@@ -110,6 +122,8 @@ class CompactionResult:
     def __str__(self) -> str:
         if self.noop:
             head = f"compaction wrote nothing ({len(self.loop_ids)} loops in scope)"
+        elif self.digest_only:
+            head = f"compaction folded {self.digest_loops} loops into the session digest"
         else:
             head = f"compaction wrote {len(self.blocks)} blocks on {len(self.loop_ids)} loops"
         lines = [
@@ -246,6 +260,7 @@ async def compact_session_loops(
     callbacks: CompactionCallbacks | None = None,
     digest_summarizer: Summarizer | None = None,
     system_prompt_tokens: int = 0,
+    digest_only: bool = False,
 ) -> CompactionResult:
     """Compact the current loop and the earlier loops in scope, in one transaction.
 
@@ -271,6 +286,9 @@ async def compact_session_loops(
             strategy's `digest_summarizer` when it has one, else `ExtractiveSummarizer()`.
         system_prompt_tokens: Tokens of the window a system prompt the caller sends
             itself takes: the messages are compacted for the rest of the window.
+        digest_only: Write no block: only fold the loops before the scope into the
+            session digest (what keeps loops a budget leaves out in the context when the
+            loops in scope are too short to compact).
 
     Raises:
         ValueError: a budget that is not positive.
@@ -294,6 +312,7 @@ async def compact_session_loops(
                 callbacks=callbacks,
                 digest_summarizer=digest_summarizer,
                 system_prompt_tokens=system_prompt_tokens,
+                digest_only=digest_only,
             )
         except LoopChangedError:
             # A message appended while the blocks were built fell in a turn they cover:
@@ -319,6 +338,7 @@ async def _compact_once(
     callbacks: CompactionCallbacks | None,
     digest_summarizer: Summarizer | None,
     system_prompt_tokens: int = 0,
+    digest_only: bool = False,
 ) -> CompactionResult:
     max_context_tokens = context_budget(max_context_tokens, system_prompt_tokens)
     chosen_config = validated_config(config, CompactionConfig)
@@ -342,7 +362,7 @@ async def _compact_once(
     tokens_before = sum(loop_context_tokens(loop, block) for loop, block in in_scope)
     todo: list[tuple[LoopRecord, bool]] = []
     skipped: list[int] = []
-    for loop, block in reversed(in_scope):  # the current loop first
+    for loop, block in [] if digest_only else reversed(in_scope):  # the current loop first
         most_recent = loop.id == current.id
         if loop.turn_count == 0:
             continue
@@ -433,6 +453,7 @@ async def _compact_once(
                 "unchanged_loop_ids": unchanged,
                 "oversized_loop_ids": oversized,
                 "feedback": feedback.to_dict(),
+                "digest_loops": 0 if digest is None else len(digest.folded),
             },
         )
         await _call(callbacks.after_compaction_end if callbacks else None, ended)
@@ -460,6 +481,7 @@ async def _compact_once(
         unchanged_loop_ids=unchanged,
         oversized_loop_ids=oversized,
         feedback=feedback,
+        digest_loops=0 if digest is None else len(digest.folded),
     )
 
 

@@ -380,9 +380,17 @@ class EngineGates:
         self.thrashing.clear()
         self.rate.clear()
 
-    def automatic(self, saved: float, now: float, policy: GatePolicy) -> None:
-        """An automatic compaction that ran at `now`, saving the fraction `saved`."""
-        self.thrashing.record(saved, policy)
+    def automatic(
+        self, saved: float, now: float, policy: GatePolicy, *, digest_only: bool = False
+    ) -> None:
+        """An automatic compaction that ran at `now`, saving the fraction `saved`.
+
+        One that only folded loops the budget left out into the session digest counts
+        towards the hourly cap, not anti-thrashing: it keeps those loops in the context,
+        and was never meant to make it smaller.
+        """
+        if not digest_only:
+            self.thrashing.record(saved, policy)
         self.rate.record(now, policy)
 
     @classmethod
@@ -425,7 +433,10 @@ class EngineGates:
                     gates.failures.clear()
                 before, after = event.tokens_before, event.tokens_after
                 saved = 1 - after / before if before > 0 and after is not None else 0.0
-                gates.automatic(max(0.0, saved), at(event.created_at), policy)
+                digest_only = event.block_id is None and bool(details.get("digest_loops"))
+                gates.automatic(
+                    max(0.0, saved), at(event.created_at), policy, digest_only=digest_only
+                )
         return gates
 
 

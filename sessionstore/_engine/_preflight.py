@@ -11,6 +11,7 @@ from typing import Any
 
 from sessionstore._context import build_context
 from sessionstore._engine._contract import ContextEngine
+from sessionstore._engine._store_engine import StoreContextEngine
 from sessionstore._items import BuiltContext
 from sessionstore.config import CompactionConfig
 from sessionstore.models import RecordCache
@@ -43,9 +44,12 @@ async def build_with_engine(
 
     The gate is the engine's (`should_compress` on `context_pressure`): its threshold,
     cooldown and anti-thrashing; a context with nothing to fold
-    (`has_content_to_compress`) is not compacted. With `engine` None, the context is built
-    as it is (and still trimmed to fit). A compaction that fails or is skipped leaves the
-    context as built. `records`: see `build_context`.
+    (`has_content_to_compress`) is not compacted. When the context leaves loops out with
+    no session digest standing for them and was not compacted, the store's engine folds
+    them into the digest (`StoreContextEngine.fold_left_out`: no block, and not held back
+    by anti-thrashing), so no run of the session vanishes from the context. With `engine`
+    None, the context is built as it is (and still trimmed to fit). A compaction that
+    fails or is skipped leaves the context as built. `records`: see `build_context`.
     """
 
     async def build() -> BuiltContext:
@@ -61,12 +65,20 @@ async def build_with_engine(
         )
 
     context = await build()
-    if engine is None or not engine.should_compress(
-        context_pressure(context, system_prompt_tokens)
-    ):
+    if engine is None:
         return context
     # Nothing to fold is no reason to try: a no-op would count against anti-thrashing.
-    if not await engine.has_content_to_compress():
-        return context
-    outcome = await engine.compress()
-    return await build() if outcome.status == "compacted" else context
+    if (
+        engine.should_compress(context_pressure(context, system_prompt_tokens))
+        and await engine.has_content_to_compress()
+    ):
+        outcome = await engine.compress()
+        if outcome.status == "compacted":
+            return await build()
+    if context.left_out_tokens > 0 and isinstance(engine, StoreContextEngine):
+        # Loops the budget left out with no digest standing for them would vanish from
+        # the context: fold them into the session digest, whatever anti-thrashing says.
+        outcome = await engine.fold_left_out()
+        if outcome.status == "compacted":
+            return await build()
+    return context

@@ -224,15 +224,18 @@ class StoreContextEngine:
             self._last_error = gates.failures.error or self._last_error
         self._gates = gates
 
-    def _blocked(self) -> str | None:
-        """Return why automatic compaction may not run now, or None."""
+    def _blocked(self, *, thrashing: bool = True) -> str | None:
+        """Return why automatic compaction may not run now, or None.
+
+        `thrashing`: False leaves anti-thrashing out (a fold into the session digest).
+        """
         failures = self._gates.failures
         if failures.stopped:
             return f"stopped after a refused credential ({failures.error}); force to retry"
         remaining = failures.remaining(self._clock())
         if remaining > 0:
             return f"summarizer cooldown, {remaining:.0f}s left ({failures.error})"
-        if self._gates.thrashing.thrashing(self.policy):
+        if thrashing and self._gates.thrashing.thrashing(self.policy):
             return (
                 f"the last {self._gates.thrashing.ineffective} compactions each saved under "
                 f"{self.policy.ineffective_savings:.0%}; force one, or start a new session"
@@ -323,7 +326,11 @@ class StoreContextEngine:
         )
 
     async def _run(
-        self, strategy: BlockCompactionStrategy, force: bool, details: dict[str, Any]
+        self,
+        strategy: BlockCompactionStrategy,
+        force: bool,
+        details: dict[str, Any],
+        digest_only: bool = False,
     ) -> CompactionResult:
         config = self.config
         if force and not isinstance(strategy, SummarizingBlockCompaction):
@@ -344,6 +351,7 @@ class StoreContextEngine:
             overlay=self.overlay,
             callbacks=CompactionCallbacks(after_compaction_end=annotate),
             system_prompt_tokens=self.system_prompt_tokens,
+            digest_only=digest_only,
         )
 
     async def compress(
@@ -368,10 +376,27 @@ class StoreContextEngine:
             TypeError: `focus_topic` is not a string.
             SummarizerError: the summarizer failed and `on_failure` is `raise`.
         """
-        focus = clean_focus(focus_topic)
+        return await self._compress(clean_focus(focus_topic), force)
+
+    async def fold_left_out(self) -> CompressionOutcome:
+        """Fold the loops a budget leaves out into the session digest, writing no block.
+
+        `build_with_engine` calls it when the context it built leaves loops out with no
+        digest standing for them and the gate does not compact (the context is under the
+        threshold, or anti-thrashing stopped automatic compaction: loops too short to
+        compact save nothing): without it those loops would vanish from the context. The
+        summarizer's cooldown and the hourly cap hold; anti-thrashing does not, and the
+        fold does not count towards it (it keeps loops in the context, it was never meant
+        to make it smaller). A summarizer failure is handled as `compress` handles it.
+        """
+        return await self._compress(None, False, digest_only=True)
+
+    async def _compress(
+        self, focus: str | None, force: bool, *, digest_only: bool = False
+    ) -> CompressionOutcome:
         if not force and not self._restored:
             await self._restore_gates()
-        blocked = None if force else self._blocked()
+        blocked = None if force else self._blocked(thrashing=not digest_only)
         if blocked is not None:
             tokens = self._tracker.estimated_tokens
             return CompressionOutcome(
@@ -388,7 +413,9 @@ class StoreContextEngine:
         fallback = error_text = None
         kind = None
         try:
-            result = await self._run(self._strategy(None, focus, force), force, details)
+            result = await self._run(
+                self._strategy(None, focus, force), force, details, digest_only
+            )
         except Exception as error:
             kind = classify_failure(error)
             if kind is None:
@@ -412,7 +439,7 @@ class StoreContextEngine:
             fallback = "extractive"
             details.update(fallback=fallback, fallback_reason=error_text, failure_kind=kind)
             result = await self._run(
-                self._strategy(ExtractiveSummarizer(), focus, force), force, details
+                self._strategy(ExtractiveSummarizer(), focus, force), force, details, digest_only
             )
             self.fallback_count += 1
         else:
@@ -435,7 +462,9 @@ class StoreContextEngine:
             self.compression_count += 1
         self._last_savings = outcome.saved
         if not force:
-            self._gates.automatic(outcome.saved, self._clock(), self.policy)
+            self._gates.automatic(
+                outcome.saved, self._clock(), self.policy, digest_only=result.digest_only
+            )
         return outcome
 
     async def has_content_to_compress(self, *, force: bool = False) -> bool:

@@ -249,6 +249,53 @@ async def test_the_built_context_is_sent_within_the_budget(store: SessionStore) 
     assert await tenant(store).list_compaction_events("ctx")
 
 
+async def test_short_runs_the_window_leaves_out_are_never_lost_from_the_context(
+    store: SessionStore,
+) -> None:
+    """Runs too short to compact: the first compactions save nothing (anti-thrashing stops
+    automatic ones), yet every run the window leaves out stays in the context, folded into
+    the session digest (it vanished, no marker, no digest: the SDK's recommended mode)."""
+    session = SessionStoreSession("short", tenant(store), max_context_tokens=1_500)
+    runs = 25
+    for run in range(runs):
+        call = {"command": f"pytest tests/test_{run}.py"}
+        await session.add_items(
+            [{"role": "user", "content": f"Run {run}: fix bug B{run:03d} in module_{run}.py"}]
+        )
+        await session.add_items(
+            [
+                {
+                    "type": "function_call",
+                    "call_id": f"c{run}",
+                    "name": "bash",
+                    "arguments": json.dumps(call),
+                },
+                {
+                    "type": "function_call_output",
+                    "call_id": f"c{run}",
+                    "output": f"FAILED tests/test_{run}.py - AssertionError B{run:03d}\n"
+                    + "collected 1 item\n" * 20,
+                },
+                {"role": "assistant", "content": f"Fixed B{run:03d} in module_{run}.py."},
+            ]
+        )
+        items = plain(await session.get_items())
+        check_paired(items)
+        text = json.dumps(items)
+        # Each run so far is in the context: raw, or named in the digest of earlier runs.
+        missing = [r for r in range(run + 1) if f"module_{r}.py" not in text]
+        assert not missing, (run, missing)
+    engine = session.engine
+    assert engine is not None
+    status = engine.get_status()
+    assert status.thrashing  # automatic compaction of the loops stopped: they are too short
+    events = await tenant(store).list_compaction_events("short")
+    folds = [e for e in events if e.event == "ended" and e.details.get("digest_loops")]
+    assert folds  # what kept them: folds into the session digest
+    raw = await read(SessionStoreSession("short", tenant(store)))
+    assert len(raw) == runs * 4  # raw is untouched
+
+
 async def test_context_mode_reads_the_same_with_or_without_its_kept_records(
     store: SessionStore,
 ) -> None:

@@ -179,8 +179,11 @@ def ended(
     error: str | None = None,
     fallback: str | None = None,
     overlay: str = "default",
+    digest_loops: int = 0,
 ) -> CompactionEvent:
     details: dict[str, Any] = {"status": "failed" if error else "ok", "overlay": overlay}
+    if digest_loops:
+        details["digest_loops"] = digest_loops
     if error:
         details["error"] = error
     elif trigger is not None:
@@ -232,6 +235,25 @@ def test_recorded_automatic_compactions_count_for_thrashing_and_the_hourly_cap()
     capped = GatePolicy(max_auto_per_hour=2)
     gates = replayed(ended(0), ended(10), policy=capped)
     assert gates.rate.wait(20, capped) == 3_580
+
+
+def test_a_fold_into_the_session_digest_alone_is_not_an_ineffective_compaction() -> None:
+    """It keeps loops a budget leaves out in the context; it never meant to save tokens."""
+    folds = [ended(10 * i, saved=0.0, digest_loops=3) for i in range(4)]
+    gates = replayed(*folds)
+    assert not gates.thrashing.thrashing(GatePolicy())
+    assert gates.thrashing.ineffective == 0
+    capped = GatePolicy(max_auto_per_hour=4)
+    assert replayed(*folds, policy=capped).rate.wait(40, capped) > 0  # the hourly cap holds
+    # Between two compactions that saved too little, a fold does not reset the count.
+    gates = replayed(
+        ended(0, saved=0.02), ended(5, saved=0.0, digest_loops=2), ended(10, saved=0.0)
+    )
+    assert gates.thrashing.thrashing(GatePolicy())
+    live = EngineGates()
+    live.automatic(0.0, 0, GatePolicy(), digest_only=True)
+    live.automatic(0.0, 1, GatePolicy(), digest_only=True)
+    assert not live.thrashing.thrashing(GatePolicy())
 
 
 def test_a_recorded_forced_compaction_clears_every_gate_and_others_change_nothing() -> None:
