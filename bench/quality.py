@@ -39,7 +39,9 @@ never apart from its results), `legacy` (`compact_messages`), `default` and `sum
 (import into a `SessionStore` on a temporary SQLite file, `compact_session_loops` with
 `DefaultBlockCompaction` or `SummarizingBlockCompaction`, `build_context`), and
 `summarize-cli` (the `sessionstore` command line itself: `import`, `compact --strategy
-summarize` with the command's defaults, `context --budget B --format openai`). A block
+summarize` with the command's defaults, `context --budget B --format openai`), and `sdk`
+(the openai-agents session in context mode, its window the budget, each loop a run:
+`get_items()`, then `add_items` of the run's items; the last `get_items()` is scored). A block
 strategy is added with one line, `"name": Stored(<registered name or factory>)`.
 """
 
@@ -47,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import os
@@ -95,9 +98,11 @@ from sessionstore import (
     compact_messages,
     compact_session_loops,
     from_openai,
+    from_openai_responses,
     get_block_strategy,
     migrate,
     to_openai,
+    to_openai_responses,
 )
 from sessionstore._tokens import message_tokens
 from sessionstore.cli import main as cli_main
@@ -333,12 +338,45 @@ def keep_newest(messages: Sequence[Message], budget: int) -> list[Message]:
     return [messages[i] for i in sorted(kept)]
 
 
+@dataclass(frozen=True)
+class Sdk:
+    """Replay the conversation through the openai-agents session in context mode.
+
+    As the SDK's `Runner` uses a session: each run (loop) starts with `get_items()` (the
+    engine gate may compact first), then adds the run's items; the context scored is
+    the last `get_items()`, its items read back as messages. The window is the budget;
+    the engine is the default (`StoreContextEngine`, `summarize`). Skipped (no context)
+    without the `openai-agents` extra.
+    """
+
+    needs_store: bool = True
+
+    async def __call__(self, case: Case, budget: int, store: SessionStore | None) -> list[Message]:
+        if store is None:
+            raise ValueError("the SDK session needs a store")
+        try:
+            from sessionstore.integrations.openai_agents import SessionStoreSession
+        except ImportError as error:  # pragma: no cover - the extra is not installed
+            raise Refused(f"openai-agents is not installed: {error}") from None
+        session = SessionStoreSession(
+            uuid.uuid4().hex, store.for_tenant("bench", "sdk"), max_context_tokens=budget
+        )
+        for loop in case.loops:
+            # A run whose request alone is over the window fails in the SDK: the next
+            # run reads again (what is scored is the last read).
+            with contextlib.suppress(ContextOverflowError):
+                await session.get_items()
+            await session.add_items(to_openai_responses(loop))  # type: ignore[arg-type]
+        return from_openai_responses(await session.get_items())  # type: ignore[arg-type]
+
+
 STRATEGIES: dict[str, Strategy] = {
     "newest": InMemory(keep_newest),
     "legacy": InMemory(legacy),
     "default": Stored(lambda: DefaultBlockCompaction()),
     "summarize": Stored(lambda: SummarizingBlockCompaction()),
     "summarize-cli": Cli(),
+    "sdk": Sdk(),
 }
 """The strategies by name, in report order."""
 

@@ -421,7 +421,7 @@ async def _compact_once(
             current,
             in_scope[0][0],
             overlay,
-            policy,
+            task_policy,  # the digest holds the session's task: it gets the task's share
             digest_summarizer
             or getattr(chosen, "digest_summarizer", None)
             or ExtractiveSummarizer(),
@@ -516,6 +516,11 @@ async def _next_digest(
     if prior is not None:
         folded_tokens += prior.token_count
     budget = summary_budget(folded_tokens, max_tokens=policy.max_summary_tokens)
+    if prior is not None:
+        # An update never has less room than the digest it extends had (up to the cap):
+        # a fifth of a short loop and the prior digest would make every fold of a short
+        # loop cut what the digest held, the task statement with it, for good.
+        budget = max(budget, min(prior.token_count, policy.max_summary_tokens))
     summary = await summarizer.summarize(
         SummaryRequest(
             messages=messages,

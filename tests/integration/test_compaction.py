@@ -216,3 +216,40 @@ async def test_a_summary_stored_for_a_small_window_gets_its_floor(store: Session
     budgets = {block.config["max_summary_tokens"] for block in result.blocks}
     assert budgets == {STORED_SUMMARY_MIN_TOKENS}
     check_valid(await build_context(store, session_id, max_context_tokens=800))
+
+
+async def test_a_session_digest_never_shrinks_when_a_short_loop_folds_in(
+    store: SessionStore,
+) -> None:
+    """An update's budget was a fifth of the short loop and the prior digest: each fold of
+    a short loop cut what the digest held, the task statement with it, for good."""
+    session = await store.create_session(app_name="app", user_id="u")
+    statement = (
+        "The parser drops the Content-Length header when a request is chunked; it must "
+        "keep the header and count the body's bytes, and the fix needs a regression test."
+    )
+    await store.append_messages(session.id, [UserMessage(content=statement)])
+    await store.append_messages(session.id, conversation(turns=40)[1:])
+    window = 3_000
+    budgets: list[int] = []
+    sizes: list[int] = []
+    for index in range(8):
+        await store.start_loop(session.id)
+        await store.append_messages(session.id, conversation(turns=2))
+        await compact_session_loops(
+            store, session.id, strategy="summarize", max_context_tokens=window
+        )
+        digest = await store.get_digest(session.id)
+        if digest is None:
+            continue
+        budget = digest.details["budget_tokens"]
+        assert isinstance(budget, int)
+        budgets.append(budget)
+        sizes.append(digest.token_count)
+        # The session's task: whole in every digest, however many short loops folded in.
+        assert statement in digest.message.summary, index
+    assert len(budgets) >= 3
+    # Never less room than the digest it extends took.
+    assert all(budget >= size for budget, size in zip(budgets[1:], sizes, strict=False))
+    # The digest holds the task: it gets the task's share of the window, not a quarter.
+    assert max(budgets) > window // 4
