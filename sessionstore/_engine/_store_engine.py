@@ -31,6 +31,7 @@ from sessionstore._engine._gate import (
 )
 from sessionstore._engine._inputs import CheckedSummarizer, ForcedCut, clean_focus, usage_counts
 from sessionstore._redact import redact, redact_message
+from sessionstore._scope import ChainEntry
 from sessionstore._tokens import HeuristicTokenCounter, TokenCounter
 from sessionstore._tracker import ContextTracker
 from sessionstore.config import CompactionConfig, validated_config
@@ -389,7 +390,40 @@ class StoreContextEngine:
         fold does not count towards it (it keeps loops in the context, it was never meant
         to make it smaller). A summarizer failure is handled as `compress` handles it.
         """
+        in_scope = await self._in_scope()
+        if not in_scope or not await self._pending_digest(in_scope):
+            tokens = self._tracker.estimated_tokens
+            return CompressionOutcome(
+                "skipped",
+                tokens_before=tokens,
+                tokens_after=tokens,
+                reason="every loop before the scope is in the session digest already",
+            )
         return await self._compress(None, False, digest_only=True)
+
+    async def _in_scope(self) -> list[ChainEntry]:
+        """The loops in the compaction's scope (none for a session without loops)."""
+        policy = compaction_policy(self.config, self.context_length)
+        try:
+            return await self.store.chain_in_scope(
+                self.session_id,
+                scope=policy.compaction_scope,
+                max_context_tokens=self.context_length,
+                summary_cap=policy.max_summary_tokens,
+                overlay=self.overlay,
+            )
+        except LoopNotFoundError:
+            return []
+
+    async def _pending_digest(self, in_scope: list[ChainEntry]) -> bool:
+        """Whether a loop before the scope is not in the session digest yet."""
+        _, pending = await self.store.digest_inputs(
+            self.session_id,
+            first_in_scope=in_scope[0][0].id,
+            loop_id=in_scope[-1][0].id,
+            overlay=self.overlay,
+        )
+        return bool(pending)
 
     async def _compress(
         self, focus: str | None, force: bool, *, digest_only: bool = False
@@ -476,16 +510,7 @@ class StoreContextEngine:
         middle `split_history` finds) that its current block does not fold yet.
         """
         policy = compaction_policy(self.config, self.context_length)
-        try:
-            in_scope = await self.store.chain_in_scope(
-                self.session_id,
-                scope=policy.compaction_scope,
-                max_context_tokens=self.context_length,
-                summary_cap=policy.max_summary_tokens,
-                overlay=self.overlay,
-            )
-        except LoopNotFoundError:
-            return False
+        in_scope = await self._in_scope()
         if not in_scope:
             return False
         current, block = in_scope[-1]
@@ -496,13 +521,7 @@ class StoreContextEngine:
             )
             if loop.turn_count > 0 and not whole:
                 return True
-        _, pending = await self.store.digest_inputs(
-            self.session_id,
-            first_in_scope=in_scope[0][0].id,
-            loop_id=current.id,
-            overlay=self.overlay,
-        )
-        if pending:
+        if await self._pending_digest(in_scope):
             return True
         stored = await self.store.get_messages(self.session_id, current.id)
         messages = [m.message for m in stored]
