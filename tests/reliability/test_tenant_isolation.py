@@ -642,6 +642,7 @@ def _engine_case(method: str, *args: Any) -> Case:
 
 for _method, _args in {
     "compress": (),
+    "fold_left_out": (),
     "has_content_to_compress": (),
     "refresh": (),
     "on_session_start": (),
