@@ -57,7 +57,12 @@ DECISION = re.compile(
     r"|the (?:fix|solution|root cause|cause|issue|problem|bug) (?:is|was)|because|so that)\b",
     re.IGNORECASE,
 )
-PLAN = re.compile(r"\b(?:next|then|need to|still|todo|remaining|will now|plan to)\b", re.IGNORECASE)
+PLAN = re.compile(
+    r"\b(?:next(?! (?:day|week|month|year|morning|afternoon|evening|night|time)\b)"
+    r"|then|need to|still|todo|remaining|will now|plan to)\b",
+    re.IGNORECASE,
+)
+"""A sentence that says what is left to do (`next` of a time, `the next day`, is not)."""
 LABEL = re.compile(r"^\s*(?:THOUGHT|Thought|Reasoning|Analysis|DISCUSSION|Plan)\s*:\s*")
 FEEDBACK = re.compile(
     r"triple backticks|<response_example>|<format_example>|\bexactly one\b.{0,60}"

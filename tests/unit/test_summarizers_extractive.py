@@ -422,6 +422,20 @@ def test_questions_resolved_and_pending() -> None:
     assert "Can you also bump the version?" in section(text, "Active Task")
 
 
+def test_remaining_work_is_what_is_left_to_do_not_a_time_of_the_next_day() -> None:
+    messages: list[Message] = [
+        UserMessage(content="Find me a flight from SFO to JFK on May 17."),
+        AssistantMessage(
+            content="Here are the options from SFO to JFK on May 17. Option 1:\n"
+            "- Departure: 20:00 PST\n- Arrival: 03:00 EST (next day)\n"
+            "Next, I will book the option you choose."
+        ),
+    ]
+    remaining = section(digest(messages), "Remaining Work")
+    assert "Next, I will book the option you choose." in remaining
+    assert "next day" not in remaining
+
+
 def test_in_progress_lists_calls_still_waiting() -> None:
     messages: list[Message] = [
         UserMessage(content="Run it."),
