@@ -364,7 +364,8 @@ def fit_context(
         fitter, state, fits, lambda: merge_summary_runs(loaded_units), budget, token_scale
     )
     # The turns between two loops' handoffs that are dropped anyway: one handoff stands
-    # for all of them, the turns folded in where they were.
+    # for all of them, the turns folded in where they were. Whether or not summaries
+    # shorten: else those turns fold into the first handoff, before the loops after them.
     fitter, state, fits = _try_units(
         fitter,
         state,
@@ -372,6 +373,7 @@ def fit_context(
         lambda: fold_between_summaries(fitter.units, set(fitter.drop_order[: state.dropped])),
         budget,
         token_scale,
+        always=True,
     )
     rendered = fitter.render(state)
     if not fits:
@@ -393,12 +395,15 @@ def _try_units(
     other_units: Callable[[], list[Unit] | None],
     budget: int,
     token_scale: float,
+    *,
+    always: bool = False,
 ) -> tuple[_Fitter, FitState, bool]:
     """Fit `other_units` when the fit so far must shorten summaries; keep it if it fits.
 
-    `other_units` is called only then, and may say None (nothing to regroup).
+    `other_units` is called only then (`always`: whatever the fit so far), and may say
+    None (nothing to regroup).
     """
-    if fits and not fitter.shortens_summaries(state):
+    if fits and not always and not fitter.shortens_summaries(state):
         return fitter, state, fits
     units = other_units()
     if units is None:

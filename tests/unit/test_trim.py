@@ -240,6 +240,43 @@ def test_summaries_with_dropped_turns_between_them_are_sent_as_one_handoff() -> 
         assert fitted.items[-1] is latest
 
 
+def test_dropped_turns_between_whole_handoffs_fold_where_they_were() -> None:
+    """Summaries that fit whole still merge over the turns dropped between them.
+
+    Else those turns fold into the first handoff, and a context shows the newer turns
+    above the loop summaries that came before them.
+    """
+    first, second, _, latest = _loop_summaries()
+    pad = "It is a large one, with wheels. " * 12
+    question = UserMessage(content=f"Can I also add a checked bag to NO6JO3? {pad}")
+    answer = AssistantMessage(content="Yes: one checked bag is $35, paid with gift_card_7219486.")
+    seat = UserMessage(content="And a window seat, please? " + "By the wing. " * 10)
+    given = AssistantMessage(content="Seat 12A is yours on HAT041. " + "Done. " * 10)
+
+    def raw(loop: int, raw_id: int, message: Message) -> ContextItem:
+        return ContextItem(message, message_tokens(message), "raw", loop, raw_id, covers=(raw_id,))
+
+    items = [
+        first,
+        raw(3, 50, question),
+        raw(3, 51, answer),
+        second,
+        raw(5, 60, seat),
+        raw(5, 61, given),
+        latest,
+    ]
+    whole = sum(item.tokens for item in fit_context(items, 5_000).items)
+    budget = whole - 100  # the turns between the handoffs go; the newest stay
+    fitted = fit_context(items, budget)
+    assert sum(item.tokens for item in fitted.items) <= budget
+    (merged,) = [item for item in fitted.items if item.source != "raw"]
+    assert set(merged.covers) == {2, 50, 51, 3}
+    assert [item.covers for item in fitted.items if item.source == "raw"] == [(60,), (61,), (99,)]
+    text = merged.message.text  # type: ignore[union-attr]
+    assert text.count("REFERENCE ONLY") == 1
+    assert "gift_card_7219486" in text
+
+
 def test_a_constraint_the_system_prompt_states_goes_before_the_users() -> None:
     """A digest read back from its text ranks every constraint alike; the system's go first."""
     rule = "Never book without the user's confirmation."
