@@ -426,9 +426,10 @@ async def _compact_once(
             or getattr(chosen, "digest_summarizer", None)
             or ExtractiveSummarizer(),
         )
+        digest_loops = 0 if digest is None else len(digest.folded)
         if digest is not None:
             notes.append(
-                f"Session digest: {len(digest.folded)} more loop(s) before the scope "
+                f"Session digest: {digest_loops} more loop(s) before the scope "
                 f"folded in, {digest.token_count:,} tokens."
             )
         feedback = compaction_feedback(
@@ -453,7 +454,7 @@ async def _compact_once(
                 "unchanged_loop_ids": unchanged,
                 "oversized_loop_ids": oversized,
                 "feedback": feedback.to_dict(),
-                "digest_loops": 0 if digest is None else len(digest.folded),
+                "digest_loops": digest_loops,
             },
         )
         await _call(callbacks.after_compaction_end if callbacks else None, ended)
@@ -481,7 +482,7 @@ async def _compact_once(
         unchanged_loop_ids=unchanged,
         oversized_loop_ids=oversized,
         feedback=feedback,
-        digest_loops=0 if digest is None else len(digest.folded),
+        digest_loops=digest_loops,
     )
 
 

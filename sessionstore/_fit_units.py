@@ -188,19 +188,14 @@ def merge_summary_runs(units: Sequence[Unit]) -> list[Unit] | None:
         if len(run) < 2:
             merged.extend(run)
         else:
-            merged.append(_merged_unit(run))
+            texts = ["\n".join(unit.summary.texts) for unit in run if unit.summary]
+            covers = [raw_id for unit in run if unit.summary for raw_id in unit.summary.covers]
+            merged.append(_merged_unit(run, texts, covers))
             changed = True
         run.clear()
 
     for unit in units:
-        summary = unit.summary
-        if (
-            unit.kind == "summary"
-            and summary is not None
-            and summary.texts
-            and not summary.restored
-            and looks_like_handoff("\n".join(summary.texts))
-        ):
+        if _mergeable(unit):
             run.append(unit)
             continue
         flush()
@@ -221,7 +216,7 @@ def fold_between_summaries(units: Sequence[Unit], dropped: set[int]) -> list[Uni
     summaries, or when anything else (a kept turn, the session's task, a summary that is
     not a structured handoff) lies between them.
     """
-    # Imported here: only a context whose summaries must shorten folds them.
+    # Imported here: only a fit that drops turns between handoffs folds them.
     from sessionstore._build_digest import FoldedTurns
 
     first = next((i for i, unit in enumerate(units) if unit.kind == "summary"), None)
@@ -230,7 +225,7 @@ def fold_between_summaries(units: Sequence[Unit], dropped: set[int]) -> list[Uni
     last = None
     for index in range(first + 1, len(units)):
         unit = units[index]
-        if unit.kind == "summary" and _mergeable(unit):
+        if _mergeable(unit):
             last = index
         elif not (unit.kind == "raw" and index in dropped) and not (
             unit.kind == "summary" and unit.summary is not None and unit.summary.is_placeholder
@@ -268,23 +263,11 @@ def fold_between_summaries(units: Sequence[Unit], dropped: set[int]) -> list[Uni
             texts.append("\n".join(unit.summary.texts))
             covers.extend(unit.summary.covers)
     fold()
-    head = units[first].summary
-    assert head is not None
-    summary = UnitSummary(
-        DIGEST_HEADER if head.source == "digest" else head.header,
-        [merge_digests_lazily(texts)],
-        [],
-        head.first if units[first].items else _first_item(stretch),
-        "built",
-        tuple(covers),
-        any(unit.summary.pinned for unit in stretch if unit.summary),
-    )
-    merged = Unit("summary", [item for unit in stretch for item in unit.items], summary)
-    merged.size = summary_item(summary, summary.texts, [], None).tokens
-    return [*units[:first], merged, *units[last + 1 :]]
+    return [*units[:first], _merged_unit(stretch, texts, covers), *units[last + 1 :]]
 
 
 def _mergeable(unit: Unit) -> bool:
+    """Whether a unit is a summary that merges with others: a structured handoff, no reads."""
     summary = unit.summary
     return (
         unit.kind == "summary"
@@ -295,31 +278,20 @@ def _mergeable(unit: Unit) -> bool:
     )
 
 
-def _first_item(units: Sequence[Unit]) -> ContextItem:
-    return next(item for unit in units for item in unit.items)
-
-
-def merge_digests_lazily(texts: Sequence[str]) -> str:
-    """`merge_digests`, imported on first use (a context that fits never merges)."""
+def _merged_unit(run: Sequence[Unit], texts: Sequence[str], covers: Sequence[int]) -> Unit:
+    """One summary unit standing for `run`: the handoffs `texts` merged, covering `covers`."""
+    # Imported here: only a context that regroups its summaries merges them.
     from sessionstore.summarizers._merge import merge_digests
 
-    return merge_digests(texts) if len(texts) > 1 else texts[0]
-
-
-def _merged_unit(run: Sequence[Unit]) -> Unit:
-    # Imported here: only a context whose summaries must shorten merges them.
-    from sessionstore.summarizers._merge import merge_digests
-
-    texts = ["\n".join(unit.summary.texts) for unit in run if unit.summary]
     first = run[0].summary
     assert first is not None
     summary = UnitSummary(
         DIGEST_HEADER if first.source == "digest" else first.header,
         [merge_digests(texts)],
         [],
-        first.first if run[0].items else run[1].items[0],
+        first.first if run[0].items else next(item for unit in run for item in unit.items),
         "built",
-        tuple(raw_id for unit in run if unit.summary for raw_id in unit.summary.covers),
+        tuple(covers),
         any(unit.summary.pinned for unit in run if unit.summary),
     )
     unit = Unit("summary", [item for unit in run for item in unit.items], summary)
