@@ -17,9 +17,9 @@ from sessionstore._compaction import (
     CompactionCallbacks,
     CompactionResult,
     compact_session_loops,
-    compaction_policy,
 )
 from sessionstore._context import build_context
+from sessionstore._engine import _foldable as foldable
 from sessionstore._engine._contract import CompressionOutcome, EngineStatus
 from sessionstore._engine._gate import (
     ENGINE_DETAILS,
@@ -31,7 +31,6 @@ from sessionstore._engine._gate import (
 )
 from sessionstore._engine._inputs import CheckedSummarizer, ForcedCut, clean_focus, usage_counts
 from sessionstore._redact import redact, redact_message
-from sessionstore._scope import ChainEntry
 from sessionstore._tokens import HeuristicTokenCounter, TokenCounter
 from sessionstore._tracker import ContextTracker
 from sessionstore.config import CompactionConfig, validated_config
@@ -41,7 +40,6 @@ from sessionstore.models import (
     CompactionEnded,
     Message,
     StoredMessage,
-    TurnRange,
 )
 from sessionstore.store import SessionStore, TenantStore
 from sessionstore.strategies import (
@@ -49,7 +47,6 @@ from sessionstore.strategies import (
     SummarizingBlockCompaction,
     get_block_strategy,
 )
-from sessionstore.strategies._plan import Compress, forced_boundary, split_history
 from sessionstore.summarizers import (
     ExtractiveSummarizer,
     Summarizer,
@@ -390,8 +387,12 @@ class StoreContextEngine:
         fold does not count towards it (it keeps loops in the context, it was never meant
         to make it smaller). A summarizer failure is handled as `compress` handles it.
         """
-        in_scope = await self._in_scope()
-        if not in_scope or not await self._pending_digest(in_scope):
+        scope = await foldable.in_scope(
+            self.store, self.session_id, self.config, self.context_length, self.overlay
+        )
+        if not scope or not await foldable.pending_digest(
+            self.store, self.session_id, scope, self.overlay
+        ):
             tokens = self._tracker.estimated_tokens
             return CompressionOutcome(
                 "skipped",
@@ -400,30 +401,6 @@ class StoreContextEngine:
                 reason="every loop before the scope is in the session digest already",
             )
         return await self._compress(None, False, digest_only=True)
-
-    async def _in_scope(self) -> list[ChainEntry]:
-        """The loops in the compaction's scope (none for a session without loops)."""
-        policy = compaction_policy(self.config, self.context_length)
-        try:
-            return await self.store.chain_in_scope(
-                self.session_id,
-                scope=policy.compaction_scope,
-                max_context_tokens=self.context_length,
-                summary_cap=policy.max_summary_tokens,
-                overlay=self.overlay,
-            )
-        except LoopNotFoundError:
-            return []
-
-    async def _pending_digest(self, in_scope: list[ChainEntry]) -> bool:
-        """Whether a loop before the scope is not in the session digest yet."""
-        _, pending = await self.store.digest_inputs(
-            self.session_id,
-            first_in_scope=in_scope[0][0].id,
-            loop_id=in_scope[-1][0].id,
-            overlay=self.overlay,
-        )
-        return bool(pending)
 
     async def _compress(
         self, focus: str | None, force: bool, *, digest_only: bool = False
@@ -509,35 +486,14 @@ class StoreContextEngine:
         compaction would fold (`force`: everything before the last user message; else the
         middle `split_history` finds) that its current block does not fold yet.
         """
-        policy = compaction_policy(self.config, self.context_length)
-        in_scope = await self._in_scope()
-        if not in_scope:
-            return False
-        current, block = in_scope[-1]
-        for loop, earlier in in_scope[:-1]:
-            section = earlier.keep_compacted if earlier is not None else None
-            whole = section is not None and section.range == TurnRange(
-                start_turn=0, end_turn=max(loop.turn_count - 1, 0)
-            )
-            if loop.turn_count > 0 and not whole:
-                return True
-        if await self._pending_digest(in_scope):
-            return True
-        stored = await self.store.get_messages(self.session_id, current.id)
-        messages = [m.message for m in stored]
-        if force:
-            cut = forced_boundary(messages) or 0
-            foldable = {m.turn_index for m in stored[:cut]}
-        else:
-            plan = split_history(messages, tail_token_budget=policy.keep_recent_tokens)
-            if not isinstance(plan, Compress):
-                return False
-            foldable = {stored[i].turn_index for i in plan.middle}
-        folded: set[int] = set()
-        if block is not None and block.keep_compacted is not None:
-            covered = block.keep_compacted.range
-            folded = set(range(covered.start_turn, covered.end_turn + 1))
-        return bool(foldable - folded)
+        return await foldable.has_content_to_compress(
+            self.store,
+            self.session_id,
+            self.config,
+            self.context_length,
+            self.overlay,
+            force=force,
+        )
 
     # ── branches ────────────────────────────────────────────────────────────────
 
