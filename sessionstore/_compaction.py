@@ -513,10 +513,14 @@ async def _next_digest(
         for loop in pending
         for stored in await store.get_messages(session_id, loop.id)
     ]
-    folded_tokens = sum(loop.token_total for loop in pending)
-    if prior is not None:
-        folded_tokens += prior.token_count
-    budget = summary_budget(folded_tokens, max_tokens=policy.max_summary_tokens)
+    pending_tokens = sum(loop.token_total for loop in pending)
+    folded_tokens = pending_tokens + (0 if prior is None else prior.token_count)
+    # The room is a share of the history the digest stands for, not of the shorter text
+    # it updates: a digest updated loop by loop would otherwise get a fifth of a fifth
+    # and shed the records it read (a user's reservations, payment ids), where one
+    # digest of the same loops written at once keeps them.
+    history_tokens = pending_tokens + _history_tokens(prior)
+    budget = summary_budget(history_tokens, max_tokens=policy.max_summary_tokens)
     if prior is not None:
         # An update never has less room than the digest it extends had (up to the cap):
         # a fifth of a short loop and the prior digest would make every fold of a short
@@ -545,8 +549,27 @@ async def _next_digest(
             "prompt_version": summary.prompt_version,
             "duration_ms": round(summary.duration_ms, 3),
             "budget_tokens": budget,
+            HISTORY_TOKENS: history_tokens,
         },
     )
+
+
+HISTORY_TOKENS = "history_tokens"
+"""The `details` key of a session digest: the raw tokens of every loop it stands for."""
+
+
+def _history_tokens(digest: SessionDigest | None) -> int:
+    """Return the raw tokens of the loops `digest` stands for (0 for none).
+
+    A digest written before the key was recorded gives what it replaced (its
+    `tokens_before`: its own loops and the digest it extended), a lower bound.
+    """
+    if digest is None:
+        return 0
+    recorded = digest.details.get(HISTORY_TOKENS)
+    if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded >= 0:
+        return recorded
+    return digest.message.tokens_before or digest.token_count
 
 
 def _not_smaller_note(loop: LoopRecord, will: Shown, was: Shown) -> str:

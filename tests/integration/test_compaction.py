@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from sessionstore import (
+    AssistantMessage,
     CompactedSection,
     CompactionBlock,
     CompactionCallbacks,
@@ -14,8 +16,13 @@ from sessionstore import (
     CompactionEnded,
     CompactionStarted,
     FixedCount,
+    Message,
     ReplacementMessage,
     SessionStore,
+    SystemMessage,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
     TurnRange,
     UserMessage,
     build_context,
@@ -27,6 +34,7 @@ from sessionstore.errors import (
     BlockNotFoundError,
     InvalidBlockError,
 )
+from sessionstore.summarizers import summary_budget
 from tests.factories import conversation
 from tests.integration._helpers import SMALL, check_valid, session_with_loops
 
@@ -253,3 +261,85 @@ async def test_a_session_digest_never_shrinks_when_a_short_loop_folds_in(
     assert all(budget >= size for budget, size in zip(budgets[1:], sizes, strict=False))
     # The digest holds the task: it gets the task's share of the window, not a quarter.
     assert max(budgets) > window // 4
+
+
+async def test_a_session_digest_updated_loop_by_loop_keeps_the_records_it_read(
+    store: SessionStore,
+) -> None:
+    """An update's room was a fifth of the prior digest and the new loop (a fifth of a
+    fifth of the history): the records a tool read in a later loop (a user's
+    reservations and payment ids) went at once, where one digest of the same loops kept
+    them."""
+    session = await store.create_session(app_name="app", user_id="u")
+    policy = "\n".join(
+        f"- You must never {act} without the user's explicit confirmation."
+        for act in (
+            "book a flight",
+            "cancel a reservation",
+            "change a passenger's name",
+            "add checked bags",
+            "upgrade a cabin",
+            "refund a payment",
+            "issue a travel certificate",
+        )
+    )
+    await store.append_messages(
+        session.id, [SystemMessage(content=f"# Airline policy\n{policy}"), *conversation(turns=4)]
+    )
+    records = {
+        "user_id": "ivan_rossi_8555",
+        "reservations": ["OWZ4XL", "8WMF4C", "L2H5FP", "F3IQK1"],
+        "payment_methods": {
+            "gift_card_7344518": {"id": "gift_card_7344518"},
+            "credit_card_9659780": {"id": "credit_card_9659780"},
+        },
+        # What a long record holds besides: the loop that reads it is most of the history.
+        "membership": "gold",
+        "saved_passengers": [
+            {"first_name": name, "last_name": "Rossi", "dob": f"19{60 + index}-01-0{index % 9 + 1}"}
+            for index, name in enumerate(("Ivan", "Anna", "Luca", "Sofia", "Marco") * 8)
+        ],
+    }
+    loops: list[list[Message]] = [
+        [
+            UserMessage(content="My user id is ivan_rossi_8555."),
+            AssistantMessage(
+                content=[ToolCall(id="c1", name="get_user_details", arguments={"user": "ivan"})]
+            ),
+            ToolResultMessage(
+                tool_call_id="c1",
+                tool_name="get_user_details",
+                content=[TextContent(text=json.dumps(records))],
+            ),
+            AssistantMessage(content=[TextContent(text="Which reservation is it?")]),
+        ]
+    ]
+    loops += [
+        [
+            UserMessage(content="Yes, go ahead with that."),
+            AssistantMessage(content=[TextContent(text="Done: the change is made.")]),
+        ]
+    ] * 8
+    window = 1_000
+    for messages in loops:
+        await store.start_loop(session.id)
+        await store.append_messages(session.id, messages)
+        await compact_session_loops(
+            store, session.id, strategy="summarize", max_context_tokens=window
+        )
+    digest = await store.get_digest(session.id)
+    assert digest is not None
+    assert digest.extends_id is not None
+    chain = await store.list_loops(session.id)
+    ids = [loop.id for loop in chain]
+    through = ids.index(digest.through_loop_id)
+    assert through >= 2  # the records' loop is folded in
+    # It records the raw tokens of every loop it stands for, its predecessors' too, and
+    # takes its room as a share of them, as one digest of those loops written at once.
+    history = sum(loop.token_total for loop in chain[: through + 1])
+    assert digest.details["history_tokens"] == history
+    budget = digest.details["budget_tokens"]
+    assert isinstance(budget, int)
+    assert budget >= summary_budget(history, max_tokens=window // 2)
+    for record in ("8WMF4C", "L2H5FP", "F3IQK1", "gift_card_7344518", "credit_card_9659780"):
+        assert record in digest.message.summary, record
