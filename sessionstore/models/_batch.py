@@ -9,6 +9,7 @@ are built in one loop with the collector paused.
 from __future__ import annotations
 
 import gc
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -189,6 +190,34 @@ def decoded_records(
 
 _PROMOTE_AT: Final = 10_000
 """How many objects a paused batch must leave to the collector for them to be promoted."""
+_GROWTH_MIN: Final = 100_000
+"""How many allocated blocks the heap must grow by, at least, for a full collection."""
+_measure = False
+"""Whether a batch was promoted since the heap was last measured."""
+_heap_blocks = 0
+"""The heap's allocated blocks when last measured (the least seen since the last full
+collection `paused_gc` ran; 0 before the first promotion). Updated without a lock: a lost
+update moves a collection a little."""
+
+
+def _collect_if_grown() -> None:
+    """Run a full collection when the heap grew by a quarter since the last measure.
+
+    Promoted objects never count towards the interpreter's own full collection (it runs
+    when the objects that survived into the oldest generation grow by a quarter), so a
+    cycle promoted with a batch would stay until the process ends. Measured when the
+    next batch starts, once after each promotion: the batch promoted is freed by then
+    when its caller dropped it, so a heap that does not grow is not collected (what a
+    read returns dies young).
+    """
+    global _measure, _heap_blocks
+    _measure = False
+    blocks = sys.getallocatedblocks()
+    if _heap_blocks and blocks - _heap_blocks >= max(_GROWTH_MIN, _heap_blocks // 4):
+        gc.collect()
+        _heap_blocks = sys.getallocatedblocks()
+    elif not _heap_blocks or blocks < _heap_blocks:
+        _heap_blocks = blocks
 
 
 @contextmanager
@@ -205,11 +234,15 @@ def paused_gc() -> Iterator[None]:
     at least `_PROMOTE_AT` new objects, they are moved to the oldest generation
     unvisited (`gc.freeze()` then `gc.unfreeze()`), where only a full collection looks
     at them, as at objects that survived two collections. Objects that die are still
-    freed at once (reference counting). The few objects younger than the batch are
-    moved with it (a cycle among them is freed by the next full collection). Not done
+    freed at once (reference counting). The objects younger than the batch are moved
+    with it: a cycle among them is freed by the full collection that the next batch
+    runs when the heap has grown by a quarter (`_collect_if_grown`). Not done
     when the application froze objects itself (`gc.get_freeze_count()`): `unfreeze`
     would release them.
     """
+    global _measure
+    if _measure:
+        _collect_if_grown()
     was_enabled = gc.isenabled()
     if was_enabled:
         gc.disable()
@@ -221,6 +254,7 @@ def paused_gc() -> Iterator[None]:
             if gc.get_count()[0] - before >= _PROMOTE_AT and not gc.get_freeze_count():
                 gc.freeze()
                 gc.unfreeze()
+                _measure = True
             gc.enable()
 
 

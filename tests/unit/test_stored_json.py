@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import json
 import sys
+import weakref
 from types import FrameType
 from typing import Any
 
@@ -136,3 +137,33 @@ def test_objects_the_application_froze_stay_frozen() -> None:
         assert _generation(batch[-1]) in (0, 1)
     finally:
         gc.unfreeze()
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self
+        self.payload = [str(i) for i in range(50)]  # blocks the heap grows by
+
+
+def test_cyclic_garbage_moved_with_big_batches_is_freed() -> None:
+    """Promoted objects do not count towards the interpreter's full collection: cycles
+    that became garbage before big batches must still be freed once they pile up (else
+    a long-lived process that reads big histories holds every cycle it ever made)."""
+    gc.collect()
+    first = _Cycle()
+    gone = weakref.ref(first)
+    del first  # garbage now, young: promoted with the next batch
+    size = 2 * _PROMOTE_AT  # well over: the objects freed meanwhile count against it
+    batch: list[list[int]] = []
+    for _ in range(200):
+        for _ in range(100):
+            # The application's cyclic garbage between two reads: too little for the
+            # young generation's collection to run before the batch promotes it.
+            _Cycle()
+        with paused_gc():
+            made = [[i] for i in range(size)]
+        batch = made  # the batch before is freed now, as a read's caller drops the last
+        if gone() is None:
+            break
+    assert gone() is None
+    assert len(batch) == size
