@@ -366,11 +366,17 @@ def fit_context(
     # The turns between two loops' handoffs that are dropped anyway: one handoff stands
     # for all of them, the turns folded in where they were. Whether or not summaries
     # shorten: else those turns fold into the first handoff, before the loops after them.
+    # A fit that drops nothing has no such turns: the drop order (a pass over every
+    # unit, a third of building a large context that fits) is not worked out for it.
     fitter, state, fits = _try_units(
         fitter,
         state,
         fits,
-        lambda: fold_between_summaries(fitter.units, set(fitter.drop_order[: state.dropped])),
+        lambda: (
+            fold_between_summaries(fitter.units, set(fitter.drop_order[: state.dropped]))
+            if state.dropped
+            else None
+        ),
         budget,
         token_scale,
         always=True,
