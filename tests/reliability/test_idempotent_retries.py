@@ -52,7 +52,9 @@ async def test_retries_after_timeouts_make_no_duplicates(store: SessionStore, db
     assert len(texts) == batches * size
     assert set(texts.values()) == {1}
     assert [m.position for m in messages] == list(range(batches * size))
-    assert timeouts >= batches, f"only {timeouts} timeouts: the deadlines were too generous"
+    # About four timeouts a batch on a quiet machine; on a loaded one the event loop sees
+    # more writes finish before their deadline's timer (one CI run: 46 for 50 batches).
+    assert timeouts >= batches // 2, f"only {timeouts} timeouts: the deadlines were too generous"
     record(
         "retries after timeouts",
         backend_of(db_url),
